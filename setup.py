@@ -1,0 +1,27 @@
+"""Build script for sgemm_cube.
+
+The pure-Python package (``sgemm_cube``, ``cpu_fallback``, ``tuning``) always
+installs.  The AscendC extension in ``ascendc_kernels/`` is built only when a
+CANN toolkit is found (``ASCEND_HOME_PATH``); see ``ascendc_kernels/README.md``.
+"""
+from setuptools import find_packages, setup
+
+setup(
+    name="sgemm_cube",
+    version="0.1.0",
+    description="FP32-accurate matrix multiply from FP16 matrix engines (SGEMM-cube)",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.11",
+    packages=find_packages(include=["sgemm_cube", "sgemm_cube.*", "cpu_fallback", "cpu_fallback.*",
+                                    "tuning", "tuning.*"]),
+    package_data={"sgemm_cube": ["backends/cuda/configs/*.json"], "tuning": ["profiles/*.json", "tables/*.json"]},
+    install_requires=["numpy>=1.24"],
+    extras_require={
+        "torch": ["torch>=2.4"],
+        "cuda": ["torch>=2.4", "triton>=3.0"],
+        "plot": ["matplotlib>=3.7"],
+        "test": ["pytest>=7", "matplotlib>=3.7", "tqdm>=4.60"],
+    },
+    entry_points={"console_scripts": ["sgemm-cube = sgemm_cube.cli:main"]},
+)
