@@ -1,0 +1,20 @@
+"""NumPy arithmetic model of SGEMM-cube: the exact CPU mirror of the kernels.
+
+Everything the hardware backends compute is defined here, in NumPy, so that
+every result can be tested without the hardware:
+
+* :func:`split` / :func:`split_limits` -- the FP32 -> FP16 (hi, lo) split
+  (``split.py``);
+* :func:`accumulate_product` -- FP32 accumulation of one FP16 product under
+  the ``"cube16"`` or ``"sequential"`` model (``accumulate.py``);
+* :func:`emulated_matmul` -- the whole algorithm for one 2-D product
+  (``gemm.py``: read this file first);
+* :mod:`cpu_fallback.reference` -- a slow scalar reference that the fast
+  model matches bit for bit.
+"""
+from .accumulate import ACCUMULATION_MODELS, accumulate_product
+from .gemm import ORDERS, emulated_matmul
+from .split import SplitLimits, split, split_limits
+
+__all__ = ["split", "split_limits", "SplitLimits", "accumulate_product", "emulated_matmul",
+           "ACCUMULATION_MODELS", "ORDERS"]

@@ -1,0 +1,104 @@
+"""A slow scalar reference of the arithmetic model, in plain Python loops.
+
+It follows the definitions of :mod:`cpu_fallback.split`,
+:mod:`cpu_fallback.accumulate` and :mod:`cpu_fallback.gemm` one scalar at a
+time with independent means: FP16 rounding through :mod:`struct` (IEEE
+binary16, round half to even), chunk sums as exact :class:`fractions.Fraction`
+values rounded to FP32 by comparing neighbours exactly, and FP32 additions
+as NumPy ``float32`` scalar operations.  The fast model must agree with it
+bit for bit; use it on small shapes only (it is ~1e5 times slower).
+"""
+from __future__ import annotations
+
+import math
+import struct
+from fractions import Fraction
+
+import numpy as np
+
+__all__ = ["reference_split", "reference_matmul"]
+
+_F32 = np.float32
+
+
+def _fp16(v: float) -> float:
+    """Round a double to binary16 (ties to even); +-inf past the range."""
+    try:
+        return struct.unpack("<e", struct.pack("<e", v))[0]
+    except OverflowError:
+        return math.copysign(math.inf, v)
+
+
+def reference_split(x: float, sb: int) -> tuple[float, float]:
+    """Scalar split of one FP32 value: ``(hi, lo)`` as Python floats."""
+    x = float(_F32(x))
+    if not math.isfinite(x):
+        return x, 0.0
+    hi = _fp16(x)
+    if not math.isfinite(hi):
+        return hi, -hi  # as the vector split: residual x - inf = -inf
+    return hi, _fp16((x - hi) * 2.0 ** sb)  # both operations exact in double
+
+
+def _round_to_f32(value: Fraction) -> np.float32:
+    """Correctly rounded FP32 of an exact rational (ties to even)."""
+    guess = _F32(float(value))  # within one FP32 ulp: double rounding can miss by one
+    if not np.isfinite(guess):
+        return guess
+    below = np.nextafter(guess, _F32(-np.inf))
+    above = np.nextafter(guess, _F32(np.inf))
+    best = None
+    for cand in (below, guess, above):
+        if not np.isfinite(cand):
+            continue
+        dist = abs(Fraction(float(cand)) - value)
+        mantissa_even = int(np.frombuffer(_F32(cand).tobytes(), np.uint32)[0]) % 2 == 0
+        key = (dist, not mantissa_even)
+        if best is None or key < best[0]:
+            best = (key, cand)
+    return _F32(best[1])
+
+
+def _chunk_sum(xs, ys) -> np.float32:
+    return _round_to_f32(sum((Fraction(x) * Fraction(y) for x, y in zip(xs, ys)), Fraction(0)))
+
+
+def reference_matmul(a, b, *, sb=12, order="termwise", accumulate="cube16", keep_lo_lo=False):
+    """Scalar-loop version of :func:`cpu_fallback.emulated_matmul` (same arguments)."""
+    chunk = {"cube16": 16, "sequential": 1}[accumulate]
+    a = np.asarray(a, np.float32)
+    b = np.asarray(b, np.float32)
+    m, k = a.shape
+    n = b.shape[1]
+    sa = [[reference_split(a[i, p], sb) for p in range(k)] for i in range(m)]
+    sbm = [[reference_split(b[p, j], sb) for j in range(n)] for p in range(k)]
+    scale = _F32(2.0 ** -sb)
+    pairs = [(0, 0), (1, 0), (0, 1)] + ([(1, 1)] if keep_lo_lo else [])  # (A part, B part): HH, LH, HL, LL
+    out = np.empty((m, n), np.float32)
+    for i in range(m):
+        for j in range(n):
+            chunks = []  # per term, the list of chunk sums in K order
+            for pa, pb in pairs:
+                chunks.append([_chunk_sum([sa[i][p][pa] for p in range(k0, min(k, k0 + chunk))],
+                                          [sbm[p][j][pb] for p in range(k0, min(k, k0 + chunk))])
+                               for k0 in range(0, k, chunk)])
+            if order == "termwise":
+                totals = []
+                for term in chunks:
+                    acc = _F32(0)
+                    for s in term:
+                        acc = _F32(acc + s)
+                    totals.append(acc)
+                corr = totals[1]
+                if keep_lo_lo:
+                    corr = _F32(_F32(totals[3] * scale) + totals[1])
+                corr = _F32(corr + totals[2])
+                out[i, j] = _F32(_F32(corr * scale) + totals[0])
+            else:
+                scales = [_F32(1), scale, scale, _F32(2.0 ** (-2 * sb))]
+                acc = _F32(0)
+                for c in range(len(chunks[0])):
+                    for t, term in enumerate(chunks):
+                        acc = _F32(acc + _F32(term[c] * scales[t]))
+                out[i, j] = acc
+    return out

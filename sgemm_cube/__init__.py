@@ -1,0 +1,24 @@
+"""sgemm_cube: FP32-accurate matrix multiply from FP16 matrix engines.
+
+Implements SGEMM-cube (Xue et al.): each FP32 operand is split into an FP16
+high part and an FP16 residual scaled by ``2**sb``, and three FP16 products
+with FP32 accumulation, combined termwise, rebuild the FP32 product.
+
+Public API
+----------
+matmul(a, b, sb=12, *, order, accumulate, keep_lo_lo, backend, out, check_range)
+    The product, on NumPy arrays or torch tensors (CPU, CUDA, Ascend NPU).
+split(x, sb=12), split_limits(sb=12)
+    The FP32 -> (FP16 hi, FP16 lo) split and the range it represents.
+available_backends()
+    Which backends can run here, and why the others cannot.
+"""
+from cpu_fallback import split, split_limits
+
+from .api import matmul, select_backend
+from .backends import BackendUnavailableError, available_backends
+
+__version__ = "0.1.0"
+
+__all__ = ["matmul", "split", "split_limits", "select_backend", "available_backends",
+           "BackendUnavailableError", "__version__"]
