@@ -42,7 +42,8 @@ def reference_split(x: float, sb: int) -> tuple[float, float]:
 
 def _round_to_f32(value: Fraction) -> np.float32:
     """Correctly rounded FP32 of an exact rational (ties to even)."""
-    guess = _F32(float(value))  # within one FP32 ulp: double rounding can miss by one
+    with np.errstate(over="ignore"):
+        guess = _F32(float(value))  # within one FP32 ulp: double rounding can miss by one
     if not np.isfinite(guess):
         return guess
     below = np.nextafter(guess, _F32(-np.inf))

@@ -1,0 +1,55 @@
+"""The ``sgemm-cube`` command line: demo, bench, tune, accuracy.
+
+Each subcommand lives in its own module; this file only wires them into
+:mod:`argparse`.  ``sgemm-cube <command> --help`` describes each one.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+__all__ = ["main", "build_parser"]
+
+
+def _demo(args) -> int:
+    from .demo import run_demo
+
+    run_demo(size=args.size, device=args.device, seed=args.seed, repeats=args.repeats)
+    return 0
+
+
+def _bench_cpu(args) -> int:
+    from .bench_cpu import run_cpu_benchmark
+
+    run_cpu_benchmark(size=args.size, repeats=args.repeats, out_dir=args.out)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="sgemm-cube",
+                                     description="FP32-accurate matrix multiply from FP16 matrix engines (SGEMM-cube).")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    demo = sub.add_parser("demo", help="multiply random matrices on the best backend and compare accuracy")
+    demo.add_argument("--size", type=int, default=None, help="M = N = K (default 4096 on a GPU, 512 on the CPU)")
+    demo.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    demo.add_argument("--seed", type=int, default=0)
+    demo.add_argument("--repeats", type=int, default=3)
+    demo.set_defaults(func=_demo)
+
+    bench = sub.add_parser("bench-cpu", help="time the CPU arithmetic model against numpy.matmul in float32")
+    bench.add_argument("--size", type=int, default=1024)
+    bench.add_argument("--repeats", type=int, default=3)
+    bench.add_argument("--out", default=None, help="folder for the JSON record (default: print only)")
+    bench.set_defaults(func=_bench_cpu)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``sgemm-cube`` console script."""
+    args = build_parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,65 @@
+"""Accuracy claims, each against float64 with native FP32 measured beside it (Eq. 12)."""
+import numpy as np
+import pytest
+
+import sgemm_cube
+from cpu_fallback import accumulate_product
+from sgemm_cube.metrics import reference_matmul64, relative_error
+
+from .conftest import draw
+
+
+@pytest.mark.parametrize("dist", ["normal", "uniform01", "uniform_pm1", "lognormal"])
+@pytest.mark.parametrize("shape,term_bound,elem_bound", [
+    ((96, 512, 80), 1.0, 1.5),   # termwise at least as accurate as native FP32 (measured ratio 0.45-0.7)
+    ((33, 1000, 47), 2.0, 3.0),  # odd shape: NumPy's own kernel changes order here; "comparable"
+])
+def test_accuracy_against_native_fp32(rng, dist, shape, term_bound, elem_bound):
+    m, k, n = shape
+    a, b = draw(rng, dist, (m, k)), draw(rng, dist, (k, n))
+    ref = reference_matmul64(a, b)
+    native = relative_error(a @ b, ref)
+    termwise = relative_error(sgemm_cube.matmul(a, b, 12), ref)
+    elementwise = relative_error(sgemm_cube.matmul(a, b, 12, order="elementwise"), ref)
+    fp16 = relative_error(accumulate_product(a.astype(np.float16), b.astype(np.float16)), ref)
+    assert termwise <= term_bound * native, (termwise, native)
+    assert elementwise <= elem_bound * native, (elementwise, native)
+    assert fp16 > 20 * native  # plain FP16 is far worse: the split is doing the work
+
+
+def test_termwise_beats_elementwise_on_average(rng):
+    """Fig. 7/8 of the paper: small terms first is more accurate."""
+    ratios = []
+    for dist in ["normal", "uniform01", "uniform_pm1"]:
+        a, b = draw(rng, dist, (64, 768)), draw(rng, dist, (768, 64))
+        ref = reference_matmul64(a, b)
+        ratios.append(relative_error(sgemm_cube.matmul(a, b), ref)
+                      / relative_error(sgemm_cube.matmul(a, b, order="elementwise"), ref))
+    assert np.mean(ratios) < 1.0, ratios
+
+
+@pytest.mark.parametrize("exp", [-12, -9])
+def test_sb12_beats_sb0_on_small_exponents(rng, exp):
+    a = draw(rng, "uniform01", (64, 400), scale_exp=exp)
+    b = draw(rng, "uniform01", (400, 48), scale_exp=exp)
+    ref = reference_matmul64(a, b)
+    native = relative_error(a @ b, ref)
+    sb12 = relative_error(sgemm_cube.matmul(a, b, 12), ref)
+    sb0 = relative_error(sgemm_cube.matmul(a, b, 0, check_range=False), ref)
+    assert sb12 <= native
+    assert sb0 > 4 * sb12
+
+
+def test_sequential_model_is_also_fp32_accurate(rng):
+    a, b = draw(rng, "normal", (40, 300)), draw(rng, "normal", (300, 30))
+    ref = reference_matmul64(a, b)
+    err = relative_error(sgemm_cube.matmul(a, b, accumulate="sequential"), ref)
+    assert err <= 2 * relative_error(a @ b, ref)
+
+
+def test_fourth_term_changes_little(rng):
+    a, b = draw(rng, "normal", (50, 200)), draw(rng, "normal", (200, 40))
+    ref = reference_matmul64(a, b)
+    three = relative_error(sgemm_cube.matmul(a, b), ref)
+    four = relative_error(sgemm_cube.matmul(a, b, keep_lo_lo=True), ref)
+    assert four <= three * 1.1
