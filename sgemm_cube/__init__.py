@@ -6,8 +6,10 @@ with FP32 accumulation, combined termwise, rebuild the FP32 product.
 
 Public API
 ----------
-matmul(a, b, sb=12, *, order, accumulate, keep_lo_lo, backend, out, check_range)
+matmul(a, b, sb=12, *, scheme, scale, order, accumulate, keep_lo_lo, backend, out, check_range)
     The product, on NumPy arrays or torch tensors (CPU, CUDA, Ascend NPU).
+explain(a, b, ...)
+    How matmul would compute a product (scheme, sb, scaling, backend) and why.
 split(x, sb=12), split_limits(sb=12)
     The FP32 -> (FP16 hi, FP16 lo) split and the range it represents.
 available_backends()
@@ -17,8 +19,9 @@ from cpu_fallback import split, split_limits
 
 from .api import matmul, select_backend
 from .backends import BackendUnavailableError, available_backends
+from .plan import Plan, explain
 
 __version__ = "0.1.0"
 
-__all__ = ["matmul", "split", "split_limits", "select_backend", "available_backends",
+__all__ = ["matmul", "explain", "Plan", "split", "split_limits", "select_backend", "available_backends",
            "BackendUnavailableError", "__version__"]

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import math
 import sys
+from typing import NamedTuple
 
 import numpy as np
 
 from cpu_fallback import ORDERS, split_limits
 
+from ._xp import Ops
 from .backends import get_backend
+from .plan import make_plan, scale_exponents
 from .special import patch_special_values
 
 __all__ = ["matmul", "select_backend"]
@@ -89,8 +92,65 @@ def _range_check(stats, sb: int, to_numpy) -> None:
                 + f"cale {name} by a power of two, or pass check_range=False to accept the precision loss.")
 
 
-def matmul(a, b, sb: int = 12, *, order: str = "termwise", accumulate: str | None = None,
-           keep_lo_lo: bool = False, backend: str = "auto", out=None, check_range: bool = True):
+class _Prepared(NamedTuple):
+    """Operands checked and broadcast to 3-D, with where the result goes."""
+
+    a3: object            # (B, M, K)
+    b3: object            # (B, K, N)
+    batch: tuple
+    m: int
+    n: int
+    k: int
+    result_shape: tuple
+    torch_mode: bool
+    backend: str
+    backend_schemes: tuple
+
+
+def _prepare(a, b, backend: str) -> _Prepared:
+    a = _check_operand(a, "a")
+    b = _check_operand(b, "b")
+    torch_mode = _is_torch(a)
+    if torch_mode != _is_torch(b):
+        raise TypeError("sgemm_cube.matmul: a and b must both be NumPy arrays or both torch tensors")
+    if torch_mode and a.device != b.device:
+        raise ValueError(f"a is on {a.device} and b on {b.device}: move them to one device")
+    if a.ndim == 0 or b.ndim == 0:
+        raise ValueError("sgemm_cube.matmul: operands must have at least one dimension (use * for scalars)")
+    squeeze_m, squeeze_n = a.ndim == 1, b.ndim == 1
+    a2 = a[None, :] if squeeze_m else a
+    b2 = b[:, None] if squeeze_n else b
+    (m, k), (k2, n) = a2.shape[-2:], b2.shape[-2:]
+    if k != k2:
+        raise ValueError(f"sgemm_cube.matmul: shapes {tuple(a.shape)} and {tuple(b.shape)} do not match: "
+                         f"a has {k} columns, b has {k2} rows")
+    try:
+        batch = tuple(np.broadcast_shapes(tuple(a2.shape[:-2]), tuple(b2.shape[:-2])))
+    except ValueError:
+        raise ValueError(f"sgemm_cube.matmul: batch dimensions of {tuple(a.shape)} and {tuple(b.shape)} "
+                         f"do not broadcast") from None
+    result_shape = batch + ((m,) if not squeeze_m else ()) + ((n,) if not squeeze_n else ())
+    nb = math.prod(batch)
+    if torch_mode:
+        a3 = a2.expand(batch + (m, k)).reshape(nb, m, k)
+        b3 = b2.expand(batch + (k, n)).reshape(nb, k, n)
+    else:
+        a3 = np.broadcast_to(a2, batch + (m, k)).reshape(nb, m, k)
+        b3 = np.broadcast_to(b2, batch + (k, n)).reshape(nb, k, n)
+    name = select_backend(a, b, backend)
+    schemes = tuple(getattr(_backend_module(name), "SCHEMES", ("fp16x3", "fp16x4")))
+    return _Prepared(a3, b3, batch, m, n, k, result_shape, torch_mode, name, schemes)
+
+
+def _backend_module(name: str):
+    from .backends import _module
+
+    return _module(name)
+
+
+def matmul(a, b, sb: int | str = 12, *, scheme: str = "fp16x3", scale: str | None = None,
+           order: str = "termwise", accumulate: str | None = None, keep_lo_lo: bool = False,
+           backend: str = "auto", out=None, check_range: bool = True):
     """FP32 matrix product computed with FP16 matrix products (SGEMM-cube).
 
     Each FP32 operand is split into an FP16 high part and an FP16 residual
@@ -105,10 +165,22 @@ def matmul(a, b, sb: int = 12, *, order: str = "termwise", accumulate: str | Non
         dimensions broadcast as in :func:`numpy.matmul`; 1-D operands are
         promoted to a row (``a``) or a column (``b``) and the added
         dimension is removed from the result.  Any strides.
-    sb : int, default 12
-        Scaling exponent of the residuals, ``0 <= sb <= 24``.  12 keeps 22
-        significant bits over the FP16 normal range (Eq. 6 of the paper);
-        see :func:`cpu_fallback.split_limits` for the range it covers.
+    sb : int or "auto", default 12
+        Scaling exponent of the FP16 residuals, ``0 <= sb <= 24``.  12 keeps
+        22 significant bits over the FP16 normal range (Eq. 6 of the paper);
+        see :func:`cpu_fallback.split_limits`.  ``"auto"``: the largest
+        ``sb <= 12`` whose range holds the data (12 when scaling).
+    scheme : {"fp16x3", "fp16x4", "bf16x9", "bf16x6", "auto"}, keyword-only
+        The split: SGEMM-cube's three FP16 products (default), with the
+        fourth ``lo*lo`` product, or three BF16 slices with nine or six
+        products (FP32's whole exponent range).  ``"auto"`` picks the fastest
+        scheme that keeps FP32-level accuracy for these data, with
+        power-of-two scaling where needed, or native FP32 when the backend
+        has no kernel for it; :func:`sgemm_cube.explain` says which and why.
+    scale : {None, "rows", "matrix"}, keyword-only
+        Exact power-of-two scaling before the split, undone on the result:
+        per row of ``a`` and per column of ``b``, or per matrix.  Makes data
+        at 1e-30 or 1e30 as accurate as data near 1.
     order : {"termwise", "elementwise"}, keyword-only
         ``"termwise"`` keeps each product in its own FP32 accumulator and sums
         the small terms first (more accurate); ``"elementwise"`` adds all
@@ -118,7 +190,7 @@ def matmul(a, b, sb: int = 12, *, order: str = "termwise", accumulate: str | Non
         Hardware backends accumulate as their matrix engine does and accept
         only ``None``.
     keep_lo_lo : bool, keyword-only
-        Also add the fourth product ``a_lo @ b_lo * 2**-2sb``.
+        Shorthand for ``scheme="fp16x4"``.
     backend : {"auto", "cpu", "cuda", "npu", "native"}, keyword-only
         ``"auto"``: the CPU model for NumPy arrays and CPU tensors, the
         Triton kernels for CUDA tensors (or cuBLAS FP32 for the small and
@@ -130,11 +202,11 @@ def matmul(a, b, sb: int = 12, *, order: str = "termwise", accumulate: str | Non
     out : ndarray or torch.Tensor, optional, keyword-only
         float32 array of the result's shape (and device) to write into.
     check_range : bool, default True, keyword-only
-        Refuse operands the split cannot represent to FP32 accuracy: finite
-        values at or above ``split_limits(sb).max_abs`` (they would overflow
-        to infinity) and rows of ``a`` / columns of ``b`` whose largest
-        magnitude is below ``split_limits(sb).min_row_abs``.  ``False``
-        skips the check (for studies of the split's limits).
+        For FP16 schemes, refuse operands the split cannot represent to FP32
+        accuracy: finite values at or above ``split_limits(sb).max_abs``
+        (they would overflow to infinity) and rows of ``a`` / columns of
+        ``b`` whose largest magnitude is below ``split_limits(sb).min_row_abs``.
+        ``False`` skips the check (for studies of the split's limits).
 
     Returns
     -------
@@ -159,62 +231,40 @@ def matmul(a, b, sb: int = 12, *, order: str = "termwise", accumulate: str | Non
     >>> c = sgemm_cube.matmul(a, b)
     >>> c.shape, c.dtype
     ((64, 16), dtype('float32'))
+    >>> sgemm_cube.matmul(a * np.float32(1e30), b, scheme="auto").dtype
+    dtype('float32')
     """
-    a = _check_operand(a, "a")
-    b = _check_operand(b, "b")
-    torch_mode = _is_torch(a)
-    if torch_mode != _is_torch(b):
-        raise TypeError("sgemm_cube.matmul: a and b must both be NumPy arrays or both torch tensors")
-    if torch_mode and a.device != b.device:
-        raise ValueError(f"a is on {a.device} and b on {b.device}: move them to one device")
     if order not in ORDERS:
         raise ValueError(f"unknown order {order!r}; choose one of {list(ORDERS)}")
-    split_limits(sb)  # validates sb
-    if a.ndim == 0 or b.ndim == 0:
-        raise ValueError("sgemm_cube.matmul: operands must have at least one dimension (use * for scalars)")
-    squeeze_m, squeeze_n = a.ndim == 1, b.ndim == 1
-    a2 = a[None, :] if squeeze_m else a
-    b2 = b[:, None] if squeeze_n else b
-    (m, k), (k2, n) = a2.shape[-2:], b2.shape[-2:]
-    if k != k2:
-        raise ValueError(f"sgemm_cube.matmul: shapes {tuple(a.shape)} and {tuple(b.shape)} do not match: "
-                         f"a has {k} columns, b has {k2} rows")
-    try:
-        batch = tuple(np.broadcast_shapes(tuple(a2.shape[:-2]), tuple(b2.shape[:-2])))
-    except ValueError:
-        raise ValueError(f"sgemm_cube.matmul: batch dimensions of {tuple(a.shape)} and {tuple(b.shape)} "
-                         f"do not broadcast") from None
-    result_shape = batch + ((m,) if not squeeze_m else ()) + ((n,) if not squeeze_n else ())
-
-    name = select_backend(a, b, backend)
-    if accumulate is not None and name != "cpu":
+    if sb != "auto":
+        split_limits(sb)  # validates sb
+    if keep_lo_lo:
+        if scheme not in ("fp16x3", "fp16x4"):
+            raise ValueError(f"keep_lo_lo is shorthand for scheme='fp16x4'; it does not combine with {scheme!r}")
+        scheme = "fp16x4"
+    prep = _prepare(a, b, backend)
+    if accumulate is not None and prep.backend != "cpu":
         raise ValueError(f"accumulate={accumulate!r} selects an arithmetic model of the CPU backend; "
-                         f"the {name!r} backend accumulates as its hardware does (pass accumulate=None)")
-    nb = math.prod(batch)
-    if torch_mode:
+                         f"the {prep.backend!r} backend accumulates as its hardware does (pass accumulate=None)")
+    out = _check_out(out, prep.result_shape, a, prep.torch_mode)
+    if prep.torch_mode:
         import torch
 
-        a3 = a2.expand(batch + (m, k)).reshape(nb, m, k)
-        b3 = b2.expand(batch + (k, n)).reshape(nb, k, n)
-        res = torch.empty((nb, m, n), dtype=torch.float32, device=a.device)
-        if name == "cuda" and backend == "auto":
-            from .backends import cuda
-
-            if cuda.is_available() and cuda.prefers_native(nb, m, n, k, a.device):
-                name = "native"
+        res = torch.empty((prep.a3.shape[0], prep.m, prep.n), dtype=torch.float32, device=prep.a3.device)
     else:
-        a3 = np.broadcast_to(a2, batch + (m, k)).reshape(nb, m, k)
-        b3 = np.broadcast_to(b2, batch + (k, n)).reshape(nb, k, n)
-        res = np.empty((nb, m, n), np.float32)
-    out = _check_out(out, result_shape, a, torch_mode)
-
-    if res.numel() if torch_mode else res.size:
-        if k == 0:
-            res[...] = 0
-        else:
-            _compute(name, a3, b3, res, sb=sb, order=order, accumulate=accumulate, keep_lo_lo=keep_lo_lo,
-                     check_range=check_range, torch_mode=torch_mode)
-    res = res.reshape(result_shape)
+        res = np.empty((prep.a3.shape[0], prep.m, prep.n), np.float32)
+    if (res.numel() if prep.torch_mode else res.size) and prep.k == 0:
+        res[...] = 0
+    elif res.numel() if prep.torch_mode else res.size:
+        plan = make_plan(prep.a3, prep.b3, sb=sb, scheme=scheme, scale=scale, backend=prep.backend,
+                         backend_schemes=prep.backend_schemes)
+        name = plan.backend
+        if name == "cuda" and backend == "auto" and plan.scheme != "native":
+            if _backend_module("cuda").prefers_native(prep.a3.shape[0], prep.m, prep.n, prep.k, prep.a3.device):
+                name = "native"
+        _compute(name, prep.a3, prep.b3, res, plan=plan, order=order, accumulate=accumulate,
+                 check_range=check_range, torch_mode=prep.torch_mode)
+    res = res.reshape(prep.result_shape)
     if out is None:
         return res
     out[...] = res
@@ -238,33 +288,59 @@ def _check_out(out, shape, like, torch_mode):
     return out
 
 
-def _compute(name, a3, b3, res, *, sb, order, accumulate, keep_lo_lo, check_range, torch_mode):
-    """Run one backend on 3-D operands, then the range check and the NaN/Inf patch."""
+def _compute(name, a3, b3, res, *, plan, order, accumulate, check_range, torch_mode):
+    """Run one backend on 3-D operands: scaling, range check, product, NaN/Inf patch."""
     mod = get_backend(name)
-    kwargs = dict(sb=sb, order=order, keep_lo_lo=keep_lo_lo)
+    if name == "native":
+        mod.matmul(a3, b3, out=res)
+        return
+    ops = Ops(a3)
+    if torch_mode and name == "cpu":  # the NumPy model works on shared-memory views of CPU tensors
+        a3, b3, res = a3.detach().numpy(), b3.detach().numpy(), res.numpy()
+        ops = Ops(a3)
+    sa3, sb3, shift = a3, b3, None
+    if plan.scale is not None:
+        sa3, sb3, shift = _apply_scale(ops, a3, b3, plan)
+    kwargs = dict(sb=plan.sb, order=order, keep_lo_lo=plan.scheme == "fp16x4")
+    if plan.scheme not in ("fp16x3", "fp16x4"):
+        kwargs["scheme"] = plan.scheme
     if accumulate is not None:
         kwargs["accumulate"] = accumulate
+    fp16 = plan.scheme.startswith("fp16")
     if name == "cpu":
-        # The NumPy model works on shared-memory views of CPU tensors.  Its
-        # range statistics cost little next to the product: check first.
-        if torch_mode:
-            a3, b3, res = a3.detach().numpy(), b3.detach().numpy(), res.numpy()
-        stats = _stats(a3, b3)
-        if check_range:
-            _range_check(stats, sb, np.asarray)
-        mod.matmul(a3, b3, out=res, **kwargs)
-        if stats.a_nonfinite or stats.b_nonfinite:
-            patch_special_values(a3, b3, res)
-        return
-    stats = mod.matmul(a3, b3, out=res, **kwargs)
-    if name == "native":
-        return
-    if stats is None:
-        stats = _stats(a3, b3)
-    if check_range:
-        _range_check(stats, sb, (lambda t: t.detach().cpu().numpy()) if torch_mode else np.asarray)
+        # Range statistics cost little next to the model's product: check before any work.
+        stats = _stats(sa3, sb3)
+        if check_range and fp16:
+            _range_check(stats, plan.sb, np.asarray)
+        mod.matmul(sa3, sb3, out=res, **kwargs)
+    else:
+        stats = mod.matmul(sa3, sb3, out=res, **kwargs)
+        if stats is None:
+            stats = _stats(sa3, sb3)
+        if check_range and fp16:
+            _range_check(stats, plan.sb, ops.to_numpy)
+    if shift is not None:
+        res[...] = ops.ldexp(res, shift)
     if bool(stats.a_nonfinite) or bool(stats.b_nonfinite):
         patch_special_values(a3, b3, res)
+
+
+def _apply_scale(ops, a3, b3, plan):
+    """Exact power-of-two scaling of a3 per row and b3 per column (or per matrix).
+
+    Returns the scaled operands and the exponent array (B, M, N) to undo it on C.
+    """
+    ranges = _stats(a3, b3)
+    a_big, b_big = ops.to_numpy(ranges.a_rowmax), ops.to_numpy(ranges.b_colmax)  # (B, M), (B, N)
+    if plan.scale == "matrix":  # one shift per matrix, from its largest magnitude
+        a_big = np.broadcast_to(a_big.max(axis=-1, keepdims=True, initial=0), a_big.shape)
+        b_big = np.broadcast_to(b_big.max(axis=-1, keepdims=True, initial=0), b_big.shape)
+    ta = scale_exponents(a_big, scheme=plan.scheme, sb=plan.sb)
+    tb = scale_exponents(b_big, scheme=plan.scheme, sb=plan.sb)
+    sa3 = ops.ldexp(a3, ops.from_numpy(ta[:, :, None], a3))
+    sb3 = ops.ldexp(b3, ops.from_numpy(tb[:, None, :], b3))
+    shift = ops.from_numpy(-(ta[:, :, None] + tb[:, None, :]), a3)
+    return sa3, sb3, shift
 
 
 def _stats(a3, b3):

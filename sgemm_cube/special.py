@@ -21,37 +21,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._xp import Ops
+
 __all__ = ["patch_special_values"]
-
-
-class _Ops:
-    """The few array operations the patch needs, for NumPy or torch."""
-
-    def __init__(self, like):
-        self.np = isinstance(like, np.ndarray)
-
-    def f32(self, mask):
-        return mask.astype(np.float32) if self.np else mask.float()
-
-    def any(self, mask, axis):
-        return mask.any(axis=axis) if self.np else mask.any(dim=axis)
-
-    def nonzero(self, mask):
-        return np.nonzero(mask)[0] if self.np else mask.nonzero().flatten()
-
-    def full_like(self, x, value):
-        if self.np:
-            return np.full_like(x, value)
-        import torch
-
-        return torch.full_like(x, value)
-
-    def where(self, cond, x, y):
-        if self.np:
-            return np.where(cond, x, y)
-        import torch
-
-        return torch.where(cond, x, y)
 
 
 def _pattern(ops, a, b, block):
@@ -82,11 +54,9 @@ def patch_special_values(a, b, out) -> None:
     out : array, shape (B, M, N), float32
         The product computed with every special input treated as 0.
     """
-    ops = _Ops(a)
-    special_a = (a != a) | (a == np.inf) | (a == -np.inf)
-    special_b = (b != b) | (b == np.inf) | (b == -np.inf)
-    bad_rows = ops.any(special_a, -1)  # (B, M)
-    bad_cols = ops.any(special_b, -2)  # (B, N)
+    ops = Ops(a)
+    bad_rows = ops.any(ops.special_mask(a), -1)  # (B, M)
+    bad_cols = ops.any(ops.special_mask(b), -2)  # (B, N)
     for i in range(a.shape[0]):
         rows = ops.nonzero(bad_rows[i])
         cols = ops.nonzero(bad_cols[i])

@@ -12,7 +12,10 @@ import numpy as np
 
 from cpu_fallback import emulated_matmul
 
-__all__ = ["is_available", "unavailable_reason", "matmul", "DEFAULT_ACCUMULATE"]
+__all__ = ["is_available", "unavailable_reason", "matmul", "DEFAULT_ACCUMULATE", "SCHEMES"]
+
+#: Split schemes this backend implements (all of them: it is the definition).
+SCHEMES = ("fp16x3", "fp16x4", "bf16x9", "bf16x6")
 
 #: Accumulation model used when the caller passes ``accumulate=None``.
 DEFAULT_ACCUMULATE = "cube16"
@@ -26,7 +29,8 @@ def unavailable_reason() -> str:
     return ""
 
 
-def matmul(a, b, *, sb: int, order: str, keep_lo_lo: bool, out, accumulate: str | None = None) -> None:
+def matmul(a, b, *, sb: int, order: str, keep_lo_lo: bool, out, accumulate: str | None = None,
+           scheme: str = "fp16x3") -> None:
     """Emulated product of (B, M, K) and (B, K, N) float32 NumPy arrays into ``out`` (B, M, N).
 
     Non-finite inputs are treated as 0 (the API layer patches the outputs
@@ -40,4 +44,5 @@ def matmul(a, b, *, sb: int, order: str, keep_lo_lo: bool, out, accumulate: str 
             ai = np.where(np.isfinite(ai), ai, np.float32(0))
         if not np.isfinite(bi).all():
             bi = np.where(np.isfinite(bi), bi, np.float32(0))
-        out[i] = emulated_matmul(ai, bi, sb=sb, order=order, accumulate=accumulate, keep_lo_lo=keep_lo_lo)
+        out[i] = emulated_matmul(ai, bi, sb=sb, order=order, accumulate=accumulate, keep_lo_lo=keep_lo_lo,
+                                 scheme=scheme)
