@@ -173,7 +173,9 @@ def matmul(a, b, sb: int | str = 12, *, scheme: str = "fp16x3", scale: str | Non
     scheme : {"fp16x3", "fp16x4", "bf16x9", "bf16x6", "auto"}, keyword-only
         The split: SGEMM-cube's three FP16 products (default), with the
         fourth ``lo*lo`` product, or three BF16 slices with nine or six
-        products (FP32's whole exponent range).  ``"auto"`` picks the fastest
+        products (FP32's whole exponent range; values below ``2**-110``, FP32
+        subnormals among them, lose the bits under BF16's smallest step
+        ``2**-133`` unless ``scale`` is given).  ``"auto"`` picks the fastest
         scheme that keeps FP32-level accuracy for these data, with
         power-of-two scaling where needed, or native FP32 when the backend
         has no kernel for it; :func:`sgemm_cube.explain` says which and why.
