@@ -4,7 +4,15 @@ The pure-Python package (``sgemm_cube``, ``cpu_fallback``, ``tuning``) always
 installs.  The AscendC extension in ``ascendc_kernels/`` is built only when a
 CANN toolkit is found (``ASCEND_HOME_PATH``); see ``ascendc_kernels/README.md``.
 """
+import os
+import sys
+
 from setuptools import find_packages, setup
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ascendc_kernels.build_ext import npu_extension  # noqa: E402  (CMake build, only where CANN exists)
+
+ext_modules, cmdclass = npu_extension()
 
 setup(
     name="sgemm_cube",
@@ -24,4 +32,6 @@ setup(
         "test": ["pytest>=7", "hypothesis>=6", "matplotlib>=3.7", "tqdm>=4.60", "triton>=3.0", "pybind11>=2.10"],
     },
     entry_points={"console_scripts": ["sgemm-cube = sgemm_cube.cli:main"]},
+    ext_modules=ext_modules,
+    cmdclass=cmdclass,
 )

@@ -1,0 +1,13 @@
+// CI stand-in for the generated launch header (see aclrtlaunch_sgemm_cube_split.h).
+#ifndef HEADER_ACLRTLAUNCH_SGEMM_CUBE_COMBINE_H
+#define HEADER_ACLRTLAUNCH_SGEMM_CUBE_COMBINE_H
+#include "acl/acl_base.h"
+
+#ifndef ACLRT_LAUNCH_KERNEL
+#define ACLRT_LAUNCH_KERNEL(kernel_func) aclrtlaunch_##kernel_func
+#endif
+
+extern "C" uint32_t aclrtlaunch_sgemm_cube_combine(uint32_t blockDim, aclrtStream stream, void* c_hh, void* c_lh,
+                                                   void* c_hl, void* c_ll, void* out, uint64_t total,
+                                                   uint32_t plan_cores, uint32_t keep_lo_lo, float inv_scale);
+#endif

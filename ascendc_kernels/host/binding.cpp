@@ -1,0 +1,195 @@
+// pybind11 module `sgemm_cube.backends._npu_ext`: torch_npu tensors in, the
+// three SGEMM-cube kernels launched on the current NPU stream.
+//
+//   matmul(a, b, out, sb, keep_lo_lo, bm, bk, bn, n_fused) -> None
+//       a (B, M, K), b (B, K, N), out (B, M, N): float32, contiguous, same NPU.
+//       Every launch goes through torch_npu's task queue (OpCommand::RunOpApiV2)
+//       so it is ordered with the framework's own operators on that stream.
+//   soc() -> str              SoC family the device code was built for
+//   device_soc(device) -> str SoC name the runtime reports (aclrtGetSocName)
+//
+// Validation of values (ranges, NaN/Inf patching, the tiling choice) is the
+// Python side's job (sgemm_cube/backends/npu.py); this file checks only what
+// would make a launch unsafe.
+#include <pybind11/pybind11.h>
+#include <torch/extension.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <string>
+
+#include "acl/acl.h"
+#include "torch_npu/csrc/core/npu/NPUStream.h"
+#include "torch_npu/csrc/framework/OpCommand.h"
+
+#include "launch.h"
+#include "launch_plan.hpp"
+#include "soc_name.hpp"
+
+namespace sgemm_cube {
+namespace host {
+namespace {
+
+bool built_for_910a() { return std::strcmp(built_soc(), "910a") == 0; }
+
+arch::Capacity built_capacity()
+{
+    return built_for_910a() ? arch::capacity<arch::Ascend910A>() : arch::capacity<arch::Ascend910B>();
+}
+
+struct Cores {
+    uint32_t cube;
+    uint32_t vector;
+};
+
+/// Cube and vector core counts of a device.  On 910A the vector units are
+/// inside the AI cores, so both counts are the AI cores.
+Cores device_cores(int32_t device)
+{
+    int64_t aic = 0;
+    if (aclGetDeviceCapability(uint32_t(device), ACL_DEVICE_INFO_AI_CORE_NUM, &aic) != ACL_SUCCESS || aic <= 0) {
+        aic = built_for_910a() ? arch::Ascend910A::kAiCores : arch::Ascend910B::kAiCores;
+    }
+    if (built_for_910a()) {
+        return Cores{uint32_t(aic), uint32_t(aic)};
+    }
+    int64_t aiv = 0;
+    if (aclGetDeviceCapability(uint32_t(device), ACL_DEVICE_INFO_VECTOR_CORE_NUM, &aiv) != ACL_SUCCESS || aiv <= 0) {
+        aiv = 2 * aic;  // Atlas A2: two vector cores per cube core
+    }
+    return Cores{uint32_t(aic), uint32_t(aiv)};
+}
+
+void check_operand(const at::Tensor& t, const char* name, const at::Device& device)
+{
+    TORCH_CHECK(t.device().type() == c10::DeviceType::PrivateUse1, "sgemm_cube NPU kernel: ", name,
+                " must be an NPU tensor, got ", t.device());
+    TORCH_CHECK(t.device() == device, "sgemm_cube NPU kernel: ", name, " is on ", t.device(), ", a on ", device);
+    TORCH_CHECK(t.scalar_type() == at::kFloat, "sgemm_cube NPU kernel: ", name, " must be float32, got ",
+                t.scalar_type());
+    TORCH_CHECK(t.dim() == 3, "sgemm_cube NPU kernel: ", name, " must be 3-D (batch, rows, cols), got ", t.dim(),
+                "-D");
+    TORCH_CHECK(t.is_contiguous(), "sgemm_cube NPU kernel: ", name, " must be contiguous");
+}
+
+uint32_t checked_u32(int64_t v, const char* what)
+{
+    TORCH_CHECK(v >= 0 && v <= int64_t(0xFFFF0000u), "sgemm_cube NPU kernel: ", what, " = ", v, " out of range");
+    return uint32_t(v);
+}
+
+void enqueue(const char* name, const std::function<int()>& launch)
+{
+    at_npu::native::OpCommand::RunOpApiV2(name, launch);
+}
+
+std::string device_soc(int64_t device)
+{
+    (void)device;  // the runtime reports the SoC of the current device's chip
+    const char* name = aclrtGetSocName();
+    return name == nullptr ? std::string() : std::string(name);
+}
+
+void matmul(const at::Tensor& a, const at::Tensor& b, at::Tensor& out, int64_t sb, bool keep_lo_lo, int64_t bm,
+            int64_t bk, int64_t bn, int64_t n_fused)
+{
+    const at::Device device = a.device();
+    check_operand(a, "a", device);
+    check_operand(b, "b", device);
+    check_operand(out, "out", device);
+    const int64_t batch = a.size(0), m = a.size(1), k = a.size(2), n = b.size(2);
+    TORCH_CHECK(b.size(0) == batch && b.size(1) == k, "sgemm_cube NPU kernel: shapes ", a.sizes(), " and ",
+                b.sizes(), " do not multiply");
+    TORCH_CHECK(out.size(0) == batch && out.size(1) == m && out.size(2) == n, "sgemm_cube NPU kernel: out has shape ",
+                out.sizes(), ", expected (", batch, ", ", m, ", ", n, ")");
+    TORCH_CHECK(sb >= 0 && sb <= 24, "sgemm_cube NPU kernel: sb must be in [0, 24], got ", sb);
+    const std::string family = soc_family(device_soc(device.index()).c_str());
+    TORCH_CHECK(family == built_soc(), "sgemm_cube NPU kernel was built for Ascend ", built_soc(),
+                " but this device is ", device_soc(device.index()), "; rebuild with the matching SOC_VERSION");
+    if (batch == 0 || m == 0 || n == 0) {
+        return;
+    }
+    if (k == 0) {
+        out.zero_();
+        return;
+    }
+
+    const Cores cores = device_cores(int32_t(device.index()));
+    LaunchPlan plan{};
+    const schedule::Tiling tiling{checked_u32(bm, "bm"), checked_u32(bk, "bk"), checked_u32(bn, "bn"),
+                                  checked_u32(n_fused, "n_fused")};
+    const schedule::Status status =
+        make_launch_plan(built_capacity(), checked_u32(batch, "batch"), checked_u32(m, "m"), checked_u32(n, "n"),
+                         checked_u32(k, "k"), tiling, cores.cube, cores.vector, keep_lo_lo, &plan);
+    TORCH_CHECK(status == schedule::Status::kOk, "sgemm_cube NPU kernel cannot run tiling (", bm, ", ", bk, ", ", bn,
+                ", ", n_fused, "): ", schedule::status_message(status));
+    const schedule::Geometry& g = plan.geometry;
+
+    // Zero padding to multiples of 16: zero rows and columns add exact zero products.
+    const at::Tensor a_src =
+        plan.padded_a ? at::constant_pad_nd(a, {0, int64_t(g.kp) - k, 0, int64_t(g.mp) - m}, 0).contiguous() : a;
+    const at::Tensor b_src =
+        plan.padded_b ? at::constant_pad_nd(b, {0, int64_t(g.np) - n, 0, int64_t(g.kp) - k}, 0).contiguous() : b;
+    const at::TensorOptions half_opts = a.options().dtype(at::kHalf);
+    const at::Tensor a_parts = at::empty({2, int64_t(plan.a_part_elems)}, half_opts);  // [hi, lo]
+    const at::Tensor b_parts = at::empty({2, int64_t(plan.b_part_elems)}, half_opts);
+    // The HH term accumulates straight into `out` when no padding is needed;
+    // the combine kernel then overwrites it in place with C.
+    const bool direct = !plan.padded_c;
+    const int64_t extra_terms = int64_t(plan.terms) - (direct ? 1 : 0);
+    const at::Tensor terms = at::empty({extra_terms, int64_t(plan.term_elems)}, a.options());
+    void* term_ptr[schedule::kMaxTerms] = {nullptr, nullptr, nullptr, nullptr};
+    for (uint32_t t = 0; t < plan.terms; ++t) {
+        term_ptr[t] = (direct && t == 0) ? out.data_ptr() : terms[int64_t(t) - (direct ? 1 : 0)].data_ptr();
+    }
+    void* a_hi = a_parts[0].data_ptr();
+    void* a_lo = a_parts[1].data_ptr();
+    void* b_hi = b_parts[0].data_ptr();
+    void* b_lo = b_parts[1].data_ptr();
+    const float scale = std::ldexp(1.0f, int(sb));
+    const float inv_scale = std::ldexp(1.0f, -int(sb));
+    const aclrtStream stream = c10_npu::getCurrentNPUStream().stream(false);
+    // Each lambda holds the tensors it touches, so they live until it ran.
+    enqueue("SgemmCubeSplitA", [=]() -> int {
+        return int(launch_split(plan.split_a.cores, stream, a_src.data_ptr(), a_hi, a_lo, g.batch, g.mp, g.kp,
+                                cores.vector, scale));
+    });
+    enqueue("SgemmCubeSplitB", [=]() -> int {
+        return int(launch_split(plan.split_b.cores, stream, b_src.data_ptr(), b_hi, b_lo, g.batch, g.kp, g.np,
+                                cores.vector, scale));
+    });
+    enqueue("SgemmCubeGemm", [=]() -> int {
+        (void)a_parts;
+        (void)b_parts;
+        (void)terms;
+        return int(launch_gemm(plan.gemm_blocks, stream, a_hi, a_lo, b_hi, b_lo, term_ptr[0], term_ptr[1],
+                               term_ptr[2], term_ptr[3], g.batch, g.m, g.n, g.k, g.bm, g.bk, g.bn, g.n_fused,
+                               cores.cube, plan.terms));
+    });
+    enqueue("SgemmCubeCombine", [=]() -> int {
+        (void)terms;
+        return int(launch_combine(plan.combine.cores, stream, term_ptr[0], term_ptr[1], term_ptr[2], term_ptr[3],
+                                  term_ptr[0], plan.term_elems, cores.vector, keep_lo_lo ? 1u : 0u, inv_scale));
+    });
+    if (!direct) {
+        const at::Tensor c = terms[0].view({batch, int64_t(g.mp), int64_t(g.np)});
+        out.copy_(c.narrow(1, 0, m).narrow(2, 0, n));
+    }
+}
+
+}  // namespace
+}  // namespace host
+}  // namespace sgemm_cube
+
+PYBIND11_MODULE(_npu_ext, m)
+{
+    m.doc() = "SGEMM-cube AscendC kernels (split, cube GEMM, termwise combine) for torch_npu tensors";
+    m.def("matmul", &sgemm_cube::host::matmul, pybind11::arg("a"), pybind11::arg("b"), pybind11::arg("out"),
+          pybind11::arg("sb"), pybind11::arg("keep_lo_lo"), pybind11::arg("bm"), pybind11::arg("bk"),
+          pybind11::arg("bn"), pybind11::arg("n_fused"),
+          "out[b] = A[b] B[b] emulated in FP32 from FP16 cube products (all tensors float32, contiguous, on one NPU)");
+    m.def("soc", &sgemm_cube::host::built_soc, "SoC family the device code was built for ('910a' or '910b')");
+    m.def("device_soc", &sgemm_cube::host::device_soc, pybind11::arg("device") = 0,
+          "SoC name the ACL runtime reports, e.g. 'Ascend910B3'");
+}

@@ -1,0 +1,45 @@
+// Host launchers: thin wrappers over the ACLRT_LAUNCH_KERNEL entry points that
+// ascendc_library() generates for kernel/sgemm_cube_kernels.cpp.
+#include "launch.h"
+
+#include "aclrtlaunch_sgemm_cube_combine.h"
+#include "aclrtlaunch_sgemm_cube_gemm.h"
+#include "aclrtlaunch_sgemm_cube_split.h"
+
+namespace sgemm_cube {
+namespace host {
+
+const char* built_soc()
+{
+#if defined(SGEMM_CUBE_SOC_910A)
+    return "910a";
+#elif defined(SGEMM_CUBE_SOC_910B)
+    return "910b";
+#else
+#error "define SGEMM_CUBE_SOC_910A or SGEMM_CUBE_SOC_910B"
+#endif
+}
+
+uint32_t launch_split(uint32_t blocks, aclrtStream stream, void* x, void* hi, void* lo, uint32_t batch, uint32_t rows,
+                      uint32_t cols, uint32_t plan_cores, float scale)
+{
+    return ACLRT_LAUNCH_KERNEL(sgemm_cube_split)(blocks, stream, x, hi, lo, batch, rows, cols, plan_cores, scale);
+}
+
+uint32_t launch_gemm(uint32_t blocks, aclrtStream stream, void* a_hi, void* a_lo, void* b_hi, void* b_lo, void* c_hh,
+                     void* c_lh, void* c_hl, void* c_ll, uint32_t batch, uint32_t m, uint32_t n, uint32_t k,
+                     uint32_t bm, uint32_t bk, uint32_t bn, uint32_t n_fused, uint32_t plan_cores, uint32_t terms)
+{
+    return ACLRT_LAUNCH_KERNEL(sgemm_cube_gemm)(blocks, stream, a_hi, a_lo, b_hi, b_lo, c_hh, c_lh, c_hl, c_ll, batch,
+                                                m, n, k, bm, bk, bn, n_fused, plan_cores, terms);
+}
+
+uint32_t launch_combine(uint32_t blocks, aclrtStream stream, void* c_hh, void* c_lh, void* c_hl, void* c_ll,
+                        void* out, uint64_t total, uint32_t plan_cores, uint32_t keep_lo_lo, float inv_scale)
+{
+    return ACLRT_LAUNCH_KERNEL(sgemm_cube_combine)(blocks, stream, c_hh, c_lh, c_hl, c_ll, out, total, plan_cores,
+                                                   keep_lo_lo, inv_scale);
+}
+
+}  // namespace host
+}  // namespace sgemm_cube

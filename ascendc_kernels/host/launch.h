@@ -1,0 +1,35 @@
+// Host launchers of the three SGEMM-cube kernels (implemented in launch.cpp
+// with ACLRT_LAUNCH_KERNEL; the headers aclrtlaunch_<kernel>.h are generated
+// by ascendc_library()).  Device pointers are raw GM addresses; every call
+// is asynchronous on `stream` and returns the ACL error code (0 = success).
+#ifndef SGEMM_CUBE_HOST_LAUNCH_H
+#define SGEMM_CUBE_HOST_LAUNCH_H
+
+#include <cstdint>
+
+#include "acl/acl_base.h"
+
+namespace sgemm_cube {
+namespace host {
+
+/// SoC the device code was built for: "910a" or "910b".
+const char* built_soc();
+
+/// Split kernel: x (batch*rows x cols FP32) -> hi, lo (FP16, Zz).  `blocks`
+/// cores, `plan_cores` the count the split geometry was planned with.
+uint32_t launch_split(uint32_t blocks, aclrtStream stream, void* x, void* hi, void* lo, uint32_t batch, uint32_t rows,
+                      uint32_t cols, uint32_t plan_cores, float scale);
+
+/// GEMM kernel: one FP32 term buffer per product term (c_ll unused with 3 terms).
+uint32_t launch_gemm(uint32_t blocks, aclrtStream stream, void* a_hi, void* a_lo, void* b_hi, void* b_lo, void* c_hh,
+                     void* c_lh, void* c_hl, void* c_ll, uint32_t batch, uint32_t m, uint32_t n, uint32_t k,
+                     uint32_t bm, uint32_t bk, uint32_t bn, uint32_t n_fused, uint32_t plan_cores, uint32_t terms);
+
+/// Combine kernel: out = termwise combination of the term buffers (out may be c_hh).
+uint32_t launch_combine(uint32_t blocks, aclrtStream stream, void* c_hh, void* c_lh, void* c_hl, void* c_ll,
+                        void* out, uint64_t total, uint32_t plan_cores, uint32_t keep_lo_lo, float inv_scale);
+
+}  // namespace host
+}  // namespace sgemm_cube
+
+#endif  // SGEMM_CUBE_HOST_LAUNCH_H

@@ -1,0 +1,165 @@
+// Block layer: the main loop of one core - resident A group, ping-pong B -
+// as the visitor that schedule::run_core drives.  The loop order, the buffer
+// indices and every SetFlag/WaitFlag come from the schedule header (tested
+// with g++); this class only maps them onto AscendC tensors and calls.
+//
+// Buffers (offsets from schedule::BufferPlan):
+//   L1   [A_hi tiles 0..n_fused) [A_lo tiles 0..n_fused) [B slot 0: hi, lo] [B slot 1: hi, lo]
+//   L0A  per stage: [A_hi tile] [A_lo tile]        L0B per stage: [B_hi tile] [B_lo tile]
+//   L0C  one FP32 accumulator per term: HH, LH, HL[, LL]
+#ifndef SGEMM_CUBE_BLOCK_BLOCK_MMAD_RESIDENT_A_HPP
+#define SGEMM_CUBE_BLOCK_BLOCK_MMAD_RESIDENT_A_HPP
+
+#include "kernel_operator.h"
+#include "sgemm_cube/schedule/schedule.hpp"
+#include "sgemm_cube/tile/accumulator_store.hpp"
+#include "sgemm_cube/tile/copy.hpp"
+#include "sgemm_cube/tile/soc.hpp"
+
+namespace sgemm_cube {
+namespace block {
+
+using AscendC::GlobalTensor;
+using AscendC::LocalTensor;
+using schedule::Step;
+using schedule::Sync;
+
+/// GM operands of one launch: hi/lo parts of A and B (FP16, Zz) and one FP32
+/// row-major buffer per product term.
+struct GemmOperands {
+    __gm__ half* a[schedule::kParts];
+    __gm__ half* b[schedule::kParts];
+    __gm__ float* c[schedule::kMaxTerms];
+};
+
+template <class SocTag>
+class BlockMmadResidentA {
+public:
+    __aicore__ inline void Init(const schedule::Geometry& g, const GemmOperands& gm, const LocalTensor<uint8_t>& l1,
+                                const LocalTensor<uint8_t>& l0a, const LocalTensor<uint8_t>& l0b,
+                                const LocalTensor<uint8_t>& l0c, const LocalTensor<uint8_t>& ub)
+    {
+        g_ = g;
+        for (uint32_t p = 0; p < schedule::kParts; ++p) {
+            a_[p].SetGlobalBuffer(gm.a[p]);
+            b_[p].SetGlobalBuffer(gm.b[p]);
+        }
+        for (uint32_t t = 0; t < g.terms; ++t) {
+            c_[t].SetGlobalBuffer(gm.c[t]);
+        }
+        l1_ = l1;
+        l0a_ = l0a;
+        l0b_ = l0b;
+        l0c_ = l0c;
+        store_.Init(ub, g.plan);
+    }
+
+    __aicore__ inline void Finish() { store_.Finish(); }
+
+    // ---- flags: the schedule's Sync directions as AscendC hardware events
+    __aicore__ inline void set(Sync s, int32_t id) { flag<true>(s, id); }
+    __aicore__ inline void wait(Sync s, int32_t id) { flag<false>(s, id); }
+
+    // ---- data operations, in the order run_core issues them
+    /// MTE2: every A_hi / A_lo tile of the step's group (the resident group).
+    __aicore__ inline void load_a_group(const Step& s)
+    {
+        const uint32_t count = schedule::group_k_blocks(g_, s.group);
+        for (uint32_t kk = 0; kk < count; ++kk) {
+            const uint32_t k_block = s.group * g_.n_fused + kk;
+            const uint32_t k_act = schedule::block_extent(g_.kp, g_.bk, k_block);
+            const schedule::FractalRuns runs = schedule::a_tile_runs(g_, s.m_act, k_act);
+            const uint64_t src = schedule::gm_a_tile(g_, s.batch, s.row_block, k_block);
+            for (uint32_t p = 0; p < schedule::kParts; ++p) {
+                tile::CopyGmToL1(l1_half(schedule::l1_a_offset(g_.plan, p, kk)), a_[p][src], runs);
+            }
+        }
+    }
+    /// MTE2: B_hi / B_lo tile of the step into its ping-pong slot.
+    __aicore__ inline void load_b(const Step& s)
+    {
+        const schedule::FractalRuns runs = schedule::b_tile_runs(g_, s.k_act, s.n_act);
+        const uint64_t src = schedule::gm_b_tile(g_, s.batch, s.k_block, s.col_block);
+        for (uint32_t p = 0; p < schedule::kParts; ++p) {
+            tile::CopyGmToL1(l1_half(schedule::l1_b_offset(g_.plan, s.b_slot, p)), b_[p][src], runs);
+        }
+    }
+    /// MTE1: A tile k_in_group (both parts) -> L0A, B slot (both parts) -> L0B.
+    __aicore__ inline void load_l0(const Step& s)
+    {
+        for (uint32_t p = 0; p < schedule::kParts; ++p) {
+            tile::CopyL1ToL0A(l0a_half(s.l0_stage, p), l1_half(schedule::l1_a_offset(g_.plan, p, s.k_in_group)),
+                              s.m_act, s.k_act);
+            tile::CopyL1ToL0B(l0b_half(s.l0_stage, p), l1_half(schedule::l1_b_offset(g_.plan, s.b_slot, p)),
+                              s.k_act, s.n_act);
+        }
+    }
+    /// M: every term into its own accumulator (termwise order).
+    __aicore__ inline void mmad(const Step& s)
+    {
+        for (uint32_t t = 0; t < g_.terms; ++t) {
+            tile::TileMmad(accumulator(t), l0a_half(s.l0_stage, schedule::term_a_part(t)),
+                           l0b_half(s.l0_stage, schedule::term_b_part(t)), s.m_act, s.n_act, s.k_act, s.first_k);
+        }
+    }
+    /// Out: accumulators -> GM term buffers (store in group 0, add afterwards).
+    __aicore__ inline void store_c(const Step& s)
+    {
+        const uint64_t dst = schedule::gm_c_tile(g_, s.batch, s.row_block, s.col_block);
+        for (uint32_t t = 0; t < g_.terms; ++t) {
+            store_(c_[t][dst], accumulator(t), s.m_act, s.n_act, g_.np, !s.first_group);
+        }
+    }
+
+private:
+    template <bool kSet, AscendC::HardEvent kEvent>
+    __aicore__ inline void flag(int32_t id)
+    {
+        if constexpr (kSet) {
+            AscendC::SetFlag<kEvent>(id);
+        } else {
+            AscendC::WaitFlag<kEvent>(id);
+        }
+    }
+    template <bool kSet>
+    __aicore__ inline void flag(Sync s, int32_t id)
+    {
+        switch (s) {
+            case Sync::kMte2ToMte1: flag<kSet, AscendC::HardEvent::MTE2_MTE1>(id); break;
+            case Sync::kMte1ToMte2: flag<kSet, AscendC::HardEvent::MTE1_MTE2>(id); break;
+            case Sync::kMte1ToM: flag<kSet, AscendC::HardEvent::MTE1_M>(id); break;
+            case Sync::kMToMte1: flag<kSet, AscendC::HardEvent::M_MTE1>(id); break;
+            case Sync::kMToOut: flag<kSet, SocTag::kMToOut>(id); break;
+            case Sync::kOutToM: flag<kSet, SocTag::kOutToM>(id); break;
+        }
+    }
+
+    __aicore__ inline LocalTensor<half> l1_half(uint32_t byte_offset)
+    {
+        return l1_[byte_offset].ReinterpretCast<half>();
+    }
+    __aicore__ inline LocalTensor<half> l0a_half(uint32_t stage, uint32_t part)
+    {
+        return l0a_[schedule::l0a_offset(g_.plan, stage, part)].ReinterpretCast<half>();
+    }
+    __aicore__ inline LocalTensor<half> l0b_half(uint32_t stage, uint32_t part)
+    {
+        return l0b_[schedule::l0b_offset(g_.plan, stage, part)].ReinterpretCast<half>();
+    }
+    __aicore__ inline LocalTensor<float> accumulator(uint32_t term)
+    {
+        return l0c_[schedule::l0c_offset(g_.plan, term)].ReinterpretCast<float>();
+    }
+
+    schedule::Geometry g_;
+    GlobalTensor<half> a_[schedule::kParts];
+    GlobalTensor<half> b_[schedule::kParts];
+    GlobalTensor<float> c_[schedule::kMaxTerms];
+    LocalTensor<uint8_t> l1_, l0a_, l0b_, l0c_;
+    tile::AccumulatorStore<SocTag> store_;
+};
+
+}  // namespace block
+}  // namespace sgemm_cube
+
+#endif  // SGEMM_CUBE_BLOCK_BLOCK_MMAD_RESIDENT_A_HPP

@@ -1,0 +1,95 @@
+// Kernel layer, vector unit: the termwise combination of cpu_fallback
+// (small terms first), elementwise over the (batch, mp, np) term buffers:
+//
+//   corr = LH                         (keep_lo_lo: corr = fl(fl(LL * 2^-sb) + LH))
+//   corr = fl(corr + HL)
+//   C    = fl(fl(corr * 2^-sb) + HH)
+//
+// `out` may be the HH buffer itself (each tile is read before it is written).
+#ifndef SGEMM_CUBE_KERNEL_COMBINE_KERNEL_HPP
+#define SGEMM_CUBE_KERNEL_COMBINE_KERNEL_HPP
+
+#include "kernel_operator.h"
+#include "sgemm_cube/schedule/schedule.hpp"
+#include "sgemm_cube/tile/soc.hpp"
+
+namespace sgemm_cube {
+namespace kernel {
+
+struct CombineArgs {
+    uint64_t total;       ///< elements of one term buffer
+    uint32_t plan_cores;  ///< vector cores the host planned with
+    uint32_t keep_lo_lo;  ///< 1: a fourth (LL) term buffer exists
+    float inv_scale;      ///< 2^-sb, exact
+};
+
+template <class SocTag>
+__aicore__ inline void RunCombine(__gm__ float* hh, __gm__ float* lh, __gm__ float* hl, __gm__ float* ll,
+                                  __gm__ float* out, const CombineArgs& args)
+{
+    using AscendC::LocalTensor;
+    constexpr uint32_t kTile = schedule::kCombineTile;
+    const schedule::CombineGeometry c = schedule::make_combine_geometry(args.total, args.plan_cores);
+    const uint32_t core = uint32_t(AscendC::GetBlockIdx());
+    if (core >= c.cores) {
+        return;
+    }
+    AscendC::GlobalTensor<float> ghh, glh, ghl, gll, gout;
+    ghh.SetGlobalBuffer(hh);
+    glh.SetGlobalBuffer(lh);
+    ghl.SetGlobalBuffer(hl);
+    gout.SetGlobalBuffer(out);
+    if (args.keep_lo_lo) {
+        gll.SetGlobalBuffer(ll);
+    }
+
+    AscendC::TPipe pipe;
+    AscendC::TBuf<AscendC::TPosition::VECCALC> ub;
+    pipe.InitBuffer(ub, schedule::kCombineUbBytes);
+    const LocalTensor<float> base = ub.Get<float>();
+    LocalTensor<float> vhh = base[0];
+    LocalTensor<float> vlh = base[kTile];
+    LocalTensor<float> vhl = base[2 * kTile];
+    LocalTensor<float> vll = base[3 * kTile];
+    pipe.Destroy();
+
+    AscendC::SetFlag<AscendC::HardEvent::V_MTE2>(0);    // vlh, vhl, vll free
+    AscendC::SetFlag<AscendC::HardEvent::MTE3_MTE2>(0); // vhh (the result) written out
+    for (uint32_t t = core; t < c.tiles; t += c.cores) {
+        const uint32_t len = schedule::combine_tile_len(c, t);  // multiple of 256
+        const uint64_t off = uint64_t(t) * kTile;
+        AscendC::WaitFlag<AscendC::HardEvent::V_MTE2>(0);
+        AscendC::WaitFlag<AscendC::HardEvent::MTE3_MTE2>(0);
+        AscendC::DataCopy(vhh, ghh[off], len);
+        AscendC::DataCopy(vlh, glh[off], len);
+        AscendC::DataCopy(vhl, ghl[off], len);
+        if (args.keep_lo_lo) {
+            AscendC::DataCopy(vll, gll[off], len);
+        }
+        AscendC::SetFlag<AscendC::HardEvent::MTE2_V>(0);
+        AscendC::WaitFlag<AscendC::HardEvent::MTE2_V>(0);
+        if (args.keep_lo_lo) {
+            AscendC::Muls(vll, vll, args.inv_scale, int32_t(len));  // LL * 2^-sb: the smallest term first
+            AscendC::PipeBarrier<PIPE_V>();
+            AscendC::Add(vlh, vll, vlh, int32_t(len));
+            AscendC::PipeBarrier<PIPE_V>();
+        }
+        AscendC::Add(vlh, vlh, vhl, int32_t(len));                 // corr = LH + HL
+        AscendC::PipeBarrier<PIPE_V>();
+        AscendC::Muls(vlh, vlh, args.inv_scale, int32_t(len));     // corr * 2^-sb
+        AscendC::PipeBarrier<PIPE_V>();
+        AscendC::Add(vhh, vlh, vhh, int32_t(len));                 // + HH
+        AscendC::SetFlag<AscendC::HardEvent::V_MTE2>(0);
+        AscendC::SetFlag<AscendC::HardEvent::V_MTE3>(0);
+        AscendC::WaitFlag<AscendC::HardEvent::V_MTE3>(0);
+        AscendC::DataCopy(gout[off], vhh, len);
+        AscendC::SetFlag<AscendC::HardEvent::MTE3_MTE2>(0);
+    }
+    AscendC::WaitFlag<AscendC::HardEvent::V_MTE2>(0);
+    AscendC::WaitFlag<AscendC::HardEvent::MTE3_MTE2>(0);
+}
+
+}  // namespace kernel
+}  // namespace sgemm_cube
+
+#endif  // SGEMM_CUBE_KERNEL_COMBINE_KERNEL_HPP

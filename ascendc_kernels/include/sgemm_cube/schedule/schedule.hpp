@@ -1,0 +1,669 @@
+// Block scheduling and index arithmetic of the SGEMM-cube kernels.
+//
+// Plain C++17 with no AscendC types: the device kernels, the host launcher
+// and the g++ tests (ascendc_kernels/tests/test_schedule.cpp) all include it,
+// and sgemm_cube/backends/npu_schedule.py mirrors it line for line (a test
+// compares the two step sequences).  Everything that decides *which* data a
+// core touches and *where* it goes lives here; kernel/block/tile only turn
+// these numbers into AscendC calls.
+//
+// The GEMM loop nest (SGEMM-cube Algorithm 1, all three or four product
+// terms fused so every staged operand tile serves several Mmads):
+//
+//   for item w = core, core + cores, ...          # (batch, block row i, column range s)
+//     for group g of n_fused K blocks             # A_hi/A_lo blocks i x [g] staged in L1 once
+//       for column block j in range s
+//         for K block kk in group g               # B_hi/B_lo blocks ping-pong in two L1 slots
+//           L1 -> L0A/L0B; Mmad every term into its own FP32 accumulator in L0C
+//         write the accumulators of C block (i, j): group 0 stores, later groups
+//         add to what is in GM (FP32 round-to-nearest atomic add)
+//
+// Operands live in GM in the "Zz" fractal layout written by the split kernel:
+// a padded R x C matrix is cut into 16x16 fractals stored row of fractals by
+// row of fractals, each fractal row-major, so element (r, c) sits at
+//   (r / 16) * (C * 16) + (c / 16) * 256 + (r % 16) * 16 + c % 16.
+// A block of whole fractals is then "rows/16 runs of (cols * 32) bytes", one
+// strided DataCopy, and L1 -> L0 is a plain fractal copy (B transposed per
+// fractal on the way, giving the Zn layout the cube reads).
+#ifndef SGEMM_CUBE_SCHEDULE_SCHEDULE_HPP
+#define SGEMM_CUBE_SCHEDULE_SCHEDULE_HPP
+
+#include <cstdint>
+
+#include "sgemm_cube/arch/arch.hpp"
+
+// Functions called from both the host and the AI core.  Under the CCE
+// compiler a function needs the aicore attribute to be callable on device.
+#if defined(__CCE__)
+#define SGC_HOST_DEVICE __forceinline__[host, aicore]
+#define SGC_SCHEDULE_TEMPLATE __forceinline__ __aicore__
+#else
+#define SGC_HOST_DEVICE inline
+#define SGC_SCHEDULE_TEMPLATE inline
+#endif
+
+namespace sgemm_cube {
+namespace schedule {
+
+// ---------------------------------------------------------------- constants
+constexpr uint32_t kCube = 16;            ///< fractal edge (cube alignment of Eq. 10)
+constexpr uint32_t kFractalElems = 256;   ///< elements of one 16x16 fractal
+constexpr uint32_t kHalfBytes = 2;
+constexpr uint32_t kFloatBytes = 4;
+constexpr uint32_t kBlockBytes = 32;      ///< DataCopy length/gap unit
+constexpr uint32_t kParts = 2;            ///< hi and lo part of each operand
+constexpr uint32_t kBSlots = 2;           ///< ping-pong B buffers in L1
+constexpr uint32_t kMaxGap = 65535;       ///< DataCopyParams::srcStride/dstStride (blocks)
+constexpr uint32_t kMaxBlockCount = 4095; ///< DataCopyParams::blockCount
+constexpr uint32_t kMaxRepeat = 255;      ///< LoadData2DParams::repeatTimes (fractals)
+constexpr uint32_t kMaxMmadDim = 4095;    ///< MmadParams m, n, k
+constexpr uint32_t kMaxTerms = 4;
+constexpr uint32_t kSplitTileCols = 512;  ///< columns of one 16-row split tile
+constexpr uint32_t kCombineTile = 8192;   ///< floats of one combine tile
+
+/// Product terms; each has its own FP32 accumulator (termwise order).
+enum Term : uint32_t { kHiHi = 0, kLoHi = 1, kHiLo = 2, kLoLo = 3 };
+
+/// Which part (0 = hi, 1 = lo) of A a term reads.
+SGC_HOST_DEVICE uint32_t term_a_part(uint32_t term) { return (term == kLoHi || term == kLoLo) ? 1u : 0u; }
+/// Which part (0 = hi, 1 = lo) of B a term reads.
+SGC_HOST_DEVICE uint32_t term_b_part(uint32_t term) { return (term == kHiLo || term == kLoLo) ? 1u : 0u; }
+
+SGC_HOST_DEVICE uint32_t ceil_div(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
+SGC_HOST_DEVICE uint32_t round_up(uint32_t a, uint32_t b) { return ceil_div(a, b) * b; }
+SGC_HOST_DEVICE uint32_t min_u32(uint32_t a, uint32_t b) { return a < b ? a : b; }
+/// Extent of block `index` of size `block` in a dimension of length `total`.
+SGC_HOST_DEVICE uint32_t block_extent(uint32_t total, uint32_t block, uint32_t index)
+{
+    return min_u32(block, total - index * block);
+}
+
+// ------------------------------------------------------------ tiling / plan
+/// Block sizes chosen by the tuner (multiples of 16) and the number of K
+/// blocks of A kept resident in L1 per group (SGEMM-cube Eq. 8).
+struct Tiling {
+    uint32_t bm;
+    uint32_t bk;
+    uint32_t bn;
+    uint32_t n_fused;
+};
+
+enum class Status : uint32_t {
+    kOk = 0,
+    kEmpty,       ///< a dimension is 0: nothing to launch
+    kNotAligned,  ///< bm/bk/bn not positive multiples of 16, or n_fused == 0
+    kBadTerms,    ///< terms not 3 or 4
+    kNoCores,     ///< zero cores
+    kTooLarge,    ///< padded sizes overflow 32 bits
+    kMmadDim,     ///< a block edge above the Mmad limit (4095)
+    kRepeat,      ///< a tile above LoadData's 255 fractals
+    kL1,          ///< resident A group + two B buffers exceed L1
+    kL0A,
+    kL0B,
+    kL0C,         ///< one FP32 accumulator per term exceeds L0C
+    kUb,          ///< 910A epilogue staging exceeds UB
+};
+
+inline const char* status_message(Status s)
+{
+    switch (s) {
+        case Status::kOk: return "ok";
+        case Status::kEmpty: return "empty problem";
+        case Status::kNotAligned: return "bm, bk, bn must be positive multiples of 16 and n_fused >= 1";
+        case Status::kBadTerms: return "terms must be 3 or 4";
+        case Status::kNoCores: return "no cores";
+        case Status::kTooLarge: return "matrix too large for 32-bit padded sizes";
+        case Status::kMmadDim: return "block edge above the Mmad limit of 4095";
+        case Status::kRepeat: return "tile above LoadData's 255 fractals";
+        case Status::kL1: return "resident A group and two B buffers exceed L1";
+        case Status::kL0A: return "A_hi and A_lo tiles exceed L0A";
+        case Status::kL0B: return "B_hi and B_lo tiles exceed L0B";
+        case Status::kL0C: return "one FP32 accumulator per term exceeds L0C";
+        case Status::kUb: return "L0C -> UB staging exceeds UB";
+    }
+    return "unknown status";
+}
+
+/// Byte layout of every on-chip buffer of one core (offsets from the start
+/// of each buffer).  Sizes are for full blocks; tail blocks use a prefix.
+struct BufferPlan {
+    uint32_t a_tile;     ///< bytes of one bm x bk FP16 tile
+    uint32_t b_tile;     ///< bytes of one bk x bn FP16 tile
+    uint32_t c_tile;     ///< bytes of one bm x bn FP32 accumulator
+    uint32_t n_fused;    ///< A tiles per part in the resident group
+    uint32_t l1_b;       ///< L1 offset of B slot 0 (the A group starts at 0)
+    uint32_t l1_bytes;   ///< A group (2 parts x n_fused tiles) + 2 slots x 2 parts B tiles
+    uint32_t l0_stages;  ///< L0A/L0B ping-pong depth (2 when it fits, else 1)
+    uint32_t l0a_bytes;
+    uint32_t l0b_bytes;
+    uint32_t terms;
+    uint32_t l0c_bytes;  ///< one accumulator per term
+    uint32_t ub_bytes;   ///< 910A epilogue: one NZ tile + two ND tiles; 0 on 910B
+};
+
+/// L1 byte offset of A tile `kk` of the resident group, part 0 (hi) or 1 (lo).
+SGC_HOST_DEVICE uint32_t l1_a_offset(const BufferPlan& p, uint32_t part, uint32_t kk)
+{
+    return (part * p.n_fused + kk) * p.a_tile;
+}
+/// L1 byte offset of B tile (slot, part).
+SGC_HOST_DEVICE uint32_t l1_b_offset(const BufferPlan& p, uint32_t slot, uint32_t part)
+{
+    return p.l1_b + (slot * kParts + part) * p.b_tile;
+}
+SGC_HOST_DEVICE uint32_t l0a_offset(const BufferPlan& p, uint32_t stage, uint32_t part)
+{
+    return (stage * kParts + part) * p.a_tile;
+}
+SGC_HOST_DEVICE uint32_t l0b_offset(const BufferPlan& p, uint32_t stage, uint32_t part)
+{
+    return (stage * kParts + part) * p.b_tile;
+}
+SGC_HOST_DEVICE uint32_t l0c_offset(const BufferPlan& p, uint32_t term) { return term * p.c_tile; }
+/// UB (910A only): the NZ copy of one accumulator, then two ND tiles.
+SGC_HOST_DEVICE uint32_t ub_nz_offset(const BufferPlan&) { return 0; }
+SGC_HOST_DEVICE uint32_t ub_nd_offset(const BufferPlan& p, uint32_t slot) { return (1 + slot) * p.c_tile; }
+
+/// Largest n_fused whose A group fits in L1 next to the two B buffers:
+/// Eq. 8 of the paper with both parts (hi, lo) of each operand resident.
+SGC_HOST_DEVICE uint32_t max_n_fused(const arch::Capacity& cap, uint32_t bm, uint32_t bk, uint32_t bn)
+{
+    const uint64_t b_bytes = uint64_t(kBSlots) * kParts * bk * bn * kHalfBytes;
+    const uint64_t a_tiles = uint64_t(kParts) * bm * bk * kHalfBytes;
+    if (a_tiles == 0 || b_bytes >= cap.l1) {
+        return 0;
+    }
+    return uint32_t((cap.l1 - b_bytes) / a_tiles);
+}
+
+/// Buffer plan of a tiling, and whether it fits the capacities.
+SGC_HOST_DEVICE Status make_plan(const arch::Capacity& cap, uint32_t bm, uint32_t bk, uint32_t bn,
+                                 uint32_t n_fused, uint32_t terms, BufferPlan* plan)
+{
+    if (bm == 0 || bk == 0 || bn == 0 || bm % kCube || bk % kCube || bn % kCube || n_fused == 0) {
+        return Status::kNotAligned;
+    }
+    if (terms != 3 && terms != 4) {
+        return Status::kBadTerms;
+    }
+    if (bm > kMaxMmadDim || bk > kMaxMmadDim || bn > kMaxMmadDim) {
+        return Status::kMmadDim;
+    }
+    if (bm * bk / kFractalElems > kMaxRepeat || bk * bn / kFractalElems > kMaxRepeat) {
+        return Status::kRepeat;
+    }
+    BufferPlan p{};
+    p.a_tile = bm * bk * kHalfBytes;
+    p.b_tile = bk * bn * kHalfBytes;
+    p.c_tile = bm * bn * kFloatBytes;
+    p.n_fused = n_fused;
+    const uint64_t l1_a = uint64_t(kParts) * n_fused * p.a_tile;
+    const uint64_t l1 = l1_a + uint64_t(kBSlots) * kParts * p.b_tile;
+    if (l1 > cap.l1) {
+        return Status::kL1;
+    }
+    p.l1_b = uint32_t(l1_a);
+    p.l1_bytes = uint32_t(l1);
+    // Two L0 stages let MTE1 fill one while the cube reads the other.
+    p.l0_stages = (2 * kParts * p.a_tile <= cap.l0a && 2 * kParts * p.b_tile <= cap.l0b) ? 2 : 1;
+    p.l0a_bytes = p.l0_stages * kParts * p.a_tile;
+    p.l0b_bytes = p.l0_stages * kParts * p.b_tile;
+    if (p.l0a_bytes > cap.l0a) {
+        return Status::kL0A;
+    }
+    if (p.l0b_bytes > cap.l0b) {
+        return Status::kL0B;
+    }
+    p.terms = terms;
+    p.l0c_bytes = terms * p.c_tile;
+    if (p.l0c_bytes > cap.l0c) {
+        return Status::kL0C;
+    }
+    p.ub_bytes = cap.c_through_ub ? 3 * p.c_tile : 0;
+    if (p.ub_bytes > cap.ub - cap.ub_reserved) {
+        return Status::kUb;
+    }
+    *plan = p;
+    return Status::kOk;
+}
+
+// ---------------------------------------------------------------- geometry
+/// Everything derived from the problem size, tiling and core count.
+struct Geometry {
+    uint32_t batch, m, n, k;  ///< logical sizes
+    uint32_t mp, np, kp;      ///< sizes padded to 16 (the split kernel's output)
+    uint32_t bm, bk, bn;
+    uint32_t mb, nb, kb;      ///< block counts along M, N, K
+    uint32_t n_fused;         ///< K blocks per resident A group (tiling's, clamped to kb)
+    uint32_t groups;          ///< ceil(kb / n_fused)
+    uint32_t n_split;         ///< column-block ranges per block row (parallelism for short M)
+    uint32_t items;           ///< batch * mb * n_split work items
+    uint32_t cores;           ///< cores that get at least one item
+    uint32_t terms;           ///< 3, or 4 with A_lo B_lo
+    BufferPlan plan;
+};
+
+/// Column ranges per block row: 1 when there are enough block rows to keep
+/// every core busy, else enough to give each core an item (at most nb).
+SGC_HOST_DEVICE uint32_t choose_n_split(uint32_t rows, uint32_t nb, uint32_t cores)
+{
+    if (rows >= cores) {
+        return 1;
+    }
+    return min_u32(nb, ceil_div(cores, rows));
+}
+
+SGC_HOST_DEVICE Status make_geometry(uint32_t batch, uint32_t m, uint32_t n, uint32_t k, const Tiling& t,
+                                     uint32_t cores, uint32_t terms, const arch::Capacity& cap, Geometry* out)
+{
+    if (batch == 0 || m == 0 || n == 0 || k == 0) {
+        return Status::kEmpty;
+    }
+    if (cores == 0) {
+        return Status::kNoCores;
+    }
+    if (m > 0xFFFF0000u || n > 0xFFFF0000u || k > 0xFFFF0000u) {
+        return Status::kTooLarge;
+    }
+    Geometry g{};
+    g.batch = batch;
+    g.m = m;
+    g.n = n;
+    g.k = k;
+    g.mp = round_up(m, kCube);
+    g.np = round_up(n, kCube);
+    g.kp = round_up(k, kCube);
+    g.bm = t.bm;
+    g.bk = t.bk;
+    g.bn = t.bn;
+    if (t.bm == 0 || t.bk == 0 || t.bn == 0 || t.bm % kCube || t.bk % kCube || t.bn % kCube || t.n_fused == 0) {
+        return Status::kNotAligned;
+    }
+    g.mb = ceil_div(g.mp, t.bm);
+    g.nb = ceil_div(g.np, t.bn);
+    g.kb = ceil_div(g.kp, t.bk);
+    g.n_fused = min_u32(t.n_fused, g.kb);
+    g.groups = ceil_div(g.kb, g.n_fused);
+    const uint64_t rows = uint64_t(batch) * g.mb;
+    if (rows * g.nb > 0xFFFFFFFFull) {
+        return Status::kTooLarge;
+    }
+    g.n_split = choose_n_split(uint32_t(rows), g.nb, cores);
+    g.items = uint32_t(rows) * g.n_split;
+    g.cores = min_u32(cores, g.items);
+    g.terms = terms;
+    const Status status = make_plan(cap, t.bm, t.bk, t.bn, g.n_fused, terms, &g.plan);
+    if (status == Status::kOk) {
+        *out = g;
+    }
+    return status;
+}
+
+/// Item -> (batch, block row, column range); items run batch-major, then
+/// block row, then column range, and go to cores round-robin.
+SGC_HOST_DEVICE void item_coords(const Geometry& g, uint32_t item, uint32_t* batch, uint32_t* row_block,
+                                 uint32_t* split)
+{
+    *split = item % g.n_split;
+    const uint32_t row = item / g.n_split;
+    *row_block = row % g.mb;
+    *batch = row / g.mb;
+}
+/// Column blocks [first, last) of column range `split` (balanced partition).
+SGC_HOST_DEVICE void split_columns(const Geometry& g, uint32_t split, uint32_t* first, uint32_t* last)
+{
+    *first = uint32_t(uint64_t(split) * g.nb / g.n_split);
+    *last = uint32_t(uint64_t(split + 1) * g.nb / g.n_split);
+}
+/// K blocks in group `group` (n_fused except possibly the last group).
+SGC_HOST_DEVICE uint32_t group_k_blocks(const Geometry& g, uint32_t group)
+{
+    return min_u32(g.n_fused, g.kb - group * g.n_fused);
+}
+
+// ----------------------------------------------------------- GM addressing
+// Element offsets into the batched, padded GM buffers (64-bit: a batch of
+// large matrices passes 2^32 elements).
+
+/// First element of A tile (row block, K block) in the Zz A_hi / A_lo buffers.
+SGC_HOST_DEVICE uint64_t gm_a_tile(const Geometry& g, uint32_t batch, uint32_t row_block, uint32_t k_block)
+{
+    return uint64_t(batch) * g.mp * g.kp + uint64_t(row_block) * g.bm * g.kp + uint64_t(k_block) * g.bk * kCube;
+}
+/// First element of B tile (K block, column block) in the Zz B_hi / B_lo buffers.
+SGC_HOST_DEVICE uint64_t gm_b_tile(const Geometry& g, uint32_t batch, uint32_t k_block, uint32_t col_block)
+{
+    return uint64_t(batch) * g.kp * g.np + uint64_t(k_block) * g.bk * g.np + uint64_t(col_block) * g.bn * kCube;
+}
+/// First element of C tile (row block, column block) in the row-major
+/// (batch, mp, np) FP32 term buffers.
+SGC_HOST_DEVICE uint64_t gm_c_tile(const Geometry& g, uint32_t batch, uint32_t row_block, uint32_t col_block)
+{
+    return uint64_t(batch) * g.mp * g.np + uint64_t(row_block) * g.bm * g.np + uint64_t(col_block) * g.bn;
+}
+
+/// One strided copy of whole fractal rows: `runs` runs of `run_blocks`
+/// 32-byte blocks, `gap_blocks` apart in the source, packed in the target.
+struct FractalRuns {
+    uint32_t runs;
+    uint32_t run_blocks;
+    uint32_t gap_blocks;
+};
+/// GM -> L1 copy of an A tile (rows x cols halves of a Zz matrix whose padded
+/// width is `kp`): one run per row of fractals.
+SGC_HOST_DEVICE FractalRuns a_tile_runs(const Geometry& g, uint32_t rows, uint32_t cols)
+{
+    // A row of fractals `cols` wide is cols/16 fractals of 512 bytes = cols blocks.
+    return FractalRuns{rows / kCube, cols, g.kp - cols};
+}
+SGC_HOST_DEVICE FractalRuns b_tile_runs(const Geometry& g, uint32_t rows, uint32_t cols)
+{
+    return FractalRuns{rows / kCube, cols, g.np - cols};
+}
+
+// --------------------------------------------------------------- core steps
+/// One K step of one core: the C block it accumulates and the buffers it uses.
+struct Step {
+    uint32_t index;       ///< position in this core's step sequence
+    uint32_t item;
+    uint32_t batch;
+    uint32_t row_block;
+    uint32_t col_block;
+    uint32_t group;
+    uint32_t k_in_group;  ///< index of the A tile in the resident group
+    uint32_t k_block;     ///< global K block
+    uint32_t m_act;       ///< rows of this C block (multiple of 16)
+    uint32_t n_act;       ///< columns of this C block (multiple of 16)
+    uint32_t k_act;       ///< K extent of this step (multiple of 16)
+    uint32_t b_slot;      ///< L1 B buffer this step reads (ping-pong: index % 2)
+    uint32_t l0_stage;    ///< L0A/L0B stage this step uses
+    bool group_start;     ///< first step of (item, group): stage the A group first
+    bool group_end;       ///< last step of (item, group): the A group is free after it
+    bool first_k;         ///< first K step of the C block in this group: Mmad starts from 0
+    bool last_k;          ///< last K step of the C block in this group: write it back
+    bool first_group;     ///< group 0: the write-back stores; later groups accumulate
+    bool last_group;
+};
+
+/// The steps of one core, in execution order (an iterator: no storage).
+class CoreSchedule {
+public:
+    SGC_HOST_DEVICE CoreSchedule(const Geometry& g, uint32_t core) : g_(g), core_(core), round_(0), index_(0)
+    {
+        start_item();
+    }
+    SGC_HOST_DEVICE bool done() const { return done_; }
+    SGC_HOST_DEVICE const Step& step() const { return step_; }
+    SGC_HOST_DEVICE void next()
+    {
+        ++index_;
+        if (++kk_ < group_k_blocks(g_, group_)) {
+            return fill();
+        }
+        kk_ = 0;
+        if (++col_ < col_last_) {
+            return fill();
+        }
+        col_ = col_first_;
+        if (++group_ < g_.groups) {
+            return fill();
+        }
+        ++round_;
+        start_item();
+    }
+
+private:
+    SGC_HOST_DEVICE void start_item()
+    {
+        const uint64_t item = uint64_t(core_) + uint64_t(round_) * g_.cores;
+        done_ = core_ >= g_.cores || item >= g_.items;
+        if (done_) {
+            return;
+        }
+        item_ = uint32_t(item);
+        uint32_t split = 0;
+        item_coords(g_, item_, &batch_, &row_block_, &split);
+        split_columns(g_, split, &col_first_, &col_last_);
+        col_ = col_first_;
+        group_ = 0;
+        kk_ = 0;
+        fill();
+    }
+    SGC_HOST_DEVICE void fill()
+    {
+        const uint32_t kcount = group_k_blocks(g_, group_);
+        Step& s = step_;
+        s.index = index_;
+        s.item = item_;
+        s.batch = batch_;
+        s.row_block = row_block_;
+        s.col_block = col_;
+        s.group = group_;
+        s.k_in_group = kk_;
+        s.k_block = group_ * g_.n_fused + kk_;
+        s.m_act = block_extent(g_.mp, g_.bm, row_block_);
+        s.n_act = block_extent(g_.np, g_.bn, col_);
+        s.k_act = block_extent(g_.kp, g_.bk, s.k_block);
+        s.b_slot = index_ % kBSlots;
+        s.l0_stage = index_ % g_.plan.l0_stages;
+        s.first_k = kk_ == 0;
+        s.last_k = kk_ + 1 == kcount;
+        s.group_start = s.first_k && col_ == col_first_;
+        s.group_end = s.last_k && col_ + 1 == col_last_;
+        s.first_group = group_ == 0;
+        s.last_group = group_ + 1 == g_.groups;
+    }
+
+    Geometry g_;
+    uint32_t core_;
+    uint32_t round_;
+    uint32_t index_;
+    bool done_ = true;
+    uint32_t item_ = 0, batch_ = 0, row_block_ = 0, col_first_ = 0, col_last_ = 0;
+    uint32_t col_ = 0, group_ = 0, kk_ = 0;
+    Step step_{};
+};
+
+// ------------------------------------------------------- pipeline program
+/// Synchronisation directions between the pipes of one AI core
+/// (SetFlag/WaitFlag<HardEvent::...>).  "Out" is the pipe that drains L0C:
+/// FIX on 910B (Fixpipe), V on 910A (L0C -> UB copy).
+enum class Sync : uint32_t {
+    kMte2ToMte1,  ///< GM -> L1 data ready for L1 -> L0
+    kMte1ToMte2,  ///< L1 buffer read, may be refilled
+    kMte1ToM,     ///< L0A/L0B ready for Mmad
+    kMToMte1,     ///< L0A/L0B read by Mmad, may be refilled
+    kMToOut,      ///< accumulators complete
+    kOutToM,      ///< accumulators drained, Mmad may restart them
+};
+
+/// Event ids (each direction has its own id space).
+struct Event {
+    static constexpr int32_t kBSlot0 = 0;  ///< + slot: B buffers (Mte2ToMte1 / Mte1ToMte2)
+    static constexpr int32_t kAGroup = 2;  ///< resident A group (Mte2ToMte1 / Mte1ToMte2)
+    static constexpr int32_t kL0Stage0 = 0;  ///< + stage: L0A/L0B stages (MToMte1)
+    static constexpr int32_t kL0Ready = 0;   ///< Mte1ToM
+    static constexpr int32_t kCTile = 0;     ///< MToOut / OutToM
+};
+
+/// The "buffer is free" flags of one core (B slots, A group, L0 stages, L0C):
+/// run_core sets them all before its first step and consumes them all after
+/// its last, so every SetFlag has its WaitFlag.
+template <class Visitor>
+SGC_SCHEDULE_TEMPLATE void buffer_free_flags(const Geometry& g, Visitor& v, bool set)
+{
+    struct Flag {
+        Sync sync;
+        int32_t id;
+    };
+    Flag flags[kBSlots + 1 + 2 + 1];
+    uint32_t count = 0;
+    for (uint32_t s = 0; s < kBSlots; ++s) {
+        flags[count++] = Flag{Sync::kMte1ToMte2, Event::kBSlot0 + int32_t(s)};
+    }
+    flags[count++] = Flag{Sync::kMte1ToMte2, Event::kAGroup};
+    for (uint32_t s = 0; s < g.plan.l0_stages; ++s) {
+        flags[count++] = Flag{Sync::kMToMte1, Event::kL0Stage0 + int32_t(s)};
+    }
+    flags[count++] = Flag{Sync::kOutToM, Event::kCTile};
+    for (uint32_t i = 0; i < count; ++i) {
+        if (set) {
+            v.set(flags[i].sync, flags[i].id);
+        } else {
+            v.wait(flags[i].sync, flags[i].id);
+        }
+    }
+}
+
+/// Drives one core through its steps: calls the visitor's data operations
+/// and the set/wait of every flag, in program order.  The kernel's visitor
+/// turns these into AscendC calls; the test's visitor records them and
+/// replays them on a pipe model to prove that no buffer is read while it is
+/// being refilled.  Visitor interface:
+///   set(Sync, int32_t id), wait(Sync, int32_t id)       - flags
+///   load_a_group(step)   MTE2: every A_hi/A_lo tile of the step's group -> L1
+///   load_b(step)         MTE2: B_hi/B_lo tile of the step -> L1 slot b_slot
+///   load_l0(step)        MTE1: A tiles k_in_group -> L0A, B slot -> L0B (stage l0_stage)
+///   mmad(step)           M:    every term, from zero when first_k
+///   store_c(step)        Out:  accumulators -> GM (store when first_group, else add)
+template <class Visitor>
+SGC_SCHEDULE_TEMPLATE void run_core(const Geometry& g, uint32_t core, Visitor& v)
+{
+    CoreSchedule it(g, core);
+    if (it.done()) {
+        return;
+    }
+    // Every buffer starts free: the first wait on each "free" flag passes.
+    buffer_free_flags(g, v, true);
+
+    Step cur = it.step();
+    // Prologue: the first group's A tiles and the first B tile.
+    v.wait(Sync::kMte1ToMte2, Event::kAGroup);
+    v.load_a_group(cur);
+    v.set(Sync::kMte2ToMte1, Event::kAGroup);
+    v.wait(Sync::kMte1ToMte2, Event::kBSlot0 + int32_t(cur.b_slot));
+    v.load_b(cur);
+    v.set(Sync::kMte2ToMte1, Event::kBSlot0 + int32_t(cur.b_slot));
+
+    while (true) {
+        it.next();
+        const bool has_next = !it.done();
+        Step nxt{};
+        if (has_next) {
+            nxt = it.step();
+            // Ping-pong: refill the other B slot while the cube works on this one.
+            v.wait(Sync::kMte1ToMte2, Event::kBSlot0 + int32_t(nxt.b_slot));
+            v.load_b(nxt);
+            v.set(Sync::kMte2ToMte1, Event::kBSlot0 + int32_t(nxt.b_slot));
+        }
+        // L1 -> L0 of this step.
+        v.wait(Sync::kMToMte1, Event::kL0Stage0 + int32_t(cur.l0_stage));
+        if (cur.group_start) {
+            v.wait(Sync::kMte2ToMte1, Event::kAGroup);
+        }
+        v.wait(Sync::kMte2ToMte1, Event::kBSlot0 + int32_t(cur.b_slot));
+        v.load_l0(cur);
+        v.set(Sync::kMte1ToMte2, Event::kBSlot0 + int32_t(cur.b_slot));
+        if (cur.group_end) {
+            v.set(Sync::kMte1ToMte2, Event::kAGroup);
+        }
+        v.set(Sync::kMte1ToM, Event::kL0Ready);
+        v.wait(Sync::kMte1ToM, Event::kL0Ready);
+        // The cube: every term into its own accumulator.
+        if (cur.first_k) {
+            v.wait(Sync::kOutToM, Event::kCTile);
+        }
+        v.mmad(cur);
+        v.set(Sync::kMToMte1, Event::kL0Stage0 + int32_t(cur.l0_stage));
+        if (cur.last_k) {
+            v.set(Sync::kMToOut, Event::kCTile);
+            v.wait(Sync::kMToOut, Event::kCTile);
+            v.store_c(cur);
+            v.set(Sync::kOutToM, Event::kCTile);
+        }
+        if (!has_next) {
+            break;
+        }
+        if (nxt.group_start) {
+            // The next group's A tiles replace this group's once MTE1 is done with them.
+            v.wait(Sync::kMte1ToMte2, Event::kAGroup);
+            v.load_a_group(nxt);
+            v.set(Sync::kMte2ToMte1, Event::kAGroup);
+        }
+        cur = nxt;
+    }
+    // Drain: consume the last "free" flag of every buffer.
+    buffer_free_flags(g, v, false);
+}
+
+// ------------------------------------------------------- vector kernels
+/// Split kernel work: strips of 16 rows of the (batch * rows) x cols FP32
+/// input (rows, cols multiples of 16), each in column tiles of at most
+/// kSplitTileCols, strips to cores round-robin.
+struct SplitGeometry {
+    uint32_t strips;  ///< batch * rows / 16
+    uint32_t cols;
+    uint32_t tiles_per_strip;
+    uint32_t cores;
+};
+SGC_HOST_DEVICE SplitGeometry make_split_geometry(uint32_t batch, uint32_t rows, uint32_t cols, uint32_t cores)
+{
+    SplitGeometry s{};
+    s.strips = batch * (rows / kCube);
+    s.cols = cols;
+    s.tiles_per_strip = ceil_div(cols, kSplitTileCols);
+    s.cores = min_u32(cores, s.strips);
+    return s;
+}
+/// Element offset of tile (strip, tile) in the FP32 input, and its width.
+SGC_HOST_DEVICE uint64_t split_in_offset(const SplitGeometry& s, uint32_t strip, uint32_t tile)
+{
+    return uint64_t(strip) * kCube * s.cols + uint64_t(tile) * kSplitTileCols;
+}
+SGC_HOST_DEVICE uint32_t split_tile_cols(const SplitGeometry& s, uint32_t tile)
+{
+    return block_extent(s.cols, kSplitTileCols, tile);
+}
+/// Element offset in the Zz FP16 output of row `r` (0..15) of tile (strip, tile):
+/// its 16-element pieces go to consecutive fractals, 256 elements apart.
+SGC_HOST_DEVICE uint64_t split_out_offset(const SplitGeometry& s, uint32_t strip, uint32_t tile, uint32_t r)
+{
+    return uint64_t(strip) * kCube * s.cols + uint64_t(tile) * kSplitTileCols * kCube + uint64_t(r) * kCube;
+}
+
+/// Combine kernel work: the (batch, mp, np) term buffers as one flat range
+/// in tiles of kCombineTile floats, tiles to cores round-robin.
+struct CombineGeometry {
+    uint64_t total;
+    uint32_t tiles;
+    uint32_t cores;
+};
+SGC_HOST_DEVICE CombineGeometry make_combine_geometry(uint64_t total, uint32_t cores)
+{
+    CombineGeometry c{};
+    c.total = total;
+    c.tiles = uint32_t((total + kCombineTile - 1) / kCombineTile);
+    c.cores = min_u32(cores, c.tiles);
+    return c;
+}
+SGC_HOST_DEVICE uint32_t combine_tile_len(const CombineGeometry& c, uint32_t tile)
+{
+    const uint64_t left = c.total - uint64_t(tile) * kCombineTile;
+    return left < kCombineTile ? uint32_t(left) : kCombineTile;
+}
+
+/// UB bytes of the vector kernels (single-buffered tiles).
+constexpr uint32_t kSplitUbBytes = kCube * kSplitTileCols * (4 + 4 + 2 + 2 + 4);  // x, tmp, hi, lo, mask
+constexpr uint32_t kCombineUbBytes = kMaxTerms * kCombineTile * kFloatBytes;
+static_assert(kSplitUbBytes <= arch::Ascend910B::kUbBytes - arch::Ascend910B::kUbReservedBytes &&
+                  kSplitUbBytes <= arch::Ascend910A::kUbBytes - arch::Ascend910A::kUbReservedBytes,
+              "split tile exceeds UB");
+static_assert(kCombineUbBytes <= arch::Ascend910B::kUbBytes - arch::Ascend910B::kUbReservedBytes &&
+                  kCombineUbBytes <= arch::Ascend910A::kUbBytes - arch::Ascend910A::kUbReservedBytes,
+              "combine tile exceeds UB");
+static_assert(kSplitTileCols % kCube == 0 && kCombineTile % kFractalElems == 0, "vector tiles must be whole fractals");
+
+}  // namespace schedule
+}  // namespace sgemm_cube
+
+#endif  // SGEMM_CUBE_SCHEDULE_SCHEDULE_HPP

@@ -1,0 +1,75 @@
+// Device entry points of SGEMM-cube (compiled by the CANN toolchain through
+// ascendc_library(); ACLRT_LAUNCH_KERNEL(name) launches them from the host).
+// Built for one SoC at a time: CMake defines SGEMM_CUBE_SOC_910A or _910B.
+//
+//   sgemm_cube_split    vector  FP32 -> FP16 hi/lo in Zz fractal layout
+//   sgemm_cube_gemm     cube    one FP32 buffer per product term
+//   sgemm_cube_combine  vector  termwise combination into C
+//
+// NOT COMPILED OR RUN IN THIS REPOSITORY'S CI: no CANN toolkit there.  The
+// index arithmetic these kernels use (schedule.hpp) is compiled with g++ and
+// tested; see ascendc_kernels/README.md.
+#include "kernel_operator.h"
+#include "sgemm_cube/kernel/combine_kernel.hpp"
+#include "sgemm_cube/kernel/gemm_kernel.hpp"
+#include "sgemm_cube/kernel/split_kernel.hpp"
+#include "sgemm_cube/tile/soc.hpp"
+
+using sgemm_cube::tile::Soc;
+
+extern "C" __global__ __aicore__ void sgemm_cube_split(GM_ADDR x, GM_ADDR hi, GM_ADDR lo, uint32_t batch,
+                                                       uint32_t rows, uint32_t cols, uint32_t plan_cores,
+                                                       float scale)
+{
+#if defined(SGEMM_CUBE_SOC_910B)
+    KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);  // vector cores only
+    if ASCEND_IS_AIC {
+        return;
+    }
+#endif
+    sgemm_cube::kernel::RunSplit<Soc>(reinterpret_cast<__gm__ float*>(x), reinterpret_cast<__gm__ half*>(hi),
+                                      reinterpret_cast<__gm__ half*>(lo),
+                                      sgemm_cube::kernel::SplitArgs{batch, rows, cols, plan_cores, scale});
+}
+
+extern "C" __global__ __aicore__ void sgemm_cube_gemm(GM_ADDR a_hi, GM_ADDR a_lo, GM_ADDR b_hi, GM_ADDR b_lo,
+                                                      GM_ADDR c_hh, GM_ADDR c_lh, GM_ADDR c_hl, GM_ADDR c_ll,
+                                                      uint32_t batch, uint32_t m, uint32_t n, uint32_t k,
+                                                      uint32_t bm, uint32_t bk, uint32_t bn, uint32_t n_fused,
+                                                      uint32_t plan_cores, uint32_t terms)
+{
+#if defined(SGEMM_CUBE_SOC_910B)
+    KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIC_ONLY);  // cube cores only
+    if ASCEND_IS_AIV {
+        return;
+    }
+#endif
+    sgemm_cube::block::GemmOperands gm;
+    gm.a[0] = reinterpret_cast<__gm__ half*>(a_hi);
+    gm.a[1] = reinterpret_cast<__gm__ half*>(a_lo);
+    gm.b[0] = reinterpret_cast<__gm__ half*>(b_hi);
+    gm.b[1] = reinterpret_cast<__gm__ half*>(b_lo);
+    gm.c[sgemm_cube::schedule::kHiHi] = reinterpret_cast<__gm__ float*>(c_hh);
+    gm.c[sgemm_cube::schedule::kLoHi] = reinterpret_cast<__gm__ float*>(c_lh);
+    gm.c[sgemm_cube::schedule::kHiLo] = reinterpret_cast<__gm__ float*>(c_hl);
+    gm.c[sgemm_cube::schedule::kLoLo] = reinterpret_cast<__gm__ float*>(c_ll);  // unused unless terms == 4
+    sgemm_cube::kernel::RunGemm<Soc>(gm, sgemm_cube::kernel::GemmArgs{batch, m, n, k, bm, bk, bn, n_fused,
+                                                                       plan_cores, terms});
+}
+
+extern "C" __global__ __aicore__ void sgemm_cube_combine(GM_ADDR c_hh, GM_ADDR c_lh, GM_ADDR c_hl, GM_ADDR c_ll,
+                                                         GM_ADDR out, uint64_t total, uint32_t plan_cores,
+                                                         uint32_t keep_lo_lo, float inv_scale)
+{
+#if defined(SGEMM_CUBE_SOC_910B)
+    KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
+    if ASCEND_IS_AIC {
+        return;
+    }
+#endif
+    sgemm_cube::kernel::RunCombine<Soc>(
+        reinterpret_cast<__gm__ float*>(c_hh), reinterpret_cast<__gm__ float*>(c_lh),
+        reinterpret_cast<__gm__ float*>(c_hl), reinterpret_cast<__gm__ float*>(c_ll),
+        reinterpret_cast<__gm__ float*>(out),
+        sgemm_cube::kernel::CombineArgs{total, plan_cores, keep_lo_lo, inv_scale});
+}

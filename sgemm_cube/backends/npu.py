@@ -1,0 +1,198 @@
+"""Ascend NPU backend: the AscendC kernels of ``ascendc_kernels/`` through torch_npu.
+
+Importing this module needs neither torch_npu nor a CANN toolkit; they are
+looked up when the backend is asked for.  What runs on the device, per
+product (``ascendc_kernels/README.md`` has the details):
+
+1. ``sgemm_cube_split`` (vector unit): A and B to FP16 hi/lo, the rule of
+   :func:`cpu_fallback.split`, non-finite values as 0;
+2. ``sgemm_cube_gemm`` (cube unit): ``A_hi B_hi``, ``A_lo B_hi``, ``A_hi B_lo``
+   (and ``A_lo B_lo`` with ``keep_lo_lo``), each accumulated in its own FP32
+   accumulator in L0C, resident A groups and ping-pong B in L1 (SGEMM-cube
+   Algorithm 1);
+3. ``sgemm_cube_combine`` (vector unit): termwise combination, small terms first.
+
+The result equals :func:`cpu_fallback.emulated_matmul` (``order="termwise"``,
+``accumulate="cube16"`` if the cube rounds as that model says) whenever K
+fits one resident group, and :func:`.npu_schedule.grouped_reference`
+otherwise; :mod:`.npu_schedule` is the tested model of the schedule.
+
+The device code has not been compiled or run in this repository's CI (no
+CANN toolkit or NPU there).
+"""
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.util
+import os
+from pathlib import Path
+
+from . import npu_schedule
+
+__all__ = ["is_available", "unavailable_reason", "matmul", "choose_tiling"]
+
+_EXTENSION = "sgemm_cube.backends._npu_ext"
+# Where a CANN toolkit keeps the ACL headers, relative to ASCEND_HOME_PATH.
+_CANN_MARKERS = ("include/acl/acl.h", "aarch64-linux/include/acl/acl.h", "x86_64-linux/include/acl/acl.h")
+_SCHEMES = ("fp16x3", "fp16x4")
+
+
+def _cann_problem() -> str:
+    home = os.environ.get("ASCEND_HOME_PATH", "")
+    if not home:
+        return ("CANN toolkit not found: ASCEND_HOME_PATH is not set "
+                "(source <CANN install>/set_env.sh, e.g. /usr/local/Ascend/ascend-toolkit/set_env.sh)")
+    if not any((Path(home) / marker).is_file() for marker in _CANN_MARKERS):
+        return f"CANN toolkit not found at ASCEND_HOME_PATH={home} (no include/acl/acl.h there)"
+    return ""
+
+
+def _torch_npu_problem(cann_ok: bool) -> str:
+    if importlib.util.find_spec("torch") is None:
+        return "torch is not importable (pip install torch)"
+    if importlib.util.find_spec("torch_npu") is None:
+        return "torch_npu is not importable (pip install torch-npu==<the installed torch's version>)"
+    if not cann_ok:
+        return ""  # installed, but importing it without CANN would fail: the CANN problem says why
+    try:
+        importlib.import_module("torch_npu")
+    except Exception as exc:  # a broken torch_npu/CANN pairing raises many kinds of errors
+        return f"torch_npu failed to import: {exc}"
+    return ""
+
+
+def _extension_problem() -> str:
+    try:
+        found = importlib.util.find_spec(_EXTENSION) is not None
+    except ImportError:
+        found = False
+    if not found:
+        return ("the AscendC extension sgemm_cube.backends._npu_ext is not built (run `pip install .` with "
+                "ASCEND_HOME_PATH set on an Ascend host; see ascendc_kernels/README.md)")
+    return ""
+
+
+def unavailable_reason() -> str:
+    """What is missing for this backend, in one line, or ``""`` if nothing is.
+
+    Checks, and reports every one that fails: torch_npu importable, a CANN
+    toolkit at ``ASCEND_HOME_PATH``, the compiled extension
+    ``sgemm_cube.backends._npu_ext`` present (and importable).
+    """
+    cann = _cann_problem()
+    problems = [p for p in (_torch_npu_problem(cann == ""), cann, _extension_problem()) if p]
+    if not problems:
+        try:
+            _extension()
+        except Exception as exc:
+            problems.append(f"the AscendC extension failed to import: {exc}")
+    return "; ".join(problems)
+
+
+def is_available() -> bool:
+    """Whether torch_npu, a CANN toolkit and the built extension are all present."""
+    return unavailable_reason() == ""
+
+
+@functools.lru_cache(maxsize=1)
+def _extension():
+    return importlib.import_module(_EXTENSION)
+
+
+@functools.lru_cache(maxsize=256)
+def choose_tiling(soc: str, m: int, n: int, k: int, *, terms: int = 3) -> npu_schedule.Tiling:
+    """The tiling the kernel runs for an m x k x n product on ``soc`` ("910a"/"910b").
+
+    The tuner's choice (:func:`tuning.choose_tiling` with this kernel's
+    blocking constants, :func:`.npu_schedule.kernel_blocking`), made to fit
+    the kernel's buffer plan by :func:`.npu_schedule.fit_tiling`; the plan's
+    own default when the tuner is not importable.
+    """
+    cap = npu_schedule.capacity_from_profile(soc)
+    proposed = None
+    try:
+        import tuning
+
+        proposed = npu_schedule.Tiling(*tuning.choose_tiling(
+            soc, m, n, k, n_terms=terms, blocking=npu_schedule.kernel_blocking(soc, terms)))
+    except (ImportError, ValueError, KeyError):  # no tuner, or it has no answer: the plan's own default
+        pass
+    return npu_schedule.fit_tiling(cap, proposed, k=k, terms=terms)
+
+
+def matmul(a, b, *, sb: int, order: str, keep_lo_lo: bool, out, accumulate: str | None = None,
+           scheme: str | None = None, tiling=None):
+    """Emulated FP32 batched product on the Ascend cube units.
+
+    Parameters
+    ----------
+    a : torch.Tensor, shape (B, M, K), float32, on an NPU
+    b : torch.Tensor, shape (B, K, N), float32, same device
+        Any strides (non-contiguous operands are copied).  Non-finite values
+        are treated as 0 (the API layer patches the outputs they touch).
+    sb : int
+        Scaling exponent of the residuals, 0 <= sb <= 24.
+    order : {"termwise"}
+        Only the termwise order (each product in its own FP32 accumulator)
+        exists on the cube: it cannot scale a residual product before adding
+        it to another, which "elementwise" needs.
+    keep_lo_lo : bool
+        Also compute ``A_lo B_lo`` (a fourth accumulator).
+    out : torch.Tensor, shape (B, M, N), float32, same device
+        Written in full.
+    accumulate : None
+        The cube's accumulation is the hardware's; a model name is refused.
+    scheme : {"fp16x3", "fp16x4"} or None
+        Only FP16 splits exist on this backend.
+    tiling : tuning.Tiling or (bm, bk, bn, n_fused), optional
+        Override the tuned tiling (the measured tuner uses this); it must fit
+        the kernel's buffer plan (:func:`.npu_schedule.make_plan`).
+
+    Returns
+    -------
+    None
+        The API layer computes the range statistics itself.
+
+    Raises
+    ------
+    sgemm_cube.backends.BackendUnavailableError
+        torch_npu, CANN or the built extension is missing (the message says which).
+    NotImplementedError
+        ``order="elementwise"`` or a non-FP16 scheme.
+    ValueError
+        ``accumulate`` given, or a ``tiling`` the kernel cannot run.
+    """
+    reason = unavailable_reason()
+    if reason:
+        from . import BackendUnavailableError
+
+        raise BackendUnavailableError(f"sgemm_cube backend 'npu' is unavailable: {reason}")
+    if order != "termwise":
+        raise NotImplementedError(f"the npu backend implements order='termwise' only, got {order!r}")
+    if scheme is not None and scheme not in _SCHEMES:
+        raise NotImplementedError(f"the npu backend implements the FP16 schemes {list(_SCHEMES)}, got {scheme!r}")
+    if accumulate is not None:
+        raise ValueError("the npu backend accumulates on the cube itself; accumulate= names a model of "
+                         "the cpu backend (leave it None)")
+    import torch
+
+    ext = _extension()
+    a = a.contiguous()
+    b = b.contiguous()
+    batch, m, k = a.shape
+    n = b.shape[2]
+    terms = 4 if keep_lo_lo else 3
+    soc = ext.soc()
+    if tiling is None:
+        t = choose_tiling(soc, m, n, k, terms=terms)
+    else:
+        t = npu_schedule.Tiling(*(int(x) for x in tiling))
+        # The kernel's own check (raises TilingError, a ValueError, with the limit it breaks).
+        npu_schedule.make_geometry(max(batch, 1), max(m, 1), max(n, 1), max(k, 1), t, 1, terms,
+                                   npu_schedule.capacity_from_profile(soc))
+    target = out if out.is_contiguous() else torch.empty(out.shape, dtype=out.dtype, device=out.device)
+    ext.matmul(a, b, target, int(sb), bool(keep_lo_lo), t.bm, t.bk, t.bn, t.n_fused)
+    if target is not out:
+        out.copy_(target)
+    return None

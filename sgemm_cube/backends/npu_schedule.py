@@ -1,0 +1,525 @@
+"""Python model of the AscendC GEMM kernel's schedule, on the NumPy arithmetic model.
+
+This module mirrors ``ascendc_kernels/include/sgemm_cube/schedule/schedule.hpp``
+function for function (same names, same integer arithmetic): the buffer plan,
+the geometry, and the order in which every core visits its steps.  A test
+compiles the C++ header's driver and checks that both produce the same step
+sequences; another runs :func:`simulate` and compares it with
+:mod:`cpu_fallback` bit for bit.
+
+What the kernel computes, and how it relates to :mod:`cpu_fallback`
+------------------------------------------------------------------
+Every core owns block rows of C.  For a block row it stages ``n_fused`` K
+blocks of ``A_hi`` and ``A_lo`` in L1 (a *group*), then streams the B tiles of
+each column block through two ping-pong L1 buffers; every product term
+(``A_hi B_hi``, ``A_lo B_hi``, ``A_hi B_lo`` and optionally ``A_lo B_lo``)
+accumulates in its own FP32 accumulator in L0C across the group's K blocks.
+At the end of a group the accumulators leave L0C: group 0 stores them to one
+FP32 buffer per term in GM, every later group *adds* its partial sum there
+(FP32 round-to-nearest).  A last vector pass combines the terms termwise::
+
+    corr = fl(fl(LL * 2**-sb + LH) + HL)        (corr = fl(LH + HL) without LL)
+    C    = fl(fl(corr * 2**-sb) + HH)
+
+So with ``G = ceil(ceil(K / bk) / n_fused)`` groups, each term is::
+
+    T = fl(...fl(fl(P_0 + P_1) + P_2)... + P_{G-1})
+
+where ``P_g = cpu_fallback.accumulate_product`` over the K range of group ``g``
+(K cut at multiples of ``n_fused * bk``).  When ``G == 1`` (K at most
+``n_fused * bk``, the usual case: the tuner picks ``n_fused`` up to
+``ceil(K / bk)``) this is exactly ``cpu_fallback.emulated_matmul(a, b,
+order="termwise")``, bit for bit, under either accumulation model.  For
+``G > 1`` it is :func:`grouped_reference`: the same products, summed in groups.
+
+Non-finite inputs are zeroed by the split (the backend contract); the model
+does the same.
+"""
+from __future__ import annotations
+
+import enum
+from typing import Iterator, NamedTuple
+
+import numpy as np
+
+__all__ = [
+    "Capacity",
+    "Tiling",
+    "BufferPlan",
+    "Geometry",
+    "Step",
+    "Status",
+    "TilingError",
+    "KERNEL_CUBE",
+    "capacity_from_profile",
+    "kernel_blocking",
+    "make_plan",
+    "max_n_fused",
+    "make_geometry",
+    "choose_n_split",
+    "item_coords",
+    "split_columns",
+    "group_k_blocks",
+    "core_steps",
+    "fit_tiling",
+    "simulate",
+    "grouped_reference",
+]
+
+KERNEL_CUBE = 16        #: fractal edge (cube alignment)
+_FRACTAL = 256          # elements of one 16 x 16 fractal
+_HALF, _FLOAT = 2, 4    # bytes
+_PARTS = 2              # hi and lo of each operand
+_B_SLOTS = 2            # ping-pong B buffers
+_MAX_REPEAT = 255       # LoadData2DParams.repeatTimes
+_MAX_MMAD_DIM = 4095    # MmadParams m, n, k
+TERM_HIHI, TERM_LOHI, TERM_HILO, TERM_LOLO = range(4)
+
+
+def _term_a_part(term: int) -> int:
+    return 1 if term in (TERM_LOHI, TERM_LOLO) else 0
+
+
+def _term_b_part(term: int) -> int:
+    return 1 if term in (TERM_HILO, TERM_LOLO) else 0
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _block_extent(total: int, block: int, index: int) -> int:
+    return min(block, total - index * block)
+
+
+class Status(enum.IntEnum):
+    """Mirror of ``schedule::Status`` (same values)."""
+
+    OK = 0
+    EMPTY = 1
+    NOT_ALIGNED = 2
+    BAD_TERMS = 3
+    NO_CORES = 4
+    TOO_LARGE = 5
+    MMAD_DIM = 6
+    REPEAT = 7
+    L1 = 8
+    L0A = 9
+    L0B = 10
+    L0C = 11
+    UB = 12
+
+
+class TilingError(ValueError):
+    """A tiling the kernel cannot run; ``status`` says which limit it breaks."""
+
+    def __init__(self, status: Status, message: str):
+        super().__init__(message)
+        self.status = status
+
+
+class Capacity(NamedTuple):
+    """Buffer capacities of one AI core, bytes (``arch::Capacity``)."""
+
+    l1: int
+    l0a: int
+    l0b: int
+    l0c: int
+    ub: int
+    ub_reserved: int
+    c_through_ub: bool
+
+
+class Tiling(NamedTuple):
+    """Block sizes (multiples of 16) and resident A blocks per group (``schedule::Tiling``)."""
+
+    bm: int
+    bk: int
+    bn: int
+    n_fused: int
+
+
+class BufferPlan(NamedTuple):
+    """Byte layout of one core's buffers (``schedule::BufferPlan``)."""
+
+    a_tile: int
+    b_tile: int
+    c_tile: int
+    n_fused: int
+    l1_b: int
+    l1_bytes: int
+    l0_stages: int
+    l0a_bytes: int
+    l0b_bytes: int
+    terms: int
+    l0c_bytes: int
+    ub_bytes: int
+
+
+class Geometry(NamedTuple):
+    """Derived sizes of one launch (``schedule::Geometry``)."""
+
+    batch: int
+    m: int
+    n: int
+    k: int
+    mp: int
+    np: int
+    kp: int
+    bm: int
+    bk: int
+    bn: int
+    mb: int
+    nb: int
+    kb: int
+    n_fused: int
+    groups: int
+    n_split: int
+    items: int
+    cores: int
+    terms: int
+    plan: BufferPlan
+
+
+class Step(NamedTuple):
+    """One K step of one core (``schedule::Step``)."""
+
+    index: int
+    item: int
+    batch: int
+    row_block: int
+    col_block: int
+    group: int
+    k_in_group: int
+    k_block: int
+    m_act: int
+    n_act: int
+    k_act: int
+    b_slot: int
+    l0_stage: int
+    group_start: bool
+    group_end: bool
+    first_k: bool
+    last_k: bool
+    first_group: bool
+    last_group: bool
+
+
+_STATUS_MESSAGES = {
+    Status.NOT_ALIGNED: "bm, bk, bn must be positive multiples of 16 and n_fused >= 1",
+    Status.BAD_TERMS: "terms must be 3 or 4",
+    Status.MMAD_DIM: "block edge above the Mmad limit of 4095",
+    Status.REPEAT: "tile above LoadData's 255 fractals",
+    Status.L1: "resident A group and two B buffers exceed L1",
+    Status.L0A: "A_hi and A_lo tiles exceed L0A",
+    Status.L0B: "B_hi and B_lo tiles exceed L0B",
+    Status.L0C: "one FP32 accumulator per term exceeds L0C",
+    Status.UB: "L0C -> UB staging exceeds UB",
+    Status.EMPTY: "empty problem",
+    Status.NO_CORES: "no cores",
+    Status.TOO_LARGE: "matrix too large for 32-bit padded sizes",
+}
+
+
+def _fail(status: Status, what: str) -> TilingError:
+    return TilingError(status, f"{what}: {_STATUS_MESSAGES[status]}")
+
+
+def capacity_from_profile(profile) -> Capacity:
+    """Capacities of a :class:`tuning.hardware.Profile` (or its key, e.g. ``"910b"``).
+
+    The tuner's ``tuning/profiles/ascend.json`` is the shared table; the C++
+    ``arch.hpp`` repeats it and a test keeps the two equal.
+    """
+    from tuning.hardware import get_profile
+
+    p = get_profile(profile)
+    through_ub = "ub" in p.c_path
+    return Capacity(p.l1_bytes, p.l0a_bytes, p.l0b_bytes, p.l0c_bytes, p.ub_bytes,
+                    p.blocking.c_reserved_bytes if through_ub else 0, through_ub)
+
+
+def kernel_blocking(profile, terms: int = 3):
+    """The tuner's :class:`tuning.hardware.Blocking` constants for this kernel.
+
+    The kernel keeps hi and lo of every operand together (4 bytes per element
+    in L1 and L0, one pass for all terms), ping-pongs L0A/L0B and B, and holds
+    one FP32 L0C accumulator per term (``4 * terms`` bytes per C element; the
+    910A UB staging needs 12).  With these constants
+    ``tuning.choose_tiling(..., blocking=kernel_blocking(...))`` only returns
+    tilings :func:`make_plan` accepts.
+    """
+    from tuning.hardware import Blocking, get_profile
+
+    p = get_profile(profile)
+    return Blocking(operand_bytes=_PARTS * _HALF, l0_stages=2, b_buffers=_B_SLOTS,
+                    c_bytes_per_element=_FLOAT * terms, c_reserved_bytes=p.blocking.c_reserved_bytes,
+                    fused_terms=True)
+
+
+def max_n_fused(cap: Capacity, bm: int, bk: int, bn: int) -> int:
+    """Eq. 8 with hi and lo of each operand resident (``schedule::max_n_fused``)."""
+    b_bytes = _B_SLOTS * _PARTS * bk * bn * _HALF
+    a_tiles = _PARTS * bm * bk * _HALF
+    if a_tiles == 0 or b_bytes >= cap.l1:
+        return 0
+    return (cap.l1 - b_bytes) // a_tiles
+
+
+def plan_status(cap: Capacity, bm: int, bk: int, bn: int, n_fused: int, terms: int) -> tuple[Status, BufferPlan | None]:
+    """``schedule::make_plan``: the status and, when it is OK, the plan."""
+    if bm <= 0 or bk <= 0 or bn <= 0 or bm % KERNEL_CUBE or bk % KERNEL_CUBE or bn % KERNEL_CUBE or n_fused < 1:
+        return Status.NOT_ALIGNED, None
+    if terms not in (3, 4):
+        return Status.BAD_TERMS, None
+    if max(bm, bk, bn) > _MAX_MMAD_DIM:
+        return Status.MMAD_DIM, None
+    if bm * bk // _FRACTAL > _MAX_REPEAT or bk * bn // _FRACTAL > _MAX_REPEAT:
+        return Status.REPEAT, None
+    a_tile, b_tile, c_tile = bm * bk * _HALF, bk * bn * _HALF, bm * bn * _FLOAT
+    l1_a = _PARTS * n_fused * a_tile
+    l1 = l1_a + _B_SLOTS * _PARTS * b_tile
+    if l1 > cap.l1:
+        return Status.L1, None
+    stages = 2 if (2 * _PARTS * a_tile <= cap.l0a and 2 * _PARTS * b_tile <= cap.l0b) else 1
+    l0a, l0b = stages * _PARTS * a_tile, stages * _PARTS * b_tile
+    if l0a > cap.l0a:
+        return Status.L0A, None
+    if l0b > cap.l0b:
+        return Status.L0B, None
+    if terms * c_tile > cap.l0c:
+        return Status.L0C, None
+    ub = 3 * c_tile if cap.c_through_ub else 0
+    if ub > cap.ub - cap.ub_reserved:
+        return Status.UB, None
+    return Status.OK, BufferPlan(a_tile, b_tile, c_tile, n_fused, l1_a, l1, stages, l0a, l0b, terms,
+                                 terms * c_tile, ub)
+
+
+def make_plan(cap: Capacity, bm: int, bk: int, bn: int, n_fused: int, terms: int) -> BufferPlan:
+    """Buffer plan of a tiling; raises :class:`TilingError` when it does not fit."""
+    status, plan = plan_status(cap, bm, bk, bn, n_fused, terms)
+    if status != Status.OK:
+        raise _fail(status, f"tiling {bm}x{bk}x{bn} n_fused={n_fused} with {terms} terms")
+    return plan
+
+
+def choose_n_split(rows: int, nb: int, cores: int) -> int:
+    """Column ranges per block row (``schedule::choose_n_split``)."""
+    return 1 if rows >= cores else min(nb, _ceil_div(cores, rows))
+
+
+def make_geometry(batch: int, m: int, n: int, k: int, tiling: Tiling, cores: int, terms: int,
+                  cap: Capacity) -> Geometry:
+    """``schedule::make_geometry``; raises :class:`TilingError` on any failure."""
+    if min(batch, m, n, k) <= 0:
+        raise _fail(Status.EMPTY, f"problem {batch}x{m}x{n}x{k}")
+    if cores <= 0:
+        raise _fail(Status.NO_CORES, f"{cores} cores")
+    if max(m, n, k) > 0xFFFF0000:
+        raise _fail(Status.TOO_LARGE, f"problem {m}x{n}x{k}")
+    bm, bk, bn, nf = (int(x) for x in tiling)
+    if bm <= 0 or bk <= 0 or bn <= 0 or bm % KERNEL_CUBE or bk % KERNEL_CUBE or bn % KERNEL_CUBE or nf < 1:
+        raise _fail(Status.NOT_ALIGNED, f"tiling {tuple(tiling)}")
+    mp, np_, kp = (_ceil_div(x, KERNEL_CUBE) * KERNEL_CUBE for x in (m, n, k))
+    mb, nb, kb = _ceil_div(mp, bm), _ceil_div(np_, bn), _ceil_div(kp, bk)
+    n_fused = min(nf, kb)
+    groups = _ceil_div(kb, n_fused)
+    rows = batch * mb
+    if rows * nb > 0xFFFFFFFF:
+        raise _fail(Status.TOO_LARGE, f"{rows * nb} C blocks")
+    n_split = choose_n_split(rows, nb, cores)
+    items = rows * n_split
+    plan = make_plan(cap, bm, bk, bn, n_fused, terms)
+    return Geometry(batch, m, n, k, mp, np_, kp, bm, bk, bn, mb, nb, kb, n_fused, groups, n_split, items,
+                    min(cores, items), terms, plan)
+
+
+def item_coords(g: Geometry, item: int) -> tuple[int, int, int]:
+    """Item -> (batch, block row, column range) (``schedule::item_coords``)."""
+    split = item % g.n_split
+    row = item // g.n_split
+    return row // g.mb, row % g.mb, split
+
+
+def split_columns(g: Geometry, split: int) -> tuple[int, int]:
+    """Column blocks [first, last) of a column range (``schedule::split_columns``)."""
+    return split * g.nb // g.n_split, (split + 1) * g.nb // g.n_split
+
+
+def group_k_blocks(g: Geometry, group: int) -> int:
+    """K blocks in a group (``schedule::group_k_blocks``)."""
+    return min(g.n_fused, g.kb - group * g.n_fused)
+
+
+def core_steps(g: Geometry, core: int) -> Iterator[Step]:
+    """The steps of one core in execution order (``schedule::CoreSchedule``)."""
+    index = 0
+    for item in range(core, g.items, g.cores) if core < g.cores else ():
+        batch, row_block, split = item_coords(g, item)
+        first_col, last_col = split_columns(g, split)
+        m_act = _block_extent(g.mp, g.bm, row_block)
+        for group in range(g.groups):
+            kcount = group_k_blocks(g, group)
+            for col in range(first_col, last_col):
+                for kk in range(kcount):
+                    k_block = group * g.n_fused + kk
+                    yield Step(index, item, batch, row_block, col, group, kk, k_block, m_act,
+                               _block_extent(g.np, g.bn, col), _block_extent(g.kp, g.bk, k_block),
+                               index % _B_SLOTS, index % g.plan.l0_stages,
+                               kk == 0 and col == first_col, kk + 1 == kcount and col + 1 == last_col,
+                               kk == 0, kk + 1 == kcount, group == 0, group + 1 == g.groups)
+                    index += 1
+
+
+def fit_tiling(cap: Capacity, tiling: Tiling | None, *, k: int, terms: int) -> Tiling:
+    """A tiling the kernel accepts, as close to ``tiling`` as possible.
+
+    ``n_fused`` is clamped to what fits in L1 (Eq. 8 with hi and lo resident)
+    and to ``ceil(k / bk)``; when the block sizes themselves do not fit (or
+    ``tiling`` is None) the largest square-ish blocks that do are used.
+    """
+    if tiling is not None:
+        bm, bk, bn, nf = (int(x) for x in tiling)
+        status, _ = plan_status(cap, bm, bk, bn, 1, terms)
+        if status == Status.OK:
+            nf = max(1, min(nf, max_n_fused(cap, bm, bk, bn), _ceil_div(_ceil_div(k, KERNEL_CUBE) * KERNEL_CUBE, bk)))
+            return Tiling(bm, bk, bn, nf)
+    best = None
+    for bm in range(256, 0, -KERNEL_CUBE):
+        for bn in (bm, bm - KERNEL_CUBE):
+            for bk in (64, 32, 16):
+                if bn <= 0 or plan_status(cap, bm, bk, bn, 1, terms)[0] != Status.OK:
+                    continue
+                key = (min(bm, bn) * max(bm, bn), bk)
+                if best is None or key > best[0]:
+                    best = (key, bm, bk, bn)
+    if best is None:
+        raise _fail(Status.L0C, "no tiling fits this capacity")
+    _, bm, bk, bn = best
+    kb = _ceil_div(_ceil_div(k, KERNEL_CUBE) * KERNEL_CUBE, bk)
+    return Tiling(bm, bk, bn, max(1, min(max_n_fused(cap, bm, bk, bn), kb)))
+
+
+# ----------------------------------------------------------------- numerics
+
+def _as_batched(x: np.ndarray, name: str) -> np.ndarray:
+    x = np.asarray(x)
+    if x.dtype != np.float32:
+        raise TypeError(f"{name} must be float32, got {x.dtype}")
+    if x.ndim not in (2, 3):
+        raise ValueError(f"{name} must be 2-D or 3-D, got shape {x.shape}")
+    return x[None] if x.ndim == 2 else x
+
+
+def _split_padded(x: np.ndarray, rows: int, cols: int, sb: int) -> tuple[np.ndarray, np.ndarray]:
+    """The split kernel: zero non-finite values, zero-pad, split (cpu_fallback's rule)."""
+    from cpu_fallback import split
+
+    padded = np.zeros((x.shape[0], rows, cols), np.float32)
+    padded[:, : x.shape[1], : x.shape[2]] = np.where(np.isfinite(x), x, np.float32(0))
+    return split(padded, sb)
+
+
+def _combine(t: np.ndarray, sb: int, keep_lo_lo: bool) -> np.ndarray:
+    """The combine kernel, in cpu_fallback's termwise order."""
+    scale = np.float32(2.0 ** -sb)
+    corr = t[TERM_LOHI]
+    if keep_lo_lo:
+        corr = t[TERM_LOLO] * scale + corr
+    corr = corr + t[TERM_HILO]
+    return corr * scale + t[TERM_HIHI]
+
+
+def simulate(a, b, *, sb: int = 12, keep_lo_lo: bool = False, tiling: Tiling, cap: Capacity, cores: int,
+             accumulate: str = "cube16") -> np.ndarray:
+    """Run the kernels' loop nest on the NumPy arithmetic model.
+
+    Parameters
+    ----------
+    a : ndarray, shape (M, K) or (B, M, K), float32
+    b : ndarray, shape (K, N) or (B, K, N), float32
+    sb : int
+        Scaling exponent of the residuals.
+    keep_lo_lo : bool
+        Also accumulate ``A_lo B_lo`` (a fourth L0C accumulator).
+    tiling : Tiling
+        Must fit ``cap`` (see :func:`fit_tiling`).
+    cap : Capacity
+        Buffer capacities of the SoC (:func:`capacity_from_profile`).
+    cores : int
+        AI cores the GEMM kernel is launched on.
+    accumulate : {"cube16", "sequential"}
+        Accumulation model of the cube (:func:`cpu_fallback.accumulate_product`).
+
+    Returns
+    -------
+    ndarray, float32, shape (M, N) or (B, M, N) like the inputs
+        Bit-identical to :func:`cpu_fallback.emulated_matmul` (termwise) when
+        the geometry has one K group, to :func:`grouped_reference` always.
+    """
+    from cpu_fallback import accumulate_product
+
+    a3, b3 = _as_batched(a, "a"), _as_batched(b, "b")
+    if a3.shape[0] != b3.shape[0] or a3.shape[2] != b3.shape[1]:
+        raise ValueError(f"shapes {np.shape(a)} and {np.shape(b)} do not multiply")
+    batch, m, k = a3.shape
+    n = b3.shape[2]
+    terms = 4 if keep_lo_lo else 3
+    g = make_geometry(batch, m, n, k, tiling, cores, terms, cap)
+    a_parts = _split_padded(a3, g.mp, g.kp, sb)
+    b_parts = _split_padded(b3, g.kp, g.np, sb)
+    term_buf = np.zeros((terms, batch, g.mp, g.np), np.float32)  # GM: one FP32 buffer per term
+    for core in range(g.cores):
+        acc: list[np.ndarray | None] = [None] * terms  # the L0C accumulators
+        for s in core_steps(g, core):
+            rows = slice(s.row_block * g.bm, s.row_block * g.bm + s.m_act)
+            cols = slice(s.col_block * g.bn, s.col_block * g.bn + s.n_act)
+            ks = slice(s.k_block * g.bk, s.k_block * g.bk + s.k_act)
+            for t in range(terms):
+                acc[t] = accumulate_product(a_parts[_term_a_part(t)][s.batch, rows, ks],
+                                            b_parts[_term_b_part(t)][s.batch, ks, cols],
+                                            accumulate=accumulate, acc=None if s.first_k else acc[t])
+            if s.last_k:  # write-back: store for group 0, FP32 atomic add for later groups
+                for t in range(terms):
+                    target = term_buf[t, s.batch, rows, cols]
+                    if s.first_group:
+                        target[...] = acc[t]
+                    else:
+                        np.add(target, acc[t], out=target)
+    c = _combine(term_buf, sb, keep_lo_lo)[:, :m, :n]
+    return c[0] if np.ndim(a) == 2 else c
+
+
+def grouped_reference(a, b, *, sb: int = 12, keep_lo_lo: bool = False, group_k: int,
+                      accumulate: str = "cube16") -> np.ndarray:
+    """The kernel's arithmetic in closed form, without any blocking.
+
+    Each term is accumulated with :func:`cpu_fallback.accumulate_product` over
+    consecutive K ranges of ``group_k`` elements (``n_fused * bk``), the range
+    results are summed in FP32 in K order, and the terms are combined
+    termwise.  With ``group_k >= K`` this is
+    ``cpu_fallback.emulated_matmul(a, b, order="termwise")``.
+
+    Parameters
+    ----------
+    a : ndarray, shape (M, K), float32
+    b : ndarray, shape (K, N), float32
+    group_k : int
+        Positive multiple of 16.
+    """
+    from cpu_fallback import accumulate_product, split
+
+    if group_k <= 0 or group_k % KERNEL_CUBE:
+        raise ValueError(f"group_k must be a positive multiple of 16, got {group_k}")
+    a = np.where(np.isfinite(a), a, np.float32(0)).astype(np.float32)
+    b = np.where(np.isfinite(b), b, np.float32(0)).astype(np.float32)
+    a_parts, b_parts = split(a, sb), split(b, sb)
+    terms = 4 if keep_lo_lo else 3
+    out = np.zeros((terms, a.shape[0], b.shape[1]), np.float32)
+    for t in range(terms):
+        for g, k0 in enumerate(range(0, a.shape[1], group_k)):
+            part = accumulate_product(a_parts[_term_a_part(t)][:, k0:k0 + group_k],
+                                      b_parts[_term_b_part(t)][k0:k0 + group_k, :], accumulate=accumulate)
+            out[t] = part if g == 0 else out[t] + part
+    return _combine(out, sb, keep_lo_lo)
