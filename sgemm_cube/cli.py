@@ -42,6 +42,10 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--repeats", type=int, default=3)
     bench.add_argument("--out", default=None, help="folder for the JSON record (default: print only)")
     bench.set_defaults(func=_bench_cpu)
+
+    from tuning.cli import add_parser as add_tune_parser
+
+    add_tune_parser(sub)
     return parser
 
 

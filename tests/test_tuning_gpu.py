@@ -1,0 +1,144 @@
+"""The measured GPU tuning driver, on the CPU: injected backends, and the real Triton
+backend under TRITON_INTERPRET=1 at a tiny size."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("tqdm")
+
+from tuning import gpu  # noqa: E402
+from tuning import table as T  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def _isolated(tmp_path, monkeypatch):
+    monkeypatch.setenv("SGEMM_CUBE_TUNING_DIR", str(tmp_path / "tables"))
+
+
+def test_quick_candidates_are_valid_table_configs():
+    cands = gpu.candidate_configs(quick=True)
+    assert len(cands) == 24
+    for c in cands:
+        T.validate_config(c, "cuda")
+        assert c["flush_k"] == 128
+
+
+def test_full_grid_respects_the_register_and_smem_limits():
+    cands = gpu.candidate_configs(quick=False, smem_limit=232448)
+    assert len(cands) > 100
+    assert all(c["BLOCK_M"] * c["BLOCK_N"] <= 32768 for c in cands)
+    assert all(gpu.smem_bytes(c) <= 232448 for c in cands)
+    assert {c["flush_k"] for c in cands} == {128, 256}
+
+
+def test_smem_estimate():
+    # Four FP16 tiles per stage: 2 * 128 * 64 + 2 * 64 * 128 halves = 64 KiB; three stages.
+    assert gpu.smem_bytes({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "num_stages": 3}) == 3 * 64 * 1024
+
+
+def _cfg(bm, **kw):
+    return dict({"variant": "ptr", "BLOCK_M": bm, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8, "num_warps": 4,
+                 "num_stages": 3, "flush_k": 128}, **kw)
+
+
+def _fake_backend(calls):
+    """BLOCK_M picks the behaviour: 16 = FP16-accurate only, 32 = raises, others exact."""
+
+    def matmul(a, b, *, sb, order, keep_lo_lo, out, flush_k=None, config=None):
+        assert "flush_k" not in config and flush_k == 128
+        calls.append(config["BLOCK_M"])
+        if config["BLOCK_M"] == 32:
+            raise RuntimeError("out of resources: shared memory")
+        if config["BLOCK_M"] == 16:
+            out.copy_(torch.matmul(a.half().float(), b.half().float()))
+        else:
+            out.copy_(torch.matmul(a.double(), b.double()).float())
+
+    def bench(fn):
+        fn()
+        return {64: 2.0, 128: 1.0, 256: 1.5, 16: 0.1}[calls[-1]]
+
+    return matmul, bench
+
+
+@pytest.mark.parametrize("shape", [(96, 80, 200), (33, 17, 65)])
+def test_tune_picks_the_fastest_accurate_config(shape, rng):
+    calls = []
+    matmul, bench = _fake_backend(calls)
+    cands = [_cfg(64), _cfg(16), _cfg(32), _cfg(128), _cfg(256)]
+    table, results = gpu.tune([shape], cands, device="cpu", device_name="Fake GPU", matmul=matmul, bench=bench,
+                              seed=int(rng.integers(2**31)), progress=False)
+    status = {r["config"]["BLOCK_M"]: r["status"] for r in results}
+    assert status[16].startswith("rejected: error")  # fastest, but only FP16-accurate
+    assert status[32].startswith("failed: RuntimeError")
+    assert status[64] == status[128] == status[256] == "ok"
+    (entry,) = table.entries
+    assert entry.bucket == T.bucket(*shape) and entry.config["BLOCK_M"] == 128
+    assert entry.config["flush_k"] == 128
+    # The accuracy gate measured both errors against float64 on the same data.
+    m = entry.measured
+    assert 0 < m["rel_error"] <= m["sgemm_rel_error"] < 1e-5
+    rejected = next(r for r in results if r["config"]["BLOCK_M"] == 16)
+    assert rejected["rel_error"] > 10 * rejected["sgemm_rel_error"]
+    assert m["rel_error_uniform01"] <= m["sgemm_rel_error_uniform01"]
+    text = gpu.format_results(table)
+    assert "x".join(map(str, shape)) in text and "'BLOCK_M': 128" in text
+    # The table saves, reloads and serves lookups by device name.
+    T.save(table)
+    assert T.lookup("Fake GPU", *shape, backend="cuda") == entry.config
+
+
+def test_time_budget_keeps_one_result_per_shape():
+    calls = []
+    matmul, bench = _fake_backend(calls)
+    table, results = gpu.tune([(32, 32, 32), (48, 48, 48)], [_cfg(64), _cfg(128)], device="cpu",
+                              device_name="Fake GPU", matmul=matmul, bench=bench, time_budget_s=0.0,
+                              progress=False)
+    assert len(table.entries) == 2
+    assert [r["status"] for r in results].count("skipped (time budget)") == 2
+
+
+def test_no_accepted_config_is_an_error():
+    calls = []
+    matmul, bench = _fake_backend(calls)
+    with pytest.raises(RuntimeError, match="no candidate config ran correctly"):
+        gpu.tune([(32, 32, 32)], [_cfg(16), _cfg(32)], device="cpu", device_name="Fake GPU", matmul=matmul,
+                 bench=bench, progress=False)
+
+
+def test_main_without_gpu_exits_with_status_2(capsys):
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    assert gpu.main(["--quick", "--no-save"]) == 2
+    assert "no CUDA device" in capsys.readouterr().err
+
+
+_INTERPRETED = """
+import json, sys
+from tuning import gpu
+cands = [dict(variant="ptr", BLOCK_M=32, BLOCK_N=32, BLOCK_K=16, GROUP_M=2, num_warps=4, num_stages=1, flush_k=32),
+         dict(variant="ptr", BLOCK_M=16, BLOCK_N=32, BLOCK_K=16, GROUP_M=1, num_warps=4, num_stages=1, flush_k=64)]
+table, results = gpu.tune([(40, 33, 70)], cands, device="cpu", seed=int(sys.argv[1]), progress=False)
+print(json.dumps({"table": table.to_json(), "status": [r["status"] for r in results]}))
+"""
+
+
+def test_real_triton_backend_under_the_interpreter(rng):
+    pytest.importorskip("triton")
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(REPO))
+    proc = subprocess.run([sys.executable, "-c", _INTERPRETED, str(rng.integers(2**31))], capture_output=True,
+                          text=True, env=env, cwd=REPO, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert doc["status"] == ["ok", "ok"]
+    (entry,) = doc["table"]["entries"]
+    assert entry["bucket"] == [64, 64, 128]
+    # FP32-accurate through the real kernels: no worse than native FP32 on the same data.
+    assert 0 < entry["measured"]["rel_error"] <= entry["measured"]["sgemm_rel_error"]

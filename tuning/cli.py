@@ -1,0 +1,183 @@
+"""``sgemm-cube tune``: rank block sizes with the paper's model, plot Fig. 5,
+run measured tuning, show tuning tables.
+
+Wire it into another argparse program with :func:`add_parser` and
+:func:`run`; ``python -m tuning.cli ...`` runs it alone.
+
+Examples::
+
+    sgemm-cube tune --device 910a --m 8192 --n 8192 --k 8192     # ranked table
+    sgemm-cube tune --device 910a --plot fig5.png                  # Fig. 5
+    sgemm-cube tune --show                                         # stored tables
+    sgemm-cube tune --device cuda --measure --quick --out tuning/tables/
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from typing import Sequence
+
+from .hardware import ProfileError, get_profile, list_profiles, load_profiles
+from .model import bm_opt, constraints, kernel_blocking, rank, representative_f, round_bm_opt
+from .table import find_tables, format_table, lookup, save, table_dirs
+
+__all__ = ["add_parser", "main", "parse_args", "run"]
+
+_DESCRIPTION = ("Choose SGEMM-cube block sizes: rank the feasible (bm, bk, bn) of a hardware profile "
+                "by the L1 blocking model of the paper (Eq. 8-11), or measure on a GPU/NPU.")
+
+
+def _configure(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    p.add_argument("--device", default="910a",
+                   help="hardware profile (910a, 910b, a user profile) or 'cuda' (default 910a)")
+    p.add_argument("--m", type=int, default=8192, help="rows of A and C (default 8192)")
+    p.add_argument("--n", type=int, default=8192, help="columns of B and C (default 8192)")
+    p.add_argument("--k", type=int, default=8192, help="reduction length (default 8192)")
+    p.add_argument("--top", type=int, default=10, help="rows of the ranked table (default 10)")
+    p.add_argument("--sort", choices=("time", "traffic"), default="time",
+                   help="rank by predicted time (then traffic) or by traffic (then time)")
+    p.add_argument("--buffering", choices=("double", "single"), default="double",
+                   help="pipeline whose predicted time ranks: max(T_comp, T_mem) or T_comp + T_mem")
+    p.add_argument("--terms", type=int, choices=(3, 4), default=3, help="FP16 products per emulated GEMM")
+    p.add_argument("--design", choices=("paper", "kernel"), default="paper",
+                   help="blocking of the paper's Algorithm 1 (one pass per term; reproduces Eq. 10) or of this "
+                        "package's AscendC kernel (hi and lo resident together, one accumulator per term)")
+    p.add_argument("--min-l0-intensity", type=float, default=0.5, metavar="FRACTION",
+                   help="drop blocks whose bm*bn/(bm+bn) is below this fraction of the best (0 = keep all)")
+    p.add_argument("--profiles", metavar="FILE", action="append", default=[],
+                   help="extra profile file (JSON or TOML, schema of tuning/profiles/ascend.json)")
+    p.add_argument("--list-profiles", action="store_true", help="list the known profiles and exit")
+    p.add_argument("--plot", metavar="PNG", help="write Fig. 5 (N_fused and f against bm*bk) for the profile")
+    p.add_argument("--json", action="store_true", help="print the ranked table as JSON")
+    p.add_argument("--show", action="store_true", help="print the stored tuning tables and exit")
+    p.add_argument("--measure", action="store_true",
+                   help="time candidates on the device ('cuda': Triton configs; Ascend: the AscendC kernel)")
+    p.add_argument("--quick", action="store_true", help="with --measure on cuda: the 4-minute grid")
+    p.add_argument("--out", metavar="DIR", help=f"with --measure: folder for the table (default {table_dirs()[0]})")
+    return p
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    """Add the ``tune`` subcommand to an ``argparse`` subparsers object; dispatch with :func:`run`."""
+    p = subparsers.add_parser("tune", help="choose block sizes (model ranking, Fig. 5, measured tuning)",
+                              description=_DESCRIPTION)
+    _configure(p)
+    p.set_defaults(func=run)
+    return p
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """Parse the options of ``tune`` alone (for ``python -m tuning.cli`` and tests)."""
+    return _configure(argparse.ArgumentParser(prog="sgemm-cube tune", description=_DESCRIPTION)).parse_args(argv)
+
+
+def _show(out) -> int:
+    found = find_tables()
+    if not found:
+        print(f"no tuning tables in {', '.join(map(str, table_dirs()))}", file=out)
+    for path, table in found:
+        print(f"# {path}", file=out)
+        print(format_table(table) if not isinstance(table, str) else f"  unusable: {table}", file=out)
+    return 0
+
+
+def _gb(x: float) -> str:
+    return f"{x / 1e9:9.3f}"
+
+
+def _print_ranked(args, profile, rows, out) -> None:
+    c = constraints(profile)
+    f_rep = representative_f(profile)
+    print(f"{profile.name} ({profile.key}): {profile.ai_cores} cores at {profile.clock_ghz:g} GHz, "
+          f"L1 {profile.l1_bytes // 1024} KiB, L0A/L0B {profile.l0a_bytes // 1024}/{profile.l0b_bytes // 1024} KiB, "
+          f"L0C {profile.l0c_bytes // 1024} KiB, UB {profile.ub_bytes // 1024} KiB, "
+          f"FP16 cube {profile.cube_fp16_tflops:g} TFLOP/s, HBM {profile.hbm_gbps:g} GB/s", file=out)
+    print(f"Eq. 10: b* % {c.align} == 0, bm*bk <= {c.max_a_elems}, bk*bn <= {c.max_b_elems}, "
+          f"bm*bn*{c.c_bytes_per_element} <= {c.c_budget_bytes} ({c.c_budget_bytes / 1024:g} KiB)", file=out)
+    print(f"Eq. 11: bm_opt = sqrt(f L1 / (2 N_core)) = {bm_opt(profile, f_rep):.2f} at median f = {f_rep:.3f} "
+          f"(0.5 <= bn/bm <= 2) -> bm = {round_bm_opt(profile, f_rep)}", file=out)
+    print(f"{args.m} x {args.n} x {args.k}, {args.terms} FP16 products, {args.design} design, ranked by {args.sort} "
+          f"({args.buffering} buffering):", file=out)
+    print(f"{'#':>3} {'bm':>4} {'bk':>4} {'bn':>4} {'N_fused':>7} {'f':>6} {'traffic GB':>10} {'T_comp ms':>9} "
+          f"{'T_mem ms':>8} {'TFLOP/s 2buf':>12} {'TFLOP/s 1buf':>12}", file=out)
+    for i, r in enumerate(rows, 1):
+        print(f"{i:3d} {r.bm:4d} {r.bk:4d} {r.bn:4d} {r.n_fused:7d} {r.f:6.3f} {_gb(r.traffic_bytes):>10} "
+              f"{r.t_comp * 1e3:9.3f} {r.t_mem * 1e3:8.3f} {r.tflops_double:12.1f} {r.tflops_single:12.1f}",
+              file=out)
+    print("TFLOP/s are FP32-equivalent (2mnk / time), roofline upper bounds.", file=out)
+
+
+def _measure(args, out) -> int:
+    if args.device.lower() == "cuda":
+        from . import gpu
+
+        argv = (["--quick"] if args.quick else []) + (["--out", args.out] if args.out else [])
+        return gpu.main(argv)
+    from . import npu
+
+    table = npu.tune(args.device, [(args.m, args.n, args.k)])
+    print(format_table(table), file=out)
+    print(f"wrote {save(table, args.out)}", file=out)
+    return 0
+
+
+def run(args: argparse.Namespace, *, out=None) -> int:
+    """Execute ``tune`` with parsed arguments; return the exit status."""
+    out = out or sys.stdout
+    if args.show:
+        return _show(out)
+    try:
+        extra = {}
+        for path in args.profiles:
+            extra.update(load_profiles(path))
+        if args.list_profiles:
+            for key, p in list_profiles(extra=extra).items():
+                print(f"{key:>8}  {p.name}", file=out)
+            return 0
+        if args.measure:
+            return _measure(args, out)
+        if args.device.lower() == "cuda":
+            return _cuda_info(args, out)
+        profile = get_profile(args.device, extra=extra)
+        if args.design == "kernel":
+            profile = dataclasses.replace(profile, blocking=kernel_blocking(profile, n_terms=args.terms))
+        if min(args.m, args.n, args.k) < 1 or args.top < 1:
+            raise ValueError("--m, --n, --k and --top must be positive")
+        rows = rank(profile, args.m, args.n, args.k, n_terms=args.terms, buffering=args.buffering,
+                    sort=args.sort, min_l0_intensity=args.min_l0_intensity, top=args.top)
+    except (KeyError, ValueError, ProfileError, RuntimeError) as exc:
+        print(f"sgemm-cube tune: error: {exc.args[0] if isinstance(exc, KeyError) else exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        json.dump({"profile": profile.key, "shape": [args.m, args.n, args.k],
+                   "rows": [r._asdict() for r in rows]}, out, indent=1)
+        print(file=out)
+    else:
+        _print_ranked(args, profile, rows, out)
+    if args.plot:
+        from .plots import plot_fig5
+
+        print(f"wrote {plot_fig5(profile, args.plot)}", file=out)
+    return 0
+
+
+def _cuda_info(args, out) -> int:
+    from .hardware import cuda_profile
+
+    prof = cuda_profile()  # RuntimeError without a GPU, reported by run()
+    print(json.dumps(prof), file=out)
+    cfg = lookup(prof["name"], args.m, args.n, args.k, backend="cuda")
+    print(f"tuned config for {args.m}x{args.n}x{args.k}: {cfg if cfg is not None else 'none (backend defaults)'}",
+          file=out)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``python -m tuning.cli``."""
+    return run(parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,356 @@
+"""Measured tuning of the CUDA backend: time launch configs per shape bucket.
+
+One command on a GPU machine writes the table the backend reads::
+
+    python -m tuning.gpu --quick --out tuning/tables/
+
+For every shape of the grid it draws FP32 operands (normal, and uniform
+[0, 1) where accumulation errors are largest), computes their float64
+references and cuBLAS SGEMM's errors (TF32 off) once, then for every
+candidate config runs ``sgemm_cube.backends.cuda.matmul(..., config=...)``,
+rejects configs that fail to compile or launch, or whose relative Frobenius
+error exceeds ``max_error_ratio`` times SGEMM's on either data set (the
+flush interval trades accuracy), and times the rest with
+:func:`triton.testing.do_bench` (median, split passes included).  The fastest accepted config of each shape becomes
+the entry of its bucket in the device's table (:mod:`tuning.table`).
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import math
+import sys
+import time
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from .hardware import cuda_profile
+from .table import TuningTable, bucket, format_table, read_table, save, table_dirs
+
+__all__ = [
+    "QUICK_SHAPES",
+    "FULL_SHAPES",
+    "Measurement",
+    "candidate_configs",
+    "format_results",
+    "main",
+    "parse_args",
+    "smem_bytes",
+    "tune",
+]
+
+QUICK_SHAPES: tuple[tuple[int, int, int], ...] = ((1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096),
+                                                  (8192, 8192, 8192))
+FULL_SHAPES: tuple[tuple[int, int, int], ...] = QUICK_SHAPES + (
+    (512, 512, 512), (8192, 8192, 1024), (1024, 1024, 8192), (8192, 1024, 8192), (16384, 16384, 4096))
+
+# (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages).  Three FP32 tile
+# accumulators (hi*hi, its tensor-core partial, the correction) must fit the
+# 64K-register file with the operand fragments: tiles of 128 x 128 are the
+# largest that do not spill, hence no 256 x 256.
+_QUICK_TILES = ((128, 128, 64, 8, 3), (128, 128, 32, 8, 4), (128, 128, 32, 8, 3), (128, 128, 64, 4, 3),
+                (128, 64, 64, 4, 4), (64, 128, 64, 4, 4), (256, 64, 32, 8, 3), (64, 256, 32, 8, 3))
+_QUICK_VARIANTS = ("ptr", "tma", "tma_persistent")
+
+
+class Measurement(dict):
+    """One candidate's outcome: ``shape``, ``config``, ``ms``, ``tflops``, ``status``, and
+    ``rel_error``/``sgemm_rel_error`` (normal data) and ``..._uniform01`` (uniform data)."""
+
+
+def smem_bytes(config: Mapping[str, Any]) -> int:
+    """Shared memory of the GEMM kernel's operand pipeline, bytes: four FP16 tiles
+    (A_hi, A_lo: BLOCK_M x BLOCK_K; B_hi, B_lo: BLOCK_K x BLOCK_N) per stage.
+
+    An upper estimate (Triton may keep one stage fewer in shared memory);
+    configs it rejects wrongly would only be missing from the search."""
+    per_stage = 2 * 2 * config["BLOCK_K"] * (config["BLOCK_M"] + config["BLOCK_N"])
+    return per_stage * config["num_stages"]
+
+
+def candidate_configs(*, quick: bool = True, smem_limit: int | None = None,
+                      flush_ks: Sequence[int] | None = None) -> list[dict[str, Any]]:
+    """Launch configs to time (keys of the CUDA backend's ``config=`` plus ``flush_k``).
+
+    ``quick`` takes 8 tile shapes x 3 kernel variants at ``flush_k=128``;
+    otherwise a grid over BLOCK_M, BLOCK_N in {64, 128, 256} (at most 32768
+    elements), BLOCK_K in {32, 64}, num_warps in {4, 8}, num_stages in
+    {3, 4, 5}, GROUP_M in {8}, flush_k in {128, 256}.  Configs needing more
+    shared memory than ``smem_limit`` bytes are dropped.
+    """
+    if quick:
+        tiles: Iterable = _QUICK_TILES
+        flush_ks = (128,) if flush_ks is None else flush_ks
+    else:
+        tiles = [(bm, bn, bk, w, s) for bm, bn, bk, w, s in
+                 itertools.product((64, 128, 256), (64, 128, 256), (32, 64), (4, 8), (3, 4, 5)) if bm * bn <= 32768]
+        flush_ks = (128, 256) if flush_ks is None else flush_ks
+    out = []
+    for (bm, bn, bk, warps, stages), variant, fk in itertools.product(tiles, _QUICK_VARIANTS, flush_ks):
+        cfg = {"variant": variant, "BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8,
+               "num_warps": warps, "num_stages": stages, "flush_k": fk}
+        if smem_limit is None or smem_limit <= 0 or smem_bytes(cfg) <= smem_limit:
+            out.append(cfg)
+    return out
+
+
+def _rel_fro(c, ref) -> float:
+    """||c - ref||_F / ||ref||_F in float64."""
+    import torch
+
+    return float(torch.linalg.norm(c.double() - ref) / torch.linalg.norm(ref))
+
+
+def _operands(m: int, n: int, k: int, gen, dev) -> dict[str, tuple]:
+    """Test operands per accuracy check: ``{suffix: (name, a, b, ref64, sgemm_rel_error)}``.
+
+    Normal data (suffix ``""``, also the timing data) and uniform [0, 1) data
+    (``"_uniform01"``), where partial sums grow with k and tensor-core
+    truncation hurts most (gpu.md: 40x SGEMM's error without flushes)."""
+    import torch
+
+    out = {}
+    for suffix, name, draw in (("", "normal", torch.randn), ("_uniform01", "uniform [0, 1)", torch.rand)):
+        a = draw(1, m, k, generator=gen).to(dev)
+        b = draw(1, k, n, generator=gen).to(dev)
+        ref = torch.matmul(a.double(), b.double())
+        prev_tf32 = torch.backends.cuda.matmul.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = False  # native SGEMM, not TF32
+        try:
+            sgemm_err = _rel_fro(torch.matmul(a, b), ref)
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = prev_tf32
+        out[suffix] = (name, a, b, ref, sgemm_err)
+    return out
+
+
+def _wall_bench(fn: Callable[[], Any], *, rep_ms: float = 50.0) -> float:
+    """Median wall time in ms (for CPU tensors, where do_bench's CUDA events are missing)."""
+    fn()
+    times = []
+    t_end = time.perf_counter() + rep_ms / 1e3
+    while not times or (time.perf_counter() < t_end and len(times) < 100):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+    times.sort()
+    return times[len(times) // 2]
+
+
+def _cuda_bench(fn: Callable[[], Any]) -> float:
+    from triton.testing import do_bench
+
+    return float(do_bench(fn, warmup=10, rep=60, return_mode="median"))
+
+
+def _default_matmul():
+    from sgemm_cube.backends.cuda import matmul
+
+    return matmul
+
+
+def tune(
+    shapes: Sequence[tuple[int, int, int]] = QUICK_SHAPES,
+    candidates: Sequence[Mapping[str, Any]] | None = None,
+    *,
+    device: Any = "cuda",
+    device_name: str | None = None,
+    sb: int = 12,
+    order: str = "termwise",
+    max_error_ratio: float = 1.0,
+    time_budget_s: float | None = None,
+    matmul: Callable[..., Any] | None = None,
+    bench: Callable[[Callable[[], Any]], float] | None = None,
+    seed: int = 0,
+    progress: bool = True,
+) -> tuple[TuningTable, list[Measurement]]:
+    """Time candidate configs per shape and build the device's tuning table.
+
+    Parameters
+    ----------
+    shapes : sequence of (m, n, k)
+        One measurement shape per bucket (C is m x n).
+    candidates : sequence of dict, optional
+        Configs (launch keys and optional ``flush_k``); default
+        :func:`candidate_configs` for the device's shared memory.
+    device : torch device, keyword-only
+        Where the operands live (``"cpu"`` only with an injected ``matmul``
+        or under ``TRITON_INTERPRET=1``).
+    device_name : str, optional, keyword-only
+        Table key; default ``torch.cuda.get_device_name``.
+    sb, order : keyword-only
+        Passed to the backend (the table does not depend on them).
+    max_error_ratio : float, keyword-only
+        Accept a config only if its relative Frobenius error against float64
+        is at most this times cuBLAS SGEMM's on the same operands, on both
+        normal and uniform [0, 1) data (timing uses the normal data).
+    time_budget_s : float, optional, keyword-only
+        Stop timing new candidates of a shape once its share of the budget is
+        spent (the shapes share what is left equally).
+    matmul, bench : callables, optional, keyword-only
+        The backend entry point (``sgemm_cube.backends.cuda.matmul``) and the
+        timer (``triton.testing.do_bench`` median on CUDA, wall-clock median
+        otherwise); injectable for tests.
+    seed : int, keyword-only
+        Seed of the operands.
+    progress : bool, keyword-only
+        Show a tqdm progress bar on stderr.
+
+    Returns
+    -------
+    (TuningTable, list of Measurement)
+        The table (not yet saved) and every candidate's outcome.
+
+    Raises
+    ------
+    RuntimeError
+        If no candidate is accepted for some shape.
+    """
+    import torch
+    from tqdm.auto import tqdm
+
+    dev = torch.device(device)
+    on_cuda = dev.type == "cuda"
+    if device_name is None:
+        device_name = torch.cuda.get_device_name(dev) if on_cuda else f"{dev.type} (interpreter)"
+    if candidates is None:
+        smem = cuda_profile(dev)["smem_per_block_bytes"] if on_cuda else None
+        candidates = candidate_configs(smem_limit=smem)
+    if not candidates:
+        raise ValueError("no candidate configs to time")
+    matmul = matmul or _default_matmul()
+    bench = bench or (_cuda_bench if on_cuda else _wall_bench)
+    env = {"torch": torch.__version__}
+    try:
+        import triton
+
+        env["triton"] = triton.__version__
+    except ImportError:  # pragma: no cover - only with an injected matmul
+        pass
+    table = TuningTable(device_name, "cuda", environment=env)
+    results: list[Measurement] = []
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    t_start = time.perf_counter()
+    bar = tqdm(total=len(shapes) * len(candidates), desc=f"tuning {device_name}", unit="cfg",
+               disable=not progress, file=sys.stderr)
+    try:
+        for i_shape, (m, n, k) in enumerate(shapes):
+            data = _operands(m, n, k, gen, dev)
+            out = torch.empty(1, m, n, device=dev)
+            deadline = None
+            if time_budget_s is not None:
+                left = time_budget_s - (time.perf_counter() - t_start)
+                deadline = time.perf_counter() + max(0.0, left) / (len(shapes) - i_shape)
+            best: Measurement | None = None
+            for cfg in candidates:
+                bar.update(1)
+                rec = Measurement(shape=[m, n, k], config=dict(cfg), ms=None, tflops=None, status="ok",
+                                  **{f"sgemm_rel_error{suffix}": d[4] for suffix, d in data.items()})
+                results.append(rec)
+                if deadline is not None and time.perf_counter() > deadline and best is not None:
+                    rec["status"] = "skipped (time budget)"
+                    continue
+                launch = {key: v for key, v in cfg.items() if key != "flush_k"}
+
+                def run(a, b, flush_k=cfg.get("flush_k"), launch=launch) -> None:
+                    matmul(a, b, sb=sb, order=order, keep_lo_lo=False, out=out, flush_k=flush_k, config=launch)
+
+                try:
+                    for suffix, (_, a, b, ref, sgemm_err) in data.items():
+                        run(a, b)
+                        if on_cuda:
+                            torch.cuda.synchronize(dev)
+                        err = rec[f"rel_error{suffix}"] = _rel_fro(out, ref)
+                        if not math.isfinite(err) or err > max_error_ratio * sgemm_err:
+                            rec["status"] = (f"rejected: error {err:.2e} > {max_error_ratio:g} x SGEMM's "
+                                             f"{sgemm_err:.2e} on {data[suffix][0]} data")
+                            break
+                    else:
+                        a, b = data[""][1:3]
+                        ms = float(bench(lambda: run(a, b)))
+                except Exception as exc:  # compile or launch failure: report it and go on
+                    rec["status"] = f"failed: {type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''}"
+                if rec["status"] != "ok":
+                    continue
+                rec["ms"], rec["tflops"] = ms, 2.0 * m * n * k / (ms * 1e-3) / 1e12
+                if best is None or ms < best["ms"]:
+                    best = rec
+                    bar.set_postfix_str(f"{m}x{n}x{k}: {rec['tflops']:.1f} TFLOP/s")
+            if best is None:
+                raise RuntimeError(f"no candidate config ran correctly for {m}x{n}x{k}; statuses: "
+                                   + "; ".join(r["status"] for r in results[-len(candidates):]))
+            measured = {"shape": [m, n, k], "ms": round(best["ms"], 5), "tflops": round(best["tflops"], 2)}
+            measured.update({key: v for key, v in best.items() if "rel_error" in key})
+            measured["candidates"] = sum(r["ms"] is not None for r in results[-len(candidates):])
+            table.set(bucket(m, n, k), best["config"], measured)
+    finally:
+        bar.close()
+    return table, results
+
+
+def format_results(table: TuningTable) -> str:
+    """The measured table as text: one line per shape with throughput, both errors and the config."""
+    lines = ["rel. errors vs float64 (Frobenius): this kernel / cuBLAS SGEMM, normal and uniform [0,1) data",
+             f"{'shape':>17} {'TFLOP/s':>8} {'ms':>9} {'normal':>17} {'uniform':>17}  config"]
+    for e in table.entries:
+        meas = e.measured
+        errs = [f"{meas['rel_error' + s]:.1e} / {meas['sgemm_rel_error' + s]:.1e}" for s in ("", "_uniform01")]
+        lines.append(f"{'x'.join(map(str, meas['shape'])):>17} {meas['tflops']:8.1f} {meas['ms']:9.4f} "
+                     f"{errs[0]:>17} {errs[1]:>17}  {e.config}")
+    return "\n".join(lines)
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """Command line of ``python -m tuning.gpu``."""
+    p = argparse.ArgumentParser(prog="python -m tuning.gpu", description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true",
+                   help="4 square shapes x 24 configs (under 4 minutes on an H100)")
+    p.add_argument("--shapes", nargs="+", metavar="MxNxK", help="shapes to tune (one per bucket)")
+    p.add_argument("--out", metavar="DIR", help=f"folder to write the table to (default {table_dirs()[0]})")
+    p.add_argument("--no-save", action="store_true", help="print the table only")
+    p.add_argument("--max-error-ratio", type=float, default=1.0,
+                   help="accept configs whose error is at most this times SGEMM's (default 1)")
+    p.add_argument("--time-budget", type=float, default=None, metavar="S",
+                   help="seconds for all timing (default: 210 with --quick, unlimited otherwise)")
+    p.add_argument("--seed", type=int, default=0)
+    return p.parse_args(argv)
+
+
+def _parse_shape(text: str) -> tuple[int, int, int]:
+    try:
+        m, n, k = (int(x) for x in text.lower().split("x"))
+    except ValueError:
+        raise SystemExit(f"bad shape {text!r}: write MxNxK, e.g. 4096x4096x4096") from None
+    return m, n, k
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the tuning on the current CUDA device, print and save the table."""
+    args = parse_args(argv)
+    import torch
+
+    if not torch.cuda.is_available():
+        print("tuning.gpu: no CUDA device (torch.cuda.is_available() is False)", file=sys.stderr)
+        return 2
+    shapes = [_parse_shape(s) for s in args.shapes] if args.shapes else list(QUICK_SHAPES if args.quick else FULL_SHAPES)
+    prof = cuda_profile()
+    cands = candidate_configs(quick=args.quick, smem_limit=prof["smem_per_block_bytes"])
+    budget = args.time_budget if args.time_budget is not None else (210.0 if args.quick else None)
+    print(f"{prof['name']}: {prof['sm_count']} SMs, {prof['smem_per_block_bytes'] // 1024} KiB shared memory per "
+          f"block; {len(shapes)} shapes x {len(cands)} configs")
+    t0 = time.perf_counter()
+    table, results = tune(shapes, cands, max_error_ratio=args.max_error_ratio, time_budget_s=budget, seed=args.seed)
+    old = read_table(table.device, backend="cuda")
+    print(f"\nmeasured in {time.perf_counter() - t0:.0f} s")
+    print(format_results(table))
+    failed = [r for r in results if r["status"].startswith("failed")]
+    if failed:
+        print(f"{len(failed)} candidate runs failed, e.g. {failed[0]['config']}: {failed[0]['status']}")
+    if old is not None:
+        print("\nprevious table:\n" + format_table(old))
+    if not args.no_save:
+        print(f"\nwrote {save(table, args.out)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
