@@ -69,27 +69,54 @@ def select_backend(a, b=None, backend: str = "auto") -> str:
     return "cpu"
 
 
-def _range_check(stats, sb: int, to_numpy) -> None:
+def _summary(stats, min_row_abs: float) -> np.ndarray:
+    """The statistics the checks need, in one host transfer (one device sync on a GPU).
+
+    Returns float64 ``[max |a|, max |b|, #tiny rows of a, #tiny columns of b, a_nonfinite,
+    b_nonfinite]``, where a tiny row has its largest magnitude in ``(0, min_row_abs)``.
+    """
+    def tiny(m):
+        return ((m > 0) & (m < min_row_abs)).sum()
+
+    if not _is_torch(stats.a_rowmax):  # a backend may return either kind, whatever the operands are
+        return np.array([np.max(stats.a_rowmax, initial=0), np.max(stats.b_colmax, initial=0),
+                         tiny(stats.a_rowmax), tiny(stats.b_colmax),
+                         bool(stats.a_nonfinite), bool(stats.b_nonfinite)], np.float64)
+    import torch
+
+    dev = stats.a_rowmax.device
+    parts = [stats.a_rowmax.amax() if stats.a_rowmax.numel() else torch.zeros((), device=dev),
+             stats.b_colmax.amax() if stats.b_colmax.numel() else torch.zeros((), device=dev),
+             tiny(stats.a_rowmax), tiny(stats.b_colmax),
+             torch.as_tensor(stats.a_nonfinite, device=dev), torch.as_tensor(stats.b_nonfinite, device=dev)]
+    return torch.stack([p.float().reshape(()) for p in parts]).cpu().numpy().astype(np.float64)
+
+
+def _range_check(stats, summary, sb: int) -> None:
+    """Refuse data outside the FP16 split's range (``split_limits(sb)``), saying what to do."""
     limits = split_limits(sb)
-    for rowmax, name, what in ((stats.a_rowmax, "a", "row"), (stats.b_colmax, "b", "column")):
-        m = to_numpy(rowmax)
-        if m.size == 0:
-            continue
-        big = float(m.max())
+    for big, name in ((summary[0], "a"), (summary[1], "b")):
         if big >= limits.max_abs:
             raise ValueError(
                 f"{name} holds finite values up to {big:.6g}, beyond what the FP16 split with sb={sb} "
                 f"represents (|x| < {limits.max_abs:g}): the result would hold infinities. "
-                f"Use a smaller sb (|x| < min(65520, 2**(27 - sb))) or scale {name} by a power of two.")
+                f"Use a smaller sb (|x| < min(65520, 2**(27 - sb))), scale='rows', scheme='auto', "
+                f"or scale {name} by a power of two.")
+    # Rows whose largest magnitude is tiny: counted with the summary, details only on failure.
+    for rowmax, count, name, what in ((stats.a_rowmax, summary[2], "a", "row"),
+                                      (stats.b_colmax, summary[3], "b", "column")):
+        if not count:
+            continue
+        m = rowmax.detach().cpu().numpy() if _is_torch(rowmax) else np.asarray(rowmax)
         tiny = (m > 0) & (m < limits.min_row_abs)
-        if tiny.any():
-            idx = np.argwhere(tiny)[0]
-            raise ValueError(
-                f"{int(tiny.sum())} {what}(s) of {name} (first at batch/index {tuple(int(i) for i in idx)}) have "
-                f"all magnitudes below {limits.min_row_abs:.3g} (largest {float(m[tuple(idx)]):.3g}), where "
-                f"the FP16 split with sb={sb} loses FP32 accuracy (Eq. 6 of the SGEMM-cube paper). "
-                + (f"Use a larger sb (up to 12), s" if sb < 12 else "S")
-                + f"cale {name} by a power of two, or pass check_range=False to accept the precision loss.")
+        idx = np.argwhere(tiny)[0]
+        raise ValueError(
+            f"{int(tiny.sum())} {what}(s) of {name} (first at batch/index {tuple(int(i) for i in idx)}) have "
+            f"all magnitudes below {limits.min_row_abs:.3g} (largest {float(m[tuple(idx)]):.3g}), where "
+            f"the FP16 split with sb={sb} loses FP32 accuracy (Eq. 6 of the SGEMM-cube paper). "
+            + (f"Use a larger sb (up to 12), s" if sb < 12 else "S")
+            + f"cale {name} by a power of two (scale='rows' does it exactly), use scheme='auto', "
+              f"or pass check_range=False to accept the precision loss.")
 
 
 class _Prepared(NamedTuple):
@@ -249,12 +276,15 @@ def matmul(a, b, sb: int | str = 12, *, scheme: str = "fp16x3", scale: str | Non
         raise ValueError(f"accumulate={accumulate!r} selects an arithmetic model of the CPU backend; "
                          f"the {prep.backend!r} backend accumulates as its hardware does (pass accumulate=None)")
     out = _check_out(out, prep.result_shape, a, prep.torch_mode)
-    if prep.torch_mode:
-        import torch
+    shape3 = (prep.a3.shape[0], prep.m, prep.n)
+    res = _direct_view(out, shape3, a, b, prep.torch_mode)  # write straight into out when it can
+    if res is None:
+        if prep.torch_mode:
+            import torch
 
-        res = torch.empty((prep.a3.shape[0], prep.m, prep.n), dtype=torch.float32, device=prep.a3.device)
-    else:
-        res = np.empty((prep.a3.shape[0], prep.m, prep.n), np.float32)
+            res = torch.empty(shape3, dtype=torch.float32, device=prep.a3.device)
+        else:
+            res = np.empty(shape3, np.float32)
     if (res.numel() if prep.torch_mode else res.size) and prep.k == 0:
         res[...] = 0
     elif res.numel() if prep.torch_mode else res.size:
@@ -266,11 +296,31 @@ def matmul(a, b, sb: int | str = 12, *, scheme: str = "fp16x3", scale: str | Non
                 name = "native"
         _compute(name, prep.a3, prep.b3, res, plan=plan, order=order, accumulate=accumulate,
                  check_range=check_range, torch_mode=prep.torch_mode)
-    res = res.reshape(prep.result_shape)
     if out is None:
-        return res
-    out[...] = res
+        return res.reshape(prep.result_shape)
+    if not _same_memory(res, out, prep.torch_mode):
+        out[...] = res.reshape(prep.result_shape)
     return out
+
+
+def _same_memory(x, y, torch_mode) -> bool:
+    if torch_mode:
+        return x.data_ptr() == y.data_ptr()
+    return np.shares_memory(x, y) and x.ctypes.data == y.ctypes.data
+
+
+def _direct_view(out, shape3, a, b, torch_mode):
+    """A (B, M, N) view of ``out`` to compute into, or None (not contiguous, or it overlaps an input)."""
+    if out is None:
+        return None
+    if torch_mode:
+        storages = {t.untyped_storage().data_ptr() for t in (a, b)}
+        if not out.is_contiguous() or out.untyped_storage().data_ptr() in storages:
+            return None
+        return out.view(shape3)
+    if not out.flags.c_contiguous or np.may_share_memory(out, a) or np.may_share_memory(out, b):
+        return None
+    return out.reshape(shape3)
 
 
 def _check_out(out, shape, like, torch_mode):
@@ -312,18 +362,20 @@ def _compute(name, a3, b3, res, *, plan, order, accumulate, check_range, torch_m
     if name == "cpu":
         # Range statistics cost little next to the model's product: check before any work.
         stats = _stats(sa3, sb3)
+        summary = _summary(stats, split_limits(plan.sb).min_row_abs)
         if check_range and fp16:
-            _range_check(stats, plan.sb, np.asarray)
+            _range_check(stats, summary, plan.sb)
         mod.matmul(sa3, sb3, out=res, **kwargs)
     else:
         stats = mod.matmul(sa3, sb3, out=res, **kwargs)
         if stats is None:
             stats = _stats(sa3, sb3)
+        summary = _summary(stats, split_limits(plan.sb).min_row_abs)
         if check_range and fp16:
-            _range_check(stats, plan.sb, ops.to_numpy)
+            _range_check(stats, summary, plan.sb)
     if shift is not None:
         res[...] = ops.ldexp(res, shift)
-    if bool(stats.a_nonfinite) or bool(stats.b_nonfinite):
+    if summary[4] or summary[5]:
         patch_special_values(a3, b3, res)
 
 

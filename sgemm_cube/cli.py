@@ -45,6 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     from tuning.cli import add_parser as add_tune_parser
 
+    from .bench_gpu import add_parser as add_bench_parser
+
+    add_bench_parser(sub, name="bench")
     add_tune_parser(sub)
     return parser
 

@@ -43,6 +43,15 @@ def _timed(fn, repeats: int, sync=None):
     return result, best
 
 
+def _has_cuda_gpu() -> bool:
+    """A real GPU (the cuda backend also runs on Triton's CPU interpreter, far too slowly for a demo)."""
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
 def _plain_fp16(a, b):
     """fp16(a) @ fp16(b) with FP32 accumulation: what an FP16 engine gives alone."""
     if isinstance(a, np.ndarray):
@@ -74,7 +83,7 @@ def run_demo(*, size: int | None = None, device: str = "auto", seed: int = 0, re
     """
     status = available_backends()
     if device == "auto":
-        device = "cuda" if status.get("cuda") == "available" else "cpu"
+        device = "cuda" if status.get("cuda") == "available" and _has_cuda_gpu() else "cpu"
     size = size or (4096 if device == "cuda" else 512)
     rng = np.random.default_rng(seed)
     a_np = rng.standard_normal((size, size), dtype=np.float32)

@@ -6,6 +6,17 @@ import zlib
 import numpy as np
 import pytest
 
+# Without a GPU the Triton kernels run on Triton's CPU interpreter.  The flag must
+# be set before triton is first imported, which any test module may do.
+if "TRITON_INTERPRET" not in os.environ:
+    try:
+        import torch
+
+        if not torch.cuda.is_available():
+            os.environ["TRITON_INTERPRET"] = "1"
+    except ImportError:
+        pass
+
 #: Fresh data every run; set SGEMM_CUBE_TEST_SEED to replay a run (the header prints it).
 SESSION_SEED = int(os.environ.get("SGEMM_CUBE_TEST_SEED", secrets.randbits(32)))
 

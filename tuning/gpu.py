@@ -71,19 +71,21 @@ def candidate_configs(*, quick: bool = True, smem_limit: int | None = None,
                       flush_ks: Sequence[int] | None = None) -> list[dict[str, Any]]:
     """Launch configs to time (keys of the CUDA backend's ``config=`` plus ``flush_k``).
 
-    ``quick`` takes 8 tile shapes x 3 kernel variants at ``flush_k=128``;
+    ``quick`` takes 8 tile shapes x 3 kernel variants at ``flush_k=64`` (the
+    backend's default: at 128 the tensor cores' truncation on same-sign data
+    leaves the error above half of SGEMM's, ``benchmarks/NOTES_gpu.md``);
     otherwise a grid over BLOCK_M, BLOCK_N in {64, 128, 256} (at most 32768
     elements), BLOCK_K in {32, 64}, num_warps in {4, 8}, num_stages in
-    {3, 4, 5}, GROUP_M in {8}, flush_k in {128, 256}.  Configs needing more
+    {3, 4, 5}, GROUP_M in {8}, flush_k in {64, 128}.  Configs needing more
     shared memory than ``smem_limit`` bytes are dropped.
     """
     if quick:
         tiles: Iterable = _QUICK_TILES
-        flush_ks = (128,) if flush_ks is None else flush_ks
+        flush_ks = (64,) if flush_ks is None else flush_ks
     else:
         tiles = [(bm, bn, bk, w, s) for bm, bn, bk, w, s in
                  itertools.product((64, 128, 256), (64, 128, 256), (32, 64), (4, 8), (3, 4, 5)) if bm * bn <= 32768]
-        flush_ks = (128, 256) if flush_ks is None else flush_ks
+        flush_ks = (64, 128) if flush_ks is None else flush_ks
     out = []
     for (bm, bn, bk, warps, stages), variant, fk in itertools.product(tiles, _QUICK_VARIANTS, flush_ks):
         cfg = {"variant": variant, "BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8,

@@ -108,7 +108,8 @@ def validate_config(config: Any, backend: str) -> dict[str, Any]:
     ``"cuda"`` configs hold launch meta-parameters of
     ``sgemm_cube.backends.cuda`` (``BLOCK_M/N/K`` powers of two in [16, 512],
     ``GROUP_M`` in [1, 64], ``num_warps`` in {1, 2, 4, 8, 16}, ``num_stages``
-    in [1, 8], ``split_block`` two powers of two, ``split_warps``, ``variant``)
+    in [1, 8], ``split_block`` two powers of two, ``split_warps``, ``variant``,
+    the booleans ``split_corr`` and ``warp_specialize``)
     plus an optional ``flush_k`` (0, or a multiple of 16 that is >= 32) that
     the caller passes as the ``flush_k`` argument.  ``"ascend"`` configs hold
     ``bm``, ``bk``, ``bn`` (positive multiples of 16) and ``n_fused`` (>= 1).
@@ -135,6 +136,9 @@ def validate_config(config: Any, backend: str) -> dict[str, Any]:
                     raise TableError(f"config value split_block={value!r} must be two powers of two")
                 for v in value:
                     _int("split_block", v, lambda x: x in _POW2_BLOCK)
+            elif key in ("split_corr", "warp_specialize"):
+                if not isinstance(value, bool):
+                    raise TableError(f"config value {key}={value!r} must be true or false")
             elif key == "variant":
                 variants = _cuda_variants()
                 if not isinstance(value, str) or (variants is not None and value not in variants):

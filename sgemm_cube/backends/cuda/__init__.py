@@ -1,0 +1,65 @@
+"""CUDA backend of sgemm_cube: the SGEMM-cube algorithm on tensor cores, in Triton.
+
+Importing this package needs neither torch nor triton nor a GPU; the kernels
+are imported on first use.  Layers, one per module:
+
+* :mod:`.split_kernel` -- FP32 -> padded FP16 (hi, lo) buffer, plus the
+  range statistics (one memory-bound pass per operand);
+* :mod:`.gemm_kernel` -- the three tensor-core products per K step, the
+  hi*hi partial flushed into a round-to-nearest FP32 accumulator every
+  ``flush_k`` elements, termwise or elementwise combination;
+* :mod:`.launch` -- configs, padding, launches (:func:`matmul`);
+* :mod:`.hybrid` -- per-GPU tables and :func:`prefers_native`.
+
+Measurements behind every default: ``benchmarks/NOTES_gpu.md``.
+"""
+from __future__ import annotations
+
+from .hybrid import interpreter_active, prefers_native
+
+__all__ = ["is_available", "unavailable_reason", "matmul", "prefers_native", "interpreter_active"]
+
+
+def unavailable_reason() -> str:
+    """One line saying what is missing for this backend, or ``""`` if nothing is.
+
+    The backend runs on CUDA tensors, or on CPU data when Triton's NumPy
+    interpreter is on (``TRITON_INTERPRET=1`` before triton is imported).
+    """
+    try:
+        import torch
+    except ImportError:
+        return "the cuda backend needs torch (pip install torch)"
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        return "the cuda backend needs triton (pip install triton)"
+    if not torch.cuda.is_available() and not interpreter_active():
+        return ("the cuda backend needs a CUDA GPU (torch.cuda.is_available() is False; "
+                "TRITON_INTERPRET=1 runs its kernels on the CPU, slowly)")
+    return ""
+
+
+def is_available() -> bool:
+    """Whether torch and triton import and there is a GPU (or the Triton interpreter is on)."""
+    return unavailable_reason() == ""
+
+
+def matmul(a, b, *, sb: int, order: str, keep_lo_lo: bool, out, flush_k: int | None = None, config=None):
+    """Emulated FP32 batched product on tensor cores; see :func:`.launch.matmul`.
+
+    ``a`` (B, M, K) and ``b`` (B, K, N) float32 tensors with any strides,
+    ``out`` (B, M, N) float32 written in full; returns
+    :class:`~sgemm_cube.backends.base.SplitStats`.
+    """
+    import warnings
+
+    import torch
+
+    from .launch import matmul as _matmul
+
+    if interpreter_active() and not isinstance(a, torch.Tensor):  # NumPy data for the CPU interpreter
+        with warnings.catch_warnings():  # broadcast views are read-only; the kernels only read a and b
+            warnings.simplefilter("ignore", UserWarning)
+            a, b, out = torch.from_numpy(a), torch.from_numpy(b), torch.from_numpy(out)
+    return _matmul(a, b, sb=sb, order=order, keep_lo_lo=keep_lo_lo, out=out, flush_k=flush_k, config=config)
