@@ -14,14 +14,21 @@ split(x, sb=12), split_limits(sb=12)
     The FP32 -> (FP16 hi, FP16 lo) split and the range it represents.
 available_backends()
     Which backends can run here, and why the others cannot.
+enable(), disable(), enabled()
+    The PyTorch drop-in switch: route FP32 torch.matmul, @, mm, bmm, F.linear
+    and nn.Linear to sgemm_cube (also ``SGEMM_CUBE_ENABLE=1`` at import).
+    ``sgemm_cube.nn`` (Linear, convert) and ``sgemm_cube.torch_ops``
+    (the ``torch.ops.sgemm_cube.matmul`` operator) import torch.
 """
 from cpu_fallback import split, split_limits
 
 from .api import matmul, select_backend
 from .backends import BackendUnavailableError, available_backends
 from .plan import Plan, explain
+from .switch import disable, enable, enabled, is_enabled  # imports torch only when turned on
 
 __version__ = "0.1.0"
 
 __all__ = ["matmul", "explain", "Plan", "split", "split_limits", "select_backend", "available_backends",
+           "enable", "disable", "enabled", "is_enabled",
            "BackendUnavailableError", "__version__"]
