@@ -374,7 +374,7 @@ def _compute(name, a3, b3, res, *, plan, order, accumulate, check_range, torch_m
         if check_range and fp16:
             _range_check(stats, summary, plan.sb)
     if shift is not None:
-        res[...] = ops.ldexp(res, shift)
+        _undo_scale(ops, res, shift)
     if summary[4] or summary[5]:
         patch_special_values(a3, b3, res)
 
@@ -382,10 +382,10 @@ def _compute(name, a3, b3, res, *, plan, order, accumulate, check_range, torch_m
 def _apply_scale(ops, a3, b3, plan):
     """Exact power-of-two scaling of a3 per row and b3 per column (or per matrix).
 
-    Returns the scaled operands and the exponent array (B, M, N) to undo it on C.
+    Returns the scaled operands and the exponents (B, M, 1), (B, 1, N) that undo it on C.
     """
-    ranges = _stats(a3, b3)
-    a_big, b_big = ops.to_numpy(ranges.a_rowmax), ops.to_numpy(ranges.b_colmax)  # (B, M), (B, N)
+    a_big = _finite_absmax(ops, a3, -1)  # (B, M)
+    b_big = _finite_absmax(ops, b3, -2)  # (B, N)
     if plan.scale == "matrix":  # one shift per matrix, from its largest magnitude
         a_big = np.broadcast_to(a_big.max(axis=-1, keepdims=True, initial=0), a_big.shape)
         b_big = np.broadcast_to(b_big.max(axis=-1, keepdims=True, initial=0), b_big.shape)
@@ -393,8 +393,25 @@ def _apply_scale(ops, a3, b3, plan):
     tb = scale_exponents(b_big, scheme=plan.scheme, sb=plan.sb)
     sa3 = ops.ldexp(a3, ops.from_numpy(ta[:, :, None], a3))
     sb3 = ops.ldexp(b3, ops.from_numpy(tb[:, None, :], b3))
-    shift = ops.from_numpy(-(ta[:, :, None] + tb[:, None, :]), a3)
-    return sa3, sb3, shift
+    return sa3, sb3, (ops.from_numpy(-ta[:, :, None], a3), ops.from_numpy(-tb[:, None, :], a3))
+
+
+def _finite_absmax(ops, x, axis) -> np.ndarray:
+    """Largest finite magnitude along ``axis``, on the host; one pass unless NaN/Inf are present."""
+    mag = abs(x)
+    big = ops.to_numpy(ops.amax(mag, axis)).astype(np.float64)
+    if not np.isfinite(big).all():
+        big = ops.to_numpy(ops.amax(ops.where(ops.special_mask(x), ops.full_like(mag, 0), mag), axis))
+    return big.astype(np.float64)
+
+
+def _undo_scale(ops, res, shift):
+    """``res * 2**(u_i + v_j)`` rounded once: in float64 both factors are exact and nothing over/underflows."""
+    u, v = shift
+    if ops.np:
+        res[...] = (res.astype(np.float64) * np.exp2(u.astype(np.float64)) * np.exp2(v.astype(np.float64)))
+        return
+    res.copy_(res.double() * u.double().exp2() * v.double().exp2())
 
 
 def _stats(a3, b3):

@@ -47,8 +47,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     from .bench_gpu import add_parser as add_bench_parser
 
+    from .accuracy.cli import add_parser as add_accuracy_parser
+
     add_bench_parser(sub, name="bench")
     add_tune_parser(sub)
+    add_accuracy_parser(sub)
     return parser
 
 

@@ -54,9 +54,10 @@ def _has_cuda_gpu() -> bool:
 
 def _plain_fp16(a, b):
     """fp16(a) @ fp16(b) with FP32 accumulation: what an FP16 engine gives alone."""
-    if isinstance(a, np.ndarray):
+    if isinstance(a, np.ndarray) or a.device.type == "cpu":  # the CPU model (torch has no FP16->FP32 mm there)
         from cpu_fallback import accumulate_product
 
+        a, b = (x if isinstance(x, np.ndarray) else x.detach().numpy() for x in (a, b))
         return accumulate_product(a.astype(np.float16), b.astype(np.float16))
     import torch
 

@@ -79,14 +79,16 @@ class _Ranges(NamedTuple):
 
 
 def _ranges(a3, b3) -> _Ranges:
+    # Few passes over the data: on a GPU this runs before every scheme="auto" product.
+    from .api import _finite_absmax
+
     ops = Ops(a3)
     out = []
     for x, axis in ((a3, -1), (b3, -2)):
         mag = abs(x)
-        finite = ~ops.special_mask(x)
-        big = ops.amax(ops.where(finite, mag, ops.full_like(mag, 0)), axis)
-        small = ops.amin(ops.where(finite & (mag > 0), mag, ops.full_like(mag, np.inf)), axis)
-        out += [ops.to_numpy(big).astype(np.float64), ops.to_numpy(small).astype(np.float64)]
+        # NaN > 0 is False and +inf never lowers a minimum: no special-value mask needed here.
+        small = ops.amin(ops.where(mag > 0, mag, ops.full_like(mag, np.inf)), axis)
+        out += [_finite_absmax(ops, x, axis), ops.to_numpy(small).astype(np.float64)]
     return _Ranges(*out)
 
 

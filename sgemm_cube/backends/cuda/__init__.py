@@ -3,11 +3,12 @@
 Importing this package needs neither torch nor triton nor a GPU; the kernels
 are imported on first use.  Layers, one per module:
 
-* :mod:`.split_kernel` -- FP32 -> padded FP16 (hi, lo) buffer, plus the
-  range statistics (one memory-bound pass per operand);
-* :mod:`.gemm_kernel` -- the three tensor-core products per K step, the
-  hi*hi partial flushed into a round-to-nearest FP32 accumulator every
-  ``flush_k`` elements, termwise or elementwise combination;
+* :mod:`.split_kernel` -- FP32 -> padded buffer of FP16 (hi, lo) or three
+  BF16 slices, plus the range statistics (one memory-bound pass per operand);
+* :mod:`.gemm_kernel` -- the scheme's tensor-core products per K step (3 or
+  4 FP16, 9 or 6 BF16), the level-0 partial flushed into a
+  round-to-nearest FP32 accumulator every ``flush_k`` elements, termwise or
+  elementwise combination;
 * :mod:`.launch` -- configs, padding, launches (:func:`matmul`);
 * :mod:`.hybrid` -- per-GPU tables and :func:`prefers_native`.
 
@@ -17,7 +18,10 @@ from __future__ import annotations
 
 from .hybrid import interpreter_active, prefers_native
 
-__all__ = ["is_available", "unavailable_reason", "matmul", "prefers_native", "interpreter_active"]
+__all__ = ["SCHEMES", "is_available", "unavailable_reason", "matmul", "prefers_native", "interpreter_active"]
+
+#: Split schemes this backend has kernels for (:mod:`cpu_fallback.schemes`).
+SCHEMES = ("fp16x3", "fp16x4", "bf16x9", "bf16x6")
 
 
 def unavailable_reason() -> str:
@@ -45,7 +49,8 @@ def is_available() -> bool:
     return unavailable_reason() == ""
 
 
-def matmul(a, b, *, sb: int, order: str, keep_lo_lo: bool, out, flush_k: int | None = None, config=None):
+def matmul(a, b, *, sb: int, order: str, keep_lo_lo: bool, out, flush_k: int | None = None, config=None,
+           scheme: str = "fp16x3"):
     """Emulated FP32 batched product on tensor cores; see :func:`.launch.matmul`.
 
     ``a`` (B, M, K) and ``b`` (B, K, N) float32 tensors with any strides,
@@ -62,4 +67,5 @@ def matmul(a, b, *, sb: int, order: str, keep_lo_lo: bool, out, flush_k: int | N
         with warnings.catch_warnings():  # broadcast views are read-only; the kernels only read a and b
             warnings.simplefilter("ignore", UserWarning)
             a, b, out = torch.from_numpy(a), torch.from_numpy(b), torch.from_numpy(out)
-    return _matmul(a, b, sb=sb, order=order, keep_lo_lo=keep_lo_lo, out=out, flush_k=flush_k, config=config)
+    return _matmul(a, b, sb=sb, order=order, keep_lo_lo=keep_lo_lo, out=out, flush_k=flush_k, config=config,
+                   scheme=scheme)

@@ -1,29 +1,40 @@
-"""The three-product GEMM of SGEMM-cube on tensor cores (Triton).
+"""The SGEMM-cube GEMM on tensor cores (Triton): FP16 (hi, lo) or BF16 (s0, s1, s2) slices.
 
-For one output tile, with K walked in steps of ``BLOCK_K``::
+Product ``(i, j)`` is slice ``i`` of A times slice ``j`` of B; its *level*
+``i + j`` says how small it is (:mod:`cpu_fallback.schemes`).  For one output
+tile, with K walked in steps of ``BLOCK_K``::
 
-    hh  : FP32 round-to-nearest accumulator of A_hi @ B_hi
-    part: tensor-core partial of A_hi @ B_hi, added into hh every FLUSH_STEPS
+    hh  : FP32 round-to-nearest accumulator of the level-0 product A_0 @ B_0
+    part: tensor-core partial of A_0 @ B_0, added into hh every FLUSH_STEPS
           steps (tensor cores truncate while they accumulate: gpu.md measured
           4x-40x SGEMM's error when hh lives in them for all of K, and on
           same-sign data the truncation is biased, so the error grows with the
           interval: 4.7e-7 at 128, 2.4e-7 at 64 on uniform [0, 1) data)
-    corr: tensor-core accumulator of A_lo @ B_hi + A_hi @ B_lo (2**-11 smaller
-          than hh, so its truncation error is far below FP32's ulp of C);
-          SPLIT_CORR gives each product its own accumulator
-    [ll : tensor-core accumulator of A_lo @ B_lo, if KEEP_LO_LO]
+    corr: tensor-core accumulator of level 1, A_1 @ B_0 + A_0 @ B_1 (2**-11
+          (FP16) or ~2**-8 (BF16) smaller than hh, so its truncation error is
+          far below FP32's ulp of C); SPLIT_CORR gives each product its own
+          accumulator
+    [ll : tensor-core accumulator of the levels >= 2, if TOP_LEVEL >= 2:
+          FP16 A_1 @ B_1 (fp16x4); BF16 A_2 @ B_0 + A_1 @ B_1 + A_0 @ B_2
+          (bf16x6) and A_2 @ B_1 + A_1 @ B_2 + A_2 @ B_2 (bf16x9), smallest
+          first.  Level 2 is ~2**-16 of C for BF16, levels 3-4 under 2**-24:
+          one accumulator holds them all without a visible error]
 
-    termwise    C = (corr [+ ll * 2**-sb]) * 2**-sb + hh      (small terms first)
+    termwise    C = (corr [+ ll * s]) * s + hh      (small terms first)
     elementwise hh also takes corr's and ll's partials, scaled, at every flush
 
-which mirrors :func:`cpu_fallback.emulated_matmul` with the flush interval as
-the K chunk (the CPU model's chunk is 16; the tensor cores' own chunk order is
-undocumented, so the tests compare within an error bound, not bit for bit).
-The operands are the padded (hi, lo) buffers of :mod:`.split_kernel` seen as
-2-D row-major matrices: A as (2 * Ba * Mp, Kp) and B as (2 * Bb * Kp, Np), so
-a tile is addressed by a row offset for the plane (hi/lo) and the batch;
-batch offsets of 0 broadcast an operand.  The buffers are zero padded to
-whole tiles, so only the store is masked.
+with ``s = SCALE`` = ``2**-sb`` for FP16 and 1 for BF16 (BF16 has FP32's
+exponent range, so its slices are not scaled).  This mirrors
+:func:`cpu_fallback.emulated_matmul` with the flush interval as the K chunk
+(the CPU model's chunk is 16 and it keeps every product in its own
+accumulator; the tensor cores' own chunk order is undocumented, so the tests
+compare within an error bound, not bit for bit).
+
+The operands are the padded slice buffers of :mod:`.split_kernel` seen as
+2-D row-major matrices: A as (S * Ba * Mp, Kp) and B as (S * Bb * Kp, Np)
+with S slices, so a tile is addressed by a row offset for the plane (the
+slice) and the batch; batch offsets of 0 broadcast an operand.  The buffers
+are zero padded to whole tiles, so only the store is masked.
 
 Variants (compile-time switches of one kernel, named in :data:`VARIANTS`):
 ``"ptr"`` pointer loads; ``"tma"`` host tensor descriptors (Hopper's bulk
@@ -53,33 +64,31 @@ def _tile_coords(tile, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
 
 
 @triton.jit
-def _load_step(a_src, b_src, a_row, a_lo_rows, b_row, b_lo_rows, col_n, k, lda, ldb,
-               USE_TMA: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    """Load the four FP16 tiles of one K step: A_hi, A_lo (BLOCK_M, BLOCK_K), B_hi, B_lo (BLOCK_K, BLOCK_N)."""
+def _load_tile(src, row, col, ld, USE_TMA: tl.constexpr, UPCAST: tl.constexpr,
+               ROWS: tl.constexpr, COLS: tl.constexpr):
+    """Load the (ROWS, COLS) tile at (row, col) of a split buffer seen as a 2-D matrix (row stride ld).
+
+    UPCAST converts it to FP32: only under Triton's interpreter, whose
+    ``tl.dot`` multiplies BF16 tiles as their raw 16-bit integers (Triton
+    3.9); BF16 values are exact in FP32, so the products stay exact.
+    """
     if USE_TMA:
-        a_hi = a_src.load([a_row, k])
-        a_lo = a_src.load([a_row + a_lo_rows, k])
-        b_hi = b_src.load([b_row + k, col_n])
-        b_lo = b_src.load([b_row + b_lo_rows + k, col_n])
+        tile = src.load([row, col])
     else:
-        rm = tl.arange(0, BLOCK_M)
-        rn = tl.arange(0, BLOCK_N)
-        rk = tl.arange(0, BLOCK_K)
-        a_ptrs = a_src + (a_row.to(tl.int64) * lda + k) + (rm[:, None] * lda + rk[None, :])
-        b_ptrs = b_src + ((b_row + k).to(tl.int64) * ldb + col_n) + (rk[:, None] * ldb + rn[None, :])
-        a_hi = tl.load(a_ptrs)
-        a_lo = tl.load(a_ptrs + a_lo_rows.to(tl.int64) * lda)
-        b_hi = tl.load(b_ptrs)
-        b_lo = tl.load(b_ptrs + b_lo_rows.to(tl.int64) * ldb)
-    return a_hi, a_lo, b_hi, b_lo
+        rr = tl.arange(0, ROWS)
+        rc = tl.arange(0, COLS)
+        tile = tl.load(src + (row.to(tl.int64) * ld + col) + (rr[:, None] * ld + rc[None, :]))
+    if UPCAST:
+        tile = tile.to(tl.float32)
+    return tile
 
 
 @triton.jit
 def _compute_tile(tile, a_src, b_src, c_ptr, M, N, k_steps, num_pid_m, num_pid_n,
-                  a_lo_rows, a_batch_rows, b_lo_rows, b_batch_rows, lda, ldb, stride_cb, stride_cm,
-                  SCALE: tl.constexpr, TERMWISE: tl.constexpr, KEEP_LO_LO: tl.constexpr,
+                  a_plane_rows, a_batch_rows, b_plane_rows, b_batch_rows, lda, ldb, stride_cb, stride_cm,
+                  SCALE: tl.constexpr, TERMWISE: tl.constexpr, SLICES: tl.constexpr, TOP_LEVEL: tl.constexpr,
                   FLUSH_STEPS: tl.constexpr, SPLIT_CORR: tl.constexpr, USE_TMA: tl.constexpr,
-                  WARP_SPECIALIZE: tl.constexpr,
+                  UPCAST: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
     """Compute and store one (BLOCK_M, BLOCK_N) output tile (see the module docstring)."""
     tiles_per_batch = num_pid_m * num_pid_n
@@ -95,20 +104,38 @@ def _compute_tile(tile, a_src, b_src, c_ptr, M, N, k_steps, num_pid_m, num_pid_n
     corr2 = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     ll = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for ks in tl.range(0, k_steps, warp_specialize=WARP_SPECIALIZE):
-        a_hi, a_lo, b_hi, b_lo = _load_step(a_src, b_src, a_row, a_lo_rows, b_row, b_lo_rows, col_n,
-                                            ks * BLOCK_K, lda, ldb, USE_TMA, BLOCK_M, BLOCK_N, BLOCK_K)
+        k = ks * BLOCK_K
+        a0 = _load_tile(a_src, a_row, k, lda, USE_TMA, UPCAST, BLOCK_M, BLOCK_K)
+        a1 = _load_tile(a_src, a_row + a_plane_rows, k, lda, USE_TMA, UPCAST, BLOCK_M, BLOCK_K)
+        b0 = _load_tile(b_src, b_row + k, col_n, ldb, USE_TMA, UPCAST, BLOCK_K, BLOCK_N)
+        b1 = _load_tile(b_src, b_row + b_plane_rows + k, col_n, ldb, USE_TMA, UPCAST, BLOCK_K, BLOCK_N)
+        if SLICES == 3:
+            a2 = _load_tile(a_src, a_row + 2 * a_plane_rows, k, lda, USE_TMA, UPCAST, BLOCK_M, BLOCK_K)
+            b2 = _load_tile(b_src, b_row + 2 * b_plane_rows + k, col_n, ldb, USE_TMA, UPCAST, BLOCK_K, BLOCK_N)
+        # Level 0.
         if FLUSH_STEPS == 0:
-            hh = tl.dot(a_hi, b_hi, hh)
+            hh = tl.dot(a0, b0, hh)
         else:
-            part = tl.dot(a_hi, b_hi, part)
+            part = tl.dot(a0, b0, part)
+        # Level 1.
         if SPLIT_CORR:
-            corr = tl.dot(a_lo, b_hi, corr)
-            corr2 = tl.dot(a_hi, b_lo, corr2)
+            corr = tl.dot(a1, b0, corr)
+            corr2 = tl.dot(a0, b1, corr2)
         else:
-            corr = tl.dot(a_lo, b_hi, corr)
-            corr = tl.dot(a_hi, b_lo, corr)
-        if KEEP_LO_LO:
-            ll = tl.dot(a_lo, b_lo, ll)
+            corr = tl.dot(a1, b0, corr)
+            corr = tl.dot(a0, b1, corr)
+        # Levels 2 and up, the smallest first.
+        if TOP_LEVEL >= 4:
+            ll = tl.dot(a2, b2, ll)
+        if TOP_LEVEL >= 3:
+            ll = tl.dot(a2, b1, ll)
+            ll = tl.dot(a1, b2, ll)
+        if TOP_LEVEL >= 2:
+            if SLICES == 3:
+                ll = tl.dot(a2, b0, ll)
+            ll = tl.dot(a1, b1, ll)
+            if SLICES == 3:
+                ll = tl.dot(a0, b2, ll)
         if FLUSH_STEPS > 0:
             # Every FLUSH_STEPS steps (and after the last) the partials go
             # into hh with round-to-nearest FP32 adds, written as fma(x, 1, hh)
@@ -123,13 +150,13 @@ def _compute_tile(tile, a_src, b_src, c_ptr, M, N, k_steps, num_pid_m, num_pid_n
                     if SPLIT_CORR:
                         hh += corr2 * SCALE
                         corr2 = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-                    if KEEP_LO_LO:
+                    if TOP_LEVEL >= 2:
                         hh += ll * (SCALE * SCALE)
                         ll = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
 
     if TERMWISE or FLUSH_STEPS == 0:
-        if KEEP_LO_LO:
-            corr = ll * SCALE + corr  # the smallest term first
+        if TOP_LEVEL >= 2:
+            corr = ll * SCALE + corr  # the smallest terms first
         if SPLIT_CORR:
             corr += corr2
         c = corr * SCALE + hh
@@ -146,23 +173,29 @@ def _compute_tile(tile, a_src, b_src, c_ptr, M, N, k_steps, num_pid_m, num_pid_n
 @triton.jit
 def sgemm_cube_kernel(a_src, b_src, c_ptr,
                       M, N, Kp, batch, num_programs,
-                      a_lo_rows, a_batch_rows, b_lo_rows, b_batch_rows, lda, ldb,
+                      a_plane_rows, a_batch_rows, b_plane_rows, b_batch_rows, lda, ldb,
                       stride_cb, stride_cm,
-                      SCALE: tl.constexpr, TERMWISE: tl.constexpr, KEEP_LO_LO: tl.constexpr,
+                      SCALE: tl.constexpr, TERMWISE: tl.constexpr, SLICES: tl.constexpr, TOP_LEVEL: tl.constexpr,
                       FLUSH_STEPS: tl.constexpr, SPLIT_CORR: tl.constexpr, USE_TMA: tl.constexpr,
-                      PERSISTENT: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
+                      UPCAST: tl.constexpr, PERSISTENT: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
     """C[b] = emulated FP32 product of the split operands, for every tile.
 
     a_src : pointer to, or tensor descriptor (block [BLOCK_M, BLOCK_K]) of,
-        the A split buffer as a (2 * Ba * Mp, Kp) float16 matrix, row stride lda.
-    b_src : same for B as (2 * Bb * Kp, Np), block [BLOCK_K, BLOCK_N], row stride ldb.
+        the A split buffer as a (SLICES * Ba * Mp, Kp) float16 or bfloat16
+        matrix, row stride lda.
+    b_src : same for B as (SLICES * Bb * Kp, Np), block [BLOCK_K, BLOCK_N], row stride ldb.
     c_ptr : (batch, M, N) float32 output, strides (stride_cb, stride_cm, 1).
-    a_lo_rows, b_lo_rows : row offset of the lo plane (Ba * Mp, Bb * Kp).
+    a_plane_rows, b_plane_rows : row offset between slice planes (Ba * Mp, Bb * Kp).
     a_batch_rows, b_batch_rows : row offset between batches (Mp, Kp; 0 to broadcast).
     Kp : padded K, a multiple of BLOCK_K; Mp, Np are multiples of BLOCK_M, BLOCK_N.
-    FLUSH_STEPS : K steps between flushes of the hi*hi partial; 0 = never
+    SCALE : factor between consecutive levels, 2**-sb (FP16) or 1 (BF16).
+    SLICES, TOP_LEVEL : slices per operand (2 FP16, 3 BF16) and the highest
+        level of the products kept: fp16x3 (2, 1), fp16x4 (2, 2),
+        bf16x6 (3, 2), bf16x9 (3, 4).
+    FLUSH_STEPS : K steps between flushes of the level-0 partial; 0 = never
         (the whole K accumulates in the tensor cores: for comparison only).
+    UPCAST : FP32 tiles for the dots (Triton's interpreter with BF16 only).
     PERSISTENT : one program per SM (num_programs of them) loops over the
         tiles; otherwise one program per tile.
     WARP_SPECIALIZE : ask the compiler to split the K loop into producer (TMA)
@@ -174,11 +207,11 @@ def sgemm_cube_kernel(a_src, b_src, c_ptr,
     if PERSISTENT:
         for tile in tl.range(tl.program_id(0), num_pid_m * num_pid_n * batch, num_programs):
             _compute_tile(tile, a_src, b_src, c_ptr, M, N, k_steps, num_pid_m, num_pid_n,
-                          a_lo_rows, a_batch_rows, b_lo_rows, b_batch_rows, lda, ldb, stride_cb, stride_cm,
-                          SCALE, TERMWISE, KEEP_LO_LO, FLUSH_STEPS, SPLIT_CORR, USE_TMA, WARP_SPECIALIZE,
-                          BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M)
+                          a_plane_rows, a_batch_rows, b_plane_rows, b_batch_rows, lda, ldb, stride_cb, stride_cm,
+                          SCALE, TERMWISE, SLICES, TOP_LEVEL, FLUSH_STEPS, SPLIT_CORR, USE_TMA, UPCAST,
+                          WARP_SPECIALIZE, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M)
     else:
         _compute_tile(tl.program_id(0), a_src, b_src, c_ptr, M, N, k_steps, num_pid_m, num_pid_n,
-                      a_lo_rows, a_batch_rows, b_lo_rows, b_batch_rows, lda, ldb, stride_cb, stride_cm,
-                      SCALE, TERMWISE, KEEP_LO_LO, FLUSH_STEPS, SPLIT_CORR, USE_TMA, WARP_SPECIALIZE,
-                      BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M)
+                      a_plane_rows, a_batch_rows, b_plane_rows, b_batch_rows, lda, ldb, stride_cb, stride_cm,
+                      SCALE, TERMWISE, SLICES, TOP_LEVEL, FLUSH_STEPS, SPLIT_CORR, USE_TMA, UPCAST,
+                      WARP_SPECIALIZE, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M)

@@ -1,7 +1,8 @@
 """Host side of the CUDA backend: configs, padding, the two launches.
 
-``matmul`` = split A, split B (:mod:`.split_kernel`), then the three-product
-GEMM (:mod:`.gemm_kernel`).  Which tile shape and kernel variant to use is
+``matmul`` = split A, split B (:mod:`.split_kernel`), then the GEMM of the
+scheme's slice products (:mod:`.gemm_kernel`): three or four FP16 products
+(fp16x3, fp16x4), nine or six BF16 products (bf16x9, bf16x6).  Which tile shape and kernel variant to use is
 data: ``configs/<gpu>.json`` holds the measured choice per shape bucket (see
 ``benchmarks/NOTES_gpu.md`` for how each number was measured).
 
@@ -17,7 +18,10 @@ from typing import NamedTuple
 import torch
 import triton
 
+from cpu_fallback import get_scheme
+
 from ..base import SplitStats
+from . import SCHEMES
 from .gemm_kernel import VARIANTS, sgemm_cube_kernel
 from .hybrid import device_key, interpreter_active, load_device_table
 from .split_kernel import split_operand
@@ -39,8 +43,12 @@ _CONFIG_KEYS = ("variant", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warp
 _FALLBACK = {"variant": "tma", "BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8,
              "num_warps": 8, "num_stages": 3, "split_corr": False, "warp_specialize": False,
              "split_block": [64, 64], "split_warps": 4, "flush_k": DEFAULT_FLUSH_K}
-# A fourth 128x128 accumulator (lo*lo) does not fit in the registers: half the tile.
-_FALLBACK_MODE = {"termwise": {}, "elementwise": {}, "lo_lo": {"BLOCK_M": 64}}
+# A fourth 128x128 accumulator (lo*lo) does not fit in the registers: half the
+# tile.  BF16 schemes keep four accumulators too, and load six tiles per K step
+# (72 KiB at 64x128x64): two stages (144 KiB) stay inside Hopper's 227 KiB of
+# shared memory where three would not leave room for the epilogue.
+_BF16 = {"BLOCK_M": 64, "num_stages": 2}
+_FALLBACK_MODE = {"termwise": {}, "elementwise": {}, "lo_lo": {"BLOCK_M": 64}, "bf16x9": _BF16, "bf16x6": _BF16}
 # Under the interpreter small tiles keep the NumPy emulation quick.
 _INTERPRETER = {"variant": "ptr", "BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 16, "GROUP_M": 2,
                 "num_warps": 4, "num_stages": 1, "split_corr": False, "warp_specialize": False,
@@ -50,9 +58,11 @@ _INTERPRETER = {"variant": "ptr", "BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 16, "
 class SplitOperands(NamedTuple):
     """The split operands of one problem, as :func:`launch_gemm` reads them.
 
-    ``a_hilo`` (2, Ba, Mp, Kp) and ``b_hilo`` (2, Bb, Kp, Np) float16 (plane 0
-    hi, plane 1 lo, zero padded); ``Ba``/``Bb`` are 1 for a broadcast operand.
-    ``stats`` is the :class:`SplitStats` of the original operands.
+    ``a_hilo`` (S, Ba, Mp, Kp) and ``b_hilo`` (S, Bb, Kp, Np), zero padded:
+    for FP16 schemes float16 with S = 2 (plane 0 hi, plane 1 lo), for BF16
+    schemes bfloat16 with S = 3 (the slices s0, s1, s2); ``Ba``/``Bb`` are 1
+    for a broadcast operand.  ``stats`` is the :class:`SplitStats` of the
+    original operands; ``scheme`` the split scheme's name.
     """
 
     a_hilo: torch.Tensor
@@ -62,10 +72,25 @@ class SplitOperands(NamedTuple):
     n: int
     k: int
     stats: SplitStats
+    scheme: str = "fp16x3"
 
 
-def _mode(order: str, keep_lo_lo: bool) -> str:
-    return "lo_lo" if keep_lo_lo else order
+def _scheme(scheme: str, keep_lo_lo: bool) -> str:
+    """The scheme that runs: ``keep_lo_lo`` is shorthand for fp16x4."""
+    if scheme not in SCHEMES:
+        raise ValueError(f"unknown scheme {scheme!r}; the cuda backend runs {list(SCHEMES)}")
+    if keep_lo_lo:
+        if scheme not in ("fp16x3", "fp16x4"):
+            raise ValueError(f"keep_lo_lo is shorthand for scheme='fp16x4'; it does not combine with {scheme!r}")
+        return "fp16x4"
+    return scheme
+
+
+def _mode(order: str, scheme: str) -> str:
+    """Config table key: the FP16 order, ``"lo_lo"`` (fp16x4) or the BF16 scheme's name."""
+    if scheme == "fp16x3":
+        return order
+    return "lo_lo" if scheme == "fp16x4" else scheme
 
 
 def _tuned(device, m: int, n: int, k: int) -> dict | None:
@@ -102,14 +127,15 @@ def _stored_config(device, batch: int, m: int, n: int, k: int, mode: str) -> dic
 
 
 def resolve_config(batch: int, m: int, n: int, k: int, device, *, order: str = "termwise",
-                   keep_lo_lo: bool = False, config: dict | None = None) -> dict:
+                   keep_lo_lo: bool = False, config: dict | None = None, scheme: str = "fp16x3") -> dict:
     """Pick the launch configuration (and default ``flush_k``) for a problem.
 
     Later sources override earlier ones, key by key:
 
     1. the built-in fallback (small tiles under the interpreter);
     2. this package's table ``configs/<gpu>.json``: one list per mode,
-       ``"gemm_termwise"``, ``"gemm_elementwise"``, ``"gemm_lo_lo"``, of
+       ``"gemm_termwise"``, ``"gemm_elementwise"``, ``"gemm_lo_lo"`` (fp16x4),
+       ``"gemm_bf16x9"``, ``"gemm_bf16x6"`` (both orders), of
        ``{"max_flops": F, "max_k": K, "config": {...}}`` (limits optional);
        the first entry with ``2 * batch * m * n * k <= F`` and ``k <= K``
        applies;
@@ -117,7 +143,7 @@ def resolve_config(batch: int, m: int, n: int, k: int, device, *, order: str = "
        (``sgemm-cube tune --device cuda --measure``, :mod:`tuning.table`);
     4. ``config``.
     """
-    mode = _mode(order, keep_lo_lo)
+    mode = _mode(order, _scheme(scheme, keep_lo_lo))
     if interpreter_active():
         chosen = dict(_INTERPRETER)
     else:
@@ -164,32 +190,39 @@ def _unique_batch(x: torch.Tensor) -> torch.Tensor:
     return x
 
 
-def split_operands(a: torch.Tensor, b: torch.Tensor, *, sb: int, cfg: dict, block_k: int) -> SplitOperands:
-    """Split both operands into padded FP16 buffers (two launches).
+def split_operands(a: torch.Tensor, b: torch.Tensor, *, sb: int, cfg: dict, block_k: int,
+                   scheme: str = "fp16x3") -> SplitOperands:
+    """Split both operands into padded slice buffers (two launches).
 
     ``a`` (B, M, K), ``b`` (B, K, N) float32 with any strides; a batch axis of
-    stride 0 is split once.  ``cfg`` is a :func:`resolve_config` result and
-    ``block_k`` the K step of the GEMM that will read the buffers.
+    stride 0 is split once.  ``cfg`` is a :func:`resolve_config` result,
+    ``block_k`` the K step of the GEMM that will read the buffers and
+    ``scheme`` the split scheme (FP16 hi/lo or three BF16 slices).
     """
     batch, m, k = a.shape
     n = b.shape[2]
     a_u, b_u = _unique_batch(a), _unique_batch(b)
     mp, np_, kp = _cdiv_up(m, cfg["BLOCK_M"]), _cdiv_up(n, cfg["BLOCK_N"]), _cdiv_up(k, block_k)
-    kw = dict(sb=sb, block=tuple(cfg["split_block"]), num_warps=cfg["split_warps"])
+    kw = dict(sb=sb, block=tuple(cfg["split_block"]), num_warps=cfg["split_warps"], scheme=scheme)
     a_hilo, a_max, a_bad = split_operand(a_u, rows_pad=mp, cols_pad=kp, k_axis=1, **kw)
     b_hilo, b_max, b_bad = split_operand(b_u, rows_pad=kp, cols_pad=np_, k_axis=0, **kw)
     stats = SplitStats(a_max.expand(batch, m), b_max.expand(batch, n), a_bad, b_bad)
-    return SplitOperands(a_hilo, b_hilo, batch, m, n, k, stats)
+    return SplitOperands(a_hilo, b_hilo, batch, m, n, k, stats, scheme)
 
 
 def launch_gemm(ops: SplitOperands, out: torch.Tensor, *, sb: int, order: str, keep_lo_lo: bool, cfg: dict,
                 block_k: int, flush_steps: int) -> None:
-    """Run the three-product GEMM on split operands, writing all of ``out`` (B, M, N)."""
-    _, ba, mp, kp = ops.a_hilo.shape
+    """Run the GEMM of ``ops.scheme``'s products on split operands, writing all of ``out`` (B, M, N).
+
+    ``keep_lo_lo`` adds the fourth product to an FP16 scheme (fp16x4).
+    """
+    sch = get_scheme(_scheme(ops.scheme, keep_lo_lo))
+    bf16 = sch.format.name == "bf16"
+    slices, ba, mp, kp = ops.a_hilo.shape
     bb, np_ = ops.b_hilo.shape[1], ops.b_hilo.shape[3]
     block_m, block_n = cfg["BLOCK_M"], cfg["BLOCK_N"]
-    a2d = ops.a_hilo.view(2 * ba * mp, kp)
-    b2d = ops.b_hilo.view(2 * bb * kp, np_)
+    a2d = ops.a_hilo.view(slices * ba * mp, kp)
+    b2d = ops.b_hilo.view(slices * bb * kp, np_)
     use_tma, persistent = VARIANTS[cfg["variant"]]
     if use_tma:
         from triton.tools.tensor_descriptor import TensorDescriptor
@@ -205,8 +238,10 @@ def launch_gemm(ops: SplitOperands, out: torch.Tensor, *, sb: int, order: str, k
         ops.m, ops.n, kp, ops.batch, programs,
         ba * mp, mp if ba > 1 else 0, bb * kp, kp if bb > 1 else 0, kp, np_,
         out.stride(0), out.stride(1),
-        SCALE=float(2.0 ** -sb), TERMWISE=order == "termwise", KEEP_LO_LO=bool(keep_lo_lo),
-        FLUSH_STEPS=flush_steps, SPLIT_CORR=bool(cfg["split_corr"]), USE_TMA=use_tma, PERSISTENT=persistent,
+        SCALE=sch.level_scale(sb), TERMWISE=order == "termwise", SLICES=sch.slices,
+        TOP_LEVEL=max(i + j for i, j in sch.products), FLUSH_STEPS=flush_steps,
+        SPLIT_CORR=bool(cfg["split_corr"]), USE_TMA=use_tma, UPCAST=bf16 and interpreter_active(),
+        PERSISTENT=persistent,
         WARP_SPECIALIZE=bool(cfg["warp_specialize"]),
         BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, GROUP_M=cfg["GROUP_M"],
         num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
@@ -234,7 +269,7 @@ def _check(a, b, sb, order, out) -> None:
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor, *, sb: int, order: str, keep_lo_lo: bool, out: torch.Tensor,
-           flush_k: int | None = None, config: dict | None = None) -> SplitStats:
+           flush_k: int | None = None, config: dict | None = None, scheme: str = "fp16x3") -> SplitStats:
     """Emulated FP32 batched product ``out[i] = a[i] @ b[i]`` on tensor cores.
 
     Parameters
@@ -244,10 +279,11 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, sb: int, order: str, keep_lo_lo:
         Any strides; a batch stride of 0 broadcasts.  Non-finite elements are
         split as 0 (the caller patches the special outputs).
     sb : int
-        Scaling exponent of the residuals, 0 <= sb <= 24.
+        Scaling exponent of the FP16 residuals, 0 <= sb <= 24 (checked, and
+        unused, for the BF16 schemes).
     order : {"termwise", "elementwise"}
     keep_lo_lo : bool
-        Also accumulate ``A_lo @ B_lo * 2**-2sb``.
+        Also accumulate ``A_lo @ B_lo * 2**-2sb`` (shorthand for fp16x4).
     out : torch.Tensor, shape (B, M, N), float32, last stride 1
         Written in full.
     flush_k : int, optional
@@ -256,6 +292,10 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, sb: int, order: str, keep_lo_lo:
         otherwise); 0 never flushes (for comparison only).
     config : dict, optional
         Overrides of the launch configuration (keys of :func:`resolve_config`).
+    scheme : {"fp16x3", "fp16x4", "bf16x9", "bf16x6"}
+        The split scheme (:mod:`cpu_fallback.schemes`).  The BF16 schemes
+        split each operand into three BF16 slices and multiply nine (bf16x9)
+        or the six largest (bf16x6) slice products on the tensor cores.
 
     Returns
     -------
@@ -264,6 +304,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, sb: int, order: str, keep_lo_lo:
         and the non-finite flags, all on the operands' device.
     """
     _check(a, b, sb, order, out)
+    scheme = _scheme(scheme, keep_lo_lo)
     batch, m, k = a.shape
     n = b.shape[2]
     if batch == 0 or m == 0 or n == 0 or k == 0:
@@ -271,9 +312,8 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, sb: int, order: str, keep_lo_lo:
         dev = a.device
         return SplitStats(torch.zeros((batch, m), device=dev), torch.zeros((batch, n), device=dev),
                           torch.any(~torch.isfinite(a)), torch.any(~torch.isfinite(b)))
-    cfg = resolve_config(batch, m, n, k, a.device, order=order, keep_lo_lo=keep_lo_lo, config=config)
+    cfg = resolve_config(batch, m, n, k, a.device, order=order, config=config, scheme=scheme)
     block_k, steps = flush_steps(cfg["flush_k"] if flush_k is None else flush_k, cfg["BLOCK_K"])
-    ops = split_operands(a, b, sb=sb, cfg=cfg, block_k=block_k)
-    launch_gemm(ops, out, sb=sb, order=order, keep_lo_lo=keep_lo_lo, cfg=cfg, block_k=block_k,
-                flush_steps=steps)
+    ops = split_operands(a, b, sb=sb, cfg=cfg, block_k=block_k, scheme=scheme)
+    launch_gemm(ops, out, sb=sb, order=order, keep_lo_lo=False, cfg=cfg, block_k=block_k, flush_steps=steps)
     return ops.stats
