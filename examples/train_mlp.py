@@ -71,7 +71,7 @@ def train(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, *, steps: in
     for step in range(steps):
         idx = torch.randint(0, x.shape[0], (batch,), generator=order).to(x.device)
         with torch.autocast(x.device.type, dtype=autocast or torch.float32, enabled=autocast is not None):
-            loss = torch.nn.functional.mse_loss(model(x[idx]).float(), y[idx])
+            loss = torch.nn.functional.mse_loss(model(x[idx]).to(y.dtype), y[idx])
         opt.zero_grad()
         loss.backward()
         opt.step()

@@ -30,10 +30,10 @@ def relative_error(c, ref) -> float:
     ----------
     c : array or tensor
         Computed result, any float dtype.
-    ref : ndarray, float64
-        Reference result of the same shape.
+    ref : ndarray or tensor, float64
+        Reference result of the same shape (any device).
     """
-    ref = np.asarray(ref, dtype=np.float64)
+    ref = to_numpy(ref).astype(np.float64)
     diff = to_numpy(c).astype(np.float64) - ref
     return float(np.linalg.norm(diff.ravel()) / np.linalg.norm(ref.ravel()))
 
