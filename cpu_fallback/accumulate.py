@@ -41,6 +41,9 @@ __all__ = ["ACCUMULATION_MODELS", "accumulate_product", "panel_sums", "chunk_len
 ACCUMULATION_MODELS = {"cube16": 16, "sequential": 1}
 
 _EXACT_SPAN_BITS = 47      # float64 holds a 16-term chunk sum exactly below this joint span
+# The same for the platform's long double (64-bit significand on x86: 58; equal to 47 where
+# long double is double, and then only Python integers are exact beyond 47).
+_EXTENDED_SPAN_BITS = np.finfo(np.longdouble).nmant + 1 - 6
 _PANEL_BYTES = 8 << 20     # float64 chunk sums materialised at a time (stays in cache)
 
 
@@ -105,13 +108,24 @@ def _scaled_ints(values: np.ndarray) -> np.ndarray:
     return ints * (2 ** (exp - fmt.precision - fmt.quantum_exp).astype(object))
 
 
-def _exact_pair_sums(x, y, rows, cols, k0, k1) -> np.ndarray:
-    """Exact sums of x[rows[p], k0:k1] . y[k0:k1, cols[p]] for each pair p, rounded to FP32."""
-    xi = _scaled_ints(x[rows, k0:k1])
-    yi = _scaled_ints(y[k0:k1, cols].T)
-    sums = (xi * yi).sum(axis=1)  # Python integers: no rounding
-    e = format_of(x).quantum_exp + format_of(y).quantum_exp
-    return np.array([round_scaled_int(v, e) for v in sums], np.float32)
+def _exact_pair_sums(x, y, rows, cols, k0, k1, spans) -> np.ndarray:
+    """Exact sums of x[rows[p], k0:k1] . y[k0:k1, cols[p]] for each pair p, rounded once to FP32.
+
+    Pairs whose joint bit span fits the extended format's significand are
+    summed there (vectorised; exact, so the order does not matter, and the
+    one cast to FP32 rounds once); the rest with Python integers.
+    """
+    xs, ys = x[rows, k0:k1], y[k0:k1, cols].T  # (P, chunk) each
+    out = np.empty(len(rows), np.float32)
+    wide = spans > _EXTENDED_SPAN_BITS
+    if _EXTENDED_SPAN_BITS > _EXACT_SPAN_BITS and not wide.all():
+        sums = (xs[~wide].astype(np.longdouble) * ys[~wide].astype(np.longdouble)).sum(axis=1)
+        out[~wide] = sums.astype(np.float32)
+    if wide.any():
+        xi, yi = _scaled_ints(xs[wide]), _scaled_ints(ys[wide])
+        e = format_of(x).quantum_exp + format_of(y).quantum_exp
+        out[wide] = [round_scaled_int(v, e) for v in (xi * yi).sum(axis=1)]  # Python integers: no rounding
+    return out
 
 
 class _Operands:
@@ -139,9 +153,11 @@ class _Operands:
             sx = self.span_x[c, rows]
             if sx.max() + sy_max[c - g0] <= _EXACT_SPAN_BITS:
                 continue
-            pr, pc = np.nonzero(sx[:, None] + span_y[c - g0][None, :] > _EXACT_SPAN_BITS)
+            joint = sx[:, None] + span_y[c - g0][None, :]
+            pr, pc = np.nonzero(joint > _EXACT_SPAN_BITS)
             k0, k1 = c * chunk, min(k, (c + 1) * chunk)
-            out[c - g0, pr, pc] = _exact_pair_sums(self.x, self.y, pr + rows.start, pc + cols.start, k0, k1)
+            out[c - g0, pr, pc] = _exact_pair_sums(self.x, self.y, pr + rows.start, pc + cols.start, k0, k1,
+                                                   joint[pr, pc])
         return out
 
 
@@ -220,9 +236,10 @@ def accumulate_product(x16, y16, *, accumulate: str = "cube16", acc=None) -> np.
     if 0 in x16.shape or 0 in y16.shape:
         return acc
     for rows, cols, (sums,) in panel_sums([(x16, y16)], chunk):
-        panel = acc[rows, cols]
+        tile = acc[rows, cols]
         for s in sums:
             # The float32 loop casts the chunk sum to FP32 (one rounding of an exact
-            # value), then adds in FP32 with round to nearest even.
-            np.add(panel, s, out=panel, dtype=np.float32, casting="unsafe")
+            # value), then adds in FP32 with round to nearest even.  (ufunc.accumulate
+            # over the chunk axis would be one call, but NumPy runs it ~30x slower.)
+            np.add(tile, s, out=tile, dtype=np.float32, casting="unsafe")
     return acc
