@@ -12,6 +12,15 @@ What is claimed and checked here:
   and its error against float64 is at most twice native FP32's on the same
   data plus 2**-21 (the split keeps 22 bits of each operand: that floor
   shows where K is tiny and FP32 itself is almost exact);
+* the BF16 schemes (bf16x9, bf16x6): the split kernel is
+  :func:`cpu_fallback.split_slices` bit for bit over FP32's whole range
+  (subnormals, the overflow edge, signed zeros); the GEMM agrees with the CPU
+  model within ``(2K + 16) * 2**-24 * (|A| |B|)_ij`` (the level-0 product's
+  two accumulations, each within ``K * 2**-24 * (1 + 2**-7) |A||B|`` since a
+  BF16 slice exceeds its value by at most 2**-8, plus the smaller levels and
+  the combination's roundings) and is as accurate as above, also on rows
+  spanning 80 binades; ``scheme="auto"`` on such data runs bf16x9 here
+  instead of falling back to native FP32;
 * dispatch and error paths.
 
 On a machine with a GPU the module is skipped unless the interpreter was
@@ -55,11 +64,12 @@ def _rel(c, ref):
     return np.linalg.norm(c.astype(np.float64) - ref) / np.linalg.norm(ref)
 
 
-def _check_against_model(a, b, c, *, order="termwise", keep_lo_lo=False, sb=12):
+def _check_against_model(a, b, c, *, order="termwise", keep_lo_lo=False, sb=12, scheme="fp16x3"):
     """Elementwise agreement with the CPU model, and FP32-level accuracy against float64."""
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
-    model = cpu_fallback.emulated_matmul(a, b, sb=sb, order=order, keep_lo_lo=keep_lo_lo)
-    bound = (2 * a.shape[1] + 8) * 2.0 ** -24 * (np.abs(a64) @ np.abs(b64))
+    model = cpu_fallback.emulated_matmul(a, b, sb=sb, order=order, keep_lo_lo=keep_lo_lo, scheme=scheme)
+    slack = 16 if scheme.startswith("bf16") else 8
+    bound = (2 * a.shape[1] + slack) * 2.0 ** -24 * (np.abs(a64) @ np.abs(b64))
     assert np.all(np.abs(c.astype(np.float64) - model) <= bound)
     ref = a64 @ b64
     err, err32 = _rel(c, ref), _rel(a @ b, ref)
@@ -306,7 +316,172 @@ def test_shipped_tables_are_valid():
     for path in sorted(hybrid._CONFIG_DIR.glob("*.json")):
         table = hybrid.load_device_table(path.stem)
         assert set(hybrid.native_rule(path.stem)) == {"min_flops", "min_mn", "min_k"}
-        for mode in ("termwise", "elementwise", "lo_lo"):
+        for mode in ("termwise", "elementwise", "lo_lo", "bf16x9", "bf16x6"):
             for entry in table.get(f"gemm_{mode}", []):
                 assert set(entry["config"]) <= set(launch._CONFIG_KEYS), path
                 assert entry["config"].get("variant", "tma") in VARIANTS
+
+
+# ---------------------------------------------------------------- BF16 schemes (bf16x9, bf16x6)
+
+BF16_SCHEMES = ("bf16x9", "bf16x6")
+
+
+def _full_range(rng, shape):
+    """FP32 values over the whole exponent range, with the split's edge cases in the first row."""
+    x = (rng.uniform(1.0, 2.0, shape) * rng.choice([-1.0, 1.0], shape)
+         * 2.0 ** rng.integers(-149, 127, shape).astype(np.float64)).astype(np.float32)
+    edge = np.array([np.finfo(np.float32).max, -np.finfo(np.float32).max,  # would round past BF16's max
+                     3.3961775e38, 2.0 ** -149, -2.0 ** -140, 2.0 ** -126 * 1.00390625, 0.0, -0.0,
+                     1.0 + 2.0 ** -8, 1.0 + 3 * 2.0 ** -8, 1.0 - 2.0 ** -24],  # ties to even both ways
+                    dtype=np.float32)
+    x.flat[:edge.size] = edge
+    return x
+
+
+def _wide_rows(rng, shape, binades=80):
+    """Every row spans about ``binades`` binades: beyond the FP16 split, inside BF16's range."""
+    half = binades // 2
+    return (rng.uniform(-1.0, 1.0, shape) * 2.0 ** rng.integers(-half, half, shape)).astype(np.float32)
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "transposed", "strided"])
+@pytest.mark.parametrize("dist", ["normal", "wide_exponent", "full_range"])
+def test_bf16_split_is_the_cpu_model_bit_for_bit(rng, layout, dist):
+    rows, cols = 37, 53
+    gen = (lambda s: _full_range(rng, s)) if dist == "full_range" else (lambda s: draw(rng, dist, s))
+    if layout == "contiguous":
+        x = _t(gen((rows, cols)))
+    elif layout == "transposed":
+        x = _t(gen((cols, rows))).T
+    else:
+        x = _t(gen((2 * rows, cols + 3)))[::2, 1:cols + 1]
+    slices, maxabs, bad = split_operand(x[None], sb=12, rows_pad=48, cols_pad=64, k_axis=1, block=(16, 32),
+                                        scheme="bf16x9")
+    assert slices.dtype == torch.bfloat16 and slices.shape == (3, 1, 48, 64)
+    model = cpu_fallback.split_slices(x.numpy(), cpu_fallback.get_scheme("bf16x9"), 12)
+    for got, want in zip(slices[:, 0, :rows, :cols], model):
+        assert np.array_equal(got.float().numpy().view(np.uint32), want.view(np.uint32))
+    pad = slices.clone()
+    pad[:, :, :rows, :cols] = 0
+    assert not pad.float().any()
+    assert torch.equal(maxabs[0], x.abs().amax(dim=1)) and not bool(bad)
+
+
+def test_bf16_split_special_values_give_zero_slices(rng):
+    x = _t(draw(rng, "normal", (2, 19, 21)))
+    x[0, 3, 4], x[1, 0, 0], x[1, 7, 20] = float("nan"), float("inf"), float("-inf")
+    slices, maxabs, bad = split_operand(x, sb=12, rows_pad=19, cols_pad=32, k_axis=0, scheme="bf16x6")
+    assert bool(bad) and torch.isfinite(slices.float()).all()
+    for i, r, c in ((0, 3, 4), (1, 0, 0), (1, 7, 20)):
+        assert slices[:, i, r, c].eq(0).all()
+    assert torch.equal(maxabs, torch.where(torch.isfinite(x), x.abs(), torch.zeros(())).amax(dim=1))
+
+
+@pytest.mark.parametrize("scheme", BF16_SCHEMES)
+@pytest.mark.parametrize("order", ["termwise", "elementwise"])
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_bf16_gemm_matches_the_model(rng, scheme, order, variant):
+    a, b = draw(rng, "normal", (33, 129)), draw(rng, "uniform01", (129, 47))
+    c, _ = _run(a, b, order=order, scheme=scheme, config={"variant": variant})
+    _check_against_model(a, b, c[0], order=order, scheme=scheme)
+
+
+@pytest.mark.parametrize("scheme", BF16_SCHEMES)
+@pytest.mark.parametrize("dist, shape", [("wide_rows", (21, 15, 70)), ("lognormal", (1, 2, 3)),
+                                         ("uniform_pm1", (40, 33, 16)), ("wide_exponent", (5, 7, 200))])
+def test_bf16_gemm_shapes_and_ranges(rng, scheme, dist, shape):
+    m, n, k = shape
+    gen = (lambda s: _wide_rows(rng, s)) if dist == "wide_rows" else (lambda s: draw(rng, dist, s))
+    a, b = gen((m, k)), gen((k, n))
+    c, _ = _run(a, b, scheme=scheme)
+    _check_against_model(a, b, c[0], scheme=scheme)
+
+
+@pytest.mark.parametrize("scheme, order, merge_levels, split_corr, flush_k", [
+    ("bf16x9", "termwise", True, False, 64), ("bf16x6", "elementwise", True, False, 64),
+    ("bf16x9", "elementwise", True, True, 32), ("bf16x9", "termwise", False, True, 16),
+    ("bf16x6", "termwise", False, False, 0), ("bf16x9", "elementwise", False, False, 48)])
+def test_bf16_gemm_options(rng, scheme, order, merge_levels, split_corr, flush_k):
+    a, b = draw(rng, "normal", (17, 100)), draw(rng, "uniform01", (100, 30))
+    c, _ = _run(a, b, scheme=scheme, order=order, flush_k=flush_k,
+                config={"split_corr": split_corr, "merge_levels": merge_levels})
+    _check_against_model(a, b, c[0], scheme=scheme, order=order)
+
+
+def test_bf16_batched_broadcast_and_transposed(rng):
+    a = _t(draw(rng, "normal", (3, 41, 33))).transpose(1, 2)
+    b = _t(draw(rng, "wide_exponent", (1, 41, 2 * 29)))[:, :, ::2].expand(3, 41, 29)
+    c, stats = _run(a, b, scheme="bf16x6")
+    for i in range(3):
+        _check_against_model(a[i].numpy(), b[i].numpy(), c[i], scheme="bf16x6")
+    assert torch.equal(stats.b_colmax, b.abs().amax(dim=1))
+
+
+@pytest.mark.parametrize("scheme", BF16_SCHEMES)
+def test_bf16_through_the_public_api(rng, scheme):
+    a, b = _wide_rows(rng, (2, 13, 40)), draw(rng, "normal", (40, 11))
+    a[1, 4, 5] = np.inf
+    c = sgemm_cube.matmul(_t(a), _t(b), backend="cuda", scheme=scheme)
+    assert isinstance(c, torch.Tensor) and c.shape == (2, 13, 11)
+    native = a @ b
+    assert np.array_equal(np.isnan(c.numpy()), np.isnan(native)) and np.array_equal(np.isinf(c.numpy()),
+                                                                                     np.isinf(native))
+    _check_against_model(a[0], b, c.numpy()[0], scheme=scheme)
+
+
+def test_auto_scheme_picks_bf16x9_on_the_cuda_backend(rng):
+    a, b = _t(_wide_rows(rng, (24, 36))), _t(draw(rng, "normal", (36, 10)))
+    assert "bf16x9" in cuda.SCHEMES
+    plan = sgemm_cube.explain(a, b, backend="cuda", scheme="auto")
+    assert (plan.scheme, plan.backend, plan.scale) == ("bf16x9", "cuda", "rows"), plan
+    c = sgemm_cube.matmul(a, b, backend="cuda", scheme="auto")
+    ref = a.double() @ b.double()
+    err, err32 = _rel(c.numpy(), ref.numpy()), _rel((a @ b).numpy(), ref.numpy())
+    assert err <= 2 * err32 + 2.0 ** -21, (err, err32)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(scheme="fp32x2"), "unknown scheme"),
+    (dict(scheme="bf16x9", keep_lo_lo=True), "keep_lo_lo"),
+])
+def test_scheme_errors(kwargs, match):
+    opts = dict(sb=12, order="termwise", keep_lo_lo=False, out=torch.empty(1, 4, 3))
+    opts.update(kwargs)
+    with pytest.raises(ValueError, match=match):
+        cuda.matmul(torch.ones(1, 4, 8), torch.ones(1, 8, 3), **opts)
+
+
+def test_bf16_configs_have_their_own_table_entries(monkeypatch):
+    launch._stored_config.cache_clear()
+    monkeypatch.setattr(launch, "interpreter_active", lambda: False)
+    monkeypatch.setattr(launch, "device_key", lambda device: "h100")
+    monkeypatch.setattr(launch, "_tuned", lambda *a: {"BLOCK_K": 32})
+    monkeypatch.setattr(launch, "_has_tma", lambda device: True)
+    monkeypatch.setattr(launch, "load_device_table", lambda key: {"gemm_bf16x6": [{"config": {"BLOCK_N": 32}}]})
+    for order in ("termwise", "elementwise"):
+        nine = launch.resolve_config(1, 1000, 1000, 1000, "cpu", order=order, scheme="bf16x9")
+        assert (nine["BLOCK_M"], nine["BLOCK_N"], nine["BLOCK_K"], nine["num_stages"]) == (128, 64, 64, 2)
+        six = launch.resolve_config(1, 1000, 1000, 1000, "cpu", order=order, scheme="bf16x6")
+        assert six["BLOCK_N"] == 32 and six["BLOCK_K"] == 64 and not six["merge_levels"]  # its own table
+        # entry; the tuner's table (BLOCK_K 32 here) is fp16x3's
+    assert launch.resolve_config(1, 1000, 1000, 1000, "cpu", scheme="bf16x6",
+                                 config={"BLOCK_N": 128, "merge_levels": True})["merge_levels"]
+    launch._stored_config.cache_clear()
+
+
+def test_bf16x9_keeps_the_smallest_levels():
+    # x = 1 + 2**-9 + 2**-18 splits into exactly (1, 2**-9, 2**-18), so x*x - 1 =
+    # 2**-8 + 3*2**-18 + 2**-26 + 2**-36 comes level by level (levels 0..4); the
+    # level-3 term 2**-26 is 2**-18 of the result: bf16x9 keeps it, bf16x6 drops
+    # it by definition, and native FP32 loses it when it rounds x*x.
+    x = np.float32(1 + 2.0 ** -9 + 2.0 ** -18)
+    a = np.array([[x, -1.0]] * 3, np.float32)
+    b = np.array([[x] * 2, [1.0] * 2], np.float32)
+    exact = np.float32(np.float64(x) ** 2 - 1)
+    nine, _ = _run(a, b, scheme="bf16x9")
+    six, _ = _run(a, b, scheme="bf16x6")
+    assert np.all(nine == exact) and np.all(nine == cpu_fallback.emulated_matmul(a, b, scheme="bf16x9"))
+    assert np.all(six == cpu_fallback.emulated_matmul(a, b, scheme="bf16x6"))
+    assert np.all(np.abs(six.astype(np.float64) - exact) >= 2.0 ** -27)
+    assert np.all((a @ b) != exact)

@@ -9,7 +9,13 @@ covers under the interpreter, on the compiled kernels, plus large sizes:
   plus 2**-21 (the split's 22-bit floor, visible where K is tiny);
 * 4096 and 8192, normal and uniform [0, 1) data: at most half SGEMM's error
   (the issue's accuracy target);
-* NaN/Inf propagate through the public API like native FP32.
+* NaN/Inf propagate through the public API like native FP32;
+* the BF16 schemes (bf16x9, bf16x6): the three-slice split equals
+  :func:`cpu_fallback.split_slices` bit for bit over FP32's whole range; odd
+  shapes and every variant within twice SGEMM's error plus 2**-21; 4096 and
+  8192 at most half SGEMM's error (with both accumulator layouts); an exact
+  cancellation that only bf16x9 resolves; ``scheme="auto"`` on rows spanning
+  80 binades runs bf16x9 on the GPU.
 """
 import os
 
@@ -129,3 +135,96 @@ def test_auto_uses_native_for_tiny_problems(rng):
     assert cuda.prefers_native(1, 8, 8, 8, a.device)
     assert torch.equal(sgemm_cube.matmul(a, b), torch.matmul(a, b))
     assert not cuda.prefers_native(1, 8192, 8192, 8192, a.device)
+
+
+# ---------------------------------------------------------------- BF16 schemes (bf16x9, bf16x6)
+
+BF16_SCHEMES = ("bf16x9", "bf16x6")
+
+
+def _wide_rows(rng, shape, binades=80):
+    """Every row spans about ``binades`` binades: beyond the FP16 split, inside BF16's range."""
+    half = binades // 2
+    return (rng.uniform(-1.0, 1.0, shape) * 2.0 ** rng.integers(-half, half, shape)).astype(np.float32)
+
+
+def test_bf16_split_bit_for_bit(rng):
+    x = (rng.uniform(1.0, 2.0, (1000, 777)) * rng.choice([-1.0, 1.0], (1000, 777))
+         * 2.0 ** rng.integers(-149, 127, (1000, 777)).astype(np.float64)).astype(np.float32)
+    x.flat[:8] = [np.finfo(np.float32).max, -np.finfo(np.float32).max, 2.0 ** -149, -2.0 ** -140,
+                  0.0, -0.0, 1.0 + 2.0 ** -8, 1.0 + 3 * 2.0 ** -8]  # overflow edge, subnormals, ties
+    slices, maxabs, bad = split_operand(_gpu(x).T[None], sb=12, rows_pad=896, cols_pad=1024, k_axis=1,
+                                        scheme="bf16x9")
+    model = cpu_fallback.split_slices(np.ascontiguousarray(x.T), cpu_fallback.get_scheme("bf16x9"), 12)
+    for got, want in zip(slices[:, 0, :777, :1000].float().cpu().numpy(), model):
+        assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+    assert not slices[:, :, 777:].float().any() and not slices[:, :, :, 1000:].float().any()
+    assert torch.equal(maxabs[0].cpu(), torch.from_numpy(np.abs(x).max(axis=0))) and not bool(bad)
+
+
+@pytest.mark.parametrize("scheme", BF16_SCHEMES)
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+@pytest.mark.parametrize("shape", [(33, 47, 65), (1, 2, 3), (257, 129, 1000), (4, 300, 200, 100)])
+def test_bf16_variants_odd_shapes(rng, scheme, variant, shape):
+    *batch, m, n, k = shape
+    batch = batch[0] if batch else 1
+    a, b = _gpu(draw(rng, "normal", (batch, m, k))), _gpu(draw(rng, "uniform01", (batch, k, n)))
+    c, _ = _emulate(a, b, scheme=scheme, config={"variant": variant})
+    _check(a, b, c)
+
+
+@pytest.mark.parametrize("scheme", BF16_SCHEMES)
+@pytest.mark.parametrize("order, merge_levels", [("elementwise", False), ("termwise", True), ("elementwise", True)])
+def test_bf16_orders_and_accumulators(rng, scheme, order, merge_levels):
+    a, b = _gpu(draw(rng, "normal", (1, 700, 1500))), _gpu(draw(rng, "wide_exponent", (1, 1500, 600)))
+    c, _ = _emulate(a, b, scheme=scheme, order=order, config={"merge_levels": merge_levels})
+    _check(a, b, c)
+
+
+@pytest.mark.parametrize("scheme, n, merge_levels", [("bf16x9", 4096, False), ("bf16x9", 8192, False),
+                                                     ("bf16x9", 4096, True), ("bf16x6", 4096, False),
+                                                     ("bf16x6", 8192, True)])
+@pytest.mark.parametrize("dist", ["normal", "uniform01"])
+def test_bf16_large_sizes_beat_sgemm_accuracy(scheme, n, merge_levels, dist):
+    gen = torch.Generator(device="cuda").manual_seed(n)
+    draw_ = torch.randn if dist == "normal" else torch.rand
+    a = draw_((1, n, n), device="cuda", generator=gen)
+    b = draw_((1, n, n), device="cuda", generator=gen)
+    config = {"merge_levels": True, "BLOCK_M": 128, "BLOCK_N": 128} if merge_levels else None
+    c, _ = _emulate(a, b, scheme=scheme, config=config)
+    err, err32 = _check(a, b, c, factor=0.5, floor=0.0)
+    print(f"{scheme} n={n} {dist} merge_levels={merge_levels}: error {err:.3g}, SGEMM {err32:.3g}")
+
+
+def test_bf16x9_keeps_the_smallest_levels():
+    # x*x - 1 with x = 1 + 2**-9 + 2**-18 comes level by level; its level-3 part
+    # is 2**-18 of the result (tests/test_cuda_backend.py explains the numbers).
+    x = np.float32(1 + 2.0 ** -9 + 2.0 ** -18)
+    a = _gpu(np.array([[[x, -1.0]] * 3], np.float32))
+    b = _gpu(np.array([[[x] * 2, [1.0] * 2]], np.float32))
+    exact = float(np.float32(np.float64(x) ** 2 - 1))
+    nine, _ = _emulate(a, b, scheme="bf16x9")
+    six, _ = _emulate(a, b, scheme="bf16x6")
+    assert nine.eq(exact).all(), nine
+    assert (six.double() - exact).abs().ge(2.0 ** -27).all(), six
+
+
+@pytest.mark.parametrize("n", [1000, 3000])
+def test_auto_runs_bf16x9_on_wide_rows(rng, n):
+    a, b = _gpu(_wide_rows(rng, (n, n))), _gpu(draw(rng, "normal", (n, n)))
+    plan = sgemm_cube.explain(a, b, scheme="auto", backend="cuda")
+    assert (plan.scheme, plan.backend) == ("bf16x9", "cuda"), plan
+    c = sgemm_cube.matmul(a, b, scheme="auto", backend="cuda")
+    _check(a[None], b[None], c[None])
+
+
+@pytest.mark.parametrize("scheme", BF16_SCHEMES)
+def test_bf16_special_values_through_the_api(rng, scheme):
+    a, b = _gpu(draw(rng, "normal", (300, 200))), _gpu(draw(rng, "normal", (200, 150)))
+    a[3, 7], a[9, 1], b[5, 4] = float("inf"), float("nan"), float("-inf")
+    c = sgemm_cube.matmul(a, b, backend="cuda", scheme=scheme)
+    native = torch.matmul(a, b)
+    assert torch.equal(torch.isnan(c), torch.isnan(native))
+    assert torch.equal(torch.isinf(c), torch.isinf(native))
+    fin = torch.isfinite(native)
+    assert torch.allclose(c[fin], native[fin], rtol=1e-5, atol=1e-4)

@@ -18,7 +18,9 @@ tile, with K walked in steps of ``BLOCK_K``::
           FP16 A_1 @ B_1 (fp16x4); BF16 A_2 @ B_0 + A_1 @ B_1 + A_0 @ B_2
           (bf16x6) and A_2 @ B_1 + A_1 @ B_2 + A_2 @ B_2 (bf16x9), smallest
           first.  Level 2 is ~2**-16 of C for BF16, levels 3-4 under 2**-24:
-          one accumulator holds them all without a visible error]
+          one accumulator holds them all without a visible error.
+          MERGE_LEVELS (BF16 only) adds them into corr instead: three
+          accumulators, so that 128x128 tiles fit in the registers]
 
     termwise    C = (corr [+ ll * s]) * s + hh      (small terms first)
     elementwise hh also takes corr's and ll's partials, scaled, at every flush
@@ -88,7 +90,7 @@ def _compute_tile(tile, a_src, b_src, c_ptr, M, N, k_steps, num_pid_m, num_pid_n
                   a_plane_rows, a_batch_rows, b_plane_rows, b_batch_rows, lda, ldb, stride_cb, stride_cm,
                   SCALE: tl.constexpr, TERMWISE: tl.constexpr, SLICES: tl.constexpr, TOP_LEVEL: tl.constexpr,
                   FLUSH_STEPS: tl.constexpr, SPLIT_CORR: tl.constexpr, USE_TMA: tl.constexpr,
-                  UPCAST: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
+                  UPCAST: tl.constexpr, MERGE_LEVELS: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
     """Compute and store one (BLOCK_M, BLOCK_N) output tile (see the module docstring)."""
     tiles_per_batch = num_pid_m * num_pid_n
@@ -125,17 +127,25 @@ def _compute_tile(tile, a_src, b_src, c_ptr, M, N, k_steps, num_pid_m, num_pid_n
             corr = tl.dot(a1, b0, corr)
             corr = tl.dot(a0, b1, corr)
         # Levels 2 and up, the smallest first.
-        if TOP_LEVEL >= 4:
-            ll = tl.dot(a2, b2, ll)
-        if TOP_LEVEL >= 3:
-            ll = tl.dot(a2, b1, ll)
-            ll = tl.dot(a1, b2, ll)
         if TOP_LEVEL >= 2:
+            if MERGE_LEVELS:
+                low = corr
+            else:
+                low = ll
+            if TOP_LEVEL >= 4:
+                low = tl.dot(a2, b2, low)
+            if TOP_LEVEL >= 3:
+                low = tl.dot(a2, b1, low)
+                low = tl.dot(a1, b2, low)
             if SLICES == 3:
-                ll = tl.dot(a2, b0, ll)
-            ll = tl.dot(a1, b1, ll)
+                low = tl.dot(a2, b0, low)
+            low = tl.dot(a1, b1, low)
             if SLICES == 3:
-                ll = tl.dot(a0, b2, ll)
+                low = tl.dot(a0, b2, low)
+            if MERGE_LEVELS:
+                corr = low
+            else:
+                ll = low
         if FLUSH_STEPS > 0:
             # Every FLUSH_STEPS steps (and after the last) the partials go
             # into hh with round-to-nearest FP32 adds, written as fma(x, 1, hh)
@@ -150,12 +160,12 @@ def _compute_tile(tile, a_src, b_src, c_ptr, M, N, k_steps, num_pid_m, num_pid_n
                     if SPLIT_CORR:
                         hh += corr2 * SCALE
                         corr2 = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-                    if TOP_LEVEL >= 2:
+                    if TOP_LEVEL >= 2 and not MERGE_LEVELS:
                         hh += ll * (SCALE * SCALE)
                         ll = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
 
     if TERMWISE or FLUSH_STEPS == 0:
-        if TOP_LEVEL >= 2:
+        if TOP_LEVEL >= 2 and not MERGE_LEVELS:
             corr = ll * SCALE + corr  # the smallest terms first
         if SPLIT_CORR:
             corr += corr2
@@ -177,7 +187,8 @@ def sgemm_cube_kernel(a_src, b_src, c_ptr,
                       stride_cb, stride_cm,
                       SCALE: tl.constexpr, TERMWISE: tl.constexpr, SLICES: tl.constexpr, TOP_LEVEL: tl.constexpr,
                       FLUSH_STEPS: tl.constexpr, SPLIT_CORR: tl.constexpr, USE_TMA: tl.constexpr,
-                      UPCAST: tl.constexpr, PERSISTENT: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
+                      UPCAST: tl.constexpr, MERGE_LEVELS: tl.constexpr, PERSISTENT: tl.constexpr,
+                      WARP_SPECIALIZE: tl.constexpr,
                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
     """C[b] = emulated FP32 product of the split operands, for every tile.
 
@@ -196,6 +207,7 @@ def sgemm_cube_kernel(a_src, b_src, c_ptr,
     FLUSH_STEPS : K steps between flushes of the level-0 partial; 0 = never
         (the whole K accumulates in the tensor cores: for comparison only).
     UPCAST : FP32 tiles for the dots (Triton's interpreter with BF16 only).
+    MERGE_LEVELS : levels >= 2 accumulate with level 1 (BF16 only: SCALE == 1).
     PERSISTENT : one program per SM (num_programs of them) loops over the
         tiles; otherwise one program per tile.
     WARP_SPECIALIZE : ask the compiler to split the K loop into producer (TMA)
@@ -209,9 +221,9 @@ def sgemm_cube_kernel(a_src, b_src, c_ptr,
             _compute_tile(tile, a_src, b_src, c_ptr, M, N, k_steps, num_pid_m, num_pid_n,
                           a_plane_rows, a_batch_rows, b_plane_rows, b_batch_rows, lda, ldb, stride_cb, stride_cm,
                           SCALE, TERMWISE, SLICES, TOP_LEVEL, FLUSH_STEPS, SPLIT_CORR, USE_TMA, UPCAST,
-                          WARP_SPECIALIZE, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M)
+                          MERGE_LEVELS, WARP_SPECIALIZE, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M)
     else:
         _compute_tile(tl.program_id(0), a_src, b_src, c_ptr, M, N, k_steps, num_pid_m, num_pid_n,
                       a_plane_rows, a_batch_rows, b_plane_rows, b_batch_rows, lda, ldb, stride_cb, stride_cm,
                       SCALE, TERMWISE, SLICES, TOP_LEVEL, FLUSH_STEPS, SPLIT_CORR, USE_TMA, UPCAST,
-                      WARP_SPECIALIZE, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M)
+                      MERGE_LEVELS, WARP_SPECIALIZE, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M)

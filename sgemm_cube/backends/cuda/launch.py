@@ -35,24 +35,26 @@ __all__ = ["matmul", "split_operands", "launch_gemm", "resolve_config", "flush_s
 DEFAULT_FLUSH_K = 64
 
 _CONFIG_KEYS = ("variant", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages",
-                "split_corr", "warp_specialize", "split_block", "split_warps", "flush_k")
+                "split_corr", "warp_specialize", "split_block", "split_warps", "flush_k", "merge_levels")
 # Used where no measured table entry matches: the fastest accurate config of
 # the H200 sweeps (benchmarks/NOTES_gpu.md).  ``split_corr`` puts the two
 # correction products in two accumulators instead of one chain; it spills at
 # 128x128 and measured slower.
 _FALLBACK = {"variant": "tma", "BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8,
              "num_warps": 8, "num_stages": 3, "split_corr": False, "warp_specialize": False,
-             "split_block": [64, 64], "split_warps": 4, "flush_k": DEFAULT_FLUSH_K}
+             "split_block": [64, 64], "split_warps": 4, "flush_k": DEFAULT_FLUSH_K, "merge_levels": False}
 # A fourth 128x128 accumulator (lo*lo) does not fit in the registers: half the
-# tile.  BF16 schemes keep four accumulators too, and load six tiles per K step
-# (72 KiB at 64x128x64): two stages (144 KiB) stay inside Hopper's 227 KiB of
-# shared memory where three would not leave room for the epilogue.
-_BF16 = {"BLOCK_M": 64, "num_stages": 2}
+# tile.  BF16 schemes keep four accumulators too and load six tiles per K step.
+# Compiled for sm_90 here (NOTES_gpu.md): 64x128 with 8 warps waits after
+# every MMA, 128x64 does not (164 registers, no spill); 72 KiB per stage, so
+# two stages (144 KiB of Hopper's 227).  ``merge_levels`` (three
+# accumulators, 128x128, 232 registers) is the alternative to measure.
+_BF16 = {"BLOCK_M": 128, "BLOCK_N": 64, "num_stages": 2}
 _FALLBACK_MODE = {"termwise": {}, "elementwise": {}, "lo_lo": {"BLOCK_M": 64}, "bf16x9": _BF16, "bf16x6": _BF16}
 # Under the interpreter small tiles keep the NumPy emulation quick.
 _INTERPRETER = {"variant": "ptr", "BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 16, "GROUP_M": 2,
                 "num_warps": 4, "num_stages": 1, "split_corr": False, "warp_specialize": False,
-                "split_block": [32, 32], "split_warps": 4, "flush_k": DEFAULT_FLUSH_K}
+                "split_block": [32, 32], "split_warps": 4, "flush_k": DEFAULT_FLUSH_K, "merge_levels": False}
 
 
 class SplitOperands(NamedTuple):
@@ -241,6 +243,7 @@ def launch_gemm(ops: SplitOperands, out: torch.Tensor, *, sb: int, order: str, k
         SCALE=sch.level_scale(sb), TERMWISE=order == "termwise", SLICES=sch.slices,
         TOP_LEVEL=max(i + j for i, j in sch.products), FLUSH_STEPS=flush_steps,
         SPLIT_CORR=bool(cfg["split_corr"]), USE_TMA=use_tma, UPCAST=bf16 and interpreter_active(),
+        MERGE_LEVELS=bf16 and bool(cfg["merge_levels"]),
         PERSISTENT=persistent,
         WARP_SPECIALIZE=bool(cfg["warp_specialize"]),
         BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, GROUP_M=cfg["GROUP_M"],
