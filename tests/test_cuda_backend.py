@@ -485,3 +485,27 @@ def test_bf16x9_keeps_the_smallest_levels():
     assert np.all(six == cpu_fallback.emulated_matmul(a, b, scheme="bf16x6"))
     assert np.all(np.abs(six.astype(np.float64) - exact) >= 2.0 ** -27)
     assert np.all((a @ b) != exact)
+
+
+# ---------------------------------------------------------------- range reduction (scheme="auto")
+
+
+@pytest.mark.parametrize("axis", [-1, -2])
+@pytest.mark.parametrize("layout", ["contiguous", "transposed", "broadcast"])
+def test_row_ranges_kernel_matches_torch(rng, axis, layout):
+    from sgemm_cube.backends.cuda.range_kernel import row_ranges
+
+    x = torch.from_numpy((rng.uniform(-1, 1, (2, 37, 53)) * 2.0 ** rng.integers(-40, 40, (2, 37, 53)))
+                         .astype(np.float32))
+    x[0, 3, 5], x[1, 7, 2], x[0, 4, :] = np.nan, -np.inf, 0.0
+    x[1, 9, :] = np.inf
+    if layout == "transposed":
+        x = x.transpose(-1, -2).contiguous().transpose(-1, -2)
+    elif layout == "broadcast":
+        x = x[:1].expand(3, -1, -1)
+    big, small = row_ranges(x, axis)
+    mag = x.abs()
+    finite = torch.isfinite(x)
+    want_big = torch.where(finite, mag, torch.zeros(())).amax(dim=axis)
+    want_small = torch.where(finite & (mag > 0), mag, torch.full((), np.inf)).amin(dim=axis)
+    assert torch.equal(big, want_big) and torch.equal(small, want_small)
