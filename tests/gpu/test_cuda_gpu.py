@@ -190,7 +190,8 @@ def test_bf16_large_sizes_beat_sgemm_accuracy(scheme, n, merge_levels, dist):
     draw_ = torch.randn if dist == "normal" else torch.rand
     a = draw_((1, n, n), device="cuda", generator=gen)
     b = draw_((1, n, n), device="cuda", generator=gen)
-    config = {"merge_levels": True, "BLOCK_M": 128, "BLOCK_N": 128} if merge_levels else None
+    # 128x128 BF16 tiles: 96 KiB per stage, so two stages (the table's default tile is 128x64, 3 stages)
+    config = {"merge_levels": True, "BLOCK_M": 128, "BLOCK_N": 128, "num_stages": 2} if merge_levels else None
     c, _ = _emulate(a, b, scheme=scheme, config=config)
     err, err32 = _check(a, b, c, factor=0.5, floor=0.0)
     print(f"{scheme} n={n} {dist} merge_levels={merge_levels}: error {err:.3g}, SGEMM {err32:.3g}")
