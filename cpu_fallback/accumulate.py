@@ -153,11 +153,12 @@ class _Operands:
             sx = self.span_x[c, rows]
             if sx.max() + sy_max[c - g0] <= _EXACT_SPAN_BITS:
                 continue
-            joint = sx[:, None] + span_y[c - g0][None, :]
+            suspects = np.flatnonzero(sx + sy_max[c - g0] > _EXACT_SPAN_BITS)  # few rows: test pairs there only
+            joint = sx[suspects, None] + span_y[c - g0][None, :]
             pr, pc = np.nonzero(joint > _EXACT_SPAN_BITS)
             k0, k1 = c * chunk, min(k, (c + 1) * chunk)
-            out[c - g0, pr, pc] = _exact_pair_sums(self.x, self.y, pr + rows.start, pc + cols.start, k0, k1,
-                                                   joint[pr, pc])
+            out[c - g0, suspects[pr], pc] = _exact_pair_sums(self.x, self.y, suspects[pr] + rows.start,
+                                                             pc + cols.start, k0, k1, joint[pr, pc])
         return out
 
 
@@ -186,9 +187,11 @@ def panel_sums(pairs, chunk: int):
     ops = [_Operands(x, y, chunk) for x, y in pairs]
     nc, m, _ = ops[0].xc.shape
     n = ops[0].yc.shape[2]
+    # Tall tiles and few chunks per call: OpenBLAS runs the K = 16 products ~3x faster on
+    # 256 x 1024 x 16 than on 16 x 1024 x 16 (measured at 1024^3 on two cores).
     width = min(n, 1024)
-    group = min(nc, max(1, _PANEL_BYTES // (8 * 16 * width)))
-    height = min(m, max(1, _PANEL_BYTES // (8 * group * width)))
+    height = min(m, 256)
+    group = min(nc, max(1, _PANEL_BYTES // (8 * height * width)))
     buffers = [np.empty((group, height, width), np.float64) for _ in ops]
     for r0 in range(0, m, height):
         rows = slice(r0, min(m, r0 + height))
