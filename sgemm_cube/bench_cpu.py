@@ -11,25 +11,14 @@ import json
 import os
 import platform
 import sys
-import time
 
 import numpy as np
 
 from .api import matmul
-from .demo import format_table
+from .demo import best_time, format_table
 from .metrics import reference_matmul64, relative_error
 
 __all__ = ["run_cpu_benchmark"]
-
-
-def _best_time(fn, repeats: int):
-    result = fn()
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        result = fn()
-        best = min(best, time.perf_counter() - t0)
-    return result, best
 
 
 def run_cpu_benchmark(*, size: int = 1024, repeats: int = 3, out_dir: str | None = None, seed: int = 0,
@@ -39,8 +28,8 @@ def run_cpu_benchmark(*, size: int = 1024, repeats: int = 3, out_dir: str | None
     a = rng.standard_normal((size, size), dtype=np.float32)
     b = rng.standard_normal((size, size), dtype=np.float32)
     ref = reference_matmul64(a, b)
-    c32, t32 = _best_time(lambda: np.matmul(a, b), max(repeats, 5))
-    cem, tem = _best_time(lambda: matmul(a, b, 12, backend="cpu"), repeats)
+    c32, t32 = best_time(lambda: np.matmul(a, b), max(repeats, 5))
+    cem, tem = best_time(lambda: matmul(a, b, 12, backend="cpu"), repeats)
     record = {
         "benchmark": "cpu_model_vs_numpy_float32",
         "shape": [size, size, size],

@@ -15,7 +15,7 @@ from .api import matmul
 from .backends import available_backends
 from .metrics import reference_matmul64, relative_error
 
-__all__ = ["run_demo", "format_table"]
+__all__ = ["run_demo", "format_table", "best_time"]
 
 
 def format_table(rows: list[dict], columns: list[str]) -> str:
@@ -28,7 +28,7 @@ def format_table(rows: list[dict], columns: list[str]) -> str:
     return "\n".join([line, rule, *body])
 
 
-def _timed(fn, repeats: int, sync=None):
+def best_time(fn, repeats: int, sync=None):
     """Best wall time of ``repeats`` calls after one warm-up (synchronising the device)."""
     result = fn()
     best = float("inf")
@@ -111,7 +111,7 @@ def run_demo(*, size: int | None = None, device: str = "auto", seed: int = 0, re
     flops = 2.0 * size ** 3
     rows = []
     for name, backend, fn in variants:
-        c, seconds = _timed(fn, repeats, sync)
+        c, seconds = best_time(fn, repeats, sync)
         rows.append({"method": name, "backend": backend, "shape": f"{size}x{size}x{size}",
                      "time_ms": f"{seconds * 1e3:.2f}", "GFLOP/s": f"{flops / seconds / 1e9:.1f}",
                      "rel_error_vs_fp64": f"{relative_error(c, ref):.2e}"})

@@ -30,6 +30,7 @@ from typing import NamedTuple
 import numpy as np
 
 from cpu_fallback import accumulate_product, split_limits
+from cpu_fallback.split import FP16_OVERFLOW
 
 from ..api import matmul
 from ..metrics import reference_matmul64
@@ -44,7 +45,6 @@ _NO_SB = ("fp16", "fp32", "auto")  # kinds that take no sb
 #: Backends a study can run on.
 BACKENDS = ("cpu", "cuda")
 
-_FP16_OVERFLOW = 65520.0  # smallest magnitude that rounds to infinity in FP16
 
 
 @dataclass(frozen=True)
@@ -84,7 +84,7 @@ class Method:
     def max_abs(self) -> float:
         """Inputs must stay below this magnitude or the product holds infinities."""
         if self.kind == "fp16":
-            return _FP16_OVERFLOW
+            return FP16_OVERFLOW
         if self.kind in ("fp32", "auto"):
             return np.inf
         return split_limits(self.sb).max_abs

@@ -3,7 +3,7 @@
 Runs on NumPy arrays and on torch CPU tensors (shared memory, no copy).
 It is exact to its documented model (``accumulate="cube16"`` or
 ``"sequential"``), which makes it the reference the hardware backends are
-tested against, and fast enough for accuracy studies (about 25x a float32
+tested against, and fast enough for accuracy studies (about 23-28x a float32
 ``numpy.matmul`` at 1024^3 on two cores).
 """
 from __future__ import annotations
