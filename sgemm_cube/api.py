@@ -367,12 +367,19 @@ def _compute(name, a3, b3, res, *, plan, order, accumulate, check_range, torch_m
             _range_check(stats, summary, plan.sb)
         mod.matmul(sa3, sb3, out=res, **kwargs)
     else:
+        checked = []
+
+        def check(stats):  # one host read-back, between the split and the products
+            checked.append(_summary(stats, split_limits(plan.sb).min_row_abs))
+            if check_range and fp16:
+                _range_check(stats, checked[0], plan.sb)
+
+        if getattr(mod, "ACCEPTS_CHECK", False):
+            kwargs["check"] = check
         stats = mod.matmul(sa3, sb3, out=res, **kwargs)
-        if stats is None:
-            stats = _stats(sa3, sb3)
-        summary = _summary(stats, split_limits(plan.sb).min_row_abs)
-        if check_range and fp16:
-            _range_check(stats, summary, plan.sb)
+        if not checked:  # a backend without check=: read back after the products
+            check(stats if stats is not None else _stats(sa3, sb3))
+        summary = checked[0]
     if shift is not None:
         _undo_scale(ops, res, shift)
     if summary[4] or summary[5]:

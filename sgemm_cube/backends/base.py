@@ -7,7 +7,11 @@ and the patching of NaN/Inf outputs.  So a backend's ``matmul`` receives
 3-D float32 operands ``a`` (B, M, K) and ``b`` (B, K, N) with any strides,
 treats every non-finite input element as 0, writes all of ``out`` (B, M, N),
 and returns :class:`SplitStats` gathered while it split the operands (or
-``None`` to let the API layer compute them).
+``None`` to let the API layer compute them).  A backend whose module sets
+``ACCEPTS_CHECK = True`` also takes ``check=``: a callable it runs on the
+statistics after the split and before the products, so that the API layer's
+range check (which reads the statistics back to the host) waits only for
+the split and can stop the products before they start.
 """
 from __future__ import annotations
 

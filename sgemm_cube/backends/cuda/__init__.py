@@ -24,6 +24,10 @@ __all__ = ["SCHEMES", "is_available", "unavailable_reason", "matmul", "prefers_n
 SCHEMES = ("fp16x3", "fp16x4", "bf16x9", "bf16x6")
 
 
+#: ``matmul`` takes ``check=``: a callable run on the split's statistics before the GEMM.
+ACCEPTS_CHECK = True
+
+
 def unavailable_reason() -> str:
     """One line saying what is missing for this backend, or ``""`` if nothing is.
 
@@ -50,7 +54,7 @@ def is_available() -> bool:
 
 
 def matmul(a, b, *, sb: int, order: str, keep_lo_lo: bool, out, flush_k: int | None = None, config=None,
-           scheme: str = "fp16x3"):
+           scheme: str = "fp16x3", check=None):
     """Emulated FP32 batched product on tensor cores; see :func:`.launch.matmul`.
 
     ``a`` (B, M, K) and ``b`` (B, K, N) float32 tensors with any strides,
@@ -68,4 +72,4 @@ def matmul(a, b, *, sb: int, order: str, keep_lo_lo: bool, out, flush_k: int | N
             warnings.simplefilter("ignore", UserWarning)
             a, b, out = torch.from_numpy(a), torch.from_numpy(b), torch.from_numpy(out)
     return _matmul(a, b, sb=sb, order=order, keep_lo_lo=keep_lo_lo, out=out, flush_k=flush_k, config=config,
-                   scheme=scheme)
+                   scheme=scheme, check=check)

@@ -272,7 +272,8 @@ def _check(a, b, sb, order, out) -> None:
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor, *, sb: int, order: str, keep_lo_lo: bool, out: torch.Tensor,
-           flush_k: int | None = None, config: dict | None = None, scheme: str = "fp16x3") -> SplitStats:
+           flush_k: int | None = None, config: dict | None = None, scheme: str = "fp16x3",
+           check=None) -> SplitStats:
     """Emulated FP32 batched product ``out[i] = a[i] @ b[i]`` on tensor cores.
 
     Parameters
@@ -299,6 +300,11 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, sb: int, order: str, keep_lo_lo:
         The split scheme (:mod:`cpu_fallback.schemes`).  The BF16 schemes
         split each operand into three BF16 slices and multiply nine (bf16x9)
         or the six largest (bf16x6) slice products on the tensor cores.
+    check : callable, optional
+        Called with the :class:`SplitStats` after the split and before the
+        GEMM is launched.  The API layer reads its range check back to the
+        host there: the host waits for the short split pass only, and its
+        own overhead overlaps the GEMM; raising aborts before the GEMM.
 
     Returns
     -------
@@ -318,5 +324,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, sb: int, order: str, keep_lo_lo:
     cfg = resolve_config(batch, m, n, k, a.device, order=order, config=config, scheme=scheme)
     block_k, steps = flush_steps(cfg["flush_k"] if flush_k is None else flush_k, cfg["BLOCK_K"])
     ops = split_operands(a, b, sb=sb, cfg=cfg, block_k=block_k, scheme=scheme)
+    if check is not None:
+        check(ops.stats)
     launch_gemm(ops, out, sb=sb, order=order, keep_lo_lo=False, cfg=cfg, block_k=block_k, flush_steps=steps)
     return ops.stats
