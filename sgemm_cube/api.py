@@ -18,7 +18,7 @@ from cpu_fallback import ORDERS, split_limits
 
 from ._xp import Ops
 from .backends import get_backend
-from .plan import make_plan, scale_exponents
+from .plan import finite_absmax, plan_with_ranges, scale_exponents
 from .special import patch_special_values
 
 __all__ = ["matmul", "select_backend"]
@@ -288,13 +288,13 @@ def matmul(a, b, sb: int | str = 12, *, scheme: str = "fp16x3", scale: str | Non
     if (res.numel() if prep.torch_mode else res.size) and prep.k == 0:
         res[...] = 0
     elif res.numel() if prep.torch_mode else res.size:
-        plan = make_plan(prep.a3, prep.b3, sb=sb, scheme=scheme, scale=scale, backend=prep.backend,
-                         backend_schemes=prep.backend_schemes)
+        plan, maxima = plan_with_ranges(prep.a3, prep.b3, sb=sb, scheme=scheme, scale=scale,
+                                        backend=prep.backend, backend_schemes=prep.backend_schemes)
         name = plan.backend
         if name == "cuda" and backend == "auto" and plan.scheme != "native":
             if _backend_module("cuda").prefers_native(prep.a3.shape[0], prep.m, prep.n, prep.k, prep.a3.device):
                 name = "native"
-        _compute(name, prep.a3, prep.b3, res, plan=plan, order=order, accumulate=accumulate,
+        _compute(name, prep.a3, prep.b3, res, plan=plan, maxima=maxima, order=order, accumulate=accumulate,
                  check_range=check_range, torch_mode=prep.torch_mode)
     if out is None:
         return res.reshape(prep.result_shape)
@@ -340,7 +340,7 @@ def _check_out(out, shape, like, torch_mode):
     return out
 
 
-def _compute(name, a3, b3, res, *, plan, order, accumulate, check_range, torch_mode):
+def _compute(name, a3, b3, res, *, plan, maxima, order, accumulate, check_range, torch_mode):
     """Run one backend on 3-D operands: scaling, range check, product, NaN/Inf patch."""
     mod = get_backend(name)
     if name == "native":
@@ -352,7 +352,7 @@ def _compute(name, a3, b3, res, *, plan, order, accumulate, check_range, torch_m
         ops = Ops(a3)
     sa3, sb3, shift = a3, b3, None
     if plan.scale is not None:
-        sa3, sb3, shift = _apply_scale(ops, a3, b3, plan)
+        sa3, sb3, shift = _apply_scale(ops, a3, b3, plan, maxima)
     kwargs = dict(sb=plan.sb, order=order, keep_lo_lo=plan.scheme == "fp16x4")
     if plan.scheme not in ("fp16x3", "fp16x4"):
         kwargs["scheme"] = plan.scheme
@@ -386,13 +386,14 @@ def _compute(name, a3, b3, res, *, plan, order, accumulate, check_range, torch_m
         patch_special_values(a3, b3, res)
 
 
-def _apply_scale(ops, a3, b3, plan):
+def _apply_scale(ops, a3, b3, plan, maxima=None):
     """Exact power-of-two scaling of a3 per row and b3 per column (or per matrix).
 
-    Returns the scaled operands and the exponents (B, M, 1), (B, 1, N) that undo it on C.
+    ``maxima``: the largest finite magnitudes per row of a3 and column of b3,
+    if the plan already read them.  Returns the scaled operands and the
+    exponents (B, M, 1), (B, 1, N) that undo it on C.
     """
-    a_big = _finite_absmax(ops, a3, -1)  # (B, M)
-    b_big = _finite_absmax(ops, b3, -2)  # (B, N)
+    a_big, b_big = maxima or (finite_absmax(ops, a3, -1), finite_absmax(ops, b3, -2))  # (B, M), (B, N)
     if plan.scale == "matrix":  # one shift per matrix, from its largest magnitude
         a_big = np.broadcast_to(a_big.max(axis=-1, keepdims=True, initial=0), a_big.shape)
         b_big = np.broadcast_to(b_big.max(axis=-1, keepdims=True, initial=0), b_big.shape)
@@ -401,19 +402,6 @@ def _apply_scale(ops, a3, b3, plan):
     sa3 = ops.ldexp(a3, ops.from_numpy(ta[:, :, None], a3))
     sb3 = ops.ldexp(b3, ops.from_numpy(tb[:, None, :], b3))
     return sa3, sb3, (ops.from_numpy(-ta[:, :, None], a3), ops.from_numpy(-tb[:, None, :], a3))
-
-
-def _finite_absmax(ops, x, axis) -> np.ndarray:
-    """Largest finite magnitude along ``axis``, on the host; one pass unless NaN/Inf are present."""
-    if not ops.np and x.device.type == "cuda":
-        from .backends.cuda.range_kernel import row_ranges
-
-        return ops.to_numpy(row_ranges(x, axis)[0]).astype(np.float64)
-    mag = abs(x)
-    big = ops.to_numpy(ops.amax(mag, axis)).astype(np.float64)
-    if not np.isfinite(big).all():
-        big = ops.to_numpy(ops.amax(ops.where(ops.special_mask(x), ops.full_like(mag, 0), mag), axis))
-    return big.astype(np.float64)
 
 
 def _undo_scale(ops, res, shift):

@@ -36,7 +36,8 @@ from cpu_fallback import SCHEMES, get_scheme, split_limits
 
 from ._xp import Ops
 
-__all__ = ["Plan", "explain", "make_plan", "scale_exponents", "SCALES", "FP16_ROW_SPAN"]
+__all__ = ["Plan", "explain", "make_plan", "plan_with_ranges", "finite_absmax", "scale_exponents", "SCALES",
+           "FP16_ROW_SPAN"]
 
 SCALES = (None, "rows", "matrix")
 
@@ -78,10 +79,21 @@ class _Ranges(NamedTuple):
     b_min: np.ndarray
 
 
+def finite_absmax(ops, x, axis) -> np.ndarray:
+    """Largest finite magnitude along ``axis``, on the host; one pass unless NaN/Inf are present."""
+    if not ops.np and x.device.type == "cuda":
+        from .backends.cuda.range_kernel import row_ranges
+
+        return ops.to_numpy(row_ranges(x, axis)[0]).astype(np.float64)
+    mag = abs(x)
+    big = ops.to_numpy(ops.amax(mag, axis)).astype(np.float64)
+    if not np.isfinite(big).all():
+        big = ops.to_numpy(ops.amax(ops.where(ops.special_mask(x), ops.full_like(mag, 0), mag), axis))
+    return big.astype(np.float64)
+
+
 def _ranges(a3, b3) -> _Ranges:
     # Few passes over the data: on a GPU this runs before every scheme="auto" product.
-    from .api import _finite_absmax
-
     ops = Ops(a3)
     if _on_cuda(a3):  # one read per operand with the CUDA backend's reduction kernel
         from .backends.cuda.range_kernel import row_ranges
@@ -93,7 +105,7 @@ def _ranges(a3, b3) -> _Ranges:
         mag = abs(x)
         # NaN > 0 is False and +inf never lowers a minimum: no special-value mask needed here.
         small = ops.amin(ops.where(mag > 0, mag, ops.full_like(mag, np.inf)), axis)
-        out += [_finite_absmax(ops, x, axis), ops.to_numpy(small).astype(np.float64)]
+        out += [finite_absmax(ops, x, axis), ops.to_numpy(small).astype(np.float64)]
     return _Ranges(*out)
 
 
@@ -125,6 +137,13 @@ def _auto_sb(r: _Ranges) -> int | None:
 
 def make_plan(a3, b3, *, sb, scheme: str, scale, backend: str, backend_schemes) -> Plan:
     """Resolve ``"auto"`` choices for 3-D operands (see the module docstring)."""
+    return plan_with_ranges(a3, b3, sb=sb, scheme=scheme, scale=scale, backend=backend,
+                            backend_schemes=backend_schemes)[0]
+
+
+def plan_with_ranges(a3, b3, *, sb, scheme: str, scale, backend: str, backend_schemes):
+    """:func:`make_plan`, also returning the operands' row/column maxima (B, M), (B, N) when it read
+    them (``scheme="auto"`` or ``sb="auto"``; else None), so that scaling need not read them again."""
     if scale not in SCALES:
         raise ValueError(f"unknown scale {scale!r}; choose one of {list(SCALES)}")
     if scheme != "auto":
@@ -133,6 +152,7 @@ def make_plan(a3, b3, *, sb, scheme: str, scale, backend: str, backend_schemes) 
         raise TypeError(f"sb must be an integer or 'auto', got {sb!r}")
     needs_ranges = scheme == "auto" or sb == "auto"
     r = _ranges(a3, b3) if needs_ranges else None
+    maxima = (r.a_max, r.b_max) if r is not None else None
 
     if scheme != "auto":
         if sb == "auto":
@@ -143,7 +163,7 @@ def make_plan(a3, b3, *, sb, scheme: str, scale, backend: str, backend_schemes) 
                 if sb is None:
                     raise ValueError("no sb in [0, 12] represents these data with the FP16 split "
                                      "(magnitudes too large or rows too small): pass scale='rows' or scheme='auto'")
-        return Plan(scheme, int(sb), scale, backend, "as requested")
+        return Plan(scheme, int(sb), scale, backend, "as requested"), maxima
 
     sb = 12 if sb == "auto" else int(sb)
     span = max(_span_binades(r.a_max, r.a_min), _span_binades(r.b_max, r.b_min))
@@ -162,8 +182,8 @@ def make_plan(a3, b3, *, sb, scheme: str, scale, backend: str, backend_schemes) 
     if choice.scheme not in backend_schemes:
         return Plan("native", choice.sb, None, "native",
                     f"{choice.reason}; but the {backend!r} backend has no {choice.scheme} kernel, "
-                    f"so native FP32 runs instead")
-    return choice
+                    f"so native FP32 runs instead"), maxima
+    return choice, maxima
 
 
 def scale_exponents(big, *, scheme: str, sb: int):
