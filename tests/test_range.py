@@ -92,8 +92,12 @@ def test_bf16_schemes_need_no_range(rng):
     ref = reference_matmul64(a, b)
     with np.errstate(all="ignore"):
         native = relative_error(a @ b, ref)
+    # Entries 200 binades apart: each output is one dominant product, which native FP32 rounds once
+    # and the termwise sum of levels rounds two or three times.  Over 600 draws the error was
+    # 0.53x max(native, 2**-24) at the median, 1.5x at the 99th percentile, 2.3x at most (a bound of
+    # 1x failed 9% of draws in CI): FP32-level accuracy, not always below native's.
     for scheme in ("bf16x9", "bf16x6"):
-        assert relative_error(sgemm_cube.matmul(a, b, scheme=scheme), ref) <= max(native, 2.0 ** -24)
+        assert relative_error(sgemm_cube.matmul(a, b, scheme=scheme), ref) <= 3 * max(native, 2.0 ** -24)
 
 
 def test_auto_chooses_by_the_data(rng):
