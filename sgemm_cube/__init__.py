@@ -6,10 +6,11 @@ with FP32 accumulation, combined termwise, rebuild the FP32 product.
 
 Public API
 ----------
-matmul(a, b, sb=12, *, scheme, scale, order, accumulate, keep_lo_lo, backend, out, check_range)
-    The product, on NumPy arrays or torch tensors (CPU, CUDA, Ascend NPU).
+matmul(a, b, sb=12, *, scheme, scale, order, accumulate, keep_lo_lo, backend, out, fixup)
+    The product, on NumPy arrays or torch tensors (CPU, CUDA, Ascend NPU), never less
+    accurate than native FP32 SGEMM (README: "The accuracy guarantee").
 explain(a, b, ...)
-    How matmul would compute a product (scheme, sb, scaling, backend) and why.
+    The plan matmul runs (scheme, sb, scaling, backend, native choice) and why.
 split(x, sb=12), split_limits(sb=12)
     The FP32 -> (FP16 hi, FP16 lo) split and the range it represents.
 available_backends()
@@ -24,7 +25,8 @@ from cpu_fallback import split, split_limits
 
 from .api import matmul, select_backend
 from .backends import BackendUnavailableError, available_backends
-from .plan import Plan, explain
+from .api import explain
+from .plan import Plan
 from .switch import disable, enable, enabled, is_enabled  # imports torch only when turned on
 
 __version__ = "0.1.0"

@@ -18,19 +18,21 @@ their graphs without a graph break:
   operator itself (so double backward works too), summed over broadcast
   batch dimensions.
 
-Out-of-range data.  The FP16 split represents finite ``|x|`` below
-``split_limits(sb).max_abs`` (32768 for sb = 12) and rows whose largest
-magnitude is at least ``min_row_abs`` (2**-15); :func:`sgemm_cube.matmul`
-refuses anything else.  Gradients break the lower limit all the time, so
-with ``rescale=True`` (the default here) the operator passes
-``scale="rows"``: each row of ``a`` and each column of ``b`` is multiplied
-by the power of two that puts its largest finite magnitude just under
-``max_abs``, and the result is multiplied back (:mod:`sgemm_cube.plan`).
-Power-of-two scaling is exact and commutes with the split and with every
-FP32 rounding while nothing is subnormal, so on in-range data whose split
-produces no FP16 subnormal the result is bit for bit that of
-:func:`sgemm_cube.matmul`; elsewhere it is at least as accurate.  It costs a
-few elementwise passes over ``a``, ``b`` and the result.
+Out-of-range data.  The FP16 split keeps 22 significant bits of finite
+``|x|`` below ``split_limits(sb).max_abs`` (32768 for sb = 12) and at or
+above ``min_row_abs`` (2**-15).  Gradients leave that range all the time;
+:func:`sgemm_cube.matmul` handles it on the device, per row of ``a`` and
+column of ``b`` (:mod:`cpu_fallback.guard`).  With ``rescale=True`` (the
+default) the operator passes ``scale="auto"``, the library's default: a
+line that does not fit the split as it is is multiplied by the power of
+two that puts its largest finite magnitude in the split's top binade, and
+the result is multiplied back (exact, one rounding); lines that fit are
+left alone, so on in-range data the result is bit for bit that of
+``scale=None``.  ``rescale=False`` passes ``scale=None``: no line is
+scaled, and the lines the split cannot hold have their outputs computed in
+plain FP32 instead.  Either way every output keeps SGEMM's error bound, and
+lines with NaN/Inf (or values the split would overflow on) are computed in
+plain FP32, so special values propagate as in native FP32.
 """
 from __future__ import annotations
 
@@ -47,8 +49,11 @@ _SCHEMA = ('(Tensor a, Tensor b, *, int sb=12, str order="termwise", str? accumu
            'bool keep_lo_lo=False, str backend="auto", bool rescale=True) -> Tensor')
 
 
-# The operator reads flags back to the host (NaN/Inf present?, range checks):
-# CUDA-graph capture must leave it out (Inductor then graphs the rest).
+# Tagged cudagraph_unsafe: Inductor leaves the operator out of CUDA-graph
+# capture and graphs the rest.  (The CUDA backend no longer reads anything
+# back to the host, but it prepares and caches its launches in Python on first
+# use, and backend="auto" may take another path per shape; capture is not
+# tested.)
 _TAGS = {"tags": (torch.Tag.cudagraph_unsafe,)} if hasattr(torch.Tag, "cudagraph_unsafe") else {}
 
 
@@ -58,8 +63,8 @@ def _matmul_op(a: torch.Tensor, b: torch.Tensor, *, sb: int = 12, order: str = "
                rescale: bool = True) -> torch.Tensor:
     """The eager implementation, for every device: :func:`sgemm_cube.matmul` does the dispatch."""
     options = dict(sb=sb, order=order, accumulate=accumulate, keep_lo_lo=keep_lo_lo, backend=backend)
-    # The backends call torch.matmul themselves (the native backend, the
-    # NaN/Inf patch): with the drop-in switch on they must reach the originals.
+    # The backends call torch.matmul themselves (the native backend): with the
+    # drop-in switch on they must reach the originals.
     with _switch.bypass():
         if a.dim() > 2 and b.dim() == 2:
             # One (batch*M, K) x (K, N) product instead of a batch of small ones;
@@ -74,8 +79,8 @@ OP = torch.ops.sgemm_cube.matmul.default
 
 
 def _product(a, b, rescale: bool, options: dict) -> torch.Tensor:
-    # rescale: the API's exact power-of-two scaling per row of a and column of b.
-    return api.matmul(a, b, scale="rows" if rescale else None, **options)
+    # rescale: the API's exact power-of-two scaling of the rows of a and columns of b that need it.
+    return api.matmul(a, b, scale="auto" if rescale else None, **options)
 
 
 def _check_options(sb: int, order: str) -> None:
@@ -165,11 +170,12 @@ def matmul(a: torch.Tensor, b: torch.Tensor, sb: int = 12, *, order: str = "term
     backend : {"auto", "cpu", "cuda", "npu", "native"}, keyword-only
         As in :func:`sgemm_cube.matmul`; ``"auto"`` picks by device.
     rescale : bool, default True, keyword-only
-        Scale each row of ``a`` and column of ``b`` by a power of two into
-        the split's range first (exact; see the module docstring), so any
-        finite float32 data keep FP32 accuracy.  ``False`` passes the data
-        as they are and raises :class:`ValueError` (at run time) on data
-        outside ``sgemm_cube.split_limits(sb)``.
+        ``True``: :func:`sgemm_cube.matmul`'s ``scale="auto"`` (its
+        default): the rows of ``a`` and columns of ``b`` that do not fit the
+        split as they are are scaled by a power of two (exact; see the module
+        docstring).  ``False``: ``scale=None``, no scaling; the lines the
+        split cannot hold have their outputs computed in plain FP32.  Any
+        finite float32 data keep FP32 accuracy either way.
 
     Returns
     -------

@@ -1,4 +1,4 @@
-"""Shared fixtures: fresh random data of several distributions and exponent ranges."""
+"""Shared fixtures: random data of several distributions and exponent ranges (fixed seed by default)."""
 import os
 import secrets
 import zlib
@@ -17,12 +17,25 @@ if "TRITON_INTERPRET" not in os.environ:
     except ImportError:
         pass
 
-#: Fresh data every run; set SGEMM_CUBE_TEST_SEED to replay a run (the header prints it).
-SESSION_SEED = int(os.environ.get("SGEMM_CUBE_TEST_SEED", secrets.randbits(32)))
+
+def _session_seed() -> int:
+    """0 unless ``SGEMM_CUBE_TEST_SEED`` says otherwise: ``random`` draws a fresh seed, an integer replays one."""
+    env = os.environ.get("SGEMM_CUBE_TEST_SEED", "").strip()
+    if env.lower() == "random":
+        return secrets.randbits(32)
+    return int(env) if env else 0
+
+
+#: Fixed data by default (every run sees the same numbers); ``SGEMM_CUBE_TEST_SEED=random`` draws fresh
+#: data, ``SGEMM_CUBE_TEST_SEED=<int>`` replays a run (the header prints the seed either way).
+SESSION_SEED = _session_seed()
 
 
 def pytest_report_header(config):
-    return f"sgemm_cube test data seed: SGEMM_CUBE_TEST_SEED={SESSION_SEED}"
+    how = "fresh: SGEMM_CUBE_TEST_SEED=random" if os.environ.get("SGEMM_CUBE_TEST_SEED", "").strip().lower() \
+        == "random" else "fixed"
+    return f"sgemm_cube test data seed ({how}): replay with SGEMM_CUBE_TEST_SEED={SESSION_SEED}"
+
 
 #: name -> generator(rng, shape) of float32 data (never zeros, never constant).
 DISTRIBUTIONS = {
@@ -42,5 +55,5 @@ def draw(rng, name, shape, scale_exp=0):
 
 @pytest.fixture
 def rng(request):
-    """A generator per test: fresh data each run, replayable with the printed session seed."""
+    """A generator per test, from the session seed (printed in the header) and the test's id."""
     return np.random.default_rng([SESSION_SEED, zlib.crc32(request.node.nodeid.encode())])

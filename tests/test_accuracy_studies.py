@@ -14,8 +14,9 @@ What is claimed and checked here:
   on average more accurate than native FP32 at every condition number;
 * points outside the split's range are reported missing, not crashed on.
 
-Fresh data every run: each test seeds the studies from the session seed
-that pytest's header prints (``SGEMM_CUBE_TEST_SEED`` replays it).
+Each test seeds the studies from the session seed that pytest's header
+prints (fixed by default; ``SGEMM_CUBE_TEST_SEED=random`` draws a fresh one,
+``SGEMM_CUBE_TEST_SEED=<int>`` replays a run).
 """
 import csv
 import json
@@ -163,9 +164,13 @@ def test_exponent_sweep_reproduces_the_papers_findings(seed, dist):
 
 
 def test_size_sweep_rows_and_flat_error_in_m(seed):
-    """SGEMM-cube Fig. 9(a): with K fixed the error hardly depends on M = N."""
-    data = size_sweep_study(mn_sizes=(8, 32), k_fixed=256, k_sizes=(64,), mn_fixed=8, distributions=("symmetric",),
-                            seed=seed, progress=False)
+    """SGEMM-cube Fig. 9(a): with K fixed the error hardly depends on M = N.
+
+    (From M = N = 16: below it NumPy's OpenBLAS takes a small-matrix kernel whose FP32 error at
+    M = N = 8 was a third of that at 32 on 20 of 30 seeds, which says nothing about the emulation;
+    from 16 to 32 the ratio stayed within [0.89, 1.12] for both methods over 20 seeds.)"""
+    data = size_sweep_study(mn_sizes=(16, 32), k_fixed=256, k_sizes=(64,), mn_fixed=16,
+                            distributions=("symmetric",), seed=seed, progress=False)
     assert len(data.rows) == 3 * 4
     for method in ("fp32", "termwise_sb12"):
         small, large = data.column("rel_error", sweep="mn", method=method)

@@ -76,7 +76,8 @@ def _study_options(parser: argparse.ArgumentParser, module) -> None:
     if "order" in d:
         opt("order", "combination order of sgemm_cube", choices=_ORDERS)
     if "scheme" in d:
-        opt("scheme", "sgemm_cube's split: fp16x3 as is, or auto (scaling and scheme from the data)",
+        opt("scheme", "sgemm_cube's split: fp16x3 as is (the paper's), or auto (the library's defaults: "
+            "power-of-two scaling and plain-FP32 lines where the split cannot hold the data)",
             choices=["fp16x3", "auto"])
     if "distributions" in d:
         opt("distributions", "input distributions", nargs="+", choices=list(DISTRIBUTIONS))

@@ -54,9 +54,12 @@ def heatmap_study(*, exp_range: tuple[int, int] = (-32, 16), exp_step: int = 2, 
     order : {"termwise", "elementwise"}
         Combination order of sgemm_cube.
     scheme : {"fp16x3", "auto"}
-        ``"fp16x3"``: the SGEMM-cube split as is (``sb``, ``order``), out of
-        range past ``2**(27 - sb)``.  ``"auto"``: ``scheme="auto"``, which
-        scales and picks the scheme from the data: over the whole FP32 range.
+        ``"fp16x3"``: the SGEMM-cube split as is (``sb``, ``order``; no
+        scaling, no FP32 recomputation: the paper's algorithm), out of range
+        past ``2**(27 - sb)``.  ``"auto"``: :func:`sgemm_cube.matmul` with its
+        default options, which scale the lines that do not fit the split by
+        powers of two and compute those it cannot hold in plain FP32: over
+        the whole FP32 range.
     distribution : {"symmetric", "nonnegative", "normal"}
         Distribution of the base samples.
     seed, backend, accumulate, progress

@@ -10,16 +10,22 @@ Four kinds of product, as in the papers' figures:
     the CPU, cuBLAS with TF32 off on CUDA).
 ``"termwise"``, ``"elementwise"``
     :func:`sgemm_cube.matmul` with that ``order`` and a given ``sb``.
+    This is the paper's algorithm exactly: ``scale=None, fixup=False``
+    (no power-of-two scaling of the lines, no plain-FP32 recomputation of
+    the lines the split cannot hold).
 ``"auto"``
-    :func:`sgemm_cube.matmul` with ``scheme="auto"``: the scheme, scaling
-    and ``sb`` chosen from the data (full FP32 range).
+    :func:`sgemm_cube.matmul` with its default options (fp16x3, sb=12,
+    ``scale="auto"``, ``fixup=True``): the lines that do not fit the split
+    are scaled by powers of two, and those it cannot hold are computed in
+    plain FP32 (the full FP32 range).
 
-The studies deliberately leave the split's accurate range, so sgemm_cube
-runs with ``check_range=False``.  A point where an input reaches
-:func:`sgemm_cube.split_limits` ``(sb).max_abs`` (65520 for FP16 only) would
-overflow the split to infinity (the paper's Rule 2): :meth:`Engine.run`
-reports it as ``"out_of_range"`` instead of computing it, and the plots
-show it as missing.
+The studies deliberately leave the split's accurate range, so the
+``termwise``/``elementwise`` kinds run the paper's split unguarded.  A
+point where an input reaches :func:`sgemm_cube.split_limits`
+``(sb).max_abs`` (65520 for FP16 only) would overflow the split (the
+paper's Rule 2; the library would compute those lines in plain FP32):
+:meth:`Engine.run` reports it as ``"out_of_range"`` instead of computing
+it, and the plots show it as missing.
 """
 from __future__ import annotations
 
@@ -73,7 +79,7 @@ class Method:
         if self.kind == "fp32":
             return "native FP32"
         if self.kind == "auto":
-            return "sgemm_cube scheme=auto"
+            return "sgemm_cube defaults (scale=auto)"
         return f"sgemm_cube {self.kind} sb={self.sb}"
 
     def columns(self) -> dict:
@@ -207,7 +213,8 @@ class Engine:
             a, b = (x if isinstance(x, np.ndarray) else x.numpy() for x in (a, b))
             return accumulate_product(a.astype(np.float16), b.astype(np.float16),
                                       accumulate=self.accumulate or "cube16")
-        if method.kind == "auto":
-            return matmul(a, b, scheme="auto", accumulate=self.accumulate, backend=self.backend)
+        if method.kind == "auto":  # the library's defaults: scaling and plain-FP32 lines where needed
+            return matmul(a, b, accumulate=self.accumulate, backend=self.backend)
+        # The paper's split exactly: no scaling, no recomputation (the study measures the split itself).
         return matmul(a, b, method.sb, order=method.kind, accumulate=self.accumulate, backend=self.backend,
-                      check_range=False)
+                      scale=None, fixup=False)

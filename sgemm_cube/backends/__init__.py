@@ -23,6 +23,7 @@ BACKENDS = {
 }
 
 _cache: dict[str, ModuleType] = {}
+_ready: dict[str, ModuleType] = {}  # backends found available (checked once: the check costs microseconds)
 
 
 class BackendUnavailableError(RuntimeError):
@@ -51,9 +52,13 @@ def get_backend(name: str) -> ModuleType:
         The backend exists but a library, toolkit or device it needs is
         missing (the message says which).
     """
+    mod = _ready.get(name)
+    if mod is not None:
+        return mod
     mod = _module(name)
     if not mod.is_available():
         raise BackendUnavailableError(f"sgemm_cube backend {name!r} is unavailable: {mod.unavailable_reason()}")
+    _ready[name] = mod
     return mod
 
 

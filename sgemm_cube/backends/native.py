@@ -1,15 +1,19 @@
 """Native backend: the array library's own FP32 matmul (the baseline).
 
 Used by the benchmarks and accuracy studies as "native FP32", and by
-``backend="auto"`` on CUDA for shapes where cuBLAS SGEMM is faster than the
-emulation (see :func:`sgemm_cube.backends.cuda.prefers_native`).  On CUDA
-it disables TF32 for the call, so the result is true FP32 SGEMM.
+``backend="auto"`` where native FP32 is as accurate and faster (``K < 16``;
+on CUDA the measured hybrid rule).  On CUDA it disables TF32 for the call,
+so the result is true FP32 SGEMM.
 """
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["is_available", "unavailable_reason", "matmul"]
+from ..plan import Plan, Request
+
+__all__ = ["SCHEMES", "is_available", "unavailable_reason", "plan", "run", "matmul", "matmul_direct"]
+
+SCHEMES = ("native",)
 
 
 def is_available() -> bool:
@@ -20,20 +24,29 @@ def unavailable_reason() -> str:
     return ""
 
 
-def matmul(a, b, *, sb=None, order=None, keep_lo_lo=None, out, accumulate=None):
-    """``out = a @ b`` in FP32 with the library's own kernel (NumPy or torch)."""
+def plan(req: Request, batch: int, m: int, n: int, k: int, like=None) -> Plan:
+    return Plan("native", req.sb, None, "native", "as requested")
+
+
+def run(plan: Plan, req: Request, a, b, out) -> None:
+    matmul(a, b, out=out)
+
+
+def matmul_direct(a, b, out=None):
+    """``a @ b`` with NumPy/torch matmul semantics (broadcasting, 1-D operands) in true FP32; ``out`` optional."""
+    return matmul(a, b, out=out)
+
+
+def matmul(a, b, *, out):
+    """``a @ b`` in FP32 with the library's own kernel (NumPy or torch), into ``out`` if given; returns it."""
     if isinstance(a, np.ndarray):
-        np.matmul(a, b, out=out)
-        return None
+        return np.matmul(a, b, out=out)
     import torch
 
-    if a.is_cuda:
-        saved = torch.backends.cuda.matmul.allow_tf32
+    if a.is_cuda and torch.backends.cuda.matmul.allow_tf32:
         torch.backends.cuda.matmul.allow_tf32 = False  # true FP32 SGEMM, not TF32
         try:
-            torch.matmul(a, b, out=out)
+            return torch.matmul(a, b, out=out)
         finally:
-            torch.backends.cuda.matmul.allow_tf32 = saved
-    else:
-        torch.matmul(a, b, out=out)
-    return None
+            torch.backends.cuda.matmul.allow_tf32 = True
+    return torch.matmul(a, b, out=out)

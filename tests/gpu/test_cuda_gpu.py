@@ -3,19 +3,23 @@
 Not part of CI (no GPU there).  Covers what ``tests/test_cuda_backend.py``
 covers under the interpreter, on the compiled kernels, plus large sizes:
 
-* the split kernel equals :func:`cpu_fallback.split` bit for bit;
+* the split kernel equals :func:`cpu_fallback.split` bit for bit, and its
+  line integers (scaling exponent, class) and recompute lists are
+  :func:`cpu_fallback.guard.line_meta`'s, for every ``scale`` mode;
 * every kernel variant, odd/batched/broadcast/transposed shapes: error
   against float64 at most twice cuBLAS SGEMM's (TF32 off) on the same data,
   plus 2**-21 (the split's 22-bit floor, visible where K is tiny);
 * 4096 and 8192, normal and uniform [0, 1) data: at most half SGEMM's error
   (the issue's accuracy target);
-* NaN/Inf propagate through the public API like native FP32;
+* NaN/Inf propagate through the public API like native FP32; lines the split
+  cannot hold (class 1) are computed in FP32 by the fix-up programs;
 * the BF16 schemes (bf16x9, bf16x6): the three-slice split equals
-  :func:`cpu_fallback.split_slices` bit for bit over FP32's whole range; odd
-  shapes and every variant within twice SGEMM's error plus 2**-21; 4096 and
-  8192 at most half SGEMM's error (with both accumulator layouts); an exact
-  cancellation that only bf16x9 resolves; ``scheme="auto"`` on rows spanning
-  80 binades runs bf16x9 on the GPU.
+  :func:`cpu_fallback.split_slices` bit for bit over the range it is used on
+  unscaled (subnormals up to the BF16 lines' upper limit); odd shapes and
+  every variant within twice SGEMM's error plus 2**-21; 4096 and 8192 at
+  most half SGEMM's error (with both accumulator layouts); an exact
+  cancellation that only bf16x9 resolves; ``scheme="auto"`` is fp16x3, and
+  rows spanning 80 binades (class 1) are computed in FP32, accurately.
 """
 import os
 
@@ -32,9 +36,10 @@ pytest.importorskip("triton")
 
 import cpu_fallback  # noqa: E402
 import sgemm_cube  # noqa: E402
+from cpu_fallback.guard import line_meta, line_range, pack_meta  # noqa: E402
 from sgemm_cube.backends import cuda  # noqa: E402
+from sgemm_cube.backends.cuda import launch  # noqa: E402
 from sgemm_cube.backends.cuda.gemm_kernel import VARIANTS  # noqa: E402
-from sgemm_cube.backends.cuda.split_kernel import split_operand  # noqa: E402
 
 from ..conftest import draw  # noqa: E402
 
@@ -59,9 +64,9 @@ def _emulate(a, b, **kw):
     out = torch.full((a.shape[0], a.shape[1], b.shape[2]), float("nan"), device="cuda")
     opts = dict(sb=12, order="termwise", keep_lo_lo=False)
     opts.update(kw)
-    stats = cuda.matmul(a, b, out=out, **opts)
+    assert cuda.matmul(a, b, out=out, **opts) is None
     torch.cuda.synchronize()
-    return out, stats
+    return out
 
 
 def _check(a, b, c, factor=2.0, floor=2.0 ** -21):
@@ -72,15 +77,47 @@ def _check(a, b, c, factor=2.0, floor=2.0 ** -21):
     return err, err32
 
 
+def _check_lines(lines, x, axis, **kw):
+    """The split pass's line integers and recompute lists against :func:`cpu_fallback.guard.line_meta`."""
+    fix_from = kw.pop("fix_from", 1)
+    want = line_meta(x, axis, fixup=fix_from == 1, **kw)
+    assert np.array_equal(lines.meta.cpu().numpy(), pack_meta(want))
+    counts, lists, bl = lines.counts.cpu().numpy(), lines.lists.cpu().numpy(), lines.block_l
+    for i in range(x.shape[0]):
+        for p in range(lines.blocks):
+            listed = np.flatnonzero(want.cls[i, p * bl:(p + 1) * bl] >= fix_from) + p * bl
+            assert counts[i, p] == listed.size and np.array_equal(lists[i, p * bl:p * bl + listed.size], listed)
+
+
 @pytest.mark.parametrize("dist", ["normal", "wide_exponent"])
 def test_split_bit_for_bit(rng, dist):
+    """x.T as A and x as B (the same lines): with scale=None, fixup=False every line is used unscaled."""
     x = draw(rng, dist, (1000, 777))
-    hilo, maxabs, bad = split_operand(_gpu(x).T[None], sb=12, rows_pad=896, cols_pad=1024, k_axis=1)
+    xg = _gpu(x)
+    ops = launch.split_operands(xg.T[None], xg[None], scale=None, fix_from=2)
     hi, lo = cpu_fallback.split(np.ascontiguousarray(x.T), 12)
-    assert np.array_equal(hilo[0, 0, :777, :1000].cpu().numpy().view(np.uint16), hi.view(np.uint16))
-    assert np.array_equal(hilo[1, 0, :777, :1000].cpu().numpy().view(np.uint16), lo.view(np.uint16))
-    assert torch.equal(maxabs[0].cpu(), torch.from_numpy(np.abs(x).max(axis=0)))
-    assert not bool(bad)
+    assert np.array_equal(ops.a_hilo[0, 0, :777, :1000].cpu().numpy().view(np.uint16), hi.view(np.uint16))
+    assert np.array_equal(ops.a_hilo[1, 0, :777, :1000].cpu().numpy().view(np.uint16), lo.view(np.uint16))
+    assert np.array_equal(ops.b_hilo[0, 0, :1000, :777].cpu().numpy().view(np.uint16), hi.T.view(np.uint16))
+    assert np.array_equal(ops.b_hilo[1, 0, :1000, :777].cpu().numpy().view(np.uint16), lo.T.view(np.uint16))
+    assert not ops.a_hilo[:, :, 777:].float().any() and not ops.a_hilo[:, :, :, 1000:].float().any()
+    _check_lines(ops.a_lines, x.T[None], -1, scale=None, fix_from=2)
+    _check_lines(ops.b_lines, x[None], -2, scale=None, fix_from=2)
+
+
+@pytest.mark.parametrize("scale", [None, "auto", "rows", "matrix"])
+@pytest.mark.parametrize("scheme", ["fp16x3", "bf16x9"])
+def test_line_integers_are_the_guards(rng, scale, scheme):
+    """Rows spread over 80 binades, lines below and beyond the split's range, NaN/Inf, zeros."""
+    x = (rng.uniform(-1, 1, (2, 700, 300)) * 2.0 ** rng.integers(-40, 40, (2, 700, 1))).astype(np.float32)
+    x[0, 3, 5], x[1, 7, 200], x[0, 4, :], x[1, 9, :] = np.nan, -np.inf, 0.0, np.inf
+    x[1, 12, :] = rng.uniform(0.5, 1, 300) * 2.0 ** -30
+    x[0, 15, :] = rng.uniform(-1, 1, 300) * 2.0 ** rng.integers(-40, 40, 300)
+    xg = _gpu(x)
+    for fix_from in (1, 2):
+        ops = launch.split_operands(xg, xg.mT, scheme=scheme, scale=scale, fix_from=fix_from)
+        _check_lines(ops.a_lines, x, -1, scheme=scheme, scale=scale, fix_from=fix_from)
+        _check_lines(ops.b_lines, x.transpose(0, 2, 1), -2, scheme=scheme, scale=scale, fix_from=fix_from)
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
@@ -89,22 +126,25 @@ def test_variants_odd_shapes(rng, variant, shape):
     *batch, m, n, k = shape
     batch = batch[0] if batch else 1
     a, b = _gpu(draw(rng, "normal", (batch, m, k))), _gpu(draw(rng, "uniform01", (batch, k, n)))
-    c, _ = _emulate(a, b, config={"variant": variant})
+    c = _emulate(a, b, config={"variant": variant})
     _check(a, b, c)
 
 
 def test_batched_broadcast_and_transposed(rng):
     a = _gpu(draw(rng, "normal", (6, 500, 300))).transpose(1, 2)         # (6, 300, 500), transposed
     b = _gpu(draw(rng, "normal", (1, 500, 2 * 211)))[:, :, ::2].expand(6, 500, 211)  # strided, broadcast
-    c, stats = _emulate(a, b)
+    c = _emulate(a, b)
     _check(a, b, c)
-    assert torch.equal(stats.b_colmax, b.abs().amax(dim=1))
+    ops = launch.split_operands(a, b)
+    assert ops.b_lines.meta.shape == (1, 211) and ops.a_lines.meta.shape == (6, 300)  # b is split once
+    _check_lines(ops.b_lines, b[:1].cpu().numpy(), -2)
+    _check_lines(ops.a_lines, a.cpu().numpy(), -1)
 
 
 @pytest.mark.parametrize("order, keep_lo_lo", [("elementwise", False), ("termwise", True), ("elementwise", True)])
 def test_orders(rng, order, keep_lo_lo):
     a, b = _gpu(draw(rng, "normal", (1, 700, 1500))), _gpu(draw(rng, "normal", (1, 1500, 600)))
-    c, _ = _emulate(a, b, order=order, keep_lo_lo=keep_lo_lo)
+    c = _emulate(a, b, order=order, keep_lo_lo=keep_lo_lo)
     _check(a, b, c)
 
 
@@ -115,7 +155,7 @@ def test_large_sizes_beat_sgemm_accuracy(n, dist):
     draw_ = torch.randn if dist == "normal" else torch.rand
     a = draw_((1, n, n), device="cuda", generator=gen)
     b = draw_((1, n, n), device="cuda", generator=gen)
-    c, _ = _emulate(a, b)
+    c = _emulate(a, b)
     _check(a, b, c, factor=0.5, floor=0.0)
 
 
@@ -130,11 +170,34 @@ def test_special_values_through_the_api(rng):
     assert torch.allclose(c[fin], native[fin], rtol=1e-5, atol=1e-4)
 
 
+def test_class_1_lines_are_computed_in_fp32(rng):
+    """Rows and columns with an entry 40 binades under the rest (class 1 even scaled), scattered over
+    many blocks: the fix-up programs compute their outputs in FP32; fixup=False keeps the paper's split."""
+    a, b = draw(rng, "normal", (1, 1000, 700)), draw(rng, "normal", (1, 700, 900))
+    a[0, ::7, 3] = 2.0 ** -40
+    b[0, 5, ::5] = 2.0 ** -40
+    a, b = _gpu(a), _gpu(b)
+    ops = launch.split_operands(a, b)
+    assert int(ops.a_lines.counts.sum()) == 143 and int(ops.b_lines.counts.sum()) == 180
+    ref = torch.matmul(a.double(), b.double())
+    bound = 3 * 700 * 2.0 ** -24 * torch.matmul(a.double().abs(), b.double().abs())  # SGEMM's componentwise
+    for fixup in (True, False):
+        c = _emulate(a, b, fixup=fixup)
+        _check(a, b, c)
+        assert ((c.double() - ref).abs() <= bound).all()
+
+
 def test_auto_uses_native_for_tiny_problems(rng):
     a, b = _gpu(draw(rng, "normal", (8, 8))), _gpu(draw(rng, "normal", (8, 8)))
     assert cuda.prefers_native(1, 8, 8, 8, a.device)
+    assert sgemm_cube.explain(a, b).backend == "native"
     assert torch.equal(sgemm_cube.matmul(a, b), torch.matmul(a, b))
     assert not cuda.prefers_native(1, 8192, 8192, 8192, a.device)
+    # K < 16 is native FP32 whatever the shape (the hybrid rule aside)
+    a, b = _gpu(draw(rng, "normal", (4096, 15))), _gpu(draw(rng, "normal", (15, 4096)))
+    plan = sgemm_cube.explain(a, b)
+    assert plan.backend == "native" and "K = 15" in plan.reason
+    assert torch.equal(sgemm_cube.matmul(a, b), torch.matmul(a, b))
 
 
 # ---------------------------------------------------------------- BF16 schemes (bf16x9, bf16x6)
@@ -149,17 +212,22 @@ def _wide_rows(rng, shape, binades=80):
 
 
 def test_bf16_split_bit_for_bit(rng):
+    """Values from the subnormals to the BF16 lines' upper limit (what the split sees unscaled), with
+    scale=None, fixup=False: every line is used as it is."""
+    top = int(np.log2(line_range("bf16x9", 12).upper))
     x = (rng.uniform(1.0, 2.0, (1000, 777)) * rng.choice([-1.0, 1.0], (1000, 777))
-         * 2.0 ** rng.integers(-149, 127, (1000, 777)).astype(np.float64)).astype(np.float32)
-    x.flat[:8] = [np.finfo(np.float32).max, -np.finfo(np.float32).max, 2.0 ** -149, -2.0 ** -140,
-                  0.0, -0.0, 1.0 + 2.0 ** -8, 1.0 + 3 * 2.0 ** -8]  # overflow edge, subnormals, ties
-    slices, maxabs, bad = split_operand(_gpu(x).T[None], sb=12, rows_pad=896, cols_pad=1024, k_axis=1,
-                                        scheme="bf16x9")
+         * 2.0 ** rng.integers(-149, top, (1000, 777)).astype(np.float64)).astype(np.float32)
+    x.flat[:7] = [2.0 ** -149, -2.0 ** -140, 0.0, -0.0, 1.0 + 2.0 ** -8, 1.0 + 3 * 2.0 ** -8,  # subnormals, ties
+                  np.nextafter(np.float32(2.0 ** top), np.float32(0))]
+    xg = _gpu(x)
+    ops = launch.split_operands(xg.T[None], xg[None], scheme="bf16x9", scale=None, fix_from=2)
     model = cpu_fallback.split_slices(np.ascontiguousarray(x.T), cpu_fallback.get_scheme("bf16x9"), 12)
-    for got, want in zip(slices[:, 0, :777, :1000].float().cpu().numpy(), model):
+    for got, want in zip(ops.a_hilo[:, 0, :777, :1000].float().cpu().numpy(), model):
         assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
-    assert not slices[:, :, 777:].float().any() and not slices[:, :, :, 1000:].float().any()
-    assert torch.equal(maxabs[0].cpu(), torch.from_numpy(np.abs(x).max(axis=0))) and not bool(bad)
+    for got, want in zip(ops.b_hilo[:, 0, :1000, :777].float().cpu().numpy(), model):
+        assert np.array_equal(got.view(np.uint32), want.T.view(np.uint32))
+    assert not ops.a_hilo[:, :, 777:].float().any() and not ops.a_hilo[:, :, :, 1000:].float().any()
+    _check_lines(ops.a_lines, x.T[None], -1, scheme="bf16x9", scale=None, fix_from=2)
 
 
 @pytest.mark.parametrize("scheme", BF16_SCHEMES)
@@ -169,7 +237,7 @@ def test_bf16_variants_odd_shapes(rng, scheme, variant, shape):
     *batch, m, n, k = shape
     batch = batch[0] if batch else 1
     a, b = _gpu(draw(rng, "normal", (batch, m, k))), _gpu(draw(rng, "uniform01", (batch, k, n)))
-    c, _ = _emulate(a, b, scheme=scheme, config={"variant": variant})
+    c = _emulate(a, b, scheme=scheme, config={"variant": variant})
     _check(a, b, c)
 
 
@@ -177,7 +245,7 @@ def test_bf16_variants_odd_shapes(rng, scheme, variant, shape):
 @pytest.mark.parametrize("order, merge_levels", [("elementwise", False), ("termwise", True), ("elementwise", True)])
 def test_bf16_orders_and_accumulators(rng, scheme, order, merge_levels):
     a, b = _gpu(draw(rng, "normal", (1, 700, 1500))), _gpu(draw(rng, "wide_exponent", (1, 1500, 600)))
-    c, _ = _emulate(a, b, scheme=scheme, order=order, config={"merge_levels": merge_levels})
+    c = _emulate(a, b, scheme=scheme, order=order, config={"merge_levels": merge_levels})
     _check(a, b, c)
 
 
@@ -192,7 +260,7 @@ def test_bf16_large_sizes_beat_sgemm_accuracy(scheme, n, merge_levels, dist):
     b = draw_((1, n, n), device="cuda", generator=gen)
     # 128x128 BF16 tiles: 96 KiB per stage, so two stages (the table's default tile is 128x64, 3 stages)
     config = {"merge_levels": True, "BLOCK_M": 128, "BLOCK_N": 128, "num_stages": 2} if merge_levels else None
-    c, _ = _emulate(a, b, scheme=scheme, config=config)
+    c = _emulate(a, b, scheme=scheme, config=config)
     err, err32 = _check(a, b, c, factor=0.5, floor=0.0)
     print(f"{scheme} n={n} {dist} merge_levels={merge_levels}: error {err:.3g}, SGEMM {err32:.3g}")
 
@@ -204,17 +272,20 @@ def test_bf16x9_keeps_the_smallest_levels():
     a = _gpu(np.array([[[x, -1.0]] * 3], np.float32))
     b = _gpu(np.array([[[x] * 2, [1.0] * 2]], np.float32))
     exact = float(np.float32(np.float64(x) ** 2 - 1))
-    nine, _ = _emulate(a, b, scheme="bf16x9")
-    six, _ = _emulate(a, b, scheme="bf16x6")
+    nine = _emulate(a, b, scheme="bf16x9")
+    six = _emulate(a, b, scheme="bf16x6")
     assert nine.eq(exact).all(), nine
     assert (six.double() - exact).abs().ge(2.0 ** -27).all(), six
 
 
 @pytest.mark.parametrize("n", [1000, 3000])
-def test_auto_runs_bf16x9_on_wide_rows(rng, n):
+def test_auto_scheme_is_fp16x3_and_wide_rows_are_fp32(rng, n):
+    """scheme="auto" once ran bf16x9 on rows spanning 80 binades; it is fp16x3, and such rows are of
+    class 1 (no power of two brings them into the split's range): computed in FP32, accurately."""
     a, b = _gpu(_wide_rows(rng, (n, n))), _gpu(draw(rng, "normal", (n, n)))
     plan = sgemm_cube.explain(a, b, scheme="auto", backend="cuda")
-    assert (plan.scheme, plan.backend) == ("bf16x9", "cuda"), plan
+    assert (plan.scheme, plan.backend, plan.scale) == ("fp16x3", "cuda", "auto"), plan
+    assert int(launch.split_operands(a[None], b[None]).a_lines.counts.sum()) == n  # every row recomputed
     c = sgemm_cube.matmul(a, b, scheme="auto", backend="cuda")
     _check(a[None], b[None], c[None])
 

@@ -18,14 +18,11 @@ from __future__ import annotations
 
 from .hybrid import interpreter_active, prefers_native
 
-__all__ = ["SCHEMES", "is_available", "unavailable_reason", "matmul", "prefers_native", "interpreter_active"]
+__all__ = ["SCHEMES", "is_available", "unavailable_reason", "plan", "run", "matmul", "prefers_native",
+           "interpreter_active"]
 
 #: Split schemes this backend has kernels for (:mod:`cpu_fallback.schemes`).
 SCHEMES = ("fp16x3", "fp16x4", "bf16x9", "bf16x6")
-
-
-#: ``matmul`` takes ``check=``: a callable run on the split's statistics before the GEMM.
-ACCEPTS_CHECK = True
 
 
 def unavailable_reason() -> str:
@@ -53,23 +50,41 @@ def is_available() -> bool:
     return unavailable_reason() == ""
 
 
-def matmul(a, b, *, sb: int, order: str, keep_lo_lo: bool, out, flush_k: int | None = None, config=None,
-           scheme: str = "fp16x3", check=None):
-    """Emulated FP32 batched product on tensor cores; see :func:`.launch.matmul`.
+def plan(req, batch: int, m: int, n: int, k: int, like=None):
+    """The plan for a (batch, m, k) @ (batch, k, n) product on ``like``'s device (:func:`sgemm_cube.plan.make_plan`).
 
-    ``a`` (B, M, K) and ``b`` (B, K, N) float32 tensors with any strides,
-    ``out`` (B, M, N) float32 written in full; returns
-    :class:`~sgemm_cube.backends.base.SplitStats`.
+    Under ``backend="auto"`` the measured hybrid rule (:func:`prefers_native`) may choose native FP32.
     """
+    from ...plan import make_plan
+
+    native = None
+    if req.backend == "auto" and like is not None and prefers_native(batch, m, n, k, like.device):
+        native = "the measured hybrid rule says cuBLAS SGEMM is faster for this shape on this GPU"
+    return make_plan(req, "cuda", SCHEMES, k, native_reason=native)
+
+
+def run(plan, req, a, b, out) -> None:
+    """Run ``plan`` on (B, M, K) and (B, K, N) float32 tensors into (B, M, N) ``out``: three launches, no sync."""
     import warnings
 
     import torch
 
-    from .launch import matmul as _matmul
+    from .launch import run as _run
 
     if interpreter_active() and not isinstance(a, torch.Tensor):  # NumPy data for the CPU interpreter
         with warnings.catch_warnings():  # broadcast views are read-only; the kernels only read a and b
             warnings.simplefilter("ignore", UserWarning)
             a, b, out = torch.from_numpy(a), torch.from_numpy(b), torch.from_numpy(out)
-    return _matmul(a, b, sb=sb, order=order, keep_lo_lo=keep_lo_lo, out=out, flush_k=flush_k, config=config,
-                   scheme=scheme, check=check)
+    if out.shape[2] > 1 and out.stride(2) != 1:
+        res = torch.empty(out.shape, dtype=out.dtype, device=out.device)
+        _run(a, b, res, sb=plan.sb, order=req.order, scheme=plan.scheme, scale=plan.scale, fixup=req.fixup)
+        out.copy_(res)
+        return
+    _run(a, b, out, sb=plan.sb, order=req.order, scheme=plan.scheme, scale=plan.scale, fixup=req.fixup)
+
+
+def matmul(a, b, *, out, **options) -> None:
+    """Emulated FP32 batched product on tensor cores with checked arguments; see :func:`.launch.matmul`."""
+    from .launch import matmul as _matmul
+
+    _matmul(a, b, out=out, **options)

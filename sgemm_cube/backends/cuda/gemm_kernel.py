@@ -48,6 +48,9 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from .fixup_kernel import fixup_program
+from .split_kernel import decode_meta, pow2_f64
+
 __all__ = ["sgemm_cube_kernel", "VARIANTS"]
 
 #: Kernel variant -> (use tensor descriptors, persistent grid).
@@ -88,7 +91,8 @@ def _load_tile(src, row, col, ld, USE_TMA: tl.constexpr, UPCAST: tl.constexpr,
 @triton.jit
 def _compute_tile(tile, a_src, b_src, c_ptr, M, N, k_steps, num_pid_m, num_pid_n,
                   a_plane_rows, a_batch_rows, b_plane_rows, b_batch_rows, lda, ldb, stride_cb, stride_cm,
-                  SCALE: tl.constexpr, TERMWISE: tl.constexpr, SLICES: tl.constexpr, TOP_LEVEL: tl.constexpr,
+                  meta_a, meta_a_batch, meta_b, meta_b_batch,
+                  FIX_FROM: tl.constexpr, SCALE: tl.constexpr, TERMWISE: tl.constexpr, SLICES: tl.constexpr, TOP_LEVEL: tl.constexpr,
                   FLUSH_STEPS: tl.constexpr, SPLIT_CORR: tl.constexpr, USE_TMA: tl.constexpr,
                   UPCAST: tl.constexpr, MERGE_LEVELS: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
@@ -99,6 +103,13 @@ def _compute_tile(tile, a_src, b_src, c_ptr, M, N, k_steps, num_pid_m, num_pid_n
     a_row = bidx * a_batch_rows + pid_m * BLOCK_M
     b_row = bidx * b_batch_rows
     col_n = pid_n * BLOCK_N
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = col_n + tl.arange(0, BLOCK_N)
+    m_in = offs_m < M
+    n_in = offs_n < N
+    # Line integers of the split pass (4096 packs cls 0, t 0 for the pad).
+    cls_a, t_a = decode_meta(tl.load(meta_a + bidx * meta_a_batch + offs_m, mask=m_in, other=4096))
+    cls_b, t_b = decode_meta(tl.load(meta_b + bidx * meta_b_batch + offs_n, mask=n_in, other=4096))
 
     hh = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     part = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
@@ -173,11 +184,14 @@ def _compute_tile(tile, a_src, b_src, c_ptr, M, N, k_steps, num_pid_m, num_pid_n
     else:
         c = hh
 
-    offs_m = tl.arange(0, BLOCK_M)
-    offs_n = tl.arange(0, BLOCK_N)
-    c_tile = c_ptr + (bidx.to(tl.int64) * stride_cb + (pid_m * BLOCK_M).to(tl.int64) * stride_cm + col_n)
-    mask = (pid_m * BLOCK_M + offs_m[:, None] < M) & (col_n + offs_n[None, :] < N)
-    tl.store(c_tile + offs_m[:, None] * stride_cm + offs_n[None, :], c, mask=mask)
+    # Undo the lines' power-of-two scaling, rounding once (float64 holds every factor exactly): the
+    # scaled sums never overflow, so the result overflows exactly where the product exceeds FP32's range.
+    if tl.max(tl.abs(t_a), axis=0) + tl.max(tl.abs(t_b), axis=0) > 0:
+        c = (c.to(tl.float64) * pow2_f64(-(t_a[:, None] + t_b[None, :]))).to(tl.float32)
+    # Outputs of listed lines belong to the fix-up programs.
+    keep = (m_in & (cls_a < FIX_FROM))[:, None] & (n_in & (cls_b < FIX_FROM))[None, :]
+    c_tile = c_ptr + bidx.to(tl.int64) * stride_cb
+    tl.store(c_tile + offs_m[:, None].to(tl.int64) * stride_cm + offs_n[None, :], c, mask=keep)
 
 
 @triton.jit
@@ -185,12 +199,20 @@ def sgemm_cube_kernel(a_src, b_src, c_ptr,
                       M, N, Kp, batch, num_programs,
                       a_plane_rows, a_batch_rows, b_plane_rows, b_batch_rows, lda, ldb,
                       stride_cb, stride_cm,
+                      a_ptr, stride_ab, stride_am, stride_ak, b_ptr, stride_bb, stride_bk, stride_bn, K,
+                      meta_a, meta_a_batch, meta_b, meta_b_batch,
+                      a_count, a_list, a_blocks, b_count, b_list, b_blocks, fix_programs,
+                      FIX_FROM: tl.constexpr, BLOCK_LA: tl.constexpr, BLOCK_LB: tl.constexpr,
                       SCALE: tl.constexpr, TERMWISE: tl.constexpr, SLICES: tl.constexpr, TOP_LEVEL: tl.constexpr,
                       FLUSH_STEPS: tl.constexpr, SPLIT_CORR: tl.constexpr, USE_TMA: tl.constexpr,
                       UPCAST: tl.constexpr, MERGE_LEVELS: tl.constexpr, PERSISTENT: tl.constexpr,
                       WARP_SPECIALIZE: tl.constexpr,
                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
-    """C[b] = emulated FP32 product of the split operands, for every tile.
+    """C[b] = emulated FP32 product of the split operands, for every tile; then the plain FP32 outputs.
+
+    Programs ``0 .. num_programs - 1`` compute output tiles; the
+    ``fix_programs`` after them compute the outputs of the lines the split
+    pass listed (:func:`.fixup_kernel.fixup_program`).
 
     a_src : pointer to, or tensor descriptor (block [BLOCK_M, BLOCK_K]) of,
         the A split buffer as a (SLICES * Ba * Mp, Kp) float16 or bfloat16
@@ -200,6 +222,10 @@ def sgemm_cube_kernel(a_src, b_src, c_ptr,
     a_plane_rows, b_plane_rows : row offset between slice planes (Ba * Mp, Bb * Kp).
     a_batch_rows, b_batch_rows : row offset between batches (Mp, Kp; 0 to broadcast).
     Kp : padded K, a multiple of BLOCK_K; Mp, Np are multiples of BLOCK_M, BLOCK_N.
+    a_ptr, b_ptr (+ strides), K : the original FP32 operands (batch stride 0 to broadcast).
+    meta_a, meta_b : packed line integers (Ba, M) and (Bb, N); meta_*_batch their batch stride (0 to broadcast).
+    a_count, a_list, a_blocks (and b_*) : the split pass's per-block lists of recomputed lines.
+    FIX_FROM : smallest line class recomputed in FP32 (1, or 2 with fixup=False).
     SCALE : factor between consecutive levels, 2**-sb (FP16) or 1 (BF16).
     SLICES, TOP_LEVEL : slices per operand (2 FP16, 3 BF16) and the highest
         level of the products kept: fp16x3 (2, 1), fp16x4 (2, 2),
@@ -208,22 +234,33 @@ def sgemm_cube_kernel(a_src, b_src, c_ptr,
         (the whole K accumulates in the tensor cores: for comparison only).
     UPCAST : FP32 tiles for the dots (Triton's interpreter with BF16 only).
     MERGE_LEVELS : levels >= 2 accumulate with level 1 (BF16 only: SCALE == 1).
-    PERSISTENT : one program per SM (num_programs of them) loops over the
-        tiles; otherwise one program per tile.
+    PERSISTENT : the tile programs loop over the tiles; otherwise one program per tile.
     WARP_SPECIALIZE : ask the compiler to split the K loop into producer (TMA)
         and consumer (MMA) warps (Triton 3.6 leaves this loop unchanged on Hopper).
     """
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
     k_steps = Kp // BLOCK_K
-    if PERSISTENT:
-        for tile in tl.range(tl.program_id(0), num_pid_m * num_pid_n * batch, num_programs):
+    pid = tl.program_id(0)
+    if pid >= num_programs:
+        fixup_program(pid - num_programs, fix_programs,
+                      a_ptr, stride_ab, stride_am, stride_ak, (meta_a_batch > 0).to(tl.int32),
+                      b_ptr, stride_bb, stride_bk, stride_bn, (meta_b_batch > 0).to(tl.int32),
+                      c_ptr, stride_cb, stride_cm,
+                      a_count, a_list, a_blocks, meta_a,
+                      b_count, b_list, b_blocks, meta_b,
+                      batch, M, N, K,
+                      FIX_FROM, BLOCK_LA, BLOCK_LB, 32, 64, 32)
+    elif PERSISTENT:
+        for tile in tl.range(pid, num_pid_m * num_pid_n * batch, num_programs):
             _compute_tile(tile, a_src, b_src, c_ptr, M, N, k_steps, num_pid_m, num_pid_n,
                           a_plane_rows, a_batch_rows, b_plane_rows, b_batch_rows, lda, ldb, stride_cb, stride_cm,
-                          SCALE, TERMWISE, SLICES, TOP_LEVEL, FLUSH_STEPS, SPLIT_CORR, USE_TMA, UPCAST,
+                          meta_a, meta_a_batch, meta_b, meta_b_batch,
+                          FIX_FROM, SCALE, TERMWISE, SLICES, TOP_LEVEL, FLUSH_STEPS, SPLIT_CORR, USE_TMA, UPCAST,
                           MERGE_LEVELS, WARP_SPECIALIZE, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M)
     else:
-        _compute_tile(tl.program_id(0), a_src, b_src, c_ptr, M, N, k_steps, num_pid_m, num_pid_n,
+        _compute_tile(pid, a_src, b_src, c_ptr, M, N, k_steps, num_pid_m, num_pid_n,
                       a_plane_rows, a_batch_rows, b_plane_rows, b_batch_rows, lda, ldb, stride_cb, stride_cm,
-                      SCALE, TERMWISE, SLICES, TOP_LEVEL, FLUSH_STEPS, SPLIT_CORR, USE_TMA, UPCAST,
+                      meta_a, meta_a_batch, meta_b, meta_b_batch,
+                      FIX_FROM, SCALE, TERMWISE, SLICES, TOP_LEVEL, FLUSH_STEPS, SPLIT_CORR, USE_TMA, UPCAST,
                       MERGE_LEVELS, WARP_SPECIALIZE, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M)

@@ -21,7 +21,9 @@ _HOPPER = ("h100", "h200", "h800", "h20")
 # Without a measured table: native FP32 below 2 * 1024**3 flops or for a
 # dimension under 256 (the emulation's two split passes and padding to
 # 128x128 tiles cost more than they save there).
-_DEFAULT_RULE = {"min_flops": 2.0 * 1024 ** 3, "min_mn": 256, "min_k": 256}
+_DEFAULT_RULE = {"min_flops": 5e9, "min_flops_per_matrix": 1e9, "min_mn": 256, "min_k": 256, "min_tiles": 128}
+#: The output tile of the rule's ``min_tiles`` (the GEMM's default 128 x 128).
+_RULE_TILE = 128
 
 
 def interpreter_active() -> bool:
@@ -37,7 +39,14 @@ def device_key(device) -> str:
     device = torch.device(device)
     if device.type != "cuda":
         return "interpreter"
-    name = torch.cuda.get_device_name(device).lower()
+    return _cuda_key(device.index if device.index is not None else torch.cuda.current_device())
+
+
+@functools.lru_cache(maxsize=None)
+def _cuda_key(index: int) -> str:
+    import torch
+
+    name = torch.cuda.get_device_name(index).lower()
     return next((key for key in _KNOWN if key in name), "default")
 
 
@@ -53,8 +62,9 @@ def load_device_table(key: str) -> dict:
     return {}
 
 
+@functools.lru_cache(maxsize=None)
 def native_rule(key: str) -> dict:
-    """The hybrid thresholds for a table: ``min_flops``, ``min_mn``, ``min_k``."""
+    """The hybrid thresholds for a table: ``min_flops``, ``min_flops_per_matrix``, ``min_mn``, ``min_k``, ``min_tiles``."""
     rule = dict(_DEFAULT_RULE)
     rule.update({k: v for k, v in load_device_table(key).get("hybrid", {}).items() if k in rule})
     return rule
@@ -73,11 +83,17 @@ def prefers_native(batch: int, m: int, n: int, k: int, device) -> bool:
     Returns
     -------
     bool
-        True when ``2 * batch * m * n * k < min_flops`` or ``min(m, n) <
-        min_mn`` or ``k < min_k``, with the thresholds measured on this GPU
-        (``configs/<gpu>.json``, key ``"hybrid"``).  Only ``backend="auto"``
-        consults this; ``backend="cuda"`` always runs the emulation.
+        True when ``2 * batch * m * n * k < min_flops``, ``2 * m * n * k <
+        min_flops_per_matrix``, ``min(m, n) < min_mn``, ``k < min_k`` or the
+        product has fewer than ``min_tiles`` 128 x 128 output tiles, with the thresholds measured on this GPU
+        (``configs/<gpu>.json``, key ``"hybrid"``).  Few output tiles leave
+        multiprocessors idle, and few rows or columns leave the split pass
+        (one program per group of whole rows) with little parallelism.  Only
+        ``backend="auto"`` consults this; ``backend="cuda"`` always runs the
+        emulation.
     """
     rule = native_rule(device_key(device))
-    return (2.0 * batch * m * n * k < rule["min_flops"] or min(m, n) < rule["min_mn"]
-            or k < rule["min_k"])
+    tiles = batch * -(-m // _RULE_TILE) * -(-n // _RULE_TILE)
+    flops = 2.0 * m * n * k
+    return (batch * flops < rule["min_flops"] or flops < rule["min_flops_per_matrix"] or min(m, n) < rule["min_mn"]
+            or k < rule["min_k"] or tiles < rule["min_tiles"])

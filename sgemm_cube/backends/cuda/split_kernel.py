@@ -1,45 +1,66 @@
-"""The FP32 -> low-precision slices split on the GPU: one memory-bound pass per operand.
+"""The split pass on the GPU: FP32 lines -> scaled low-precision slices, line integers, recompute lists.
 
-The rules are :func:`cpu_fallback.split_slices`, bit for bit on finite data.
-FP16 schemes (:func:`cpu_fallback.split`)::
+One program owns ``BLOCK_L`` whole lines (rows of A, or columns of B) and
+walks their K axis:
 
-    hi = fp16(x)                       # round to nearest even
-    lo = fp16((x - f32(hi)) * 2**sb)   # the residual is exact in FP32
+1. reads the lines, gathering each line's largest and smallest nonzero
+   finite magnitude and whether it holds NaN/Inf, and (unless every line is
+   scaled) writes the unscaled split as it goes;
+2. derives the line integers of :mod:`cpu_fallback.guard` (scaling
+   exponent ``t`` and class; bit for bit, tested) and
+   stores them packed in one int32 per line (:func:`cpu_fallback.guard.pack_meta`);
+   appends the lines whose outputs are recomputed in plain FP32 to the
+   block's segment of a list, and their number to a per-block count (no
+   atomics and no zeroed memory: the GEMM's fix-up programs read the counts
+   and compact the segments themselves);
+3. if some line of the block is scaled, walks K again and writes the split
+   of ``x * 2**t`` (computed in float64, rounded once to float32: exact
+   unless it underflows, as :func:`cpu_fallback.guard.scale_lines`).
 
-BF16 schemes (three slices, :func:`cpu_fallback.formats.round_to_bf16`)::
+So data that fit the split as they are (the common case) are read once,
+and data at 1e30 or 1e-30 twice.  The split itself is
+:func:`cpu_fallback.split_slices`, bit for bit::
 
-    s0 = bf16(x)                       # nearest even; a value that would round
-    s1 = bf16(x - s0)                  #   past the largest BF16 is truncated
-    s2 = bf16(x - s0 - s1)             # each residual exact in FP32
+    FP16:  hi = fp16(x); lo = fp16((x - f32(hi)) * 2**sb)
+    BF16:  s0 = bf16(x); s1 = bf16(x - s0); s2 = bf16(x - s0 - s1)
 
-The BF16 rounding is done on the FP32 bit pattern with integer operations,
-not with a cast: the rule differs from a cast at the overflow edge, and
-Triton's interpreter holds BF16 as raw 16-bit integers, so one integer
-formula gives the same bits on the GPU and in CI.  Non-finite inputs split
-to all-zero slices (the API layer patches the special outputs afterwards,
-so the GEMM never sees an infinity and never makes a NaN from one).
+The BF16 rounding is done on the FP32 bit pattern with integer operations
+(the rule differs from a cast at the overflow edge, and Triton's
+interpreter holds BF16 as raw 16-bit integers).  NaN/Inf split to zeros: the
+GEMM never sees a special value, and the lines holding one are recomputed.
 
-The pass writes the slices into one zero-padded buffer of shape
-``(slices, batch, rows_pad, cols_pad)`` (plane 0 = hi / s0, plane 1 = lo / s1,
-plane 2 = s2), padded to the GEMM's tile multiples, so that the GEMM's loads
-need no masks and its tensor descriptors see 16-byte aligned rows.  While the data is in registers it also
-gathers the range statistics of :class:`sgemm_cube.backends.base.SplitStats`:
-the largest finite magnitude along K (one atomic max per row or column and
-program) and whether any element was non-finite.
+The slices go into one zero-padded buffer ``(slices, batch, rows_pad,
+cols_pad)`` laid out as the GEMM reads it (A: (Mp, Kp) row-major; B: (Kp,
+Np) row-major), so the GEMM's loads need no masks.
 """
 from __future__ import annotations
 
-import torch
 import triton
 import triton.language as tl
 
-from cpu_fallback import get_scheme
+__all__ = ["split_tiles_kernel", "split_lines_kernel", "split_scaled_kernel", "split_scaled", "split_lines", "split_tiles", "SCALE_MODES", "floor_log2", "pow2_f64", "decode_meta"]
 
-__all__ = ["split_operand"]
+#: ``scale`` option -> the kernel's SCALE_MODE.
+SCALE_MODES = {None: 0, "auto": 1, "rows": 2, "matrix": 3}
 
-# Layout of the source tile, chosen on the host from the strides so that the
-# compiler knows which axis is contiguous and emits wide coalesced loads.
-_STRIDED, _COLS_CONTIGUOUS, _ROWS_CONTIGUOUS = 0, 1, 2
+
+@triton.jit
+def floor_log2(x):
+    """floor(log2 |x|) of float32 ``x > 0`` (subnormals included), through the float64 exponent field."""
+    bits = x.to(tl.float64).to(tl.int64, bitcast=True)
+    return (((bits >> 52) & 0x7FF) - 1023).to(tl.int32)
+
+
+@triton.jit
+def pow2_f64(t):
+    """``2.0 ** t`` as float64 for integer ``t`` in [-1022, 1023], exactly."""
+    return ((t.to(tl.int64) + 1023) << 52).to(tl.float64, bitcast=True)
+
+
+@triton.jit
+def decode_meta(meta):
+    """(cls, t) of packed line integers (:func:`cpu_fallback.guard.pack_meta`)."""
+    return meta & 3, ((meta >> 2) & 2047) - 1024
 
 
 @triton.jit
@@ -47,9 +68,7 @@ def _bf16_bits(x):
     """FP32 ``x`` rounded to BF16 as ``round_to_bf16`` does, returned as FP32 bits (int32, low 16 bits 0).
 
     Nearest even: add 0x7FFF plus the lowest kept bit, clear the low half.
-    A finite ``x`` that would round to infinity is truncated instead.  Signed
-    int32 cannot overflow here: the sign bit never receives a carry from a
-    finite magnitude (at most 0x7F7FFFFF + 0x8000).
+    A finite ``x`` that would round to infinity is truncated instead.
     """
     u = x.to(tl.int32, bitcast=True)
     rounded = (u + (0x7FFF + ((u >> 16) & 1))) & -65536
@@ -57,131 +76,256 @@ def _bf16_bits(x):
 
 
 @triton.jit
-def _split_kernel(x_ptr, out_ptr, stat_ptr, flag_ptr,
-                  R, C, R_PAD, C_PAD,
-                  stride_xb, stride_xr, stride_xc,
-                  stride_oplane, stride_ob, stride_or,
-                  stride_sb,
-                  SCALE: tl.constexpr, BF16: tl.constexpr, LAYOUT: tl.constexpr, K_AXIS: tl.constexpr,
-                  STATS: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
-    """Split one (BLOCK_R, BLOCK_C) tile of batch ``program_id(2)``.
-
-    x : (batch, R, C) float32, strides (stride_xb, stride_xr, stride_xc).
-    out : float16 (2, batch, R_PAD, C_PAD) (hi, lo); or, if BF16, the three
-        BF16 slices as int16 bit patterns (3, batch, R_PAD, C_PAD); last
-        stride 1; elements outside (R, C) but inside (R_PAD, C_PAD) are 0.
-    stat : (batch, R) if K_AXIS == 1 else (batch, C), float32, zero on entry:
-        receives max |x| over the K axis of the finite elements.
-    flag : int32 scalar, zero on entry: set to 1 if any element is non-finite.
-    """
-    pid_r = tl.program_id(0)
-    pid_c = tl.program_id(1)
-    bidx = tl.program_id(2).to(tl.int64)
-    offs_r = pid_r * BLOCK_R + tl.arange(0, BLOCK_R)
-    offs_c = pid_c * BLOCK_C + tl.arange(0, BLOCK_C)
-    # int64 row/column terms: a large operand's element offsets pass 2**31.
-    if LAYOUT == 1:
-        x_off = offs_r[:, None].to(tl.int64) * stride_xr + offs_c[None, :]
-    elif LAYOUT == 2:
-        x_off = offs_r[:, None] + offs_c[None, :].to(tl.int64) * stride_xc
-    else:
-        x_off = offs_r[:, None].to(tl.int64) * stride_xr + offs_c[None, :].to(tl.int64) * stride_xc
-    inside = (offs_r[:, None] < R) & (offs_c[None, :] < C)
-    x = tl.load(x_ptr + bidx * stride_xb + x_off, mask=inside, other=0.0)
-
-    finite = tl.abs(x) < float("inf")  # false for NaN too
-    x = tl.where(finite, x, 0.0)
-    o_off = bidx * stride_ob + offs_r[:, None].to(tl.int64) * stride_or + offs_c[None, :]
-    in_pad = (offs_r[:, None] < R_PAD) & (offs_c[None, :] < C_PAD)
+def _store_slices(o_ptrs, stride_oplane, x, mask, SB_SCALE: tl.constexpr, BF16: tl.constexpr):
     if BF16:
         rest = x
         for plane in tl.static_range(3):
             bits = _bf16_bits(rest)
-            tl.store(out_ptr + plane * stride_oplane + o_off, (bits >> 16).to(tl.int16), mask=in_pad)
+            tl.store(o_ptrs + plane * stride_oplane, (bits >> 16).to(tl.int16), mask=mask)
             rest = rest - bits.to(tl.float32, bitcast=True)  # exact: the slice is rest rounded to 8 bits
     else:
         hi = x.to(tl.float16)  # RNE
-        lo = ((x - hi.to(tl.float32)) * SCALE).to(tl.float16)  # residual exact, scaling exact
-        tl.store(out_ptr + o_off, hi, mask=in_pad)
-        tl.store(out_ptr + stride_oplane + o_off, lo, mask=in_pad)
-
-    if STATS:
-        mag = tl.abs(x)
-        if K_AXIS == 1:  # A: K runs along the columns, one maximum per row
-            tl.atomic_max(stat_ptr + bidx * stride_sb + offs_r, tl.max(mag, axis=1), mask=offs_r < R)
-        else:  # B: K runs along the rows, one maximum per column
-            tl.atomic_max(stat_ptr + bidx * stride_sb + offs_c, tl.max(mag, axis=0), mask=offs_c < C)
-        bad = tl.max(tl.max(tl.where(finite, 0, 1), axis=1), axis=0)
-        if bad > 0:
-            tl.atomic_max(flag_ptr, bad)
+        lo = ((x - hi.to(tl.float32)) * SB_SCALE).to(tl.float16)  # residual exact, scaling exact
+        tl.store(o_ptrs, hi, mask=mask)
+        tl.store(o_ptrs + stride_oplane, lo, mask=mask)
 
 
-def _layout(stride_r: int, stride_c: int, rows: int, cols: int) -> int:
-    if stride_c == 1 or cols == 1:
-        return _COLS_CONTIGUOUS
-    if stride_r == 1 or rows == 1:
-        return _ROWS_CONTIGUOUS
-    return _STRIDED
+@triton.jit
+def _load_finite(x_ptrs, mask):
+    x = tl.load(x_ptrs, mask=mask, other=0.0)
+    mag = tl.abs(x)
+    finite = mag < float("inf")  # false for NaN too
+    return tl.where(finite, x, 0.0), mag, finite
 
 
-def split_operand(x: torch.Tensor, *, sb: int, rows_pad: int, cols_pad: int, k_axis: int,
-                  stats: bool = True, block: tuple[int, int] = (64, 64), num_warps: int = 4,
-                  scheme: str = "fp16x3"):
-    """Split a batched FP32 operand into a padded buffer of its slices.
+@triton.jit
+def split_lines(pid_l, bidx, n_blocks,
+                x_ptr, out_ptr, meta_ptr, list_ptr, count_ptr, mat_t_ptr, part_ptr, n_kt,
+                       L, K, L_PAD, K_PAD,
+                       stride_xb, stride_xl, stride_xk,
+                       stride_oplane, stride_ob, stride_ol, stride_ok,
+                       LOWER, UPPER,
+                       SB_SCALE: tl.constexpr, TOP: tl.constexpr, SCALE_MODE: tl.constexpr,
+                       FIX_FROM: tl.constexpr, BF16: tl.constexpr, FROM_PARTS: tl.constexpr,
+                       RESPLIT: tl.constexpr, BLOCK_L: tl.constexpr, BLOCK_K: tl.constexpr):
+    """Split lines ``pid_l * BLOCK_L ...`` of batch ``bidx`` (``n_blocks`` blocks of lines per batch).
 
-    Parameters
-    ----------
-    x : torch.Tensor, shape (batch, R, C), float32
-        Any strides (a transposed view is read in place, without a copy).
-    sb : int
-        Scaling exponent of the FP16 residual (``lo`` is scaled by
-        ``2**sb``); unused by the BF16 schemes.
-    rows_pad, cols_pad : int
-        Padded extents, ``>= R`` and ``>= C``; the pad is filled with zeros.
-    k_axis : {0, 1}
-        Which axis of ``x`` is the reduction axis of the matmul: 1 for A
-        (M, K), 0 for B (K, N).  Only used for the statistics.
-    stats : bool
-        Whether to gather the statistics (one atomic per row/column tile).
-    block : (int, int)
-        Tile of one program (powers of two).
-    num_warps : int
-        Warps per program.
-    scheme : {"fp16x3", "fp16x4", "bf16x9", "bf16x6"}
-        Which split (:mod:`cpu_fallback.schemes`): FP16 (hi, lo) or three BF16 slices.
-
-    Returns
-    -------
-    slices : torch.Tensor, shape (S, batch, rows_pad, cols_pad)
-        FP16 schemes: float16, S = 2, ``slices[0]`` = hi, ``slices[1]`` = lo.
-        BF16 schemes: bfloat16, S = 3, the slices s0, s1, s2.
-    maxabs : torch.Tensor or None, shape (batch, R) if k_axis == 1 else (batch, C), float32
-        Largest finite ``|x|`` along K (0 where there is none).
-    nonfinite : torch.Tensor or None, 0-d bool
-        Whether ``x`` holds any NaN or infinity.
+    x : (batch, L, K) float32 seen through strides (stride_xb, stride_xl, stride_xk)
+        (A as is; B transposed: its columns are the lines).
+    out : float16 (2, batch, ...) or BF16 bits as int16 (3, batch, ...), the
+        line l, position k of plane s at ``s * stride_oplane + b * stride_ob
+        + l * stride_ol + k * stride_ok``; written for l < L_PAD, k < K_PAD
+        (zeros outside L, K).
+    meta : (batch, L) int32, packed (cls, t) per line.
+    list, count : (batch, n_blocks * BLOCK_L) and (batch, n_blocks) int32:
+        block p writes its lines with ``cls >= FIX_FROM`` to
+        ``list[b, p * BLOCK_L :]`` and their number to ``count[b, p]``.
+    mat_t : (batch,) int32, the matrix's exponent (SCALE_MODE 3 only).
+    part, n_kt : with FROM_PARTS, the statistics :func:`split_tiles_kernel`
+        wrote, (batch, 2, n_kt, L_PAD) float32, instead of pass 1's reading
+        of x (which then wrote the unscaled slices too).
+    LOWER, UPPER, TOP : :func:`cpu_fallback.guard.line_range` of the scheme.
+    SCALE_MODE : 0 none, 1 auto, 2 rows, 3 matrix (:data:`SCALE_MODES`).
     """
-    batch, rows, cols = x.shape
-    if rows_pad < rows or cols_pad < cols:
-        raise ValueError(f"padding ({rows_pad}, {cols_pad}) smaller than the operand ({rows}, {cols})")
-    sch = get_scheme(scheme)
-    bf16 = sch.format.name == "bf16"
-    slices = torch.empty((sch.slices, batch, rows_pad, cols_pad), dtype=torch.bfloat16 if bf16 else torch.float16,
-                         device=x.device)
-    # The kernel writes BF16 bit patterns: give it an int16 view of the same memory.
-    target = slices.view(torch.int16) if bf16 else slices
-    n_stat = rows if k_axis == 1 else cols
-    maxabs = torch.zeros((batch, n_stat), dtype=torch.float32, device=x.device)
-    flag = torch.zeros((), dtype=torch.int32, device=x.device)
-    block_r, block_c = block
-    grid = (triton.cdiv(rows_pad, block_r), triton.cdiv(cols_pad, block_c), batch)
-    _split_kernel[grid](
-        x, target, maxabs, flag,
-        rows, cols, rows_pad, cols_pad,
-        x.stride(0), x.stride(1), x.stride(2),
-        slices.stride(0), slices.stride(1), slices.stride(2),
-        maxabs.stride(0),
-        SCALE=float(2.0 ** sb), BF16=bf16, LAYOUT=_layout(x.stride(1), x.stride(2), rows, cols), K_AXIS=k_axis,
-        STATS=stats, BLOCK_R=block_r, BLOCK_C=block_c, num_warps=num_warps)
-    if not stats:
-        return slices, None, None
-    return slices, maxabs, flag != 0
+    offs_l = pid_l * BLOCK_L + tl.arange(0, BLOCK_L)
+    line_in = offs_l < L
+    x_rows = x_ptr + bidx.to(tl.int64) * stride_xb + offs_l[:, None].to(tl.int64) * stride_xl
+    o_rows = out_ptr + bidx.to(tl.int64) * stride_ob + offs_l[:, None].to(tl.int64) * stride_ol
+    # Elementwise running statistics, reduced across K once after the loop (a reduction per
+    # iteration costs shuffles and, for B, a shared-memory round trip every step).
+    big2 = tl.zeros([BLOCK_L, BLOCK_K], dtype=tl.float32)
+    small2 = tl.full([BLOCK_L, BLOCK_K], float("inf"), dtype=tl.float32)
+    bad2 = tl.zeros([BLOCK_L, BLOCK_K], dtype=tl.int32)
+    if FROM_PARTS:  # the tiles' statistics: one (line, K tile) entry each, NaN/Inf marked by a negative small
+        part_b = part_ptr + bidx.to(tl.int64) * 2 * n_kt * L_PAD
+        for t0 in range(0, n_kt, BLOCK_K):
+            offs_t = t0 + tl.arange(0, BLOCK_K)
+            at = part_b + offs_t[None, :].to(tl.int64) * L_PAD + offs_l[:, None]
+            mask = line_in[:, None] & (offs_t[None, :] < n_kt)
+            p_big = tl.load(at, mask=mask, other=0.0)
+            p_small = tl.load(at + n_kt * L_PAD, mask=mask, other=float("inf"))
+            bad2 = tl.maximum(bad2, tl.where(p_small < 0, 1, 0))
+            big2 = tl.maximum(big2, p_big)
+            small2 = tl.minimum(small2, tl.abs(p_small))
+    else:  # pass 1: statistics, and the unscaled split of lines that need no scaling
+        for k0 in range(0, K_PAD, BLOCK_K):
+            offs_k = k0 + tl.arange(0, BLOCK_K)
+            x, mag, finite = _load_finite(x_rows + offs_k[None, :].to(tl.int64) * stride_xk,
+                                          line_in[:, None] & (offs_k[None, :] < K))
+            big2 = tl.maximum(big2, tl.where(finite, mag, 0.0))
+            small2 = tl.minimum(small2, tl.where(finite & (mag > 0), mag, float("inf")))
+            bad2 = tl.maximum(bad2, tl.where(finite, 0, 1))
+            if SCALE_MODE <= 1:
+                _store_slices(o_rows + offs_k[None, :].to(tl.int64) * stride_ok, stride_oplane, x,
+                              (offs_l[:, None] < L_PAD) & (offs_k[None, :] < K_PAD), SB_SCALE, BF16)
+    big = tl.max(big2, axis=1)
+    small = tl.min(small2, axis=1)
+    bad = tl.max(bad2, axis=1)
+
+    # The line integers (cpu_fallback.guard.line_meta).
+    to_top = tl.where(big > 0, TOP - floor_log2(big), 0)
+    if SCALE_MODE == 0:
+        t = tl.zeros([BLOCK_L], dtype=tl.int32)
+    elif SCALE_MODE == 1:
+        fits = (big < UPPER) & ((small >= LOWER) | (small == float("inf")))
+        t = tl.where(fits, 0, to_top)
+    elif SCALE_MODE == 2:
+        t = to_top
+    else:
+        t = tl.zeros([BLOCK_L], dtype=tl.int32) + tl.load(mat_t_ptr + bidx)
+    scale = pow2_f64(t)
+    cls = tl.where(small.to(tl.float64) * scale < LOWER, 1, 0)
+    cls = tl.where((big.to(tl.float64) * scale >= UPPER) | (bad > 0), 2, cls)
+    # Lines recomputed in FP32 take the exponent that brings their largest entry into [1, 2).
+    t = tl.where(cls >= FIX_FROM, tl.where(big > 0, -floor_log2(big), 0), t)
+    tl.store(meta_ptr + bidx * L + offs_l, cls | ((t + 1024) << 2), mask=line_in)
+    fix = ((cls >= FIX_FROM) & line_in).to(tl.int32)
+    rank = tl.cumsum(fix, axis=0) - fix
+    seg = bidx.to(tl.int64) * n_blocks * BLOCK_L + pid_l * BLOCK_L
+    tl.store(list_ptr + seg + rank, offs_l, mask=fix > 0)
+    tl.store(count_ptr + bidx * n_blocks + pid_l, tl.sum(fix, axis=0))
+
+    # Pass 2: the split of x * 2**t, when some line of the block is scaled.
+    # Pass 2: the split of x * 2**t for the lines that need it (only they are read and written
+    # again: on random normal data about a fifth of 8192-long rows hold an entry below 2**-15
+    # and are scaled).  The recomputed lines' slices go unused.
+    if SCALE_MODE >= 2:  # nothing wrote the slices yet
+        redo = offs_l < L_PAD
+    else:
+        redo = (cls < FIX_FROM) & (t != 0)
+    scale = pow2_f64(t)
+    if RESPLIT and (tl.max(redo.to(tl.int32), axis=0) > 0):
+        for k0 in range(0, K_PAD, BLOCK_K):
+            offs_k = k0 + tl.arange(0, BLOCK_K)
+            x, mag, finite = _load_finite(x_rows + offs_k[None, :].to(tl.int64) * stride_xk,
+                                          (line_in & redo)[:, None] & (offs_k[None, :] < K))
+            xs = (x.to(tl.float64) * scale[:, None]).to(tl.float32)
+            _store_slices(o_rows + offs_k[None, :].to(tl.int64) * stride_ok, stride_oplane, xs,
+                          (redo & (offs_l < L_PAD))[:, None] & (offs_k[None, :] < K_PAD), SB_SCALE, BF16)
+
+
+@triton.jit
+def split_tiles(pid_l, pid_k, bidx, n_kt,
+                x_ptr, out_ptr, part_ptr,
+                       L, K, L_PAD, K_PAD,
+                       stride_xb, stride_xl, stride_xk,
+                       stride_oplane, stride_ob, stride_ol, stride_ok,
+                       SB_SCALE: tl.constexpr, BF16: tl.constexpr, WRITE_SLICES: tl.constexpr,
+                       BLOCK_L: tl.constexpr, BLOCK_K: tl.constexpr):
+    """Pass 1 as an ordinary tiled pass: tile (pid_l, pid_k) of batch bidx, of n_kt tiles along K.
+
+    Writes the unscaled split of the tile (if WRITE_SLICES) and, per line, the
+    tile's largest and smallest nonzero finite magnitude into ``part`` (batch,
+    2, n_kt, L_PAD) float32 (the smallest negated where the tile holds NaN/Inf).  :func:`split_lines_kernel` with FROM_PARTS then reduces them per
+    line, writes the line integers and lists, and re-splits the scaled lines.
+    Tiles of consecutive programs are neighbours in memory, and every tile of
+    a large operand runs at once: the line-owning pass cannot do either.
+    """
+    offs_l = pid_l * BLOCK_L + tl.arange(0, BLOCK_L)
+    offs_k = pid_k * BLOCK_K + tl.arange(0, BLOCK_K)
+    x, mag, finite = _load_finite(x_ptr + bidx.to(tl.int64) * stride_xb + offs_l[:, None].to(tl.int64) * stride_xl
+                                  + offs_k[None, :].to(tl.int64) * stride_xk,
+                                  (offs_l[:, None] < L) & (offs_k[None, :] < K))
+    if WRITE_SLICES:
+        _store_slices(out_ptr + bidx.to(tl.int64) * stride_ob + offs_l[:, None].to(tl.int64) * stride_ol
+                      + offs_k[None, :].to(tl.int64) * stride_ok, stride_oplane, x,
+                      (offs_l[:, None] < L_PAD) & (offs_k[None, :] < K_PAD), SB_SCALE, BF16)
+    big = tl.max(tl.where(finite, mag, 0.0), axis=1)
+    small = tl.min(tl.where(finite & (mag > 0), mag, float("inf")), axis=1)
+    # A tile holding NaN/Inf is marked by a negative smallest magnitude (it is > 0 or inf otherwise).
+    small = tl.where(tl.max(tl.where(finite, 0, 1), axis=1) > 0, -small, small)
+    at = part_ptr + bidx.to(tl.int64) * 2 * n_kt * L_PAD + pid_k * L_PAD + offs_l
+    tl.store(at, big, mask=offs_l < L_PAD)
+    tl.store(at + n_kt * L_PAD, small, mask=offs_l < L_PAD)
+
+
+# One launch per phase splits both operands: programs [0, programs_a) work on A, the rest on B.
+# Every argument of split_tiles / split_lines comes twice (a_*, b_*); the layouts differ, so each
+# operand's branch is compiled with its own constants.
+
+@triton.jit
+def split_tiles_kernel(programs_a,
+                       a_x, a_out, a_part, a_n_lt, a_n_kt, a_L, a_K, a_L_PAD, a_K_PAD,
+                       a_sxb, a_sxl, a_sxk, a_sop, a_sob, a_sol, a_sok,
+                       b_x, b_out, b_part, b_n_lt, b_n_kt, b_L, b_K, b_L_PAD, b_K_PAD,
+                       b_sxb, b_sxl, b_sxk, b_sop, b_sob, b_sol, b_sok,
+                       SB_SCALE: tl.constexpr, BF16: tl.constexpr, WRITE_SLICES: tl.constexpr,
+                       A_BLOCK_L: tl.constexpr, A_BLOCK_K: tl.constexpr,
+                       B_BLOCK_L: tl.constexpr, B_BLOCK_K: tl.constexpr):
+    """Pass 1 of both operands (:func:`split_tiles`): a 1-D grid of A's tiles, then B's."""
+    pid = tl.program_id(0)
+    if pid < programs_a:
+        split_tiles(pid % a_n_lt, (pid // a_n_lt) % a_n_kt, pid // (a_n_lt * a_n_kt), a_n_kt,
+                    a_x, a_out, a_part, a_L, a_K, a_L_PAD, a_K_PAD, a_sxb, a_sxl, a_sxk, a_sop, a_sob, a_sol, a_sok,
+                    SB_SCALE, BF16, WRITE_SLICES, A_BLOCK_L, A_BLOCK_K)
+    else:
+        q = pid - programs_a
+        split_tiles(q % b_n_lt, (q // b_n_lt) % b_n_kt, q // (b_n_lt * b_n_kt), b_n_kt,
+                    b_x, b_out, b_part, b_L, b_K, b_L_PAD, b_K_PAD, b_sxb, b_sxl, b_sxk, b_sop, b_sob, b_sol, b_sok,
+                    SB_SCALE, BF16, WRITE_SLICES, B_BLOCK_L, B_BLOCK_K)
+
+
+@triton.jit
+def split_lines_kernel(programs_a,
+                       a_x, a_out, a_meta, a_list, a_count, a_mat_t, a_part, a_n_kt, a_n_blocks,
+                       a_L, a_K, a_L_PAD, a_K_PAD, a_sxb, a_sxl, a_sxk, a_sop, a_sob, a_sol, a_sok,
+                       b_x, b_out, b_meta, b_list, b_count, b_mat_t, b_part, b_n_kt, b_n_blocks,
+                       b_L, b_K, b_L_PAD, b_K_PAD, b_sxb, b_sxl, b_sxk, b_sop, b_sob, b_sol, b_sok,
+                       LOWER, UPPER,
+                       SB_SCALE: tl.constexpr, TOP: tl.constexpr, SCALE_MODE: tl.constexpr,
+                       FIX_FROM: tl.constexpr, BF16: tl.constexpr, FROM_PARTS: tl.constexpr,
+                       A_BLOCK_L: tl.constexpr, A_BLOCK_K: tl.constexpr,
+                       B_BLOCK_L: tl.constexpr, B_BLOCK_K: tl.constexpr):
+    """Pass 2 of both operands (:func:`split_lines`): A's blocks of lines, then B's."""
+    pid = tl.program_id(0)
+    if pid < programs_a:
+        split_lines(pid % a_n_blocks, pid // a_n_blocks, a_n_blocks,
+                    a_x, a_out, a_meta, a_list, a_count, a_mat_t, a_part, a_n_kt,
+                    a_L, a_K, a_L_PAD, a_K_PAD, a_sxb, a_sxl, a_sxk, a_sop, a_sob, a_sol, a_sok,
+                    LOWER, UPPER, SB_SCALE, TOP, SCALE_MODE, FIX_FROM, BF16, FROM_PARTS, False, A_BLOCK_L, A_BLOCK_K)
+    else:
+        q = pid - programs_a
+        split_lines(q % b_n_blocks, q // b_n_blocks, b_n_blocks,
+                    b_x, b_out, b_meta, b_list, b_count, b_mat_t, b_part, b_n_kt,
+                    b_L, b_K, b_L_PAD, b_K_PAD, b_sxb, b_sxl, b_sxk, b_sop, b_sob, b_sol, b_sok,
+                    LOWER, UPPER, SB_SCALE, TOP, SCALE_MODE, FIX_FROM, BF16, FROM_PARTS, False, B_BLOCK_L, B_BLOCK_K)
+
+
+@triton.jit
+def split_scaled(pid_l, pid_k, bidx, x_ptr, out_ptr, meta_ptr,
+                 L, K, L_PAD, K_PAD, stride_xb, stride_xl, stride_xk, stride_oplane, stride_ob, stride_ol, stride_ok,
+                 SB_SCALE: tl.constexpr, BF16: tl.constexpr, BLOCK_L: tl.constexpr, BLOCK_K: tl.constexpr):
+    """Pass 3: the split of ``x * 2**t`` for tile (pid_l, pid_k) of batch bidx, ``t`` from the line integers."""
+    offs_l = pid_l * BLOCK_L + tl.arange(0, BLOCK_L)
+    offs_k = pid_k * BLOCK_K + tl.arange(0, BLOCK_K)
+    x, mag, finite = _load_finite(x_ptr + bidx.to(tl.int64) * stride_xb + offs_l[:, None].to(tl.int64) * stride_xl
+                                  + offs_k[None, :].to(tl.int64) * stride_xk,
+                                  (offs_l[:, None] < L) & (offs_k[None, :] < K))
+    _, t = decode_meta(tl.load(meta_ptr + bidx.to(tl.int64) * L + offs_l, mask=offs_l < L, other=4096))
+    if tl.max(tl.abs(t), axis=0) > 0:  # exact unless it underflows; float64 holds every 2**t
+        x = (x.to(tl.float64) * pow2_f64(t)[:, None]).to(tl.float32)
+    _store_slices(out_ptr + bidx.to(tl.int64) * stride_ob + offs_l[:, None].to(tl.int64) * stride_ol
+                  + offs_k[None, :].to(tl.int64) * stride_ok, stride_oplane, x,
+                  (offs_l[:, None] < L_PAD) & (offs_k[None, :] < K_PAD), SB_SCALE, BF16)
+
+
+@triton.jit
+def split_scaled_kernel(programs_a,
+                        a_x, a_out, a_meta, a_n_lt, a_n_kt, a_L, a_K, a_L_PAD, a_K_PAD,
+                        a_sxb, a_sxl, a_sxk, a_sop, a_sob, a_sol, a_sok,
+                        b_x, b_out, b_meta, b_n_lt, b_n_kt, b_L, b_K, b_L_PAD, b_K_PAD,
+                        b_sxb, b_sxl, b_sxk, b_sop, b_sob, b_sol, b_sok,
+                        SB_SCALE: tl.constexpr, BF16: tl.constexpr,
+                        A_BLOCK_L: tl.constexpr, A_BLOCK_K: tl.constexpr,
+                        B_BLOCK_L: tl.constexpr, B_BLOCK_K: tl.constexpr):
+    """Pass 3 of both operands (:func:`split_scaled`): a 1-D grid of A's tiles, then B's."""
+    pid = tl.program_id(0)
+    if pid < programs_a:
+        split_scaled(pid % a_n_lt, (pid // a_n_lt) % a_n_kt, pid // (a_n_lt * a_n_kt), a_x, a_out, a_meta,
+                     a_L, a_K, a_L_PAD, a_K_PAD, a_sxb, a_sxl, a_sxk, a_sop, a_sob, a_sol, a_sok,
+                     SB_SCALE, BF16, A_BLOCK_L, A_BLOCK_K)
+    else:
+        q = pid - programs_a
+        split_scaled(q % b_n_lt, (q // b_n_lt) % b_n_kt, q // (b_n_lt * b_n_kt), b_x, b_out, b_meta,
+                     b_L, b_K, b_L_PAD, b_K_PAD, b_sxb, b_sxl, b_sxk, b_sop, b_sob, b_sol, b_sok,
+                     SB_SCALE, BF16, B_BLOCK_L, B_BLOCK_K)

@@ -1,0 +1,162 @@
+"""Which rows of A and columns of B the split represents, how they are scaled, and what is recomputed.
+
+This is the one definition of the accuracy guarantee's bookkeeping; the CUDA
+split kernel computes the same integers bit for bit (tested), and the CPU
+backend applies them with NumPy.
+
+A *line* is a row of A or a column of B: the values one output's dot product
+takes from that operand.  For each line the split pass reads
+
+* ``big``   -- the largest finite magnitude (0 if none),
+* ``small`` -- the smallest nonzero finite magnitude (``inf`` if none),
+* ``bad``   -- whether the line holds a NaN or an infinity,
+
+and derives two integers:
+
+``t`` (scaling exponent)
+    The line is multiplied by ``2**t`` before the split (exact: a power of
+    two) and the product is multiplied by ``2**-(t_a + t_b)`` afterwards,
+    rounded once.  ``scale="auto"`` (default) scales only lines that do not
+    fit the split as they are, ``"rows"`` every line, ``"matrix"`` every line
+    of a matrix by its largest entry, ``None`` none.  Scaled lines have their
+    largest entry in ``[2**top, 2**(top + 1))``.
+``cls`` (class)
+    0: every nonzero entry of the (scaled) line lies in ``[lower, upper)``,
+    where the split keeps 22 significant bits (FP16 schemes:
+    ``split_limits(sb)``) or three BF16 slices hold it exactly;
+    1: some nonzero entry lies below ``lower`` and would lose bits;
+    2: the line holds NaN/Inf, or a finite entry at or above ``upper``.
+
+Every output in a line with ``cls >= fix_from`` (1 with ``fixup=True``, the
+default; 2 with ``fixup=False``) is recomputed in plain FP32 with native
+semantics (NaN and infinities propagate as SGEMM propagates them).  Such a
+line's ``t`` brings its largest finite entry into ``[1, 2)``: the FP32 dot
+products run on scaled lines (the other operand's lines scaled by their own
+``t``) and are unscaled with one rounding, so they cannot overflow part-way
+as a plain FP32 sum of huge terms can.  So the
+emulated outputs are exactly those whose every operand entry keeps 22 bits,
+and the rest are native: every output satisfies SGEMM's error bound.
+
+Overflow: scaled lines hold magnitudes below ``2**(top + 1)``, so the
+emulated sums stay below ``K * 2**(2 * top + 2)`` and never overflow; the
+one rounding of the unscaling then overflows exactly where the emulated
+product (FP32-accurate) exceeds FP32's range, with the sign of that product
+-- where a plain FP32 sum can overflow part-way, even to the other sign.
+"""
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from .schemes import get_scheme
+from .split import split_limits
+
+__all__ = ["SCALES", "LineRange", "line_range", "line_meta", "LineMeta", "scale_lines", "unscale", "fix_from",
+           "pack_meta", "unpack_meta"]
+
+#: Values of ``scale``: "auto" scales the lines that do not fit as they are.
+SCALES = ("auto", "rows", "matrix", None)
+
+# Three BF16 slices hold every FP32 value at or above 2**-110 exactly, but the products of the slices
+# must stay normal in FP32 too (tensor cores lose subnormal products: measured 3x native's error on an
+# H100 for lines near 1e-20 left unscaled): lines in [2**-50, 2**50) give products in [2**-100, 2**100)
+# and sums below 2**128 for K < 2**27.
+_BF16_LOWER = 2.0 ** -50
+_BF16_UPPER = 2.0 ** 50
+
+
+class LineRange(NamedTuple):
+    """Where a scheme's split is exact enough: ``lower <= |x| < upper``; scaled lines' top binade ``2**top``."""
+
+    lower: float
+    upper: float
+    top: int
+
+
+def line_range(scheme: str, sb: int) -> LineRange:
+    """The range of the split of ``scheme`` with residual exponent ``sb`` (unused by BF16 schemes)."""
+    if get_scheme(scheme).format.name == "bf16":
+        return LineRange(_BF16_LOWER, _BF16_UPPER, 0)
+    lim = split_limits(sb)
+    return LineRange(lim.min_row_abs, lim.max_abs, min(14, 26 - sb))
+
+
+def fix_from(fixup: bool) -> int:
+    """Smallest class whose lines are recomputed in plain FP32."""
+    return 1 if fixup else 2
+
+
+class LineMeta(NamedTuple):
+    """Per-line integers, arrays of shape (B, L) (int32): see the module docstring."""
+
+    t: np.ndarray
+    cls: np.ndarray
+
+
+def _floor_log2(x: np.ndarray) -> np.ndarray:
+    """floor(log2 x) for positive float64 x (exact, subnormal FP32 values included); 0 where x == 0."""
+    _, e = np.frexp(x)
+    return np.where(x > 0, e - 1, 0).astype(np.int32)
+
+
+def line_meta(x: np.ndarray, axis: int, *, scheme: str = "fp16x3", sb: int = 12, scale="auto",
+              fixup: bool = True) -> LineMeta:
+    """Exponents and classes of the lines of a (B, M, K) (``axis=-1``) or (B, K, N) (``axis=-2``) float32 array."""
+    if scale not in SCALES:
+        raise ValueError(f"unknown scale {scale!r}; choose one of {list(SCALES)}")
+    rng = line_range(scheme, sb)
+    x = np.asarray(x)
+    finite = np.isfinite(x)
+    mag = np.where(finite, np.abs(x), np.float32(0)).astype(np.float64)
+    big = mag.max(axis=axis, initial=0.0)
+    small = np.where(mag > 0, mag, np.inf).min(axis=axis, initial=np.inf)
+    bad = ~finite.all(axis=axis)
+    e = _floor_log2(big)
+    to_top = np.where(big > 0, rng.top - e, 0)
+    if scale is None:
+        t = np.zeros_like(e)
+    elif scale == "rows":
+        t = to_top
+    elif scale == "matrix":
+        big_mat = big.max(axis=-1, keepdims=True, initial=0.0)
+        t = np.broadcast_to(np.where(big_mat > 0, rng.top - _floor_log2(big_mat), 0), e.shape)
+    else:  # auto: only the lines that do not fit as they are
+        fits = (big < rng.upper) & ((small >= rng.lower) | (small == np.inf))
+        t = np.where(fits, 0, to_top)
+    t = t.astype(np.int32)
+    cls = np.where(np.ldexp(small, t) < rng.lower, 1, 0)
+    cls = np.where((np.ldexp(big, t) >= rng.upper) | bad, 2, cls).astype(np.int32)
+    to_one = np.where(big > 0, -_floor_log2(big), 0)  # recomputed lines: largest entry into [1, 2)
+    t = np.where(cls >= fix_from(fixup), to_one, t).astype(np.int32)
+    return LineMeta(t, cls)
+
+
+def scale_lines(x: np.ndarray, t: np.ndarray, axis: int, *, keep_special: bool = False) -> np.ndarray:
+    """``x * 2**t`` per line, rounded once to float32 (exact unless it underflows).
+
+    NaN/Inf become 0 (the split's input), or stay as they are with ``keep_special``.
+    """
+    te = np.expand_dims(t, axis)
+    xs = x if keep_special else np.where(np.isfinite(x), x, np.float32(0))
+    with np.errstate(invalid="ignore"):
+        return np.ldexp(xs.astype(np.float64), te).astype(np.float32)
+
+
+def unscale(c: np.ndarray, ta: np.ndarray, tb: np.ndarray) -> np.ndarray:
+    """``c * 2**-(ta_i + tb_j)`` rounded once to float32 (float64 holds every factor exactly)."""
+    with np.errstate(over="ignore"):
+        return np.ldexp(c.astype(np.float64), -(ta[..., :, None] + tb[..., None, :])).astype(np.float32)
+
+
+# The CUDA kernels keep the two integers in one int32 per line: bits 0-1 cls, bits 2-12 t + 1024.
+def pack_meta(meta: LineMeta) -> np.ndarray:
+    """One int32 per line holding (cls, t), as the CUDA split kernel writes it."""
+    return (meta.cls | ((meta.t + 1024) << 2)).astype(np.int32)
+
+
+def unpack_meta(packed: np.ndarray) -> LineMeta:
+    """Inverse of :func:`pack_meta`."""
+    p = np.asarray(packed).astype(np.int32)
+    return LineMeta(((p >> 2) & 2047) - 1024, p & 3)

@@ -1,0 +1,552 @@
+"""Attack data and the checker for the accuracy guarantee of ``sgemm_cube.matmul``.
+
+Shared by ``tests/test_guarantee.py`` (CPU, CI) and
+``tests/gpu/test_guarantee_gpu.py`` (CUDA GPU).
+
+The guarantee (default options; backends ``cpu``/``cuda`` with K >= 16,
+``auto`` for any K), for float32 inputs A (M x K) and B (K x N)::
+
+    |C - C64| <= 3 * K * 2**-24 * (|A| @ |B|) + K * 2**-149      elementwise
+    ||C - C64||_F / ||C64||_F <= 2 * max(native_err, 2**-24)
+
+where ``C64`` is the float64 product of the same float32 inputs, ``|A| @ |B|``
+is computed in float64 and ``native_err`` is the relative Frobenius error of
+``np.matmul`` in float32 on the same data.  Outputs reached by NaN/Inf inputs
+equal native FP32's (NaN where it gives NaN, the same infinity where it gives
+one); outputs whose exact value overflows FP32 are the infinity of C64's sign;
+where native FP32 is finite so is C.
+
+:data:`GENERATORS` maps a name to ``generator(rng, m, k, n) -> (a, b)``
+(C-contiguous float32 arrays of shapes (m, k), (k, n)); every generator
+works for any m, k, n >= 1.  :func:`check_guarantee` returns "" when a
+result satisfies the guarantee and a readable message (the worst element:
+index, values, error, bound, ratio) when it does not.
+
+Seeds: fixed by default (a per-test key from the test's id), so a CI failure
+replays as is.  ``SGEMM_CUBE_TEST_SEED=random`` draws a fresh base seed for
+the run (conftest.py's, which the header prints); ``SGEMM_CUBE_TEST_SEED=<int>``
+replays one (every failure message prints the base seed to use).
+"""
+from __future__ import annotations
+
+import os
+import secrets
+import sys
+import zlib
+from typing import NamedTuple
+
+import numpy as np
+
+__all__ = ["GENERATORS", "FINITE", "SPECIAL", "OVERFLOWING", "U", "OVERFLOW", "UNDERFLOW_UNIT",
+           "seed_for", "rng_for", "References", "references", "check_guarantee", "frobenius_errors",
+           "ieee_special_values", "issue_64x64", "half_scaled", "padded_issue_case", "nextafter_2_64",
+           "special_case", "overflow_case", "OPTIONS", "option_id", "native_overflow_ok"]
+
+U = 2.0 ** -24                            #: FP32 unit roundoff
+OVERFLOW = 2.0 ** 128 * (1 - 2.0 ** -25)  #: smallest magnitude that rounds to infinity in FP32
+UNDERFLOW_UNIT = 2.0 ** -149              #: smallest FP32 subnormal: the underflow allowance per term
+
+
+# ---------------------------------------------------------------- seeds
+
+
+_RANDOM_BASE = []
+
+
+def _random_base() -> int:
+    """One fresh base seed per run: conftest.py's session seed (the one its header prints) when loaded."""
+    conftest = sys.modules.get(f"{__package__}.conftest") if __package__ else None
+    if conftest is not None and isinstance(getattr(conftest, "SESSION_SEED", None), int):
+        return conftest.SESSION_SEED
+    if not _RANDOM_BASE:
+        _RANDOM_BASE.append(secrets.randbits(32))
+    return _RANDOM_BASE[0]
+
+
+def seed_for(test_id: str) -> tuple[int, int]:
+    """``(base, key)``: the base seed (0; ``$SGEMM_CUBE_TEST_SEED``; a fresh one per run when that is
+    ``random``) and a key from the test's id (file name and test name with its parameters)."""
+    env = os.environ.get("SGEMM_CUBE_TEST_SEED", "").strip()
+    if env.lower() == "random":
+        base = _random_base()
+    elif env:
+        base = int(env)
+    else:
+        base = 0
+    file_part, _, name = test_id.partition("::")
+    key = zlib.crc32(f"{os.path.basename(file_part)}::{name}".encode())
+    return base, key
+
+
+def rng_for(test_id: str):
+    """``(rng, text)``: a generator for this test and a line saying how to replay it."""
+    base, key = seed_for(test_id)
+    text = f"data seed [{base}, {key}]: replay with SGEMM_CUBE_TEST_SEED={base} pytest '{test_id}'"
+    return np.random.default_rng([base, key]), text
+
+
+# ---------------------------------------------------------------- generators
+
+
+def _f32(*xs):
+    out = tuple(np.ascontiguousarray(np.asarray(x, dtype=np.float64).astype(np.float32)) for x in xs)
+    return out if len(out) > 1 else out[0]
+
+
+def _signs(rng, shape):
+    return rng.choice([-1.0, 1.0], shape)
+
+
+def _normal(rng, m, k, n):
+    return rng.standard_normal((m, k)), rng.standard_normal((k, n))
+
+
+def gen_normal(rng, m, k, n):
+    return _f32(*_normal(rng, m, k, n))
+
+
+def gen_uniform01(rng, m, k, n):
+    return _f32(rng.uniform(0, 1, (m, k)), rng.uniform(0, 1, (k, n)))
+
+
+def _cond(phi):
+    """The BF16x9 paper's generator: (rand - 0.5) * exp(phi * randn), for A and for B."""
+    def gen(rng, m, k, n):
+        return _f32((rng.random((m, k)) - 0.5) * np.exp(phi * rng.standard_normal((m, k))),
+                    (rng.random((k, n)) - 0.5) * np.exp(phi * rng.standard_normal((k, n))))
+    return gen
+
+
+def _ill_conditioned(eps):
+    """Rows of A nearly orthogonal to the columns of B: A = U V (rank k/2, V orthonormal rows),
+    B = (I - V^T V) G + eps * G2, so C64 ~ eps * |A||B| (plus the rounding of B to FP32)."""
+    def gen(rng, m, k, n):
+        r = max(1, k // 2)
+        v = np.linalg.qr(rng.standard_normal((k, r)))[0].T  # (r, k), orthonormal rows
+        a = rng.standard_normal((m, r)) @ v
+        b = (np.eye(k) - v.T @ v) @ rng.standard_normal((k, n)) + eps * rng.standard_normal((k, n))
+        return _f32(a, b)
+    return gen
+
+
+def gen_row_span_120(rng, m, k, n):
+    """Every row of A and column of B spans 2**-60 .. 2**61 (random binade per entry)."""
+    def side(shape):
+        return _signs(rng, shape) * rng.uniform(1, 2, shape) * 2.0 ** rng.integers(-60, 61, shape)
+    return _f32(side((m, k)), side((k, n)))
+
+
+def gen_alt_cols_1e10(rng, m, k, n):
+    """A's columns alternate 1 and 1e-10, B's rows 1 and 1e10: every product is O(1) and every
+    row of A / column of B spans 33 binades (over the FP16 split's 29)."""
+    a, b = _normal(rng, m, k, n)
+    a[:, 1::2] *= 1e-10
+    b[1::2, :] *= 1e10
+    return _f32(a, b)
+
+
+def gen_one_tiny_per_row(rng, m, k, n):
+    """Each row of A holds one entry ~1e-20 in a column that is zero in every other row, and B's
+    row there is ~1e20: that term is as large as the others, and B's columns span 66 binades."""
+    a, b = _normal(rng, m, k, n)
+    cols = rng.integers(0, k, m)
+    if k > 1:
+        a[:, np.unique(cols)] = 0.0
+    a[np.arange(m), cols] = rng.standard_normal(m) * 1e-20
+    b[np.unique(cols), :] *= 1e20
+    return _f32(a, b)
+
+
+def gen_one_huge_per_row(rng, m, k, n):
+    """Each row of A holds one entry ~1e20 and B's row there is ~1e-20: every term is O(1), but the
+    row's other entries sit 66 binades below its largest (and B's columns span as much)."""
+    a, b = _normal(rng, m, k, n)
+    cols = rng.integers(0, k, m)
+    a[np.arange(m), cols] = rng.standard_normal(m) * 1e20
+    b[np.unique(cols), :] *= 1e-20
+    return _f32(a, b)
+
+
+def half_scaled(rng, m, k, n, s):
+    """The issue's case: A's first k//2 columns and B's last k - k//2 rows times ``s``, so every
+    term of C is ~s and every row of A / column of B mixes magnitudes 1 and s."""
+    a, b = _normal(rng, m, k, n)
+    a[:, : k // 2] *= s
+    b[k // 2:, :] *= s
+    return _f32(a, b)
+
+
+def _half_scaled(s):
+    return lambda rng, m, k, n: half_scaled(rng, m, k, n, s)
+
+
+def _scaled(sa, sb):
+    def gen(rng, m, k, n):
+        a, b = _normal(rng, m, k, n)
+        return _f32(a * sa, b * sb)
+    return gen
+
+
+def gen_near_overflow(rng, m, k, n):
+    """Entries of A up to ~1.3e19 (2**63.5), of B up to 2**(65.9 - log2(K) / 2) (at most 2**63.9):
+    every term is finite (below 2**127.4) but C's spread is ~2**127.8, so about a quarter of the exact
+    results overflow FP32, and native FP32's running sums often overflow on the way to results that
+    do not (or reach the infinity of the wrong sign)."""
+    s = min(65.9 - 0.5 * np.log2(k), 63.9)
+    return _f32(rng.uniform(-1, 1, (m, k)) * 2.0 ** 63.5, rng.uniform(-1, 1, (k, n)) * 2.0 ** s)
+
+
+def gen_overflow_edge(rng, m, k, n):
+    """Every entry of A ~2**63.99 and each column of B holds one entry ~2**63.99 (others ~2**40):
+    one term per output is within 2% of FP32's largest value; the exact results are finite."""
+    big = 2.0 ** 63.99
+    a = _signs(rng, (m, k)) * rng.uniform(0.9, 1.0, (m, k)) * big
+    b = _signs(rng, (k, n)) * rng.uniform(0.0, 1.0, (k, n)) * 2.0 ** 40
+    rows = rng.integers(0, k, n)
+    b[rows, np.arange(n)] = _signs(rng, n) * rng.uniform(0.9, 1.0, n) * big
+    return _f32(a, b)
+
+
+def gen_underflow(rng, m, k, n):
+    """Entries ~1e-20: every term and C itself ~1e-40, FP32 subnormal."""
+    a, b = _normal(rng, m, k, n)
+    return _f32(a * 1e-20, b * 1e-20)
+
+
+def gen_subnormal_rows(rng, m, k, n):
+    """A is all FP32 subnormals (~2**-140), B ~2**100: C ~2**-40, normal, from subnormal inputs."""
+    a, b = _normal(rng, m, k, n)
+    return _f32(a * 2.0 ** -140, b * 2.0 ** 100)
+
+
+def gen_subnormal_mixed(rng, m, k, n):
+    """A quarter of the entries of A and of B replaced by subnormals (down to 2**-149)."""
+    a, b = _normal(rng, m, k, n)
+    for x in (a, b):
+        mask = rng.random(x.shape) < 0.25
+        x[mask] = _signs(rng, mask.sum()) * rng.uniform(0, 1, mask.sum()) * 2.0 ** rng.integers(-149, -126, mask.sum())
+    return _f32(a, b)
+
+
+def _put(rng, x, values):
+    """Write ``values`` at distinct random positions of x (as many as fit)."""
+    flat = x.reshape(-1)
+    pos = rng.choice(flat.size, size=min(len(values), flat.size), replace=False)
+    flat[pos] = values[: len(pos)]
+
+
+def gen_nan_inf(rng, m, k, n):
+    """Normal data with NaN, +inf and -inf at a few positions of A and of B."""
+    a, b = _normal(rng, m, k, n)
+    _put(rng, a, [np.nan, np.inf, -np.inf])
+    _put(rng, b, [np.inf, np.nan, -np.inf])
+    return _f32(a, b)
+
+
+def gen_inf_zero(rng, m, k, n):
+    """+inf in A meets zeros of B (NaN outputs) and nonzeros (+inf/-inf outputs); -inf in B meets a
+    zero of A (NaN) and nonzeros."""
+    a, b = _normal(rng, m, k, n)
+    i, p = rng.integers(0, m), rng.integers(0, k)
+    b[p, rng.choice(n, size=max(1, n // 3), replace=False)] = 0.0
+    a[i, p] = np.inf
+    q, j = rng.integers(0, k), rng.integers(0, n)
+    rows = [r for r in range(m) if r != i] or [i]
+    a[rng.choice(rows), q] = 0.0
+    b[q, j] = -np.inf
+    return _f32(a, b)
+
+
+def gen_inf_opposite(rng, m, k, n):
+    """+inf and -inf terms meeting in one output (NaN), and one-signed infinite outputs around them."""
+    a, b = _normal(rng, m, k, n)
+    if k >= 2:
+        i, j = rng.integers(0, m), rng.integers(0, n)
+        p, q = rng.choice(k, size=2, replace=False)
+        r = rng.integers(0, k)
+        b[p, :], b[q, :] = np.abs(b[p, :]) + 0.5, np.abs(b[q, :]) + 0.5
+        b[r, j] = np.inf                      # column j: +inf meets a[:, r] of both signs
+        a[:, r] = np.where(np.arange(m) % 2 == 0, 1.0, -1.0) * (np.abs(a[:, r]) + 0.5)
+        a[i, p], a[i, q] = np.inf, -np.inf    # row i: +inf * b[p, :] + -inf * b[q, :] (both > 0)
+    else:
+        a[0, 0], b[0, 0] = np.inf, -np.inf
+    return _f32(a, b)
+
+
+def gen_specials_half_scaled(rng, m, k, n):
+    """The issue's 1e-10 half-scaled data with NaN/+inf/-inf added: the fix-up and the special-value
+    patch on the same rows."""
+    a, b = half_scaled(rng, m, k, n, 1e-10)
+    a, b = a.copy(), b.copy()
+    _put(rng, a, [np.nan, np.inf])
+    _put(rng, b, [-np.inf])
+    return a, b
+
+
+#: name -> generator(rng, m, k, n) -> (a float32 (m, k), b float32 (k, n)).
+GENERATORS = {
+    "normal": gen_normal,
+    "uniform01": gen_uniform01,
+    "cond_phi0.5": _cond(0.5),
+    "cond_phi2": _cond(2.0),
+    "cond_phi5": _cond(5.0),
+    "ill_conditioned": _ill_conditioned(1e-5),
+    "orthogonal": _ill_conditioned(0.0),
+    "row_span_120": gen_row_span_120,
+    "alt_cols_1e-10": gen_alt_cols_1e10,
+    "one_tiny_per_row": gen_one_tiny_per_row,
+    "one_huge_per_row": gen_one_huge_per_row,
+    "half_scaled_1e-6": _half_scaled(1e-6),
+    "half_scaled_1e-10": _half_scaled(1e-10),
+    "scale_1e6": _scaled(1e6, 1e6),
+    "scale_1e-8": _scaled(1e-8, 1e-8),
+    "scale_1e30": _scaled(1e30, 1.0),
+    "scale_1e-30": _scaled(1e-30, 1.0),
+    "scale_1e30_1e-30": _scaled(1e30, 1e-30),
+    "near_overflow": gen_near_overflow,
+    "overflow_edge": gen_overflow_edge,
+    "underflow": gen_underflow,
+    "subnormal_rows": gen_subnormal_rows,
+    "subnormal_mixed": gen_subnormal_mixed,
+    "nan_inf": gen_nan_inf,
+    "inf_zero": gen_inf_zero,
+    "inf_opposite": gen_inf_opposite,
+    "specials_half_scaled": gen_specials_half_scaled,
+}
+
+#: Generators with NaN/Inf inputs.
+SPECIAL = ("nan_inf", "inf_zero", "inf_opposite", "specials_half_scaled")
+#: Finite generators some of whose exact results overflow FP32.
+OVERFLOWING = ("near_overflow",)
+#: Finite generators whose exact results (and native FP32's) are all finite.
+FINITE = tuple(g for g in GENERATORS if g not in SPECIAL and g not in OVERFLOWING)
+
+
+def issue_64x64(rng, s=1e-10, size=64):
+    """The issue's case: 64x64 normal data, half of A's columns and half of B's rows times s
+    (native FP32: ~1.3e-7 relative error; the old default: ~5e-2 with s=1e-10)."""
+    return half_scaled(rng, size, size, size, s)
+
+
+def padded_issue_case(k=16):
+    """The issue's ``a=[[1, 1e-6]], b=[[1e-6], [1]]``, padded with zeros to K=k."""
+    a = np.zeros((1, k), np.float32)
+    b = np.zeros((k, 1), np.float32)
+    a[0, :2] = [1.0, 1e-6]
+    b[:2, 0] = [1e-6, 1.0]
+    return a, b
+
+
+def nextafter_2_64(k=1):
+    """``a = b = [[nextafter(2**64, 0)]]`` (product 2**128 (1 - 2**-23 + 2**-48): finite in FP32),
+    padded with zeros to K=k."""
+    x = np.nextafter(np.float32(2.0 ** 64), np.float32(0))
+    a = np.zeros((1, k), np.float32)
+    b = np.zeros((k, 1), np.float32)
+    a[0, 0] = b[0, 0] = x
+    return a, b
+
+
+def special_case():
+    """Hand-made K=16 operands with every special-value pattern, and the expected masks
+    ``{"isnan": ..., "isposinf": ..., "isneginf": ...}`` of the (5, 6) product, listed by hand."""
+    a = np.full((5, 16), 0.5, np.float32) + np.arange(16, dtype=np.float32) / 64
+    b = np.full((16, 6), 0.25, np.float32) + np.arange(6, dtype=np.float32)[None, :] / 32
+    b[0, :] = [0.0, 2.0, -1.0, 3.0, 1.0, 1.0]
+    a[0, 0] = np.inf                      # row 0: +inf meets b[0, :]: NaN, +inf, -inf, +inf, ...
+    a[1, 1], a[1, 2] = np.inf, -np.inf    # row 1: +inf and -inf terms (b[1, :], b[2, :] > 0): NaN
+    a[2, 3] = np.nan                      # row 2: NaN
+    b[5, 4] = -np.inf                     # column 4: -inf meets a[:, 5] > 0 (-inf), and
+    a[3, 5] = 0.0                         #   0 at row 3 (NaN), +inf of a[0, 0] at row 0 (NaN)
+    b[6, 5] = np.nan                      # column 5: NaN
+    a[4, 7] = 1e30                        # row 4: finite, beyond the FP16 split's range
+    nan = np.zeros((5, 6), bool)
+    nan[0, 0] = nan[0, 4] = nan[3, 4] = True
+    nan[1, :] = nan[2, :] = nan[:, 5] = True
+    posinf = np.zeros((5, 6), bool)
+    posinf[0, 1] = posinf[0, 3] = True
+    neginf = np.zeros((5, 6), bool)
+    neginf[0, 2] = neginf[4, 4] = True
+    return a, b, {"isnan": nan, "isposinf": posinf, "isneginf": neginf}
+
+
+def overflow_case():
+    """K=16, x = 2**63.75: C[0] = (2x^2, -2x^2, 2x^2) overflows (+inf, -inf, +inf); C[1] = x^2 - x^2 = 0;
+    C[2] = +-x^2 (1 + 2**-40) ~ 2**127.5, finite."""
+    x = np.float32(2.0 ** 63.75)
+    a = np.zeros((3, 16), np.float32)
+    b = np.zeros((16, 3), np.float32)
+    a[0, :2] = [x, x]
+    a[1, :2] = [x, -x]
+    a[2, :2] = [x, x * np.float32(2.0 ** -40)]
+    b[:2, 0] = [x, x]
+    b[:2, 1] = [-x, -x]
+    b[:2, 2] = [x, x]
+    return a, b
+
+
+#: Options under which the guarantee holds (one at a time, and a few combinations).
+OPTIONS = [
+    dict(scale="auto"), dict(scale="rows"), dict(scale="matrix"), dict(scale=None),
+    dict(order="elementwise"), dict(scheme="fp16x4"), dict(keep_lo_lo=True), dict(scheme="bf16x9"),
+    dict(scheme="bf16x6"), dict(scheme="auto"), dict(sb=0), dict(sb=6), dict(sb=11),
+    dict(scheme="bf16x9", scale="rows", order="elementwise"), dict(scale=None, sb=0),
+    dict(scheme="fp16x4", scale="matrix", sb=6),
+]
+
+
+def option_id(opts):
+    return "-".join(f"{k}={v}" for k, v in opts.items())
+
+
+def native_overflow_ok(opts):
+    """Whether, under these options, rows beyond the split's range may run in native FP32 (scale=None),
+    whose running sums can reach the infinity of the wrong sign where the exact result overflows."""
+    return "scale" in opts and opts["scale"] is None
+
+
+# ---------------------------------------------------------------- the check
+
+
+def _np(x):
+    if isinstance(x, np.ndarray):
+        return x
+    if hasattr(x, "detach"):  # a torch tensor, on any device
+        return x.detach().cpu().numpy()
+    return np.asarray(x)
+
+
+class References(NamedTuple):
+    c64: np.ndarray        #: float64 product of the inputs, NaN/Inf inputs read as 0
+    absab: np.ndarray      #: |A| @ |B| in float64, NaN/Inf inputs read as 0
+    native: np.ndarray     #: np.matmul in float32 (NaN/Inf as IEEE arithmetic gives them)
+    finite_in: np.ndarray  #: outputs whose row of A and column of B are all finite
+    k: int
+
+
+def references(a, b) -> References:
+    """The float64 product, |A| @ |B|, native FP32 and the finite-input mask for a, b."""
+    a, b = _np(a), _np(b)
+    assert a.dtype == np.float32 and b.dtype == np.float32, (a.dtype, b.dtype)
+    fa, fb = np.isfinite(a), np.isfinite(b)
+    a0 = np.where(fa, a, 0).astype(np.float64)
+    b0 = np.where(fb, b, 0).astype(np.float64)
+    with np.errstate(all="ignore"):
+        native = np.matmul(a, b)
+    finite_in = fa.all(axis=-1)[..., :, None] & fb.all(axis=-2)[..., None, :]
+    return References(np.matmul(a0, b0), np.matmul(np.abs(a0), np.abs(b0)), native,
+                      np.broadcast_to(finite_in, native.shape), a.shape[-1])
+
+
+def ieee_special_values(a, b) -> np.ndarray:
+    """The product by explicit float64 terms and sums (IEEE: inf*0 = NaN, inf - inf = NaN), for small
+    shapes: an independent reference for which outputs native FP32 makes NaN or infinite."""
+    a, b = _np(a).astype(np.float64), _np(b).astype(np.float64)
+    with np.errstate(all="ignore"):
+        return (a[..., :, :, None] * b[..., None, :, :]).sum(axis=-2)
+
+
+def _fmt_index(idx):
+    return "(" + ", ".join(str(int(i)) for i in idx) + ")"
+
+
+def _masks(c, r: References):
+    err = np.abs(c.astype(np.float64) - r.c64)
+    return err, np.abs(r.c64) >= OVERFLOW, np.isfinite(r.native)
+
+
+def check_guarantee(c, a, b, *, c_factor=3.0, frobenius=True, frobenius_factor=2.0, refs=None,
+                    native_overflow_ok=False) -> str:
+    """"" if ``c`` satisfies the guarantee for ``a @ b``, else a message naming the worst element.
+
+    Elementwise (``bound = c_factor * K * 2**-24 * (|A| @ |B|) + K * 2**-149``):
+
+    * outputs reached by NaN/Inf inputs: exactly native FP32's NaN / +inf / -inf;
+    * finite inputs, native finite, ``|C64| < OVERFLOW``: finite and ``|C - C64| <= bound``;
+    * finite inputs, ``|C64| >= OVERFLOW``: the infinity of C64's sign, or a finite value within
+      the bound (possible only where C64 lies within the bound of the overflow threshold: an
+      answer as accurate as the bound allows may land on either side of it, native's too --
+      measured on an H100, C64 = -3.4028240e38 gave -FLT_MAX with error 2e-7 relative);
+    * finite inputs, ``|C64| < OVERFLOW`` but native overflowed (an intermediate sum did):
+      within the bound, or native's own value.
+
+    ``native_overflow_ok``: on outputs whose exact value overflows, also accept native FP32's own
+    value (its running sum can reach the infinity of the wrong sign): for checking native FP32
+    itself, or computations the spec lets run natively.
+
+    Frobenius (when ``frobenius``), over the outputs of the second kind:
+    ``||C - C64|| / ||C64|| <= frobenius_factor * max(native_err, 2**-24)``, skipped
+    when ``||C64|| == 0``.  ``refs``: :func:`references` of a, b if already computed.
+    """
+    r = refs if refs is not None else references(a, b)
+    c = _np(c)
+    if c.dtype != np.float32 or c.shape != r.native.shape:
+        return f"result has dtype {c.dtype} and shape {c.shape}; expected float32 {r.native.shape}"
+    k = r.k
+    bound = c_factor * k * U * r.absab + k * UNDERFLOW_UNIT
+    err, exact_ovf, nat_fin = _masks(c, r)
+    c_nan, nat_nan = np.isnan(c), np.isnan(r.native)
+    same_native = (c == r.native) | (c_nan & nat_nan)
+    with np.errstate(invalid="ignore"):
+        ok_fin = np.isfinite(c) & (err <= bound)
+        ok_inf = c == np.copysign(np.inf, r.c64)
+    fin = r.finite_in
+    case_special = ~fin
+    case_normal = fin & nat_fin & ~exact_ovf
+    case_ovf = fin & ~nat_fin & exact_ovf
+    case_ovf_nat_fin = fin & nat_fin & exact_ovf
+    case_nat_ovf = fin & ~nat_fin & ~exact_ovf
+    ok = np.select([case_special, case_normal, case_ovf, case_ovf_nat_fin, case_nat_ovf],
+                   [same_native, ok_fin, ok_fin | ok_inf | (native_overflow_ok & same_native), ok_fin | ok_inf,
+                    ok_fin | same_native], default=False)
+    lines = []
+    if not ok.all():
+        with np.errstate(all="ignore"):
+            ratio = np.where(np.isfinite(c), err / bound, np.inf)
+        ratio = np.where(ok, -1.0, np.where(np.isnan(ratio), np.inf, ratio))
+        worst = np.unravel_index(int(np.argmax(ratio)), ratio.shape)
+        expect = ("native FP32's special value" if case_special[worst] else
+                  "finite, within the bound" if case_normal[worst] else
+                  "the infinity of C64's sign, or finite within the bound (exact result overflows)"
+                  if case_ovf[worst] else
+                  "within the bound or the infinity of C64's sign" if case_ovf_nat_fin[worst] else
+                  "within the bound or native's value (native overflowed)")
+        n_bad = int((~ok).sum())
+        lines.append(
+            f"{n_bad} of {ok.size} outputs break the guarantee (c_factor={c_factor:g}, K={k}); worst at "
+            f"{_fmt_index(worst)}: C={float(c[worst])!r}, C64={float(r.c64[worst])!r}, "
+            f"native={float(r.native[worst])!r}, |C-C64|={float(err[worst]):.4g}, "
+            f"bound={float(bound[worst]):.4g}, ratio={float(ratio[worst]):.4g}; expected {expect}")
+        by_kind = {name: int((~ok & m).sum()) for name, m in (
+            ("special-value", case_special), ("in-range", case_normal), ("overflowing", case_ovf),
+            ("overflowing (native finite)", case_ovf_nat_fin), ("native-overflowed", case_nat_ovf))}
+        lines.append("failures by kind: " + ", ".join(f"{n}: {v}" for n, v in by_kind.items() if v))
+    if frobenius:
+        fro = _frobenius(c, r, case_normal)
+        if fro is not None:
+            ours, nat = fro
+            limit = frobenius_factor * max(nat, U)
+            if not ours <= limit:
+                lines.append(f"relative Frobenius error {ours:.4g} > {frobenius_factor:g} * max(native {nat:.4g}, "
+                             f"2**-24) = {limit:.4g} (ratio {ours / limit:.4g})")
+    return "\n".join(lines)
+
+
+def _frobenius(c, r: References, mask):
+    ref = r.c64[mask]
+    norm = float(np.linalg.norm(ref))
+    if norm == 0 or not np.isfinite(norm):
+        return None
+    with np.errstate(all="ignore"):
+        ours = float(np.linalg.norm(c.astype(np.float64)[mask] - ref)) / norm
+        nat = float(np.linalg.norm(r.native.astype(np.float64)[mask] - ref)) / norm
+    return (ours if np.isfinite(ours) else np.inf), nat
+
+
+def frobenius_errors(c, a, b, refs=None):
+    """``(ours, native)`` relative Frobenius errors over the outputs with finite inputs, finite native
+    result and in-range exact result (None when C64 is zero there)."""
+    r = refs if refs is not None else references(a, b)
+    c = _np(c)
+    _, exact_ovf, nat_fin = _masks(c, r)
+    return _frobenius(c, r, r.finite_in & nat_fin & ~exact_ovf)
