@@ -160,3 +160,26 @@ def test_chosen_tiling_fits_the_plan(soc):
             npu_schedule.make_plan(npu_schedule.capacity_from_profile(soc), t.bm, t.bk, t.bn, t.n_fused, terms)
             assert t.n_fused <= max(1, -(-(-(-k // 16) * 16) // t.bk))
     assert "sgemm_cube.backends._npu_ext" not in sys.modules
+
+
+def test_run_keeps_the_guarantee_around_the_kernels(model_ext, torch):
+    """npu.run (the backend protocol) scales lines, runs the (modelled) kernels, unscales, and computes the
+    listed lines in FP32: mixed magnitudes, 1e30 rows and NaN/Inf give what the CPU backend gives."""
+    from .guarantee_data import check_guarantee
+
+    from sgemm_cube.plan import make_request
+
+    model_ext("910b", 20)
+    rng = np.random.default_rng(11)
+    a = rng.standard_normal((2, 24, 40)).astype(np.float32)
+    b = rng.standard_normal((2, 40, 20)).astype(np.float32)
+    a[0, :, ::2] *= np.float32(1e-10)      # rows spanning 33 binades: computed in FP32
+    a[1, 3] *= np.float32(1e30)            # scaled
+    b[1, :, 4] *= np.float32(1e-30)        # scaled
+    a[0, 5, 7], b[1, 2, 9] = np.inf, np.nan
+    req = make_request()
+    out = torch.empty(2, 24, 20)
+    npu.run(npu.plan(req, 2, 24, 20, 40), req, torch.from_numpy(a), torch.from_numpy(b), out)
+    for i in range(2):
+        msg = check_guarantee(out[i].numpy(), a[i], b[i])
+        assert not msg, msg

@@ -28,14 +28,19 @@ import importlib.util
 import os
 from pathlib import Path
 
+import numpy as np
+
 from . import npu_schedule
 
-__all__ = ["is_available", "unavailable_reason", "matmul", "choose_tiling"]
+__all__ = ["SCHEMES", "ORDERS", "is_available", "unavailable_reason", "plan", "run", "matmul", "choose_tiling"]
 
 _EXTENSION = "sgemm_cube.backends._npu_ext"
 # Where a CANN toolkit keeps the ACL headers, relative to ASCEND_HOME_PATH.
 _CANN_MARKERS = ("include/acl/acl.h", "aarch64-linux/include/acl/acl.h", "x86_64-linux/include/acl/acl.h")
 _SCHEMES = ("fp16x3", "fp16x4")
+#: What the AscendC kernels implement (the protocol of :mod:`sgemm_cube.backends`).
+SCHEMES = _SCHEMES
+ORDERS = ("termwise",)
 
 
 def _cann_problem() -> str:
@@ -196,3 +201,56 @@ def matmul(a, b, *, sb: int, order: str, keep_lo_lo: bool, out, accumulate: str 
     if target is not out:
         out.copy_(target)
     return None
+
+
+def plan(req, batch: int, m: int, n: int, k: int, like=None):
+    """The plan for a (batch, m, k) @ (batch, k, n) product (:func:`sgemm_cube.plan.make_plan`)."""
+    from ..plan import make_plan
+
+    return make_plan(req, "npu", SCHEMES, k, orders=ORDERS)
+
+
+def run(plan, req, a, b, out) -> None:
+    """The guarantee's bookkeeping around the AscendC kernels (:mod:`cpu_fallback.guard`).
+
+    **Synchronises**: until the AscendC split computes the line exponents and
+    classes itself, they are computed on the host from a copy of the
+    operands (one device-to-host copy of each per call).  Then, on the
+    device: the lines scaled by their powers of two (NaN/Inf as 0), the
+    kernels (:func:`matmul`), the unscaling (float64, one rounding), and the
+    listed lines' outputs in FP32 on scaled lines with ``torch.matmul``.
+    Untested on hardware, like the kernels.
+    """
+    import torch
+
+    from cpu_fallback.guard import fix_from, line_meta
+
+    opts = dict(scheme=plan.scheme, sb=plan.sb, scale=plan.scale, fixup=req.fixup)
+    ma = line_meta(a.detach().cpu().numpy(), -1, **opts)
+    mb = line_meta(b.detach().cpu().numpy(), -2, **opts)
+    ta = torch.as_tensor(ma.t, device=a.device, dtype=torch.float64)
+    tb = torch.as_tensor(mb.t, device=a.device, dtype=torch.float64)
+
+    def scaled(x, t, keep_special):  # exact unless it underflows: float64 holds every 2**t
+        x = x if keep_special else torch.where(torch.isfinite(x), x, torch.zeros((), dtype=x.dtype, device=x.device))
+        return (x.double() * torch.exp2(t)).float()
+
+    matmul(scaled(a, ta[:, :, None], False), scaled(b, tb[:, None, :], False), sb=plan.sb, order=req.order,
+           keep_lo_lo=plan.scheme == "fp16x4", out=out)
+    if ma.t.any() or mb.t.any():
+        out.copy_((out.double() * torch.exp2(-(ta[:, :, None] + tb[:, None, :]))).float())
+    lowest = fix_from(req.fixup)
+    for i in range(a.shape[0]):
+        rows = np.flatnonzero(ma.cls[i] >= lowest)
+        cols = np.flatnonzero(mb.cls[i] >= lowest)
+        if not (rows.size or cols.size):
+            continue
+        xa, xb = scaled(a[i], ta[i][:, None], True), scaled(b[i], tb[i][None, :], True)
+        if rows.size:
+            r = torch.as_tensor(rows, device=a.device)
+            c = torch.matmul(xa[r], xb).double() * torch.exp2(-(ta[i][r][:, None] + tb[i][None, :]))
+            out[i, r, :] = c.float()
+        if cols.size:
+            q = torch.as_tensor(cols, device=a.device)
+            c = torch.matmul(xa, xb[:, q]).double() * torch.exp2(-(ta[i][:, None] + tb[i][q][None, :]))
+            out[i][:, q] = c.float()
