@@ -54,7 +54,7 @@ from .schemes import get_scheme
 from .split import split_limits
 
 __all__ = ["SCALES", "LineRange", "line_range", "line_meta", "LineMeta", "scale_lines", "unscale", "fix_from",
-           "pack_meta", "unpack_meta"]
+           "recomputed_lines", "pack_meta", "unpack_meta"]
 
 #: Values of ``scale``: "auto" scales the lines that do not fit as they are.
 SCALES = ("auto", "rows", "matrix", None)
@@ -148,6 +148,16 @@ def unscale(c: np.ndarray, ta: np.ndarray, tb: np.ndarray) -> np.ndarray:
     """``c * 2**-(ta_i + tb_j)`` rounded once to float32 (float64 holds every factor exactly)."""
     with np.errstate(over="ignore"):
         return np.ldexp(c.astype(np.float64), -(ta[..., :, None] + tb[..., None, :])).astype(np.float32)
+
+
+def recomputed_lines(ma: LineMeta, mb: LineMeta, fixup: bool):
+    """Yield ``(i, rows, cols)``: batch ``i``'s rows of A and columns of B computed in FP32 (batches with any)."""
+    lowest = fix_from(fixup)
+    for i in range(ma.cls.shape[0]):
+        rows = np.flatnonzero(ma.cls[i] >= lowest)
+        cols = np.flatnonzero(mb.cls[i] >= lowest)
+        if rows.size or cols.size:
+            yield i, rows, cols
 
 
 # The CUDA kernels keep the two integers in one int32 per line: bits 0-1 cls, bits 2-12 t + 1024.

@@ -47,10 +47,11 @@ def _check_operand(x, name: str, torch_mode: bool):
     return x
 
 
-def select_backend(a, backend: str = "auto") -> str:
+def select_backend(a, b=None, backend: str = "auto") -> str:
     """Name the backend that handles ``a``'s device: NumPy arrays and torch CPU
     tensors -> ``"cpu"``, CUDA tensors -> ``"cuda"``, Ascend NPU tensors ->
-    ``"npu"`` (its plan may still run ``"native"``: see :func:`explain`)."""
+    ``"npu"`` (its plan may still run ``"native"``: see :func:`explain`).
+    ``b`` is accepted for compatibility; it is on ``a``'s device."""
     if backend != "auto":
         return backend
     if _is_torch(a):
@@ -125,7 +126,7 @@ def _options(sb, scheme, scale, order, accumulate, keep_lo_lo, backend, fixup, c
 
 
 def _plan(req, prob: _Problem) -> Plan:
-    mod = get_backend(select_backend(prob.a, req.backend))
+    mod = get_backend(select_backend(prob.a, backend=req.backend))
     return mod.plan(req, prob.nb, prob.m, prob.n, prob.k, prob.a)
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from cpu_fallback import ORDERS, emulated_matmul
-from cpu_fallback.guard import fix_from, line_meta, scale_lines, unscale
+from cpu_fallback.guard import line_meta, recomputed_lines, scale_lines, unscale
 
 from ..plan import Plan, Request, make_plan
 
@@ -64,12 +64,7 @@ def run(plan: Plan, req: Request, a, b, out) -> None:
     if ma.t.any() or mb.t.any():
         out[...] = unscale(out, ma.t, mb.t)
     # Recomputed lines: FP32 products of the scaled lines (NaN/Inf kept), unscaled with one rounding.
-    lowest = fix_from(req.fixup)
-    for i in range(a.shape[0]):
-        rows = np.flatnonzero(ma.cls[i] >= lowest)
-        cols = np.flatnonzero(mb.cls[i] >= lowest)
-        if not (rows.size or cols.size):
-            continue
+    for i, rows, cols in recomputed_lines(ma, mb, req.fixup):
         xa = scale_lines(a[i], ma.t[i], -1, keep_special=True)
         xb = scale_lines(b[i], mb.t[i], -2, keep_special=True)
         if rows.size:

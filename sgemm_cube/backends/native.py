@@ -11,7 +11,7 @@ import numpy as np
 
 from ..plan import Plan, Request
 
-__all__ = ["SCHEMES", "is_available", "unavailable_reason", "plan", "run", "matmul", "matmul_direct"]
+__all__ = ["SCHEMES", "is_available", "unavailable_reason", "plan", "run", "matmul"]
 
 SCHEMES = ("native",)
 
@@ -31,10 +31,6 @@ def plan(req: Request, batch: int, m: int, n: int, k: int, like=None) -> Plan:
 def run(plan: Plan, req: Request, a, b, out) -> None:
     matmul(a, b, out=out)
 
-
-def matmul_direct(a, b, out=None):
-    """``a @ b`` with NumPy/torch matmul semantics (broadcasting, 1-D operands) in true FP32; ``out`` optional."""
-    return matmul(a, b, out=out)
 
 
 def matmul(a, b, *, out):

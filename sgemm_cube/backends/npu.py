@@ -28,8 +28,6 @@ import importlib.util
 import os
 from pathlib import Path
 
-import numpy as np
-
 from . import npu_schedule
 
 __all__ = ["SCHEMES", "ORDERS", "is_available", "unavailable_reason", "plan", "run", "matmul", "choose_tiling"]
@@ -223,7 +221,7 @@ def run(plan, req, a, b, out) -> None:
     """
     import torch
 
-    from cpu_fallback.guard import fix_from, line_meta
+    from cpu_fallback.guard import line_meta, recomputed_lines
 
     opts = dict(scheme=plan.scheme, sb=plan.sb, scale=plan.scale, fixup=req.fixup)
     ma = line_meta(a.detach().cpu().numpy(), -1, **opts)
@@ -239,12 +237,7 @@ def run(plan, req, a, b, out) -> None:
            keep_lo_lo=plan.scheme == "fp16x4", out=out)
     if ma.t.any() or mb.t.any():
         out.copy_((out.double() * torch.exp2(-(ta[:, :, None] + tb[:, None, :]))).float())
-    lowest = fix_from(req.fixup)
-    for i in range(a.shape[0]):
-        rows = np.flatnonzero(ma.cls[i] >= lowest)
-        cols = np.flatnonzero(mb.cls[i] >= lowest)
-        if not (rows.size or cols.size):
-            continue
+    for i, rows, cols in recomputed_lines(ma, mb, req.fixup):
         xa, xb = scaled(a[i], ta[i][:, None], True), scaled(b[i], tb[i][None, :], True)
         if rows.size:
             r = torch.as_tensor(rows, device=a.device)

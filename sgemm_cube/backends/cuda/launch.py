@@ -28,7 +28,7 @@ from cpu_fallback.guard import line_range
 from . import SCHEMES
 from .gemm_kernel import VARIANTS, sgemm_cube_kernel
 from .hybrid import device_key, interpreter_active, load_device_table
-from .split_kernel import SCALE_MODES, split_lines_kernel, split_scaled_kernel, split_tiles_kernel
+from .split_kernel import SCALE_MODES, line_integers_kernel, split_scaled_kernel, tile_stats_kernel
 
 __all__ = ["matmul", "run", "split_operands", "launch_gemm", "resolve_config", "flush_steps",
            "SplitOperands", "LineOutputs", "DEFAULT_FLUSH_K"]
@@ -39,15 +39,16 @@ __all__ = ["matmul", "run", "split_operands", "launch_gemm", "resolve_config", "
 DEFAULT_FLUSH_K = 64
 
 _CONFIG_KEYS = ("variant", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages",
-                "split_corr", "warp_specialize", "split_block", "split_warps", "split_stages", "flush_k",
-                "merge_levels")
+                "split_corr", "warp_specialize", "split_block", "split_warps", "flush_k", "merge_levels")
 # Used where no measured table entry matches: the fastest accurate config of
 # the H200 sweeps (benchmarks/NOTES_gpu.md).  ``split_corr`` puts the two
 # correction products in two accumulators instead of one chain; it spills at
 # 128x128 and measured slower.
 _FALLBACK = {"variant": "tma", "BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8,
              "num_warps": 8, "num_stages": 3, "split_corr": False, "warp_specialize": False,
-             "split_block": None, "split_warps": 4, "split_stages": 3, "flush_k": DEFAULT_FLUSH_K, "merge_levels": False}
+             "split_block": None, "split_warps": 4, "flush_k": DEFAULT_FLUSH_K, "merge_levels": False}
+#: (lines, statistics tiles per step) of one program of the line-integers pass; ``split_block`` overrides it.
+LINE_BLOCK = (32, 64)
 #: Up to this K the hi*hi partial is flushed every 32 elements (BLOCK_K 32): on uniform [0, 1) data the
 #: truncating tensor-core partial dominates the error at small K (H100: 1.9e-7 at flush 64 against
 #: 1.0e-7 at 32 for K = 320, where cuBLAS SGEMM gave 0.7-2.8e-7), at the same speed for K <= 768.
@@ -63,7 +64,7 @@ _FALLBACK_MODE = {"termwise": {}, "elementwise": {}, "lo_lo": {"BLOCK_M": 64}, "
 # Under the interpreter small tiles keep the NumPy emulation quick.
 _INTERPRETER = {"variant": "ptr", "BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 16, "GROUP_M": 2,
                 "num_warps": 4, "num_stages": 1, "split_corr": False, "warp_specialize": False,
-                "split_block": None, "split_warps": 4, "split_stages": 3, "flush_k": DEFAULT_FLUSH_K, "merge_levels": False}
+                "split_block": None, "split_warps": 4, "flush_k": DEFAULT_FLUSH_K, "merge_levels": False}
 
 
 class SplitOperands(NamedTuple):
@@ -224,13 +225,6 @@ def _unique_batch(x: torch.Tensor) -> torch.Tensor:
     return x
 
 
-def _matrix_exponents(x: torch.Tensor, top: int) -> torch.Tensor:
-    """``scale="matrix"``: per batch, the shift putting the largest finite magnitude in ``[2**top, 2**(top+1))``."""
-    big = torch.where(torch.isfinite(x), x.abs(), torch.zeros((), dtype=x.dtype, device=x.device)).amax(dim=(1, 2))
-    e = torch.frexp(big.double()).exponent - 1
-    return torch.where(big > 0, top - e, torch.zeros_like(e)).to(torch.int32)
-
-
 class _Ref(NamedTuple):
     """A kernel argument that is memory of one call: the operands, ``out``, or a piece of the workspace.
 
@@ -257,19 +251,6 @@ class _Launch(NamedTuple):
     num_stages: int
 
 
-def _split_block(lines: int, sms: int, *, lines_contiguous: bool) -> tuple[int, int]:
-    """(lines, K tiles) of one program of the line pass (:func:`.split_kernel.split_lines_kernel`).
-
-    It reads the tiles' statistics (contiguous along the lines: 32 of them
-    make 128-byte loads) and re-splits the lines that need scaling.
-    ``lines``, ``sms`` and ``lines_contiguous`` are kept for a rule that
-    depends on them; none measured better yet.
-    """
-    if interpreter_active():
-        return 16, 16
-    return 32, 64
-
-
 def _ws_piece(offset: int, dtype, shape) -> tuple[_Ref, int]:
     """A workspace piece and the offset after it (pieces start at multiples of 256 bytes)."""
     nbytes = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
@@ -277,32 +258,25 @@ def _ws_piece(offset: int, dtype, shape) -> tuple[_Ref, int]:
 
 
 class _SplitSide(NamedTuple):
-    """One operand's part of the two split launches (:mod:`.split_kernel`)."""
+    """One operand's part of the three split launches (:mod:`.split_kernel`)."""
 
-    tiles_args: tuple     # x, out, part, n_lt, n_kt, geometry
-    lines_args: tuple     # x, out, meta, list, count, mat_t, part, n_kt, n_blocks, geometry
-    scaled_args: tuple    # x, out, meta, n_lt, n_kt, geometry
-    tiles_programs: int
-    lines_programs: int
-    tile: tuple           # (BLOCK_L, BLOCK_K) of pass 1
-    block: tuple          # (BLOCK_L, BLOCK_K) of pass 2
+    stats_args: tuple     # x, part, n_lt, n_kt, L, K, L_PAD, strides of x
+    lines_args: tuple     # part, n_kt, meta, list, count, mat_t, n_blocks, L, L_PAD
+    scaled_args: tuple    # x, out, meta, n_lt, n_kt, L, K, L_PAD, K_PAD, strides of x and out
+    tile_programs: int
+    line_programs: int
+    tile: tuple           # (lines, K elements) of passes 1 and 3
     slices: _Ref
     ints: tuple           # (meta, lists, counts) refs
 
 
 def _split_side(x_role: str, x_shape, x_strides, *, lines_axis: int, rows_pad: int, cols_pad: int, sb: int,
-                scheme: str, scale, block: tuple[int, int], offset: int):
+                scheme: str, scale, block_l: int, offset: int):
     """One operand's arguments of the split launches and its workspace pieces; returns (side, next offset).
 
-    Pass 1 (tiles of ``tile`` lines x K elements, coalesced: A's rows are
-    contiguous along K, B's columns across the lines) writes each tile's
-    line statistics; pass 2 (blocks of ``block`` whole lines) reduces them
-    into the line integers and lists; pass 3 (tiles again) writes the
-    slices of ``x * 2**t``.  One read for the statistics, one read and one
-    write for the split, whatever the scaling: re-splitting the scaled lines
-    in pass 2 instead (a fifth of 8192-long random normal rows hold an entry
-    below 2**-15 and are scaled) measured 0.8 ms at 8192^2 on an H100,
-    latency-bound, against about 0.2 ms for a tiled pass.
+    Passes 1 and 3 use tiles of 32 lines x 128 K elements for A (rows
+    contiguous along K) and 128 x 32 for B (columns contiguous across the
+    lines): coalesced either way.  Pass 2 owns ``block_l`` whole lines.
     """
     sch = get_scheme(scheme)
     bx = x_shape[0]
@@ -317,45 +291,41 @@ def _split_side(x_role: str, x_shape, x_strides, *, lines_axis: int, rows_pad: i
         s_xl, s_xk, s_ol, s_ok = x_strides[2], x_strides[1], 1, cols_pad
         tile = (128, 32)
     n_lt, n_kt = triton.cdiv(lines_pad, tile[0]), triton.cdiv(k_pad, tile[1])
+    n_blocks = triton.cdiv(lines_pad, block_l)
     parts, offset = _ws_piece(offset, torch.float32, (bx, 2, n_kt, lines_pad))
-    geometry = (n_lines, n_k, lines_pad, k_pad, x_strides[0], s_xl, s_xk,
-                bx * rows_pad * cols_pad, rows_pad * cols_pad, s_ol, s_ok)
-    n_blocks = triton.cdiv(lines_pad, block[0])
     meta, offset = _ws_piece(offset, torch.int32, (bx, n_lines))
-    lists, offset = _ws_piece(offset, torch.int32, (bx, n_blocks * block[0]))
+    lists, offset = _ws_piece(offset, torch.int32, (bx, n_blocks * block_l))
     counts, offset = _ws_piece(offset, torch.int32, (bx, n_blocks))
     mat_t = _Ref("mat_t", 0 if lines_axis == 1 else 1) if scale == "matrix" else meta
     x = _Ref(x_role)
-    side = _SplitSide((x, slices, parts, n_lt, n_kt) + geometry,
-                      (x, slices, meta, lists, counts, mat_t, parts, n_kt, n_blocks) + geometry,
-                      (x, slices, meta, n_lt, n_kt) + geometry,
-                      n_lt * n_kt * bx, n_blocks * bx, tile, tuple(block), slices, (meta, lists, counts))
+    x_strides3 = (x_strides[0], s_xl, s_xk)
+    side = _SplitSide((x, parts, n_lt, n_kt, n_lines, n_k, lines_pad) + x_strides3,
+                      (parts, n_kt, meta, lists, counts, mat_t, n_blocks, n_lines, lines_pad),
+                      (x, slices, meta, n_lt, n_kt, n_lines, n_k, lines_pad, k_pad) + x_strides3
+                      + (bx * rows_pad * cols_pad, rows_pad * cols_pad, s_ol, s_ok),
+                      n_lt * n_kt * bx, n_blocks * bx, tile, slices, (meta, lists, counts))
     return side, offset
 
 
 def _split_launches(a: _SplitSide, b: _SplitSide, *, sb: int, scheme: str, scale, fix_from: int,
-                    num_warps: int, num_stages: int) -> tuple[_Launch, _Launch, _Launch]:
+                    block: tuple[int, int], num_warps: int) -> tuple[_Launch, _Launch, _Launch]:
     """The three split launches, each over both operands (A's programs first)."""
     rng = line_range(scheme, sb)
-    bf16 = get_scheme(scheme).format.name == "bf16"
-    tiles_c = dict(SB_SCALE=float(2.0 ** sb), BF16=bf16, WRITE_SLICES=False,
-                   A_BLOCK_L=a.tile[0], A_BLOCK_K=a.tile[1], B_BLOCK_L=b.tile[0], B_BLOCK_K=b.tile[1])
-    tiles = _Launch(split_tiles_kernel, (a.tiles_programs + b.tiles_programs,),
-                    (a.tiles_programs,) + a.tiles_args + b.tiles_args + tuple(tiles_c.values()),
-                    len(tiles_c), tuple(tiles_c), 4, 1)
-    lines_c = dict(SB_SCALE=float(2.0 ** sb), TOP=rng.top, SCALE_MODE=SCALE_MODES[scale], FIX_FROM=fix_from,
-                   BF16=bf16, FROM_PARTS=True,
-                   A_BLOCK_L=a.block[0], A_BLOCK_K=a.block[1], B_BLOCK_L=b.block[0], B_BLOCK_K=b.block[1])
-    lines = _Launch(split_lines_kernel, (a.lines_programs + b.lines_programs,),
-                    (a.lines_programs,) + a.lines_args + b.lines_args + (rng.lower, rng.upper)
+    tiles = dict(A_BLOCK_L=a.tile[0], A_BLOCK_K=a.tile[1], B_BLOCK_L=b.tile[0], B_BLOCK_K=b.tile[1])
+    stats = _Launch(tile_stats_kernel, (a.tile_programs + b.tile_programs,),
+                    (a.tile_programs,) + a.stats_args + b.stats_args + tuple(tiles.values()),
+                    len(tiles), tuple(tiles), 4, 1)
+    lines_c = dict(TOP=rng.top, SCALE_MODE=SCALE_MODES[scale], FIX_FROM=fix_from,
+                   A_BLOCK_L=block[0], B_BLOCK_L=block[0], BLOCK_T=block[1])
+    lines = _Launch(line_integers_kernel, (a.line_programs + b.line_programs,),
+                    (a.line_programs,) + a.lines_args + b.lines_args + (rng.lower, rng.upper)
                     + tuple(lines_c.values()),
-                    len(lines_c), tuple(lines_c), num_warps, num_stages)
-    scaled_c = dict(SB_SCALE=float(2.0 ** sb), BF16=bf16,
-                    A_BLOCK_L=a.tile[0], A_BLOCK_K=a.tile[1], B_BLOCK_L=b.tile[0], B_BLOCK_K=b.tile[1])
-    scaled = _Launch(split_scaled_kernel, (a.tiles_programs + b.tiles_programs,),
-                     (a.tiles_programs,) + a.scaled_args + b.scaled_args + tuple(scaled_c.values()),
+                    len(lines_c), tuple(lines_c), num_warps, 1)
+    scaled_c = dict(SB_SCALE=float(2.0 ** sb), BF16=get_scheme(scheme).format.name == "bf16", **tiles)
+    scaled = _Launch(split_scaled_kernel, (a.tile_programs + b.tile_programs,),
+                     (a.tile_programs,) + a.scaled_args + b.scaled_args + tuple(scaled_c.values()),
                      len(scaled_c), tuple(scaled_c), 4, 1)
-    return tiles, lines, scaled
+    return stats, lines, scaled
 
 
 class _Problem(NamedTuple):
@@ -383,16 +353,15 @@ def _problem(a_shape, a_strides, b_shape, b_strides, out_strides, device, *, sb:
     ba = 1 if batch > 1 and a_strides[0] == 0 else batch  # a broadcast operand is split once
     bb = 1 if batch > 1 and b_strides[0] == 0 else batch
     sms = _num_sms(device)
-    block_a = cfg["split_block"] or _split_block(ba * mp, sms, lines_contiguous=a_strides[1] == 1 and k > 1)
-    block_b = cfg["split_block"] or _split_block(bb * np_, sms, lines_contiguous=b_strides[2] == 1 or k == 1)
+    block = tuple(cfg["split_block"] or ((16, 16) if interpreter_active() else LINE_BLOCK))
     side_a, offset = _split_side("a", (ba, m, k), a_strides, lines_axis=1, rows_pad=mp, cols_pad=kp, sb=sb,
-                                 scheme=scheme, scale=scale, block=tuple(block_a), offset=0)
+                                 scheme=scheme, scale=scale, block_l=block[0], offset=0)
     side_b, offset = _split_side("b", (bb, k, n), b_strides, lines_axis=2, rows_pad=kp, cols_pad=np_, sb=sb,
-                                 scheme=scheme, scale=scale, block=tuple(block_b), offset=offset)
+                                 scheme=scheme, scale=scale, block_l=block[0], offset=offset)
     split_launches = _split_launches(side_a, side_b, sb=sb, scheme=scheme, scale=scale, fix_from=fix_from,
-                                     num_warps=cfg["split_warps"], num_stages=cfg["split_stages"])
+                                     block=block, num_warps=cfg["split_warps"])
     a_slices, b_slices, a_ints, b_ints = side_a.slices, side_b.slices, side_a.ints, side_b.ints
-    la, lb = side_a.block[0], side_b.block[0]
+    la = lb = block[0]
     sch = get_scheme(scheme)
     bf16 = sch.format.name == "bf16"
     slices = sch.slices

@@ -1,24 +1,28 @@
-"""The split pass on the GPU: FP32 lines -> scaled low-precision slices, line integers, recompute lists.
+"""The split on the GPU: FP32 operands -> line integers, recompute lists, scaled low-precision slices.
 
-One program owns ``BLOCK_L`` whole lines (rows of A, or columns of B) and
-walks their K axis:
+A *line* is a row of A or a column of B (:mod:`cpu_fallback.guard`).  Three
+passes, each one launch over both operands (A's programs first, then B's;
+each operand's branch is compiled with its own tile shape):
 
-1. reads the lines, gathering each line's largest and smallest nonzero
-   finite magnitude and whether it holds NaN/Inf, and (unless every line is
-   scaled) writes the unscaled split as it goes;
-2. derives the line integers of :mod:`cpu_fallback.guard` (scaling
-   exponent ``t`` and class; bit for bit, tested) and
-   stores them packed in one int32 per line (:func:`cpu_fallback.guard.pack_meta`);
-   appends the lines whose outputs are recomputed in plain FP32 to the
-   block's segment of a list, and their number to a per-block count (no
-   atomics and no zeroed memory: the GEMM's fix-up programs read the counts
-   and compact the segments themselves);
-3. if some line of the block is scaled, walks K again and writes the split
-   of ``x * 2**t`` (computed in float64, rounded once to float32: exact
-   unless it underflows, as :func:`cpu_fallback.guard.scale_lines`).
+1. :func:`tile_stats_kernel`, tiled: per (line, K tile) the largest and the
+   smallest nonzero finite magnitude, the smallest negated where the tile
+   holds NaN/Inf (a read of the operand, coalesced, every tile at once);
+2. :func:`line_integers_kernel`, by blocks of whole lines: reduces those
+   statistics into the line integers of :mod:`cpu_fallback.guard` (scaling
+   exponent ``t`` and class, bit for bit, tested), stored packed in one int32
+   per line (:func:`cpu_fallback.guard.pack_meta`), and appends the lines
+   whose outputs are recomputed in plain FP32 to the block's segment of a
+   list, with their number in a per-block count (no atomics and no zeroed
+   memory: the GEMM's fix-up programs compact the segments themselves);
+3. :func:`split_scaled_kernel`, tiled: the split of ``x * 2**t`` (float64,
+   rounded once to float32: exact unless it underflows, as
+   :func:`cpu_fallback.guard.scale_lines`).
 
-So data that fit the split as they are (the common case) are read once,
-and data at 1e30 or 1e-30 twice.  The split itself is
+One read for the statistics, one read and one write for the split, whatever
+the scaling.  (Owning whole lines in one program and re-reading the scaled
+ones measured 2-4x slower on an H100: a fifth of 8192-long random normal
+rows hold an entry below 2**-15 and are scaled, and line-owning reads
+scatter across the matrix.)  The split itself is
 :func:`cpu_fallback.split_slices`, bit for bit::
 
     FP16:  hi = fp16(x); lo = fp16((x - f32(hi)) * 2**sb)
@@ -31,14 +35,17 @@ GEMM never sees a special value, and the lines holding one are recomputed.
 
 The slices go into one zero-padded buffer ``(slices, batch, rows_pad,
 cols_pad)`` laid out as the GEMM reads it (A: (Mp, Kp) row-major; B: (Kp,
-Np) row-major), so the GEMM's loads need no masks.
+Np) row-major), so the GEMM's loads need no masks.  An operand is seen as
+(batch, L, K) through its strides (B transposed), and its slices through
+``(plane, batch, line, k)`` strides.
 """
 from __future__ import annotations
 
 import triton
 import triton.language as tl
 
-__all__ = ["split_tiles_kernel", "split_lines_kernel", "split_scaled_kernel", "split_scaled", "split_lines", "split_tiles", "SCALE_MODES", "floor_log2", "pow2_f64", "decode_meta"]
+__all__ = ["tile_stats_kernel", "line_integers_kernel", "split_scaled_kernel", "SCALE_MODES", "floor_log2",
+           "pow2_f64", "decode_meta"]
 
 #: ``scale`` option -> the kernel's SCALE_MODE.
 SCALE_MODES = {None: 0, "auto": 1, "rows": 2, "matrix": 3}
@@ -99,70 +106,61 @@ def _load_finite(x_ptrs, mask):
 
 
 @triton.jit
-def split_lines(pid_l, bidx, n_blocks,
-                x_ptr, out_ptr, meta_ptr, list_ptr, count_ptr, mat_t_ptr, part_ptr, n_kt,
-                       L, K, L_PAD, K_PAD,
-                       stride_xb, stride_xl, stride_xk,
-                       stride_oplane, stride_ob, stride_ol, stride_ok,
-                       LOWER, UPPER,
-                       SB_SCALE: tl.constexpr, TOP: tl.constexpr, SCALE_MODE: tl.constexpr,
-                       FIX_FROM: tl.constexpr, BF16: tl.constexpr, FROM_PARTS: tl.constexpr,
-                       RESPLIT: tl.constexpr, BLOCK_L: tl.constexpr, BLOCK_K: tl.constexpr):
-    """Split lines ``pid_l * BLOCK_L ...`` of batch ``bidx`` (``n_blocks`` blocks of lines per batch).
+def _tile_stats(pid_l, pid_k, bidx, n_kt, x_ptr, part_ptr, L, K, L_PAD, stride_xb, stride_xl, stride_xk,
+                BLOCK_L: tl.constexpr, BLOCK_K: tl.constexpr):
+    """Pass 1 for tile (pid_l, pid_k) of batch bidx: per line, largest and smallest nonzero finite |x|.
 
-    x : (batch, L, K) float32 seen through strides (stride_xb, stride_xl, stride_xk)
-        (A as is; B transposed: its columns are the lines).
-    out : float16 (2, batch, ...) or BF16 bits as int16 (3, batch, ...), the
-        line l, position k of plane s at ``s * stride_oplane + b * stride_ob
-        + l * stride_ol + k * stride_ok``; written for l < L_PAD, k < K_PAD
-        (zeros outside L, K).
+    part : (batch, 2, n_kt, L_PAD) float32; the smallest is negated where the tile holds NaN/Inf.
+    """
+    offs_l = pid_l * BLOCK_L + tl.arange(0, BLOCK_L)
+    offs_k = pid_k * BLOCK_K + tl.arange(0, BLOCK_K)
+    x, mag, finite = _load_finite(x_ptr + bidx.to(tl.int64) * stride_xb + offs_l[:, None].to(tl.int64) * stride_xl
+                                  + offs_k[None, :].to(tl.int64) * stride_xk,
+                                  (offs_l[:, None] < L) & (offs_k[None, :] < K))
+    big = tl.max(tl.where(finite, mag, 0.0), axis=1)
+    small = tl.min(tl.where(finite & (mag > 0), mag, float("inf")), axis=1)
+    small = tl.where(tl.max(tl.where(finite, 0, 1), axis=1) > 0, -small, small)  # > 0 or inf otherwise
+    at = part_ptr + bidx.to(tl.int64) * 2 * n_kt * L_PAD + pid_k * L_PAD + offs_l
+    tl.store(at, big, mask=offs_l < L_PAD)
+    tl.store(at + n_kt * L_PAD, small, mask=offs_l < L_PAD)
+
+
+@triton.jit
+def _line_integers(pid_l, bidx, n_blocks, part_ptr, n_kt, meta_ptr, list_ptr, count_ptr, mat_t_ptr,
+                   L, L_PAD, LOWER, UPPER,
+                   TOP: tl.constexpr, SCALE_MODE: tl.constexpr, FIX_FROM: tl.constexpr,
+                   BLOCK_L: tl.constexpr, BLOCK_T: tl.constexpr):
+    """Pass 2 for lines ``pid_l * BLOCK_L ...`` of batch bidx (``n_blocks`` blocks of lines per batch).
+
+    part, n_kt : pass 1's statistics, (batch, 2, n_kt, L_PAD) float32, read BLOCK_T tiles at a time.
     meta : (batch, L) int32, packed (cls, t) per line.
     list, count : (batch, n_blocks * BLOCK_L) and (batch, n_blocks) int32:
         block p writes its lines with ``cls >= FIX_FROM`` to
         ``list[b, p * BLOCK_L :]`` and their number to ``count[b, p]``.
     mat_t : (batch,) int32, the matrix's exponent (SCALE_MODE 3 only).
-    part, n_kt : with FROM_PARTS, the statistics :func:`split_tiles_kernel`
-        wrote, (batch, 2, n_kt, L_PAD) float32, instead of pass 1's reading
-        of x (which then wrote the unscaled slices too).
     LOWER, UPPER, TOP : :func:`cpu_fallback.guard.line_range` of the scheme.
     SCALE_MODE : 0 none, 1 auto, 2 rows, 3 matrix (:data:`SCALE_MODES`).
     """
     offs_l = pid_l * BLOCK_L + tl.arange(0, BLOCK_L)
     line_in = offs_l < L
-    x_rows = x_ptr + bidx.to(tl.int64) * stride_xb + offs_l[:, None].to(tl.int64) * stride_xl
-    o_rows = out_ptr + bidx.to(tl.int64) * stride_ob + offs_l[:, None].to(tl.int64) * stride_ol
-    # Elementwise running statistics, reduced across K once after the loop (a reduction per
-    # iteration costs shuffles and, for B, a shared-memory round trip every step).
-    big2 = tl.zeros([BLOCK_L, BLOCK_K], dtype=tl.float32)
-    small2 = tl.full([BLOCK_L, BLOCK_K], float("inf"), dtype=tl.float32)
-    bad2 = tl.zeros([BLOCK_L, BLOCK_K], dtype=tl.int32)
-    if FROM_PARTS:  # the tiles' statistics: one (line, K tile) entry each, NaN/Inf marked by a negative small
-        part_b = part_ptr + bidx.to(tl.int64) * 2 * n_kt * L_PAD
-        for t0 in range(0, n_kt, BLOCK_K):
-            offs_t = t0 + tl.arange(0, BLOCK_K)
-            at = part_b + offs_t[None, :].to(tl.int64) * L_PAD + offs_l[:, None]
-            mask = line_in[:, None] & (offs_t[None, :] < n_kt)
-            p_big = tl.load(at, mask=mask, other=0.0)
-            p_small = tl.load(at + n_kt * L_PAD, mask=mask, other=float("inf"))
-            bad2 = tl.maximum(bad2, tl.where(p_small < 0, 1, 0))
-            big2 = tl.maximum(big2, p_big)
-            small2 = tl.minimum(small2, tl.abs(p_small))
-    else:  # pass 1: statistics, and the unscaled split of lines that need no scaling
-        for k0 in range(0, K_PAD, BLOCK_K):
-            offs_k = k0 + tl.arange(0, BLOCK_K)
-            x, mag, finite = _load_finite(x_rows + offs_k[None, :].to(tl.int64) * stride_xk,
-                                          line_in[:, None] & (offs_k[None, :] < K))
-            big2 = tl.maximum(big2, tl.where(finite, mag, 0.0))
-            small2 = tl.minimum(small2, tl.where(finite & (mag > 0), mag, float("inf")))
-            bad2 = tl.maximum(bad2, tl.where(finite, 0, 1))
-            if SCALE_MODE <= 1:
-                _store_slices(o_rows + offs_k[None, :].to(tl.int64) * stride_ok, stride_oplane, x,
-                              (offs_l[:, None] < L_PAD) & (offs_k[None, :] < K_PAD), SB_SCALE, BF16)
+    # Elementwise running statistics, reduced once after the loop.
+    big2 = tl.zeros([BLOCK_L, BLOCK_T], dtype=tl.float32)
+    small2 = tl.full([BLOCK_L, BLOCK_T], float("inf"), dtype=tl.float32)
+    bad2 = tl.zeros([BLOCK_L, BLOCK_T], dtype=tl.int32)
+    part_b = part_ptr + bidx.to(tl.int64) * 2 * n_kt * L_PAD
+    for t0 in range(0, n_kt, BLOCK_T):
+        offs_t = t0 + tl.arange(0, BLOCK_T)
+        at = part_b + offs_t[None, :].to(tl.int64) * L_PAD + offs_l[:, None]
+        mask = line_in[:, None] & (offs_t[None, :] < n_kt)
+        p_big = tl.load(at, mask=mask, other=0.0)
+        p_small = tl.load(at + n_kt * L_PAD, mask=mask, other=float("inf"))
+        bad2 = tl.maximum(bad2, tl.where(p_small < 0, 1, 0))
+        big2 = tl.maximum(big2, p_big)
+        small2 = tl.minimum(small2, tl.abs(p_small))
     big = tl.max(big2, axis=1)
     small = tl.min(small2, axis=1)
     bad = tl.max(bad2, axis=1)
 
-    # The line integers (cpu_fallback.guard.line_meta).
     to_top = tl.where(big > 0, TOP - floor_log2(big), 0)
     if SCALE_MODE == 0:
         t = tl.zeros([BLOCK_L], dtype=tl.int32)
@@ -185,116 +183,11 @@ def split_lines(pid_l, bidx, n_blocks,
     tl.store(list_ptr + seg + rank, offs_l, mask=fix > 0)
     tl.store(count_ptr + bidx * n_blocks + pid_l, tl.sum(fix, axis=0))
 
-    # Pass 2: the split of x * 2**t, when some line of the block is scaled.
-    # Pass 2: the split of x * 2**t for the lines that need it (only they are read and written
-    # again: on random normal data about a fifth of 8192-long rows hold an entry below 2**-15
-    # and are scaled).  The recomputed lines' slices go unused.
-    if SCALE_MODE >= 2:  # nothing wrote the slices yet
-        redo = offs_l < L_PAD
-    else:
-        redo = (cls < FIX_FROM) & (t != 0)
-    scale = pow2_f64(t)
-    if RESPLIT and (tl.max(redo.to(tl.int32), axis=0) > 0):
-        for k0 in range(0, K_PAD, BLOCK_K):
-            offs_k = k0 + tl.arange(0, BLOCK_K)
-            x, mag, finite = _load_finite(x_rows + offs_k[None, :].to(tl.int64) * stride_xk,
-                                          (line_in & redo)[:, None] & (offs_k[None, :] < K))
-            xs = (x.to(tl.float64) * scale[:, None]).to(tl.float32)
-            _store_slices(o_rows + offs_k[None, :].to(tl.int64) * stride_ok, stride_oplane, xs,
-                          (redo & (offs_l < L_PAD))[:, None] & (offs_k[None, :] < K_PAD), SB_SCALE, BF16)
-
 
 @triton.jit
-def split_tiles(pid_l, pid_k, bidx, n_kt,
-                x_ptr, out_ptr, part_ptr,
-                       L, K, L_PAD, K_PAD,
-                       stride_xb, stride_xl, stride_xk,
-                       stride_oplane, stride_ob, stride_ol, stride_ok,
-                       SB_SCALE: tl.constexpr, BF16: tl.constexpr, WRITE_SLICES: tl.constexpr,
-                       BLOCK_L: tl.constexpr, BLOCK_K: tl.constexpr):
-    """Pass 1 as an ordinary tiled pass: tile (pid_l, pid_k) of batch bidx, of n_kt tiles along K.
-
-    Writes the unscaled split of the tile (if WRITE_SLICES) and, per line, the
-    tile's largest and smallest nonzero finite magnitude into ``part`` (batch,
-    2, n_kt, L_PAD) float32 (the smallest negated where the tile holds NaN/Inf).  :func:`split_lines_kernel` with FROM_PARTS then reduces them per
-    line, writes the line integers and lists, and re-splits the scaled lines.
-    Tiles of consecutive programs are neighbours in memory, and every tile of
-    a large operand runs at once: the line-owning pass cannot do either.
-    """
-    offs_l = pid_l * BLOCK_L + tl.arange(0, BLOCK_L)
-    offs_k = pid_k * BLOCK_K + tl.arange(0, BLOCK_K)
-    x, mag, finite = _load_finite(x_ptr + bidx.to(tl.int64) * stride_xb + offs_l[:, None].to(tl.int64) * stride_xl
-                                  + offs_k[None, :].to(tl.int64) * stride_xk,
-                                  (offs_l[:, None] < L) & (offs_k[None, :] < K))
-    if WRITE_SLICES:
-        _store_slices(out_ptr + bidx.to(tl.int64) * stride_ob + offs_l[:, None].to(tl.int64) * stride_ol
-                      + offs_k[None, :].to(tl.int64) * stride_ok, stride_oplane, x,
-                      (offs_l[:, None] < L_PAD) & (offs_k[None, :] < K_PAD), SB_SCALE, BF16)
-    big = tl.max(tl.where(finite, mag, 0.0), axis=1)
-    small = tl.min(tl.where(finite & (mag > 0), mag, float("inf")), axis=1)
-    # A tile holding NaN/Inf is marked by a negative smallest magnitude (it is > 0 or inf otherwise).
-    small = tl.where(tl.max(tl.where(finite, 0, 1), axis=1) > 0, -small, small)
-    at = part_ptr + bidx.to(tl.int64) * 2 * n_kt * L_PAD + pid_k * L_PAD + offs_l
-    tl.store(at, big, mask=offs_l < L_PAD)
-    tl.store(at + n_kt * L_PAD, small, mask=offs_l < L_PAD)
-
-
-# One launch per phase splits both operands: programs [0, programs_a) work on A, the rest on B.
-# Every argument of split_tiles / split_lines comes twice (a_*, b_*); the layouts differ, so each
-# operand's branch is compiled with its own constants.
-
-@triton.jit
-def split_tiles_kernel(programs_a,
-                       a_x, a_out, a_part, a_n_lt, a_n_kt, a_L, a_K, a_L_PAD, a_K_PAD,
-                       a_sxb, a_sxl, a_sxk, a_sop, a_sob, a_sol, a_sok,
-                       b_x, b_out, b_part, b_n_lt, b_n_kt, b_L, b_K, b_L_PAD, b_K_PAD,
-                       b_sxb, b_sxl, b_sxk, b_sop, b_sob, b_sol, b_sok,
-                       SB_SCALE: tl.constexpr, BF16: tl.constexpr, WRITE_SLICES: tl.constexpr,
-                       A_BLOCK_L: tl.constexpr, A_BLOCK_K: tl.constexpr,
-                       B_BLOCK_L: tl.constexpr, B_BLOCK_K: tl.constexpr):
-    """Pass 1 of both operands (:func:`split_tiles`): a 1-D grid of A's tiles, then B's."""
-    pid = tl.program_id(0)
-    if pid < programs_a:
-        split_tiles(pid % a_n_lt, (pid // a_n_lt) % a_n_kt, pid // (a_n_lt * a_n_kt), a_n_kt,
-                    a_x, a_out, a_part, a_L, a_K, a_L_PAD, a_K_PAD, a_sxb, a_sxl, a_sxk, a_sop, a_sob, a_sol, a_sok,
-                    SB_SCALE, BF16, WRITE_SLICES, A_BLOCK_L, A_BLOCK_K)
-    else:
-        q = pid - programs_a
-        split_tiles(q % b_n_lt, (q // b_n_lt) % b_n_kt, q // (b_n_lt * b_n_kt), b_n_kt,
-                    b_x, b_out, b_part, b_L, b_K, b_L_PAD, b_K_PAD, b_sxb, b_sxl, b_sxk, b_sop, b_sob, b_sol, b_sok,
-                    SB_SCALE, BF16, WRITE_SLICES, B_BLOCK_L, B_BLOCK_K)
-
-
-@triton.jit
-def split_lines_kernel(programs_a,
-                       a_x, a_out, a_meta, a_list, a_count, a_mat_t, a_part, a_n_kt, a_n_blocks,
-                       a_L, a_K, a_L_PAD, a_K_PAD, a_sxb, a_sxl, a_sxk, a_sop, a_sob, a_sol, a_sok,
-                       b_x, b_out, b_meta, b_list, b_count, b_mat_t, b_part, b_n_kt, b_n_blocks,
-                       b_L, b_K, b_L_PAD, b_K_PAD, b_sxb, b_sxl, b_sxk, b_sop, b_sob, b_sol, b_sok,
-                       LOWER, UPPER,
-                       SB_SCALE: tl.constexpr, TOP: tl.constexpr, SCALE_MODE: tl.constexpr,
-                       FIX_FROM: tl.constexpr, BF16: tl.constexpr, FROM_PARTS: tl.constexpr,
-                       A_BLOCK_L: tl.constexpr, A_BLOCK_K: tl.constexpr,
-                       B_BLOCK_L: tl.constexpr, B_BLOCK_K: tl.constexpr):
-    """Pass 2 of both operands (:func:`split_lines`): A's blocks of lines, then B's."""
-    pid = tl.program_id(0)
-    if pid < programs_a:
-        split_lines(pid % a_n_blocks, pid // a_n_blocks, a_n_blocks,
-                    a_x, a_out, a_meta, a_list, a_count, a_mat_t, a_part, a_n_kt,
-                    a_L, a_K, a_L_PAD, a_K_PAD, a_sxb, a_sxl, a_sxk, a_sop, a_sob, a_sol, a_sok,
-                    LOWER, UPPER, SB_SCALE, TOP, SCALE_MODE, FIX_FROM, BF16, FROM_PARTS, False, A_BLOCK_L, A_BLOCK_K)
-    else:
-        q = pid - programs_a
-        split_lines(q % b_n_blocks, q // b_n_blocks, b_n_blocks,
-                    b_x, b_out, b_meta, b_list, b_count, b_mat_t, b_part, b_n_kt,
-                    b_L, b_K, b_L_PAD, b_K_PAD, b_sxb, b_sxl, b_sxk, b_sop, b_sob, b_sol, b_sok,
-                    LOWER, UPPER, SB_SCALE, TOP, SCALE_MODE, FIX_FROM, BF16, FROM_PARTS, False, B_BLOCK_L, B_BLOCK_K)
-
-
-@triton.jit
-def split_scaled(pid_l, pid_k, bidx, x_ptr, out_ptr, meta_ptr,
-                 L, K, L_PAD, K_PAD, stride_xb, stride_xl, stride_xk, stride_oplane, stride_ob, stride_ol, stride_ok,
-                 SB_SCALE: tl.constexpr, BF16: tl.constexpr, BLOCK_L: tl.constexpr, BLOCK_K: tl.constexpr):
+def _split_scaled(pid_l, pid_k, bidx, x_ptr, out_ptr, meta_ptr,
+                  L, K, L_PAD, K_PAD, stride_xb, stride_xl, stride_xk, stride_oplane, stride_ob, stride_ol, stride_ok,
+                  SB_SCALE: tl.constexpr, BF16: tl.constexpr, BLOCK_L: tl.constexpr, BLOCK_K: tl.constexpr):
     """Pass 3: the split of ``x * 2**t`` for tile (pid_l, pid_k) of batch bidx, ``t`` from the line integers."""
     offs_l = pid_l * BLOCK_L + tl.arange(0, BLOCK_L)
     offs_k = pid_k * BLOCK_K + tl.arange(0, BLOCK_K)
@@ -310,6 +203,46 @@ def split_scaled(pid_l, pid_k, bidx, x_ptr, out_ptr, meta_ptr,
 
 
 @triton.jit
+def _tile_coords(pid, n_lt, n_kt):
+    """(line tile, K tile, batch) of program ``pid`` of a tiled pass."""
+    return pid % n_lt, (pid // n_lt) % n_kt, pid // (n_lt * n_kt)
+
+
+@triton.jit
+def tile_stats_kernel(programs_a,
+                      a_x, a_part, a_n_lt, a_n_kt, a_L, a_K, a_L_PAD, a_sxb, a_sxl, a_sxk,
+                      b_x, b_part, b_n_lt, b_n_kt, b_L, b_K, b_L_PAD, b_sxb, b_sxl, b_sxk,
+                      A_BLOCK_L: tl.constexpr, A_BLOCK_K: tl.constexpr,
+                      B_BLOCK_L: tl.constexpr, B_BLOCK_K: tl.constexpr):
+    """Pass 1 of both operands (:func:`_tile_stats`): a 1-D grid of A's tiles, then B's."""
+    pid = tl.program_id(0)
+    if pid < programs_a:
+        pl, pk, pb = _tile_coords(pid, a_n_lt, a_n_kt)
+        _tile_stats(pl, pk, pb, a_n_kt, a_x, a_part, a_L, a_K, a_L_PAD, a_sxb, a_sxl, a_sxk, A_BLOCK_L, A_BLOCK_K)
+    else:
+        pl, pk, pb = _tile_coords(pid - programs_a, b_n_lt, b_n_kt)
+        _tile_stats(pl, pk, pb, b_n_kt, b_x, b_part, b_L, b_K, b_L_PAD, b_sxb, b_sxl, b_sxk, B_BLOCK_L, B_BLOCK_K)
+
+
+@triton.jit
+def line_integers_kernel(programs_a,
+                         a_part, a_n_kt, a_meta, a_list, a_count, a_mat_t, a_n_blocks, a_L, a_L_PAD,
+                         b_part, b_n_kt, b_meta, b_list, b_count, b_mat_t, b_n_blocks, b_L, b_L_PAD,
+                         LOWER, UPPER,
+                         TOP: tl.constexpr, SCALE_MODE: tl.constexpr, FIX_FROM: tl.constexpr,
+                         A_BLOCK_L: tl.constexpr, B_BLOCK_L: tl.constexpr, BLOCK_T: tl.constexpr):
+    """Pass 2 of both operands (:func:`_line_integers`): A's blocks of lines, then B's."""
+    pid = tl.program_id(0)
+    if pid < programs_a:
+        _line_integers(pid % a_n_blocks, pid // a_n_blocks, a_n_blocks, a_part, a_n_kt, a_meta, a_list, a_count,
+                       a_mat_t, a_L, a_L_PAD, LOWER, UPPER, TOP, SCALE_MODE, FIX_FROM, A_BLOCK_L, BLOCK_T)
+    else:
+        q = pid - programs_a
+        _line_integers(q % b_n_blocks, q // b_n_blocks, b_n_blocks, b_part, b_n_kt, b_meta, b_list, b_count,
+                       b_mat_t, b_L, b_L_PAD, LOWER, UPPER, TOP, SCALE_MODE, FIX_FROM, B_BLOCK_L, BLOCK_T)
+
+
+@triton.jit
 def split_scaled_kernel(programs_a,
                         a_x, a_out, a_meta, a_n_lt, a_n_kt, a_L, a_K, a_L_PAD, a_K_PAD,
                         a_sxb, a_sxl, a_sxk, a_sop, a_sob, a_sol, a_sok,
@@ -318,14 +251,13 @@ def split_scaled_kernel(programs_a,
                         SB_SCALE: tl.constexpr, BF16: tl.constexpr,
                         A_BLOCK_L: tl.constexpr, A_BLOCK_K: tl.constexpr,
                         B_BLOCK_L: tl.constexpr, B_BLOCK_K: tl.constexpr):
-    """Pass 3 of both operands (:func:`split_scaled`): a 1-D grid of A's tiles, then B's."""
+    """Pass 3 of both operands (:func:`_split_scaled`): a 1-D grid of A's tiles, then B's."""
     pid = tl.program_id(0)
     if pid < programs_a:
-        split_scaled(pid % a_n_lt, (pid // a_n_lt) % a_n_kt, pid // (a_n_lt * a_n_kt), a_x, a_out, a_meta,
-                     a_L, a_K, a_L_PAD, a_K_PAD, a_sxb, a_sxl, a_sxk, a_sop, a_sob, a_sol, a_sok,
-                     SB_SCALE, BF16, A_BLOCK_L, A_BLOCK_K)
+        pl, pk, pb = _tile_coords(pid, a_n_lt, a_n_kt)
+        _split_scaled(pl, pk, pb, a_x, a_out, a_meta, a_L, a_K, a_L_PAD, a_K_PAD,
+                      a_sxb, a_sxl, a_sxk, a_sop, a_sob, a_sol, a_sok, SB_SCALE, BF16, A_BLOCK_L, A_BLOCK_K)
     else:
-        q = pid - programs_a
-        split_scaled(q % b_n_lt, (q // b_n_lt) % b_n_kt, q // (b_n_lt * b_n_kt), b_x, b_out, b_meta,
-                     b_L, b_K, b_L_PAD, b_K_PAD, b_sxb, b_sxl, b_sxk, b_sop, b_sob, b_sol, b_sok,
-                     SB_SCALE, BF16, B_BLOCK_L, B_BLOCK_K)
+        pl, pk, pb = _tile_coords(pid - programs_a, b_n_lt, b_n_kt)
+        _split_scaled(pl, pk, pb, b_x, b_out, b_meta, b_L, b_K, b_L_PAD, b_K_PAD,
+                      b_sxb, b_sxl, b_sxk, b_sop, b_sob, b_sol, b_sok, SB_SCALE, BF16, B_BLOCK_L, B_BLOCK_K)
