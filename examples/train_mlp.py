@@ -114,7 +114,7 @@ def run(*, steps: int = 300, devices: tuple[str, ...] = ("cpu",), seed: int = 0,
             torch.backends.cuda.matmul.allow_tf32 = saved_tf32
 
         def emulated():
-            with sgemm_cube.switch.enabled():  # the one change
+            with sgemm_cube.switch.enabled(devices=(dev,)):  # the one change (the CPU is routed when named)
                 return train(fresh(torch.float32, dev), x32, y32, steps=steps, seed=seed + 2)
 
         timed(f"sgemm_cube FP32 ({dev})", emulated)

@@ -16,8 +16,8 @@ split(x, sb=12), split_limits(sb=12)
 available_backends()
     Which backends can run here, and why the others cannot.
 enable(), disable(), enabled()
-    The PyTorch drop-in switch: route FP32 torch.matmul, @, mm, bmm, F.linear
-    and nn.Linear to sgemm_cube (also ``SGEMM_CUBE_ENABLE=1`` at import).
+    The PyTorch drop-in switch: every FP32 GEMM PyTorch runs on CUDA (and the CPU when asked) is
+    computed by sgemm_cube, at PyTorch's dispatcher (also ``SGEMM_CUBE_ENABLE=1`` at import).
     ``sgemm_cube.nn`` (Linear, convert) and ``sgemm_cube.torch_ops``
     (the ``torch.ops.sgemm_cube.matmul`` operator) import torch.
 """

@@ -32,6 +32,9 @@ def _check_operand(x, name: str, torch_mode: bool):
     if torch_mode:
         import torch
 
+        if x.layout != torch.strided:
+            raise TypeError(f"sgemm_cube.matmul takes dense (strided) tensors; {name} is {x.layout}: "
+                            f"convert it with {name}.to_dense()")
         if x.dtype != torch.float32:
             raise TypeError(f"sgemm_cube.matmul takes float32 tensors; {name} is {x.dtype}: "
                             f"convert it with {name}.float() (sgemm_cube emulates FP32 products)")
@@ -66,7 +69,7 @@ def select_backend(a, b=None, backend: str = "auto") -> str:
 class _Problem:
     """Operands checked, the problem's sizes, and (on demand) the operands broadcast to 3-D."""
 
-    __slots__ = ("a", "b", "m", "n", "k", "batch", "nb", "result_shape", "torch_mode")
+    __slots__ = ("a", "b", "m", "n", "k", "batch", "nb", "result_shape", "torch_mode", "wrap")
 
     def __init__(self, a, b):
         torch_mode = _is_torch(a)
@@ -74,27 +77,31 @@ class _Problem:
             raise TypeError("sgemm_cube.matmul: a and b must both be NumPy arrays or both torch tensors")
         a = _check_operand(a, "a", torch_mode)
         b = _check_operand(b, "b", torch_mode)
+        # Errors of the kind the operands' library raises: torch's RuntimeError, NumPy's ValueError.
+        error = RuntimeError if torch_mode else ValueError
         if torch_mode and a.device != b.device:
-            raise ValueError(f"a is on {a.device} and b on {b.device}: move them to one device")
+            raise error(f"Expected all tensors to be on the same device, but got a on {a.device} and "
+                        f"b on {b.device}: move them to one device")
         if a.ndim == 0 or b.ndim == 0:
-            raise ValueError("sgemm_cube.matmul: operands must have at least one dimension (use * for scalars)")
+            raise error("sgemm_cube.matmul: operands must have at least one dimension (use * for scalars)")
         sa, sb = tuple(a.shape), tuple(b.shape)
         m, k = sa[-2:] if len(sa) > 1 else (1, sa[0])
         k2, n = sb[-2:] if len(sb) > 1 else (sb[0], 1)
         if k != k2:
-            raise ValueError(f"sgemm_cube.matmul: shapes {sa} and {sb} do not match: "
-                             f"a has {k} columns, b has {k2} rows")
+            raise error(f"sgemm_cube.matmul: shapes {sa} and {sb} cannot be multiplied: "
+                        f"a has {k} columns, b has {k2} rows")
         if len(sa) <= 2 and len(sb) <= 2:  # the common case, kept cheap
             batch = ()
         else:
             try:
                 batch = tuple(np.broadcast_shapes(sa[:-2], sb[:-2]))
             except ValueError:
-                raise ValueError(f"sgemm_cube.matmul: batch dimensions of {sa} and {sb} do not broadcast") from None
+                raise error(f"sgemm_cube.matmul: batch dimensions of {sa} and {sb} do not broadcast") from None
         self.a, self.b, self.m, self.n, self.k, self.batch = a, b, m, n, k, batch
         self.nb = math.prod(batch)
         self.result_shape = batch + ((m,) if len(sa) > 1 else ()) + ((n,) if len(sb) > 1 else ())
         self.torch_mode = torch_mode
+        self.wrap = None if torch_mode else _subclass_of(a, b)
 
     def views(self):
         """``a`` as (B, M, K) and ``b`` as (B, K, N) views (broadcast batches have stride 0)."""
@@ -110,7 +117,20 @@ class _Problem:
                 np.broadcast_to(b2, batch + (k, n)).reshape(self.nb, k, n))
 
 
+def _subclass_of(a, b):
+    """The operand whose ndarray subclass the result takes (highest ``__array_priority__``, as NumPy), or None."""
+    subclassed = [x for x in (a, b) if type(x) is not np.ndarray]
+    if not subclassed:
+        return None
+    return max(subclassed, key=lambda x: getattr(x, "__array_priority__", 0.0))
+
+
 def _options(sb, scheme, scale, order, accumulate, keep_lo_lo, backend, fixup, check_range):
+    if _is_torch(sb) or isinstance(sb, np.ndarray):
+        raise TypeError("sgemm_cube.matmul's third positional argument is sb (an int or 'auto'), not an "
+                        "array: pass the output as out=... (keyword-only)")
+    if check_range is not None and not isinstance(check_range, bool):
+        raise TypeError(f"check_range must be True, False or None, got {check_range!r}")
     if check_range is not None:
         warnings.warn("check_range is deprecated: out-of-range data are now scaled or recomputed in FP32 "
                       "on the device; check_range=False is fixup=False", DeprecationWarning, stacklevel=3)
@@ -126,8 +146,12 @@ def _options(sb, scheme, scale, order, accumulate, keep_lo_lo, backend, fixup, c
 
 
 def _plan(req, prob: _Problem) -> Plan:
-    mod = get_backend(select_backend(prob.a, backend=req.backend))
-    return mod.plan(req, prob.nb, prob.m, prob.n, prob.k, prob.a)
+    return _plan_for(req, prob.a, prob.nb, prob.m, prob.n, prob.k)
+
+
+def _plan_for(req, like, batch: int, m: int, n: int, k: int) -> Plan:
+    """The plan of the backend of ``like``'s device for a (batch, m, k) @ (batch, k, n) product."""
+    return get_backend(select_backend(like, backend=req.backend)).plan(req, batch, m, n, k, like)
 
 
 def matmul(a, b, sb: int | str = 12, *, scheme: str = "fp16x3", scale: str | None = "auto",
@@ -199,7 +223,10 @@ def matmul(a, b, sb: int | str = 12, *, scheme: str = "fp16x3", scale: str | Non
         :class:`~sgemm_cube.backends.BackendUnavailableError` naming what
         is missing.
     out : ndarray or torch.Tensor, optional, keyword-only
-        float32 array of the result's shape (and device) to write into.
+        Array of the result's shape to write into, any strides.  NumPy: any
+        dtype float32 casts to under ``same_kind`` (as :func:`numpy.matmul`);
+        torch: a float32 tensor on the operands' device, resized (with
+        torch's warning) if its shape differs, as :func:`torch.matmul` does.
     fixup : bool, default True, keyword-only
         Recompute in plain FP32 the outputs of rows and columns with an entry
         the split would round to fewer than 22 bits.  ``False`` keeps the
@@ -211,15 +238,29 @@ def matmul(a, b, sb: int | str = 12, *, scheme: str = "fp16x3", scale: str | Non
 
     Returns
     -------
-    ndarray or torch.Tensor, float32
+    ndarray, NumPy scalar or torch.Tensor, float32
         ``a @ b`` of the same kind (and device) as the inputs, or ``out``.
+        As :func:`numpy.matmul`: 1-D @ 1-D gives a NumPy scalar and an
+        ndarray subclass (``np.matrix``, ...) comes back as that subclass.
+        Tensors that require grad give a result recorded for autograd:
+        both gradients are computed by this function with the same options.
 
     Raises
     ------
     TypeError
-        An operand is not float32, or NumPy and torch operands are mixed.
+        An operand is not float32 (or is a sparse tensor), NumPy and torch
+        operands are mixed, an option has the wrong type (an array passed
+        positionally as ``sb``), or NumPy's ``out`` cannot hold float32
+        (``same_kind`` casting, as :func:`numpy.matmul`).
     ValueError
-        Shapes do not match, ``out`` is wrong, or an option is unknown.
+        NumPy operands: shapes do not match, or ``out`` has the wrong shape;
+        any operands: an option is unknown.
+    RuntimeError
+        Tensor operands (as :func:`torch.matmul`): shapes or devices do not
+        match, ``out`` is not a float32 tensor on the operands' device, or
+        ``out=`` with operands that require grad.
+    MemoryError
+        The result does not fit in memory (the message names the problem).
 
     Examples
     --------
@@ -233,10 +274,19 @@ def matmul(a, b, sb: int | str = 12, *, scheme: str = "fp16x3", scale: str | Non
     True
     """
     req = _options(sb, scheme, scale, order, accumulate, keep_lo_lo, backend, fixup, check_range)
+    if _needs_grad(a, b):
+        return _differentiable(req, a, b, out)
+    return _matmul(req, a, b, out)
+
+
+def _matmul(req, a, b, out=None):
+    """:func:`matmul` with validated options ``req``, without autograd (the switch's kernels call this)."""
     prob = _Problem(a, b)
-    out = _check_out(out, prob.result_shape, prob.a, prob.torch_mode)
+    out = _check_out(out, prob)
+    plan = _plan(req, prob)  # also for empty results: an option no backend takes fails on every shape
     empty = not (prob.m and prob.n and prob.nb)
-    plan = None if empty or prob.k == 0 else _plan(req, prob)
+    if empty or prob.k == 0:
+        plan = None
     if plan is not None and plan.backend == "native" and (out is None or not _overlaps(out, prob)):
         return get_backend("native").matmul(prob.a, prob.b, out=out)  # the library's own call, as it is
     shape3 = (prob.nb, prob.m, prob.n)
@@ -247,7 +297,7 @@ def matmul(a, b, sb: int | str = 12, *, scheme: str = "fp16x3", scale: str | Non
 
             res = torch.empty(shape3, dtype=torch.float32, device=prob.a.device)
         else:
-            res = np.empty(shape3, np.float32)
+            res = _result_array(shape3, prob)
     if plan is None:
         if not empty:
             res[...] = 0  # K = 0
@@ -255,13 +305,59 @@ def matmul(a, b, sb: int | str = 12, *, scheme: str = "fp16x3", scale: str | Non
         a3, b3 = prob.views()
         get_backend(plan.backend).run(plan, req, a3, b3, res)
     if out is None:
-        res = res.reshape(prob.result_shape)
-        if not prob.torch_mode and res.ndim == 0:
-            return res[()]  # NumPy gives a scalar for 1-D @ 1-D
-        return res
+        return _wrap(res.reshape(prob.result_shape), prob)
     if not _same_memory(res, out, prob.torch_mode):
-        out[...] = res.reshape(prob.result_shape)
+        out[...] = res.reshape(prob.result_shape)  # NumPy: cast to out's dtype (same_kind, as np.matmul)
     return out
+
+
+def _needs_grad(a, b) -> bool:
+    """Whether ``a @ b`` must be recorded for autograd (torch tensors that require grad, grad mode on)."""
+    torch = sys.modules.get("torch")
+    return (torch is not None and isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)
+            and (a.requires_grad or b.requires_grad) and torch.is_grad_enabled())
+
+
+def _differentiable(req, a, b, out):
+    """``a @ b`` recorded for autograd: both gradients computed by :func:`_matmul` with the same options."""
+    if out is not None:
+        raise RuntimeError("matmul(): functions with out=... arguments don't support automatic "
+                           "differentiation, but one of the arguments requires grad.")
+    from ._autograd import differentiable_matmul
+
+    return differentiable_matmul(lambda x, y: _matmul_with(req, x, y), a, b)
+
+
+def _matmul_with(req, a, b):
+    """:func:`matmul` with validated options ``req``: differentiable where autograd needs it."""
+    if _needs_grad(a, b):
+        return _differentiable(req, a, b, None)
+    return _matmul(req, a, b)
+
+
+def _wrap(res, prob: "_Problem"):
+    """The result as NumPy's matmul gives it: a scalar for 1-D @ 1-D, the operands' ndarray subclass."""
+    if prob.torch_mode:
+        return res
+    if res.ndim == 0:
+        return res[()]  # np.float32
+    if prob.wrap is not None:
+        try:
+            return prob.wrap.__array_wrap__(res, None, False)
+        except TypeError:  # NumPy < 2: (array, context)
+            return prob.wrap.__array_wrap__(res, None)
+    return res
+
+
+def _result_array(shape3, prob: "_Problem"):
+    """A new float32 result, with an error naming the user's problem when it does not fit in memory."""
+    try:
+        return np.empty(shape3, np.float32)
+    except MemoryError:
+        gib = math.prod(shape3) * 4 / 2**30
+        raise MemoryError(f"sgemm_cube.matmul: the result of {tuple(prob.a.shape)} @ {tuple(prob.b.shape)} "
+                          f"(float32, shape {prob.result_shape}) needs {gib:.3g} GiB, more than can be "
+                          f"allocated") from None
 
 
 def explain(a, b, sb=12, *, scheme: str = "fp16x3", scale="auto", order: str = "termwise", accumulate=None,
@@ -303,21 +399,37 @@ def _direct_view(out, shape3, prob: _Problem):
         return None
     if prob.torch_mode:
         return out.view(shape3) if out.is_contiguous() else None
-    return out.reshape(shape3) if out.flags.c_contiguous else None
+    return out.reshape(shape3) if out.flags.c_contiguous and out.dtype == np.float32 else None
 
 
-def _check_out(out, shape, like, torch_mode):
+def _check_out(out, prob: _Problem):
+    """``out`` checked as NumPy (ValueError/TypeError) or torch (RuntimeError) would check it."""
     if out is None:
         return None
-    if torch_mode != _is_torch(out):
-        raise TypeError("out must be of the same kind as the operands (NumPy array or torch tensor)")
-    if tuple(out.shape) != tuple(shape):
-        raise ValueError(f"out has shape {tuple(out.shape)}, the result has shape {tuple(shape)}")
-    if torch_mode:
+    if prob.torch_mode:
         import torch
 
-        if out.dtype != torch.float32 or out.device != like.device:
-            raise ValueError(f"out must be float32 on {like.device}, got {out.dtype} on {out.device}")
-    elif out.dtype != np.float32:
-        raise ValueError(f"out must be float32, got {out.dtype}")
+        if not isinstance(out, torch.Tensor):
+            raise TypeError(f"out must be a torch tensor for tensor operands, got {type(out).__name__}")
+        if out.dtype != torch.float32:
+            raise RuntimeError(f"Expected out tensor to have dtype float, but got {out.dtype} instead")
+        if out.device != prob.a.device:
+            raise RuntimeError(f"Expected out tensor to be on {prob.a.device}, but got {out.device} instead")
+        if tuple(out.shape) != prob.result_shape:  # torch resizes out (and warns unless it was empty)
+            if out.numel():
+                warnings.warn(f"An output with one or more elements was resized since it had shape "
+                              f"{list(out.shape)}, which does not match the required output shape "
+                              f"{list(prob.result_shape)}. This behavior is deprecated, and in a future PyTorch "
+                              f"release outputs will not be resized unless they have zero elements. You can "
+                              f"explicitly reuse an out tensor t by resizing it, inplace, to zero elements with "
+                              f"t.resize_(0).", UserWarning, stacklevel=4)
+            out.resize_(prob.result_shape)
+        return out
+    if not isinstance(out, np.ndarray):
+        raise TypeError(f"out must be a NumPy array for array operands, got {type(out).__name__}")
+    if tuple(out.shape) != prob.result_shape:
+        raise ValueError(f"out has shape {tuple(out.shape)}, the result has shape {prob.result_shape}")
+    if not np.can_cast(np.float32, out.dtype, "same_kind"):
+        raise TypeError(f"Cannot cast sgemm_cube.matmul output from dtype('float32') to {out.dtype!r} "
+                        f"with casting rule 'same_kind'")
     return out

@@ -11,18 +11,19 @@ the float64 model:
   with PyTorch's fused fast path allowed (the default) and disabled
   (``torch.backends.mha.set_fastpath_enabled(False)``; on a torch without it,
   by running with gradients enabled, which the fast path refuses).  The
-  fast path (``torch._transformer_encoder_layer_fwd``) never calls
-  ``F.linear``, so the switch cannot reach it: every case reports which
-  path ran and how many products sgemm_cube computed (counters on
-  ``sgemm_cube.api.matmul``, which every routed product reaches through
-  ``torch.ops.sgemm_cube.matmul``, and on ``sgemm_cube.torch_ops.matmul``,
-  the switch's entry; the fused kernels are counted the same way);
+  switch works at PyTorch's dispatcher, so it reaches the products of the
+  fused fast path (``torch._transformer_encoder_layer_fwd``) as well: every
+  case reports which path ran, how many products the switch took
+  (:func:`sgemm_cube.switch.routed_calls`) and how many sgemm_cube computed
+  (a counter on ``sgemm_cube.api._matmul``, which the switch calls; the
+  fused kernels are counted with counters on their torch functions);
 * one training step (forward, backward, SGD step) in train mode, native and
   under the switch: time, and the relative error of the parameter gradients
   (from the same weights) against the float64 model's.
 
-Attention's own products (``scaled_dot_product_attention``) are not
-``torch.matmul`` calls: they stay native FP32 in every case.
+Attention's own products inside ``scaled_dot_product_attention``'s fused
+kernels (flash, memory-efficient) are not ATen GEMMs: they stay native FP32
+in every case.
 
 Run from the repository root (JSON to
 ``benchmarks/results/model_<gpu>_<timestamp>.json``)::
@@ -68,8 +69,7 @@ TINY = ModelConfig(layers=2, d_model=64, heads=4, ffn=128, batch=2, tokens=16)
 
 #: Counter name -> (module path, attribute) of the counted function.
 COUNTED = {
-    "products": ("sgemm_cube.api", "matmul"),          # every product sgemm_cube computes
-    "routed": ("sgemm_cube.torch_ops", "matmul"),      # forward products the switch routed
+    "products": ("sgemm_cube.api", "_matmul"),         # every product sgemm_cube computes (native plans too)
     "fused_layers": ("torch", "_transformer_encoder_layer_fwd"),  # the encoder layer's fast path
     "fused_mha": ("torch", "_native_multi_head_attention"),       # MultiheadAttention's fast path
 }
@@ -91,7 +91,10 @@ def count_calls():
     """
     import importlib
 
+    from . import switch
+
     counts, patched = {}, []
+    routed_before = sum(switch.routed_calls().values())
     for key, (module, name) in COUNTED.items():
         try:
             owner = importlib.import_module(module)
@@ -112,6 +115,8 @@ def count_calls():
     finally:
         for owner, name, original in reversed(patched):
             setattr(owner, name, original)
+        # products the switch took at the dispatcher (forward and backward, fused fast paths included)
+        counts["routed"] = sum(switch.routed_calls().values()) - routed_before
 
 
 @contextlib.contextmanager
@@ -145,7 +150,7 @@ def _path(counts: dict) -> str:
         return "fused layer (torch._transformer_encoder_layer_fwd)"
     if counts.get("fused_mha"):
         return "fused MHA (torch._native_multi_head_attention) + F.linear"
-    return "python (F.linear, scaled_dot_product_attention)"
+    return "unfused (F.linear, scaled_dot_product_attention)"
 
 
 def build_model(cfg: ModelConfig, device, seed: int = 0):
@@ -179,10 +184,10 @@ def _median(xs):
     return xs[len(xs) // 2] if len(xs) % 2 else 0.5 * (xs[len(xs) // 2 - 1] + xs[len(xs) // 2])
 
 
-def _switch(on: bool):
+def _switch(on: bool, device):
     import sgemm_cube
 
-    return sgemm_cube.enabled() if on else contextlib.nullcontext()
+    return sgemm_cube.enabled(devices=(_torch().device(device).type,)) if on else contextlib.nullcontext()
 
 
 def _grads(model, x, cotangent) -> dict:
@@ -228,7 +233,7 @@ def run_model_bench(cfg: ModelConfig = FULL, *, device="cuda", runs: int = 10, w
             ref = model64(x64).detach()
         for fastpath in (True, False):
             for on in (False, True):
-                with eval_mode(fastpath) as control, _switch(on):
+                with eval_mode(fastpath) as control, _switch(on, device):
                     with count_calls() as counts:
                         out = model(x)
                     _sync(device)
@@ -257,7 +262,7 @@ def _train_cases(model, model64, x, x64, device, *, runs, warmup, seed, lr, log)
     cases = []
     for on in (False, True):
         m = copy.deepcopy(model).train()
-        with _switch(on):
+        with _switch(on, device):
             with count_calls() as counts:
                 grads = _grads(m, x, cotangent)
             errors = _grad_errors(grads, ref)

@@ -1,56 +1,88 @@
-"""The drop-in switch: route PyTorch's FP32 matrix products to sgemm_cube.
+"""The drop-in switch: PyTorch's FP32 matrix products computed by sgemm_cube, at the dispatcher.
 
-While the switch is on, these entry points send float32 tensors on a
-supported device (CPU; CUDA and Ascend NPU where their backend is
-available) to :func:`sgemm_cube.torch_ops.matmul`::
+While the switch is on, sgemm_cube replaces the device kernels of these
+ATen operators (every overload: functional, ``out=`` and in-place)::
 
-    torch.matmul   torch.mm   torch.bmm   torch.nn.functional.linear
-    Tensor.matmul  Tensor.mm  Tensor.bmm  Tensor.__matmul__ (``@``)  Tensor.__rmatmul__
+    mm  bmm  addmm  baddbmm  addbmm  addmv  dot  vdot  _addmm_activation
 
-``torch.nn.Linear`` follows, through ``F.linear``; so do ``nn.MultiheadAttention``'s
-projections and ``nn.TransformerEncoderLayer``: while the switch is on, PyTorch's fused
-transformer fast path (``torch.backends.mha``) is turned off, since it never calls ``F.linear``.  Everything else -- other
-dtypes, mixed dtypes or devices, ``out=`` and other extra arguments, sparse
-or nested tensors, tensor subclasses (``torch.nn.Parameter`` aside), tensors
-inside ``vmap`` or ``torch.func`` transforms, calls from inside sgemm_cube
-itself -- goes to
-the original function unchanged, as do shapes the original would reject
-(so its error messages are the ones users see).
+for the devices it routes (CUDA and the Ascend NPU where their backends are
+available; the CPU when asked with ``devices=("cpu",)``).  It registers the
+replacements with :class:`torch.library.Library` under the device's dispatch
+key, so everything that reaches a float32 GEMM through PyTorch's dispatcher
+runs sgemm_cube: ``torch.matmul``, ``@``, ``torch.mm``/``bmm``/``mv``/``dot``/
+``inner``/``einsum``/``tensordot``, ``torch.linalg.matmul``/``multi_dot``,
+``chain_matmul``, ``F.linear``/``nn.Linear``, ``F.bilinear``,
+``nn.MultiheadAttention``'s projections (also on the fused fast path),
+``F.scaled_dot_product_attention``'s math backend, autograd's gradients,
+functions bound before the switch was turned on (``from torch import
+matmul``), ``out=`` calls, and code compiled with ``torch.compile`` (its
+graphs call ATen's kernels, whose implementation is looked up when they run).
 
-The switch is process-wide: it replaces those attributes of ``torch``,
-``torch.Tensor`` and ``torch.nn.functional``, so it reaches every thread
-and every caller that looks the function up when it calls it (code that
-did ``from torch import matmul`` earlier keeps the original).
-:func:`enable` and :func:`disable` count: the attributes are replaced by the
-first :func:`enable` and restored -- the very same objects -- by the last
-:func:`disable`; both take a lock, so threads may nest them freely.
-``SGEMM_CUBE_ENABLE=1`` in the environment turns the switch on when this
-module is imported.
+What it leaves alone: other dtypes (autocast's float16 included), sparse,
+quantized and nested tensors, and kernels that multiply without calling these
+operators -- the fused attention kernels of ``F.scaled_dot_product_attention``
+(flash, memory-efficient, cuDNN), convolutions, Inductor's own Triton GEMM
+templates under ``mode="max-autotune"``, and CUDA graphs captured before the
+switch was turned on (they replay the kernels they recorded).  A call it
+cannot take as it is (shapes or devices that do not match, ``out`` of another
+dtype) goes to PyTorch's own kernel, so the errors and warnings are PyTorch's.
 
-Under ``torch.compile`` the switch's state is read while tracing: compile
-after turning it on, and call ``torch.compiler.reset()`` after turning it
-off to retrace.  This module imports torch only when the switch is
-turned on.
+Semantics are PyTorch's: ``beta * input + alpha * (A @ B)`` with BLAS's
+conventions (``beta == 0``: ``input`` is not read, NaN in it does not
+propagate; ``alpha == 0``: the product is not computed), ``input``
+broadcast as PyTorch broadcasts it, ``out=`` resized as PyTorch resizes it,
+in-place ops write into ``self``, results contiguous.  Results within each
+product follow sgemm_cube's guarantee (SGEMM's error bound on any finite
+data); shapes where native FP32 is as accurate and faster (``K < 16``, the
+measured hybrid rule on CUDA) run PyTorch's own kernel, as in
+:func:`sgemm_cube.matmul`.
+
+:func:`enable` and :func:`disable` count: the first :func:`enable` registers
+the kernels, the last :func:`disable` removes them, which restores the
+previous kernels exactly (the dispatcher keeps them).  Both take a lock, so
+threads may nest them freely; the replacement is process-wide (every thread,
+autograd's too).  :func:`bypass` sends one thread's calls to the original
+kernels.  ``SGEMM_CUBE_ENABLE=1`` in the environment turns the switch on when
+this module is imported.  This module imports torch only when the switch is
+turned on; it needs torch >= 2.9 (``torch.library.get_kernel``).
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
 import threading
 import warnings
 
-__all__ = ["enable", "disable", "enabled", "is_enabled", "bypass", "ENV_VAR"]
+__all__ = ["enable", "disable", "enabled", "is_enabled", "bypass", "routed_devices", "routed_calls", "ENV_VAR", "OPERATORS"]
 
 #: Environment variable read at import: ``1`` / ``true`` / ``yes`` / ``on`` turns the switch on.
 ENV_VAR = "SGEMM_CUBE_ENABLE"
 
+#: The ATen operators (``name.overload``) whose device kernels the switch replaces.
+OPERATORS = (
+    "mm", "mm.out", "bmm", "bmm.out",
+    "addmm", "addmm.out", "addmm_", "baddbmm", "baddbmm.out", "baddbmm_", "addbmm", "addbmm.out", "addbmm_",
+    "addmv", "addmv.out", "addmv_", "dot", "dot.out", "vdot", "vdot.out",
+    "_addmm_activation", "_addmm_activation.out",
+)
+
+#: torch device type -> the dispatch key of its kernels.
+_DISPATCH_KEYS = {"cpu": "CPU", "cuda": "CUDA", "npu": "PrivateUse1"}
+
+#: The GELU of ``_addmm_activation(use_gelu=True)`` per device, as PyTorch's kernels compute it.
+_GELU_APPROXIMATION = {"cpu": "none", "cuda": "tanh", "npu": "tanh"}
+
 _lock = threading.RLock()
 _count = 0
-_options: dict | None = None      # keyword arguments of torch_ops.matmul while on
-_devices: frozenset = frozenset()  # device types whose backend can run
-_exact_types: frozenset = frozenset()  # torch.Tensor, torch.nn.Parameter (set by enable)
-_saved: list = []                 # (owner, name, original, owned, wrapper): what enable() replaced
-_local = threading.local()        # .depth > 0: this thread is inside sgemm_cube (see bypass)
+_options: dict | None = None    # enable()'s arguments while on
+_request = None                 # the validated options of every product (sgemm_cube.plan.Request)
+_devices: frozenset = frozenset()
+_library = None                 # the torch.library.Library holding the replacements
+_originals: dict = {}           # (operator, device type) -> the kernel it replaced
+_local = threading.local()      # .depth > 0: this thread's calls go to the originals (see bypass)
+_calls = collections.Counter()  # operator -> calls sgemm_cube computed since the switch was turned on
+_native_plans: dict = {}        # (device, batch, m, n, k) -> whether the plan runs native FP32 (see _native)
 
 
 def is_enabled() -> bool:
@@ -58,78 +90,115 @@ def is_enabled() -> bool:
     return _count > 0
 
 
-def enable(*, sb: int = 12, order: str = "termwise", keep_lo_lo: bool = False, rescale: bool = True) -> None:
+def routed_calls() -> dict:
+    """How many calls of each operator (``"mm"``, ``"addmm.out"``, ...) sgemm_cube computed since the switch went on.
+
+    A diagnostic.  Calls whose shapes :func:`sgemm_cube.matmul`'s plan runs
+    in native FP32 (``K < 16``; on CUDA the measured hybrid rule: see
+    :func:`sgemm_cube.explain`) go to PyTorch's own kernel, in true FP32
+    (TF32 off for the call), and are not counted.
+    """
+    return dict(_calls)
+
+
+def routed_devices() -> frozenset:
+    """The device types (``"cpu"``, ``"cuda"``, ``"npu"``) whose products the switch sends to sgemm_cube now."""
+    return _devices
+
+
+def enable(*, sb: int = 12, order: str = "termwise", keep_lo_lo: bool = False, rescale: bool = True,
+           devices=None) -> None:
     """Turn the switch on (or, if it is on, count one more user of it).
 
     Parameters
     ----------
-    sb, order, keep_lo_lo, rescale
-        Options of every routed product, as in
-        :func:`sgemm_cube.torch_ops.matmul`.  ``rescale=True`` (default)
-        scales the rows and columns that do not fit the split by powers of
-        two (``scale="auto"``); ``False`` scales none and computes the lines
-        outside :func:`sgemm_cube.split_limits` in plain FP32.  Any finite
-        float32 data keep FP32 accuracy either way.
+    sb, order, keep_lo_lo
+        Options of every routed product, as in :func:`sgemm_cube.matmul`.
+    rescale : bool, default True
+        ``True``: :func:`sgemm_cube.matmul`'s ``scale="auto"`` (rows and
+        columns that do not fit the split are scaled by powers of two);
+        ``False``: ``scale=None`` (they are computed in plain FP32).  Any
+        finite float32 data keep FP32 accuracy either way.
+    devices : iterable of {"cuda", "npu", "cpu"}, optional
+        The device types whose products are routed.  Default: the
+        accelerators whose sgemm_cube backend can run here (CUDA, Ascend
+        NPU).  The CPU backend is an arithmetic model, much slower than
+        native, for studies and tests: it is routed only when listed.
 
     Raises
     ------
     ImportError
-        torch is not installed.
+        torch is not installed, or older than 2.9.
     ValueError
-        An option is invalid, or the switch is already on with other options
-        (nested users must agree: a product cannot follow two settings).
+        An option or device is unknown, or the switch is already on with
+        other options (nested users must agree).
+    sgemm_cube.BackendUnavailableError
+        A listed device's backend cannot run here.
     """
-    global _count, _options, _devices, _exact_types
-    from . import torch_ops  # imports torch and registers the operator
+    global _count, _options, _request, _devices, _library
+    from .plan import make_request
 
-    torch_ops._check_options(sb, order)
-    options = dict(sb=int(sb), order=order, keep_lo_lo=bool(keep_lo_lo), rescale=bool(rescale))
+    import torch
+
+    if not hasattr(torch.library, "get_kernel"):
+        raise ImportError(f"sgemm_cube's switch needs torch >= 2.9 (torch.library.get_kernel); "
+                          f"this is torch {torch.__version__}")
+    request = make_request(sb, "fp16x4" if keep_lo_lo else "fp16x3", "auto" if rescale else None, order)
+    chosen = _choose_devices(devices)
+    options = dict(sb=request.sb, order=order, keep_lo_lo=bool(keep_lo_lo), rescale=bool(rescale), devices=chosen)
     with _lock:
         if _count:
             if options != _options:
-                raise ValueError(f"sgemm_cube's switch is already on with {_options}; "
-                                 f"it cannot also follow {options}")
+                raise ValueError(f"sgemm_cube's switch is already on with {_options}; it cannot also follow "
+                                 f"{options}")
             _count += 1
             return
-        _options = options
-        _devices = _supported_devices()
-        _exact_types = _plain_types()
-        _patch()
+        if not chosen:
+            warnings.warn("sgemm_cube's switch routes no device: no CUDA or NPU backend can run here "
+                          "(see sgemm_cube.available_backends()); pass devices=('cpu',) to route CPU "
+                          "tensors to the CPU model", UserWarning, stacklevel=2)
+        _options, _request, _devices = options, request, chosen
+        _calls.clear()
+        _native_plans.clear()
+        _library = _register(chosen)
         _count = 1
 
 
 def disable() -> None:
-    """Undo one :func:`enable`; the last one restores the original torch functions.
+    """Undo one :func:`enable`; the last one removes sgemm_cube's kernels (PyTorch's own come back).
 
     Raises
     ------
     RuntimeError
         The switch is off.
     """
-    global _count
+    global _count, _library, _devices
     with _lock:
         if not _count:
             raise RuntimeError("sgemm_cube.disable() called while the switch is off")
         _count -= 1
         if not _count:
-            _unpatch()
+            _library._destroy()  # the dispatcher reinstates the kernels registered before ours
+            _library, _devices = None, frozenset()
+            _originals.clear()
 
 
 @contextlib.contextmanager
-def enabled(*, sb: int = 12, order: str = "termwise", keep_lo_lo: bool = False, rescale: bool = True):
+def enabled(*, sb: int = 12, order: str = "termwise", keep_lo_lo: bool = False, rescale: bool = True,
+            devices=None):
     """Context manager: the switch is on inside the ``with`` block.
 
     Takes :func:`enable`'s options; blocks nest (also across threads), and
-    the originals come back when the last one exits.
+    PyTorch's kernels come back when the last one exits.
 
     Examples
     --------
     >>> import torch, sgemm_cube
     >>> model = torch.nn.Linear(16, 4)
-    >>> with sgemm_cube.enabled():
-    ...     y = model(torch.randn(8, 16))   # FP32 product from FP16 ones
+    >>> with sgemm_cube.enabled(devices=("cpu",)):
+    ...     y = model(torch.randn(8, 16))   # FP32 product from FP16 ones (the CPU model)
     """
-    enable(sb=sb, order=order, keep_lo_lo=keep_lo_lo, rescale=rescale)
+    enable(sb=sb, order=order, keep_lo_lo=keep_lo_lo, rescale=rescale, devices=devices)
     try:
         yield
     finally:
@@ -138,10 +207,10 @@ def enabled(*, sb: int = 12, order: str = "termwise", keep_lo_lo: bool = False, 
 
 @contextlib.contextmanager
 def bypass():
-    """Send this thread's calls to the original torch functions inside the block.
+    """Send this thread's products to PyTorch's own kernels inside the block.
 
-    sgemm_cube's own kernels run under it (its backends call
-    ``torch.matmul`` themselves); other threads are unaffected.
+    sgemm_cube's backends run under it (its native path calls
+    ``torch.matmul`` itself); other threads are unaffected.
     """
     _local.depth = getattr(_local, "depth", 0) + 1
     try:
@@ -150,178 +219,280 @@ def bypass():
         _local.depth -= 1
 
 
-# ---- routing ------------------------------------------------------------------------------
+# ---- registration ---------------------------------------------------------------------------
 
-def _supported_devices() -> frozenset:
-    from .backends import available_backends
+def _choose_devices(devices) -> frozenset:
+    from .backends import available_backends, get_backend
 
-    status = available_backends()
-    return frozenset(dev for dev in ("cpu", "cuda", "npu") if status.get(dev) == "available")
+    if devices is None:
+        status = available_backends()
+        return frozenset(dev for dev in ("cuda", "npu") if status.get(dev) == "available" and _present(dev))
+    chosen = frozenset([devices] if isinstance(devices, str) else devices)
+    unknown = chosen - set(_DISPATCH_KEYS)
+    if unknown:
+        raise ValueError(f"unknown device types {sorted(unknown)}; choose among {sorted(_DISPATCH_KEYS)}")
+    for dev in sorted(chosen):
+        get_backend(dev)  # BackendUnavailableError naming what is missing
+        if not _present(dev):
+            from .backends import BackendUnavailableError
+
+            raise BackendUnavailableError(f"sgemm_cube's switch cannot route {dev!r}: this process has no "
+                                          f"{dev.upper()} device")
+    return chosen
 
 
-def _plain_types() -> frozenset:
+def _present(device: str) -> bool:
+    """Whether this process has a device of this type (the CUDA backend also runs under Triton's interpreter)."""
     import torch
 
-    return frozenset({torch.Tensor, torch.nn.Parameter, getattr(torch.nn, "Buffer", torch.Tensor)})
+    if device == "cpu":
+        return True
+    module = getattr(torch, device, None)
+    return bool(module is not None and module.is_available())
 
 
-def _routable(*tensors) -> bool:
-    """Whether a product of these tensors goes to sgemm_cube (traceable by Dynamo)."""
+def _register(devices):
     import torch
 
-    if torch.compiler.is_compiling():
-        # Dynamo and AOTAutograd handle subclasses and functorch levels themselves
-        # (and cannot trace the checks below); the operator's fake kernel does the rest.
-        plain = all(isinstance(t, torch.Tensor) for t in tensors)
+    library = torch.library.Library("aten", "IMPL")
+    with warnings.catch_warnings():
+        # "Overriding a previously registered kernel": that is the point.
+        warnings.filterwarnings("ignore", message="(?s).*Overriding a previously registered kernel")
+        for dev in sorted(devices):
+            key = _DISPATCH_KEYS[dev]
+            for name in OPERATORS:
+                original = torch.library.get_kernel(f"aten::{name}", key)
+                _originals[name, dev] = original
+                library.impl(name, _IMPLEMENTATIONS[name](original, dev, name), key, with_keyset=True)
+    return library
+
+
+# ---- the kernels ------------------------------------------------------------------------------
+#
+# Each factory takes the kernel it replaces (a torch._C._SafeKernelFunction) and returns the
+# replacement, called by the dispatcher with the dispatch key set first.  A call sgemm_cube does
+# not take (another dtype, shapes or devices that do not match: PyTorch raises) goes to the
+# original with the same arguments.
+
+def _float32(*tensors) -> bool:
+    import torch
+
+    if getattr(_local, "depth", 0):
+        return False  # inside sgemm_cube (its native path) or bypass()
+    device = tensors[0].device
+    return all(t.dtype == torch.float32 and t.device == device for t in tensors)
+
+
+def _product(a, b, out=None):
+    """``a @ b`` by sgemm_cube (:func:`sgemm_cube.api._matmul`; its own torch calls reach the originals)."""
+    from .api import _matmul
+
+    _local.depth = getattr(_local, "depth", 0) + 1
+    try:
+        return _matmul(_request, a, b, out)
+    finally:
+        _local.depth -= 1
+
+
+def _resize_out(out, shape, warns: bool = True) -> None:
+    """Resize ``out`` as PyTorch's ``resize_output`` does (warning when a non-empty ``out`` changes shape)."""
+    if tuple(out.shape) == tuple(shape):
+        return
+    if out.numel() and warns:
+        warnings.warn(f"An output with one or more elements was resized since it had shape {list(out.shape)}, "
+                      f"which does not match the required output shape {list(shape)}. This behavior is "
+                      f"deprecated, and in a future PyTorch release outputs will not be resized unless they "
+                      f"have zero elements. You can explicitly reuse an out tensor t by resizing it, inplace, "
+                      f"to zero elements with t.resize_(0).", UserWarning, stacklevel=2)
+    out.resize_(shape)
+
+
+def _broadcasts(input, shape) -> bool:
+    """Whether ``input`` broadcasts to ``shape`` (PyTorch's ``expand_size`` rule)."""
+    if input.dim() > len(shape):
+        return False
+    return all(s in (1, t) for s, t in zip(reversed(input.shape), reversed(shape)))
+
+
+def _update(input, a, b, beta, alpha, shape, product=_product):
+    """``beta * input + alpha * (a @ b)`` of ``shape`` with BLAS's conventions for zero alpha and beta."""
+    import torch
+
+    if alpha != 0:
+        res = product(a, b)
+        if alpha != 1:
+            res.mul_(alpha)
     else:
-        # Exact types: a subclass's properties would call its __torch_function__,
-        # and inside that handler (torch function disabled) it would look plain.
-        plain = (not getattr(_local, "depth", 0)  # inside sgemm_cube's own kernels
-                 and all(type(t) in _exact_types for t in tensors)
-                 and not any(torch._C._functorch.is_functorch_wrapped_tensor(t) for t in tensors))
-    first = tensors[0]
-    return plain and all(t.dtype == torch.float32 and t.layout == torch.strided and not t.is_nested
-                         and t.device == first.device for t in tensors) and first.device.type in _devices
+        res = torch.zeros(shape, dtype=torch.float32, device=a.device)  # the product is not computed
+    if beta != 0:
+        res.add_(input, alpha=beta)  # input broadcast; not read at all when beta == 0
+    return res
 
 
-def _product(a, b):
-    from .torch_ops import matmul
-
-    return matmul(a, b, **_options)
-
-
-def _no_extras(args, kwargs) -> bool:
-    """No argument beyond the two operands (``out=``, ``out_dtype=``, ... go to the original)."""
-    return not args and all(v is None for v in kwargs.values())
+def _summed_product(b1, b2):
+    """``sum_i b1[i] @ b2[i]`` as one product over K' = batch * K (addbmm): one rounding of the sum."""
+    batch, m, k = b1.shape
+    n = b2.shape[-1]
+    return _product(b1.permute(1, 0, 2).reshape(m, batch * k), b2.reshape(batch * k, n))
 
 
-def _make_matmul(original):
-    def matmul(input, other, *args, **kwargs):
-        if _no_extras(args, kwargs) and _routable(input, other) and input.dim() >= 1 and other.dim() >= 1:
-            return _product(input, other)
-        return original(input, other, *args, **kwargs)
-    return matmul
+#: compute()'s answer for a product sgemm_cube's plan runs in native FP32: PyTorch's own kernel runs it.
+_NATIVE = object()
 
 
-def _make_rmatmul(original):
-    def __rmatmul__(self, other):
+def _native(like, batch: int, m: int, n: int, k: int) -> bool:
+    """Whether :func:`sgemm_cube.matmul`'s plan runs this product in native FP32 (cached per device and shape)."""
+    key = (like.device, batch, m, n, k)
+    native = _native_plans.get(key)
+    if native is None:
+        from .api import _plan_for
+
+        if len(_native_plans) > 4096:  # many shapes (dynamic sequence lengths): start over
+            _native_plans.clear()
+        native = _native_plans[key] = _plan_for(_request, like, batch, m, n, k).backend == "native"
+    return native
+
+
+@contextlib.contextmanager
+def _true_fp32(device):
+    """TF32 off inside the block on CUDA (as sgemm_cube's native backend runs FP32 products)."""
+    import torch
+
+    if device.type == "cuda" and torch.backends.cuda.matmul.allow_tf32:
+        torch.backends.cuda.matmul.allow_tf32 = False
+        try:
+            yield
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = True
+    else:
+        yield
+
+
+def _run_native(original, keyset, args, kwargs):
+    """PyTorch's kernel, in true FP32."""
+    with _true_fp32(args[0].device):
+        return original.call_boxed(keyset, *args, **kwargs)
+
+
+def _functional(original, compute, name, *, inplace=False, out_variant=False, resize_warns=True):
+    """Wrap ``compute(args) -> result, None (not ours) or _NATIVE`` as a functional, in-place or out= kernel."""
+    def kernel(keyset, *args, **kwargs):
+        result = compute(*args, **kwargs)
+        if result is None:
+            return original.call_boxed(keyset, *args, **kwargs)
+        if result is _NATIVE:
+            return _run_native(original, keyset, args, kwargs)
+        _calls[name] += 1
+        if inplace:
+            args[0].copy_(result)
+            return args[0]
+        if out_variant:
+            out = kwargs["out"]
+            _resize_out(out, result.shape, resize_warns)
+            out.copy_(result)
+            return out
+        return result
+    return kernel
+
+
+def _mm(original, device, name, *, batched=False, out_variant=False):
+    ndim = 3 if batched else 2
+
+    def compute(self, mat2, out=None):
+        if not (_float32(self, mat2, *(() if out is None else (out,))) and self.dim() == ndim
+                and mat2.dim() == ndim and self.shape[-1] == mat2.shape[-2] and self.shape[:-2] == mat2.shape[:-2]):
+            return None
+        if _native(self, self.shape[0] if batched else 1, self.shape[-2], mat2.shape[-1], self.shape[-1]):
+            return _NATIVE
+        return _product(self, mat2)
+    return _functional(original, compute, name, out_variant=out_variant)
+
+
+def _addmm(original, device, name, *, inplace=False, out_variant=False, activation=False):
+    gelu = _GELU_APPROXIMATION[device]
+
+    def compute(self, mat1, mat2, *, beta=1, alpha=1, use_gelu=False, out=None):
         import torch
 
-        if isinstance(other, torch.Tensor) and _routable(other, self) and self.dim() >= 1 and other.dim() >= 1:
-            return _product(other, self)
-        return original(self, other)
-    return __rmatmul__
+        if not (_float32(self, mat1, mat2, *(() if out is None else (out,))) and mat1.dim() == 2
+                and mat2.dim() == 2 and mat1.shape[1] == mat2.shape[0]):
+            return None
+        shape = (mat1.shape[0], mat2.shape[1])
+        if not (tuple(self.shape) == shape if inplace else _broadcasts(self, shape)):
+            return None
+        if _native(mat1, 1, shape[0], shape[1], mat1.shape[1]):
+            return _NATIVE
+        res = _update(self, mat1, mat2, beta, alpha, shape)
+        if activation:
+            res = torch.nn.functional.gelu(res, approximate=gelu) if use_gelu else res.relu_()
+        return res
+    return _functional(original, compute, name, inplace=inplace, out_variant=out_variant)
 
 
-def _make_mm(original, ndim):
-    def mm(input, mat2, *args, **kwargs):
-        if (_no_extras(args, kwargs) and _routable(input, mat2) and input.dim() == ndim and mat2.dim() == ndim
-                and input.shape[-1] == mat2.shape[-2] and input.shape[:-2] == mat2.shape[:-2]):
-            return _product(input, mat2)
-        return original(input, mat2, *args, **kwargs)  # also for torch's own shape errors
-    return mm
+def _batched(original, device, name, *, summed=False, inplace=False, out_variant=False):
+    """``baddbmm`` (a batch of products) or, ``summed``, ``addbmm`` (their sum, as one product over batch * K)."""
+    def compute(self, batch1, batch2, *, beta=1, alpha=1, out=None):
+        if not (_float32(self, batch1, batch2, *(() if out is None else (out,))) and batch1.dim() == 3
+                and batch2.dim() == 3 and batch1.shape[0] == batch2.shape[0] and batch1.shape[2] == batch2.shape[1]):
+            return None
+        batch, m, k = batch1.shape
+        shape = (m, batch2.shape[2]) if summed else (batch, m, batch2.shape[2])
+        if not (tuple(self.shape) == shape if inplace else _broadcasts(self, shape)):
+            return None
+        if _native(batch1, 1, m, shape[-1], batch * k) if summed else _native(batch1, *shape, k):
+            return _NATIVE
+        return _update(self, batch1, batch2, beta, alpha, shape, product=_summed_product if summed else _product)
+    # addbmm's out= resizes silently (PyTorch's kernel resizes it directly, without resize_output's warning)
+    return _functional(original, compute, name, inplace=inplace, out_variant=out_variant, resize_warns=not summed)
 
 
-def _make_linear(original):
-    def linear(input, weight, bias=None):
-        if (_routable(input, weight) and weight.dim() == 2 and input.dim() >= 1
-                and input.shape[-1] == weight.shape[1]
-                and (bias is None or (_routable(input, bias) and bias.shape == weight.shape[:1]))):
-            out = _product(input, weight.t())
-            return out if bias is None else out + bias
-        return original(input, weight, bias)
-    return linear
+def _addmv(original, device, name, *, inplace=False, out_variant=False):
+    def compute(self, mat, vec, *, beta=1, alpha=1, out=None):
+        if not (_float32(self, mat, vec, *(() if out is None else (out,))) and mat.dim() == 2 and vec.dim() == 1
+                and mat.shape[1] == vec.shape[0]):
+            return None
+        shape = (mat.shape[0],)
+        if not (tuple(self.shape) == shape if inplace else _broadcasts(self, shape)):
+            return None
+        if _native(mat, 1, shape[0], 1, mat.shape[1]):
+            return _NATIVE
+        return _update(self, mat, vec, beta, alpha, shape)
+    return _functional(original, compute, name, inplace=inplace, out_variant=out_variant)
 
 
-def _targets():
-    """(owner, attribute name, wrapper factory) of every routed entry point."""
-    import torch
-    import torch.nn.functional as F
-
-    matmul, mm, bmm = _make_matmul, (lambda f: _make_mm(f, 2)), (lambda f: _make_mm(f, 3))
-    return [(torch, "matmul", matmul), (torch, "mm", mm), (torch, "bmm", bmm), (F, "linear", _make_linear),
-            (torch.Tensor, "matmul", matmul), (torch.Tensor, "mm", mm), (torch.Tensor, "bmm", bmm),
-            (torch.Tensor, "__matmul__", matmul), (torch.Tensor, "__rmatmul__", _make_rmatmul)]
-
-
-_fastpath_saved: list = []  # the MHA fast-path flag enable() found
+def _dot(original, device, name, *, out_variant=False):
+    def compute(self, tensor, out=None):
+        if not (_float32(self, tensor, *(() if out is None else (out,))) and self.dim() == 1 and tensor.dim() == 1
+                and self.shape == tensor.shape):
+            return None
+        if _native(self, 1, 1, 1, self.shape[0]):
+            return _NATIVE
+        return _product(self, tensor)
+    return _functional(original, compute, name, out_variant=out_variant)
 
 
-def _set_mha_fastpath(value):
-    """Set PyTorch's fused transformer fast path; returns the previous value (None where torch has no switch)."""
-    import torch
-
-    mha = getattr(torch.backends, "mha", None)
-    if mha is None or not hasattr(mha, "get_fastpath_enabled"):
-        return None
-    previous = mha.get_fastpath_enabled()
-    mha.set_fastpath_enabled(value)
-    return previous
+def _variant(factory, **flags):
+    return lambda original, device, name: factory(original, device, name, **flags)
 
 
-def _patch() -> None:
-    # nn.TransformerEncoderLayer / nn.MultiheadAttention in eval mode take a fused C++ path
-    # (torch._transformer_encoder_layer_fwd) that never calls F.linear: turn it off while the
-    # switch is on, so that their products reach sgemm_cube (measured on an H100: a 6-layer
-    # encoder's eval forward 18.9 ms fused native, 12.0 ms unfused under the switch).
-    _fastpath_saved.append(_set_mha_fastpath(False))
-    _refresh_dynamo_tables(rebuild=True)
-    for owner, name, factory in _targets():
-        owned = name in vars(owner)  # False: inherited (torch.Tensor from torch._C.TensorBase)
-        original = getattr(owner, name)
-        wrapper = factory(original)
-        wrapper.__name__ = getattr(original, "__name__", name)
-        wrapper.__qualname__ = getattr(original, "__qualname__", name)
-        wrapper.__doc__ = getattr(original, "__doc__", None)
-        wrapper.__wrapped__ = original
-        wrapper._sgemm_cube_wrapper = True
-        setattr(owner, name, wrapper)
-        _saved.append((owner, name, original, owned, wrapper))
-
-
-def _unpatch() -> None:
-    while _saved:
-        owner, name, original, owned, wrapper = _saved.pop()
-        if vars(owner).get(name) is not wrapper:
-            warnings.warn(f"{getattr(owner, '__name__', owner)}.{name} was replaced by someone else while "
-                          f"sgemm_cube's switch was on; leaving the replacement in place", RuntimeWarning,
-                          stacklevel=3)
-            continue
-        if owned:
-            setattr(owner, name, original)
-        else:
-            delattr(owner, name)  # lookup falls back to the base class: the very same object
-    while _fastpath_saved:
-        previous = _fastpath_saved.pop()
-        if previous is not None:
-            _set_mha_fastpath(previous)
-    _refresh_dynamo_tables(rebuild=False)
-
-
-def _refresh_dynamo_tables(*, rebuild: bool) -> None:
-    """Keep Dynamo's cached tables of torch functions built from the originals.
-
-    Dynamo reads ``torch.matmul`` and the ``torch.Tensor`` methods by name
-    into cached tables the first time it traces.  Built while the switch is
-    on, they would list the wrappers instead of the originals, and code
-    compiled after the switch is off would graph-break on the originals.
-    So: build them before patching (if Dynamo is loaded), and drop them
-    after restoring (if they were built while on, they are rebuilt from
-    the originals when next needed).  Either way Dynamo traces correctly
-    while the switch is on: it inlines the wrappers, or puts them in the
-    graph for AOTAutograd to trace through.
-    """
-    import sys
-
-    rules = sys.modules.get("torch._dynamo.trace_rules")
-    for name in ("get_torch_obj_rule_map", "get_tensor_method"):
-        table = getattr(rules, name, None)
-        if table is None or not hasattr(table, "cache_clear"):
-            continue  # Dynamo not loaded yet, or a torch version without this table
-        if rebuild:
-            table()
-        else:
-            table.cache_clear()
+#: operator -> factory of its replacement (one per entry of OPERATORS).
+_IMPLEMENTATIONS = {
+    "mm": _variant(_mm), "mm.out": _variant(_mm, out_variant=True),
+    "bmm": _variant(_mm, batched=True), "bmm.out": _variant(_mm, batched=True, out_variant=True),
+    "addmm": _variant(_addmm), "addmm.out": _variant(_addmm, out_variant=True),
+    "addmm_": _variant(_addmm, inplace=True),
+    "baddbmm": _variant(_batched), "baddbmm.out": _variant(_batched, out_variant=True),
+    "baddbmm_": _variant(_batched, inplace=True),
+    "addbmm": _variant(_batched, summed=True), "addbmm.out": _variant(_batched, summed=True, out_variant=True),
+    "addbmm_": _variant(_batched, summed=True, inplace=True),
+    "addmv": _variant(_addmv), "addmv.out": _variant(_addmv, out_variant=True),
+    "addmv_": _variant(_addmv, inplace=True),
+    "dot": _variant(_dot), "dot.out": _variant(_dot, out_variant=True),
+    "vdot": _variant(_dot), "vdot.out": _variant(_dot, out_variant=True),  # real vdot is dot
+    "_addmm_activation": _variant(_addmm, activation=True),
+    "_addmm_activation.out": _variant(_addmm, activation=True, out_variant=True),
+}
+assert set(_IMPLEMENTATIONS) == set(OPERATORS)
 
 
 def _enable_from_environment() -> None:

@@ -36,11 +36,15 @@ plain FP32, so special values propagate as in native FP32.
 """
 from __future__ import annotations
 
+import math
+
 import torch
 
 from cpu_fallback import ORDERS, split_limits
 
 from . import api
+from .plan import make_request
+from ._autograd import matmul_grads
 from . import switch as _switch
 
 __all__ = ["matmul", "linear", "OP"]
@@ -70,7 +74,8 @@ def _matmul_op(a: torch.Tensor, b: torch.Tensor, *, sb: int = 12, order: str = "
             # One (batch*M, K) x (K, N) product instead of a batch of small ones;
             # rows are independent, so the values are the same.
             lead = a.shape[:-1]
-            return _product(a.reshape(-1, a.shape[-1]), b, rescale, options).reshape(*lead, b.shape[-1])
+            rows = math.prod(lead)  # not -1: ambiguous when K = 0
+            return _product(a.reshape(rows, a.shape[-1]), b, rescale, options).reshape(*lead, b.shape[-1])
         return _product(a, b, rescale, options)
 
 
@@ -80,7 +85,10 @@ OP = torch.ops.sgemm_cube.matmul.default
 
 def _product(a, b, rescale: bool, options: dict) -> torch.Tensor:
     # rescale: the API's exact power-of-two scaling of the rows of a and columns of b that need it.
-    return api.matmul(a, b, scale="auto" if rescale else None, **options)
+    # api._matmul, not api.matmul: the operator's own autograd formula records the gradients.
+    req = make_request(options["sb"], "fp16x4" if options["keep_lo_lo"] else "fp16x3", "auto" if rescale else None,
+                       options["order"], options["accumulate"], False, options["backend"])
+    return api._matmul(req, a, b)
 
 
 def _check_options(sb: int, order: str) -> None:
@@ -115,29 +123,7 @@ def _setup_context(ctx, inputs, keyword_only_inputs, output):
 def _backward(ctx, grad):
     a, b = ctx.saved_tensors
     opts = ctx.options
-    need_a, need_b = ctx.needs_input_grad[:2]
-    # Work on the matrix forms (..., M, K) x (..., K, N) -> (..., M, N).
-    a2 = a.unsqueeze(0) if a.dim() == 1 else a
-    b2 = b.unsqueeze(-1) if b.dim() == 1 else b
-    g2 = grad.unsqueeze(-1) if b.dim() == 1 else grad
-    g2 = g2.unsqueeze(-2) if a.dim() == 1 else g2
-    m, k, n = a2.shape[-2], a2.shape[-1], b2.shape[-1]
-    grad_a = grad_b = None
-    if need_a:
-        if a2.dim() == 2 and g2.dim() > 2:
-            # dA = sum_batch dC_i B_i^T as one product over K' = batch * N.
-            grad_a = OP(g2.movedim(-2, 0).reshape(m, -1), b2.expand(*g2.shape[:-2], k, n).mT.reshape(-1, k), **opts)
-        else:
-            grad_a = OP(g2, b2.mT, **opts).sum_to_size(a2.shape)
-        grad_a = grad_a.reshape(a.shape)
-    if need_b:
-        if b2.dim() == 2 and g2.dim() > 2:
-            # dB = sum_batch A_i^T dC_i as one product over K' = batch * M.
-            grad_b = OP(a2.expand(*g2.shape[:-2], m, k).reshape(-1, k).mT, g2.reshape(-1, n), **opts)
-        else:
-            grad_b = OP(a2.mT, g2, **opts).sum_to_size(b2.shape)
-        grad_b = grad_b.reshape(b.shape)
-    return grad_a, grad_b
+    return matmul_grads(lambda x, y: OP(x, y, **opts), a, b, grad, *ctx.needs_input_grad[:2])
 
 
 _matmul_op.register_autograd(_backward, setup_context=_setup_context)

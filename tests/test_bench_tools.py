@@ -275,10 +275,10 @@ def test_tiny_model_bench_on_the_cpu(tmp_path, capsys):
     import sgemm_cube.api
     from sgemm_cube.cli import main
 
-    original = sgemm_cube.api.matmul
+    original = sgemm_cube.api._matmul
     assert main(["bench", "--model", "--tiny", "--device", "cpu", "--runs", "1", "--warmup", "0",
                  "--results-dir", str(tmp_path)]) == 0
-    assert sgemm_cube.api.matmul is original  # the counters are gone
+    assert sgemm_cube.api._matmul is original  # the counters are gone
     (path,) = tmp_path.glob("model_cpu_*.json")
     record = json.loads(path.read_text())
     assert record["config"]["d_model"] == 64 and record["tiny"] and record["torch"] == torch.__version__
@@ -290,10 +290,11 @@ def test_tiny_model_bench_on_the_cpu(tmp_path, capsys):
             assert not e["sgemm_cube_called"]
     # Without the fused fast path, every linear layer goes through sgemm_cube (4 per layer).
     routed = cases[("sgemm_cube.enabled()", False)]["calls"]
-    assert routed["routed"] == 4 * 2 and routed["products"] >= 4 * 2
-    # With it, PyTorch's fused kernel runs and sgemm_cube is never called: the report must say so.
+    assert routed["routed"] >= 4 * 2 and routed["products"] >= 4 * 2
+    # With it, PyTorch's fused kernel runs, and its products reach the switch at the dispatcher too.
     fused = cases[("sgemm_cube.enabled()", True)]
-    assert fused["sgemm_cube_called"] == ("fused" not in fused["path"])
+    assert "fused" in fused["path"] and fused["calls"]["routed"] >= 4 * 2 and fused["sgemm_cube_called"]
+    assert cases[("native FP32", True)]["calls"]["routed"] == 0
     train = {e["mode"]: e for e in record["train"]}
     assert train["sgemm_cube.enabled()"]["calls"]["products"] > 8  # forward and backward products
     assert train["native FP32"]["calls"]["products"] == 0
