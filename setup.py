@@ -2,7 +2,10 @@
 
 The pure-Python package (``sgemm_cube``, ``cpu_fallback``, ``tuning``) always
 installs.  The AscendC extension in ``ascendc_kernels/`` is built only when a
-CANN toolkit is found (``ASCEND_HOME_PATH``); see ``ascendc_kernels/README.md``.
+CANN toolkit is found (``ASCEND_HOME_PATH``), and then the build must see the
+installed torch / torch_npu / pybind11: ``pip install --no-build-isolation -v .``
+(the hook stops with that command when pip's isolated build hides them); see
+``ascendc_kernels/README.md``.
 """
 import os
 import sys

@@ -9,7 +9,6 @@ extension that runs the schedule model (:mod:`npu_schedule`) on CPU tensors.
 from __future__ import annotations
 
 import sys
-import types
 from pathlib import Path
 
 import numpy as np
@@ -77,26 +76,18 @@ def torch():
     return pytest.importorskip("torch")
 
 
-class _ModelExtension(types.ModuleType):
-    """Stands in for the compiled _npu_ext: runs the schedule model on CPU tensors."""
+def _load_check_on_npu():
+    import importlib.util
 
-    def __init__(self, soc: str, cores: int):
-        super().__init__("sgemm_cube.backends._npu_ext")
-        self._soc, self._cores, self.calls = soc, cores, []
+    spec = importlib.util.spec_from_file_location("check_on_npu", ROOT / "ascendc_kernels/tests/check_on_npu.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
-    def soc(self) -> str:
-        return self._soc
 
-    def matmul(self, a, b, out, sb, keep_lo_lo, bm, bk, bn, n_fused):
-        import torch
-
-        assert a.is_contiguous() and b.is_contiguous() and out.is_contiguous()
-        assert a.dtype == b.dtype == out.dtype == torch.float32
-        self.calls.append((bm, bk, bn, n_fused))
-        c = npu_schedule.simulate(a.numpy(), b.numpy(), sb=sb, keep_lo_lo=keep_lo_lo,
-                                  tiling=npu_schedule.Tiling(bm, bk, bn, n_fused),
-                                  cap=npu_schedule.capacity_from_profile(self._soc), cores=self._cores)
-        out.copy_(torch.from_numpy(c))
+# The stand-in for the compiled _npu_ext that the bring-up script's --dry-run uses: the schedule model
+# (npu_schedule.simulate) on CPU tensors, recording the tilings it is called with.
+_ModelExtension = _load_check_on_npu().ModelExtension
 
 
 @pytest.fixture
@@ -183,3 +174,33 @@ def test_run_keeps_the_guarantee_around_the_kernels(model_ext, torch):
     for i in range(2):
         msg = check_guarantee(out[i].numpy(), a[i], b[i])
         assert not msg, msg
+
+
+@pytest.mark.parametrize("scale", ["auto", None])
+def test_the_cube_never_sees_what_the_split_cannot_hold(model_ext, torch, scale):
+    """NaN, Inf and (unscaled) values at or above split_limits(sb).max_abs reach the kernels as 0, so 910A's
+    saturation mode and 910B's IEEE mode cannot differ; their lines are recomputed in FP32."""
+    from .guarantee_data import check_guarantee
+
+    from cpu_fallback import split_limits
+    from sgemm_cube.plan import make_request
+
+    ext = model_ext("910a", 32)
+    seen = []
+    kernel = ext.matmul
+    ext.matmul = lambda a, b, *args: (seen.append((a.clone(), b.clone())), kernel(a, b, *args))
+    rng = np.random.default_rng(12)
+    a = rng.standard_normal((1, 16, 32)).astype(np.float32)
+    b = rng.standard_normal((1, 32, 8)).astype(np.float32)
+    a[0, 1, 3], a[0, 2, 5], b[0, 4, 6] = np.inf, np.nan, -np.inf
+    a[0, 7, :] *= np.float32(1e6)           # |x| >= 65520: the split would overflow
+    b[0, :, 2] *= np.float32(1e30)          # far above the split's range
+    req = make_request(scale=scale)
+    out = torch.empty(1, 16, 8)
+    npu.run(npu.plan(req, 1, 16, 8, 32), req, torch.from_numpy(a), torch.from_numpy(b), out)
+    (xa, xb), = seen
+    limit = split_limits(12).max_abs
+    assert torch.isfinite(xa).all() and torch.isfinite(xb).all()
+    assert xa.abs().max() < limit and xb.abs().max() < limit
+    msg = check_guarantee(out[0].numpy(), a[0], b[0])
+    assert not msg, msg

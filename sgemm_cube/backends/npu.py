@@ -217,10 +217,15 @@ def run(plan, req, a, b, out) -> None:
     device: the lines scaled by their powers of two (NaN/Inf as 0), the
     kernels (:func:`matmul`), the unscaling (float64, one rounding), and the
     listed lines' outputs in FP32 on scaled lines with ``torch.matmul``.
+    The cube never sees a value the split cannot hold: NaN, infinities and
+    (after scaling) entries at or above ``split_limits(sb).max_abs`` go to
+    the kernels as 0 -- their lines are class 2, always recomputed in FP32
+    -- so 910A's saturation mode and 910B's IEEE mode give the same result.
     Untested on hardware, like the kernels.
     """
     import torch
 
+    from cpu_fallback import split_limits
     from cpu_fallback.guard import line_meta, recomputed_lines
 
     opts = dict(scheme=plan.scheme, sb=plan.sb, scale=plan.scale, fixup=req.fixup)
@@ -229,9 +234,13 @@ def run(plan, req, a, b, out) -> None:
     ta = torch.as_tensor(ma.t, device=a.device, dtype=torch.float64)
     tb = torch.as_tensor(mb.t, device=a.device, dtype=torch.float64)
 
+    max_abs = split_limits(plan.sb).max_abs
+
     def scaled(x, t, keep_special):  # exact unless it underflows: float64 holds every 2**t
-        x = x if keep_special else torch.where(torch.isfinite(x), x, torch.zeros((), dtype=x.dtype, device=x.device))
-        return (x.double() * torch.exp2(t)).float()
+        y = (x.double() * torch.exp2(t)).float()
+        if keep_special:
+            return y
+        return torch.where(y.abs() < max_abs, y, torch.zeros((), dtype=y.dtype, device=y.device))  # NaN: False
 
     matmul(scaled(a, ta[:, :, None], False), scaled(b, tb[:, None, :], False), sb=plan.sb, order=req.order,
            keep_lo_lo=plan.scheme == "fp16x4", out=out)

@@ -1,52 +1,163 @@
-// Declarations-only stand-in for the AscendC basic API, for a g++ syntax and
-// type check of the device sources where no CANN toolkit exists
-// (tests/test_ascend_kernel_sources.py).  It declares only what the kernels
-// use, with the parameter types of the public interface headers
-// (cannmirror/asc-devkit include/basic_api/*_intf.h, kernel_struct_*.h) and
-// the field names of the parameter structs.  Nothing here executes: passing
-// this check means "well-formed C++ against the documented signatures", not
-// "compiles with bisheng" - the README says so.
+// Declarations-only, chip-faithful stand-in for the AscendC basic API, for a
+// g++ syntax and type check of the device sources where no CANN toolkit
+// exists (tests/test_ascend_kernel_sources.py).
+//
+// Chip-faithful: the build names the chip the way bisheng does, through
+// __NPU_ARCH__ (1001 = Ascend910A / dav-c100, 2201 = Ascend910B / dav-c220),
+// and every function, overload, template and parameter struct below is
+// declared only for the __NPU_ARCH__ values for which the real headers
+// declare it, with the real parameter types and struct fields.  So a 910A
+// build that reaches a 910B-only overload (Fixpipe with FixpipeParamsV220)
+// fails here as it would under bisheng.  (Fixpipe is the one case where the
+// real headers do declare the name on 910A, through an ungated definition,
+// and fail only when it is instantiated: modelled the same way, below.)  ascendc_kernels/tests/misuse/ holds
+// planted misuses that CI must see fail.
+//
+// Source of every declaration: cannmirror/asc-devkit at commit
+// 0da921b91aeb2abdc6e8d74423b0bbe7040c3fd1 (2026-07-23); the "// from:" comment
+// beside each one names the header it was read from and, where the header
+// gates it, the __NPU_ARCH__ condition there.  "compiler built-in" marks
+// names the bisheng compiler itself provides (its CPU-debug stand-in,
+// stub_def.h, is not public).
+//
+// Only what the kernels use is declared (and a few siblings of the same
+// declaration group): a kernel that starts using another API must add it
+// here, read from the real header, with its gate.
+// Nothing here executes; passing this check means "well-formed C++ against the
+// real declarations of that chip", not "compiles with bisheng".  Things the
+// real headers check only inside their implementations (data types and round
+// modes accepted per chip, runtime ASSERTs) are not modelled.
 #ifndef SGEMM_CUBE_TESTS_MOCK_KERNEL_OPERATOR_H
 #define SGEMM_CUBE_TESTS_MOCK_KERNEL_OPERATOR_H
 
 #include <cstdint>
 
+#if !defined(__NPU_ARCH__)
+#error "mock AscendC: define __NPU_ARCH__ as bisheng does: 1001 (Ascend910A, dav-c100) or 2201 (Ascend910B*, dav-c220)"
+#elif (__NPU_ARCH__ != 1001) && (__NPU_ARCH__ != 2201)
+#error "mock AscendC: only __NPU_ARCH__ 1001 (Ascend910A) and 2201 (Ascend910B*) are modelled"
+#endif
+
+// ------------------------------------------------------------ qualifiers
+// from: impl/utils/sys_macros.h.  Device builds define __aicore__ as [aicore]
+// and __host_aicore__ as [ host, aicore ]; a CPU build (ASCENDC_CPU_DEBUG, which
+// this stand-in models) gets them from stub_def.h, where they expand to nothing.
+#ifndef __aicore__
 #define __aicore__
-#define __global__
-#define __gm__
+#endif
+#ifndef __host_aicore__
+#define __host_aicore__
+#endif
+#ifndef __global__
+#define __global__  // compiler built-in (kernel entry)
+#endif
+#ifndef __gm__
+#define __gm__  // compiler built-in (address space of global memory)
+#endif
+// from: impl/basic_api/utils/kernel_utils_macros.h (GM_ADDR)
 #define GM_ADDR __gm__ uint8_t*
-#define KERNEL_TASK_TYPE_DEFAULT(value) (void)(value)
-#define ASCEND_IS_AIV constexpr(false)
-#define ASCEND_IS_AIC constexpr(false)
 
-using half = _Float16;
-
+// ------------------------------------------------------- compiler built-ins
+using half = _Float16;  // compiler built-in
+// compiler built-in: pipes; kernel_event.h lists PIPE_FIX as a supported pipe only when
+// __NPU_ARCH__ != 1001 (SUPPORTED_PIPE), but the enumerator itself exists on both.
 enum pipe_t { PIPE_S, PIPE_V, PIPE_M, PIPE_MTE1, PIPE_MTE2, PIPE_MTE3, PIPE_ALL, PIPE_FIX };
+// compiler built-in (used by kernel_struct_fixpipe.h, kernel_utils_struct_dma_params.h)
 enum class QuantMode_t { NoQuant, F322F16, F322BF16, DEQF16, VDEQF16, QF322B8_PRE, VQF322B8_PRE, REQ8, VREQ8 };
-enum KernelMetaType { KERNEL_TYPE_AIV_ONLY, KERNEL_TYPE_AIC_ONLY, KERNEL_TYPE_MIX_AIC_1_1, KERNEL_TYPE_AICORE };
+// compiler built-in (used by kernel_struct_data_copy.h: DataCopyEnhancedParams::padMode)
+enum class pad_t : uint8_t { PAD_NONE };
+
+// ------------------------------------------------------ kernel type, core type
+// from: impl/basic_api/utils/kernel_utils_macros.h (global scope, every arch)
+enum KernelMetaType : uint8_t {
+    KERNEL_TYPE_AIV_ONLY,
+    KERNEL_TYPE_AIC_ONLY,
+    KERNEL_TYPE_MIX_AIV_1_0,
+    KERNEL_TYPE_MIX_AIC_1_0,
+    KERNEL_TYPE_MIX_AIC_1_1,
+    KERNEL_TYPE_MIX_AIC_1_2,
+    KERNEL_TYPE_AICORE,
+    KERNEL_TYPE_VECTORCORE,
+    KERNEL_TYPE_MIX_AICORE,
+    KERNEL_TYPE_MIX_VECTOR_CORE,
+    KERNEL_TYPE_MAX,
+};
+// from: impl/basic_api/utils/kernel_utils_macros.h: KERNEL_TASK_TYPE_DEFAULT(value) is
+// ENABLE_FEATURE_FOR_COMPILE(default, value) for 1001 and 2201 (empty only for 3003/3113);
+// here it only type-checks its argument.
+#define KERNEL_TASK_TYPE_DEFAULT(value) (void)(value)
+
+namespace AscendC {
+// from: impl/utils/sys_constants.h
+constexpr int32_t MIX = 0;
+constexpr int32_t AIC = 1;
+constexpr int32_t AIV = 2;
+}  // namespace AscendC
+
+// from: impl/utils/sys_macros.h: g_coreType is AIC / AIV only in the split cube / vector
+// compiles of 2201 (__DAV_CUBE__ / __DAV_VEC__), MIX otherwise (always on 1001).
+#if defined(__DAV_CUBE__) && (__NPU_ARCH__ == 2201)
+constexpr int32_t g_coreType = AscendC::AIC;
+#elif defined(__DAV_VEC__) && (__NPU_ARCH__ == 2201)
+constexpr int32_t g_coreType = AscendC::AIV;
+#else
+constexpr int32_t g_coreType = AscendC::MIX;
+#endif
+#define ASCEND_IS_AIV constexpr(g_coreType == AscendC::AIV)
+#define ASCEND_IS_AIC constexpr(g_coreType == AscendC::AIC)
 
 namespace AscendC {
 
-enum class TPosition : uint8_t { GM, A1, A2, B1, B2, C1, C2, CO1, CO2, VECIN, VECOUT, VECCALC };
-enum class HardEvent : uint8_t {
-    MTE2_MTE1, MTE1_MTE2, MTE1_M, M_MTE1, MTE2_V, V_MTE2, MTE3_V, V_MTE3, M_V, V_M, M_FIX, FIX_M, MTE3_MTE2,
+// ------------------------------------------------------------------- enums
+// from: impl/basic_api/common_types.h
+enum class TPosition : uint8_t {
+    GM, A1, A2, B1, B2, C1, C2, CO1, CO2, VECIN, VECOUT, VECCALC,
+    LCM = VECCALC, SPM, SHM = SPM, TSCM, C2PIPE2GM, C2PIPE2LOCAL, MAX,
 };
-enum class RoundMode { CAST_NONE = 0, CAST_RINT, CAST_FLOOR, CAST_CEIL, CAST_ROUND, CAST_TRUNC, CAST_ODD };
-enum class BlockMode : uint8_t { BLOCK_MODE_NORMAL, BLOCK_MODE_MATRIX, BLOCK_MODE_VECTOR };
-enum class DeqScale : uint8_t { DEQ_NONE, DEQ, VDEQ, DEQ8, VDEQ8, DEQ16, VDEQ16 };
-enum class pad_t : uint8_t { PAD_NONE };
-enum class CO2Layout : uint8_t { NZ = 0, ROW_MAJOR };
+// from: impl/basic_api/kernel_event.h (FIX_V, V_FIX only for 5102 / 3003: not declared)
+enum class HardEvent : uint8_t {
+    MTE2_MTE1, MTE1_MTE2, MTE1_M, M_MTE1, MTE2_V, V_MTE2, MTE3_V, V_MTE3, M_V, V_M, V_V,
+    MTE3_MTE1, MTE1_MTE3, MTE1_V, MTE2_M, M_MTE2, V_MTE1, M_FIX, FIX_M, MTE3_MTE2, MTE2_MTE3,
+    S_V, V_S, S_MTE2, MTE2_S, S_MTE3, MTE3_S, MTE2_FIX, FIX_MTE2, FIX_S, M_S, FIX_MTE3,
+    MTE1_FIX, FIX_MTE1, FIX_FIX, MAX,
+};
+// from: impl/basic_api/utils/kernel_utils_mode.h (CAST_HYBRID, CAST_EVEN, CAST_ZERO only for
+// 3510 / 5102 / 3003: not declared)
+enum class RoundMode : uint8_t {
+    CAST_NONE = 0, CAST_RINT, CAST_FLOOR, CAST_CEIL, CAST_ROUND, CAST_TRUNC, CAST_ODD, UNKNOWN = 0xFF,
+};
+// from: impl/basic_api/utils/kernel_utils_mode.h
+enum class DeqScale : uint8_t { DEQ_NONE = 0, DEQ, VDEQ, DEQ8, VDEQ8, DEQ16, VDEQ16 };
+// from: impl/basic_api/utils/kernel_utils_mode_cpu.h (included on every arch)
+enum class BlockMode : uint8_t {
+    BLOCK_MODE_NORMAL = 0, BLOCK_MODE_MATRIX, BLOCK_MODE_VECTOR, BLOCK_MODE_SMALL_CHANNEL, BLOCK_MODE_DEPTHWISE,
+};
 
+// ------------------------------------------------------ parameter structs
+// from: include/basic_api/kernel_struct_data_copy.h (fixShiftVal only for 5102: not declared)
 struct DataCopyParams {
     DataCopyParams() {}
     DataCopyParams(const uint16_t count, const uint16_t len, const uint16_t srcStrideIn, const uint16_t dstStrideIn)
         : blockCount(count), blockLen(len), srcStride(srcStrideIn), dstStride(dstStrideIn) {}
-    uint16_t blockCount = 1;
+    uint16_t blockCount = 1;  // DEFAULT_DATA_COPY_NBURST (impl/basic_api/utils/kernel_utils_constants.h)
     uint16_t blockLen = 0;
-    uint16_t srcStride = 0;
-    uint16_t dstStride = 0;
+    union {
+        uint16_t srcGap = 0;
+        uint16_t srcStride;  // "will be deprecated, use srcGap"
+    };
+    union {
+        uint16_t dstGap = 0;
+        uint16_t dstStride;  // "will be deprecated, use dstGap"
+    };
 };
+// from: include/basic_api/kernel_struct_data_copy.h
 struct DataCopyEnhancedParams {
+    DataCopyEnhancedParams() {}
+    DataCopyEnhancedParams(const BlockMode blockModeIn, const DeqScale deqScaleIn, const uint64_t deqValueIn,
+                           const uint8_t sidStoreModeIn, const bool isReluIn, const pad_t padModeIn,
+                           const uint64_t padValueIn)
+        : blockMode(blockModeIn), deqScale(deqScaleIn), deqValue(deqValueIn), sidStoreMode(sidStoreModeIn),
+          isRelu(isReluIn), padMode(padModeIn), padValue(padValueIn) {}
     BlockMode blockMode = BlockMode::BLOCK_MODE_NORMAL;
     DeqScale deqScale = DeqScale::DEQ_NONE;
     uint64_t deqValue = 0;
@@ -56,7 +167,13 @@ struct DataCopyEnhancedParams {
     uint64_t padValue = 0;
     uint64_t deqTensorAddr = 0;
 };
+// from: include/basic_api/kernel_struct_mm.h
 struct LoadData2DParams {
+    LoadData2DParams() {}
+    LoadData2DParams(const uint16_t startIndexIn, const uint8_t repeatTimesIn, const uint16_t srcStrideIn,
+                     const uint8_t sidIn, const uint16_t dstGapIn, const bool ifTransposeIn, const uint8_t addrModeIn)
+        : startIndex(startIndexIn), dstGap(dstGapIn), srcStride(srcStrideIn), ifTranspose(ifTransposeIn),
+          repeatTimes(repeatTimesIn), sid(sidIn), addrMode(addrModeIn) {}
     uint16_t startIndex = 0;
     uint16_t dstGap = 0;
     uint16_t srcStride = 0;
@@ -65,7 +182,18 @@ struct LoadData2DParams {
     uint8_t sid = 0;
     uint8_t addrMode = 0;
 };
+// from: include/basic_api/kernel_struct_mm.h (disableGemv only for 3510 / 5102, fixShiftVal
+// only for 5102: not declared)
 struct MmadParams {
+    MmadParams() {}
+    MmadParams(const uint16_t mIn, const uint16_t nIn, const uint16_t kIn, const bool isBiasIn,
+               const int32_t fmOffsetIn, const bool enSsparseIn, const bool enWinogradAIn, const bool enWinogradBIn)
+        : m(mIn), n(nIn), k(kIn), isBias(isBiasIn), fmOffset(fmOffsetIn), enSsparse(enSsparseIn),
+          enWinogradA(enWinogradAIn), enWinogradB(enWinogradBIn) {}
+    MmadParams(const uint16_t mIn, const uint16_t nIn, const uint16_t kIn, const uint8_t unitFlagIn,
+               const bool cmatrixSourceIn, const bool cmatrixInitValIn)
+        : m(mIn), n(nIn), k(kIn), unitFlag(unitFlagIn), cmatrixSource(cmatrixSourceIn),
+          cmatrixInitVal(cmatrixInitValIn) {}
     uint16_t m = 0;
     uint16_t n = 0;
     uint16_t k = 0;
@@ -79,98 +207,192 @@ struct MmadParams {
     bool cmatrixSource = false;
     bool cmatrixInitVal = true;
 };
+// from: include/basic_api/kernel_struct_fixpipe.h (every arch; isToUB only for 3510 / 5102)
+enum class CO2Layout : uint8_t { NZ = 0, ROW_MAJOR, COLUMN_MAJOR };
+struct FixpipeConfig {
+    CO2Layout format;
+    constexpr FixpipeConfig(CO2Layout format_) : format(format_) {}
+    constexpr FixpipeConfig(CO2Layout format_, bool) : format(format_) {}
+    constexpr FixpipeConfig(CO2Layout format_, bool, bool) : format(format_) {}
+};
+constexpr FixpipeConfig CFG_NZ = {CO2Layout::NZ};
+constexpr FixpipeConfig CFG_ROW_MAJOR = {CO2Layout::ROW_MAJOR};
+constexpr FixpipeConfig CFG_COLUMN_MAJOR = {CO2Layout::COLUMN_MAJOR};
+// from: include/basic_api/kernel_struct_fixpipe.h.  The struct is declared for every arch,
+// 1001 included; only the Fixpipe overloads taking it are gated (see below).
 struct FixpipeParamsV220 {
+    FixpipeParamsV220() {}
+    FixpipeParamsV220(const uint16_t nSizeIn, const uint16_t mSizeIn, const uint16_t srcStrideIn,
+                      const uint32_t dstStrideIn, const bool reluEnIn)
+        : nSize(nSizeIn), mSize(mSizeIn), srcStride(srcStrideIn), dstStride(dstStrideIn), reluEn(reluEnIn) {}
+    FixpipeParamsV220(const uint16_t nSizeIn, const uint16_t mSizeIn, const uint16_t srcStrideIn,
+                      const uint32_t dstStrideIn, const bool reluEnIn, const QuantMode_t quantPreIn,
+                      const int64_t deqScalarIn, const uint16_t ndNumIn, const uint16_t srcNdStrideIn,
+                      const uint16_t dstNdStrideIn, const uint8_t unitFlagIn)
+        : nSize(nSizeIn), mSize(mSizeIn), srcStride(srcStrideIn), dstStride(dstStrideIn), quantPre(quantPreIn),
+          deqScalar(deqScalarIn), ndNum(ndNumIn), srcNdStride(srcNdStrideIn), dstNdStride(dstNdStrideIn),
+          reluEn(reluEnIn), unitFlag(unitFlagIn) {}
+    FixpipeParamsV220(const uint16_t nSizeIn, const uint16_t mSizeIn, const uint16_t srcStrideIn,
+                      const uint32_t dstStrideIn, const bool reluEnIn, const QuantMode_t quantPreIn,
+                      const int64_t deqScalarIn, const uint16_t ndNumIn, const uint16_t srcNdStrideIn,
+                      const uint16_t dstNdStrideIn, const uint8_t unitFlagIn, const bool isChannelSplitIn)
+        : nSize(nSizeIn), mSize(mSizeIn), srcStride(srcStrideIn), dstStride(dstStrideIn), quantPre(quantPreIn),
+          deqScalar(deqScalarIn), ndNum(ndNumIn), srcNdStride(srcNdStrideIn), dstNdStride(dstNdStrideIn),
+          reluEn(reluEnIn), unitFlag(unitFlagIn), isChannelSplit(isChannelSplitIn) {}
     uint16_t nSize = 0;
     uint16_t mSize = 0;
     uint16_t srcStride = 0;
     uint32_t dstStride = 0;
-    bool reluEn = false;
     QuantMode_t quantPre = QuantMode_t::NoQuant;
-    int64_t deqScalar;
+    uint64_t deqScalar;
     uint16_t ndNum = 1;
     uint16_t srcNdStride = 0;
     uint16_t dstNdStride = 0;
+    bool reluEn = false;
     uint8_t unitFlag = 0;
+    bool isChannelSplit = false;
 };
-struct FixpipeConfig {
-    CO2Layout format;
-};
-constexpr FixpipeConfig CFG_ROW_MAJOR = {CO2Layout::ROW_MAJOR};
 
+// ----------------------------------------------------------------- tensors
+// from: include/basic_api/kernel_tensor.h
 template <typename T>
 class LocalTensor {
 public:
-    LocalTensor operator[](const uint32_t offset) const;
+    LocalTensor() {}
     template <typename U>
     LocalTensor<U> ReinterpretCast() const;
+    LocalTensor operator[](const uint32_t offset) const;
 };
+// from: include/basic_api/kernel_tensor.h (ReinterpretCast only for 3510 / 5102: not declared)
 template <typename T>
 class GlobalTensor {
 public:
+    GlobalTensor();
     void SetGlobalBuffer(__gm__ T* buffer, uint64_t bufferSize);
     void SetGlobalBuffer(__gm__ T* buffer);
     GlobalTensor operator[](const uint64_t offset) const;
 };
-template <TPosition pos>
+
+// ------------------------------------------------------------ TPipe, TBuf
+// from: include/basic_api/kernel_tpipe.h
+template <TPosition pos = TPosition::LCM>
 class TBuf {
 public:
+    TBuf() = default;
     template <typename T>
     LocalTensor<T> Get();
+    template <typename T>
+    LocalTensor<T> Get(uint32_t len);
 };
+// from: include/basic_api/kernel_tpipe.h
 class TPipe {
 public:
+    TPipe();
+    ~TPipe();
     template <TPosition pos>
     bool InitBuffer(TBuf<pos>& buf, uint32_t len);
     void Destroy();
 };
 
-int64_t GetBlockIdx();
+// ------------------------------------------------------- system variables
+// from: include/basic_api/kernel_operator_sys_var_intf.h
 int64_t GetBlockNum();
+int64_t GetBlockIdx();
+
+// ------------------------------------------------------------------- sync
+// from: include/basic_api/kernel_operator_block_sync_intf.h
 template <HardEvent event>
 void SetFlag(int32_t eventID);
 template <HardEvent event>
 void WaitFlag(int32_t eventID);
 template <pipe_t pipe>
 void PipeBarrier();
+
+// ----------------------------------------------------------------- atomics
+// from: include/basic_api/kernel_operator_set_atomic_intf.h (per-type support is checked in
+// impl/basic_api/dav_c100|dav_c220/kernel_operator_set_atomic_impl.h at run time: 1001 float only)
 template <typename T>
 void SetAtomicAdd();
-void SetAtomicNone();
+void DisableDmaAtomic();
+void SetAtomicNone();  // "has been updated, please use DisableDmaAtomic instead"
 
-// Data movement
+// ----------------------------------------------------------- data movement
+// from: include/basic_api/kernel_operator_data_copy_intf.h (Level 0: GM -> local, local -> GM,
+// local -> local)
 template <typename T>
 void DataCopy(const LocalTensor<T>& dst, const GlobalTensor<T>& src, const DataCopyParams& repeatParams);
 template <typename T>
 void DataCopy(const GlobalTensor<T>& dst, const LocalTensor<T>& src, const DataCopyParams& repeatParams);
 template <typename T>
 void DataCopy(const LocalTensor<T>& dst, const LocalTensor<T>& src, const DataCopyParams& repeatParams);
+// from: include/basic_api/kernel_operator_data_copy_intf.h (Level 2: count)
 template <typename T>
 void DataCopy(const LocalTensor<T>& dst, const GlobalTensor<T>& src, const uint32_t count);
 template <typename T>
 void DataCopy(const GlobalTensor<T>& dst, const LocalTensor<T>& src, const uint32_t count);
 template <typename T>
+void DataCopy(const LocalTensor<T>& dst, const LocalTensor<T>& src, const uint32_t count);
+// from: include/basic_api/kernel_operator_data_copy_intf.h ("DataCopy Enhanced", local -> local;
+// the L0C -> UB copy of dav-c100: impl/basic_api/dav_c100/kernel_operator_data_copy_impl.h)
+template <typename T>
 void DataCopy(const LocalTensor<T>& dst, const LocalTensor<T>& src, const DataCopyParams& intriParams,
               const DataCopyEnhancedParams& enhancedParams);
+
+// from: include/basic_api/kernel_operator_mm_intf.h
 template <typename T>
 void LoadData(const LocalTensor<T>& dst, const LocalTensor<T>& src, const LoadData2DParams& loadDataParams);
+// from: include/basic_api/kernel_operator_mm_intf.h
 template <typename T, typename U, typename S>
 void Mmad(const LocalTensor<T>& dst, const LocalTensor<U>& fm, const LocalTensor<S>& filter,
           const MmadParams& mmadParams);
+
+// from: include/basic_api/kernel_operator_fixpipe_intf.h, declared only
+// `#if defined(__NPU_ARCH__) && (__NPU_ARCH__ == 2201 || __NPU_ARCH__ == 3003 || __NPU_ARCH__ == 3113 ||
+//  __NPU_ARCH__ == 3510 || __NPU_ARCH__ == 5102)`.
+#if __NPU_ARCH__ == 2201
 template <typename T, typename U, const FixpipeConfig& config = CFG_ROW_MAJOR>
 void Fixpipe(const GlobalTensor<T>& dst, const LocalTensor<U>& src, const FixpipeParamsV220& intriParams);
+#else
+// from: impl/basic_api/kernel_operator_fixpipe_intf_impl.h, which every arch includes, DEFINES this
+// overload without a gate, so on 1001 the name exists; its body calls FixpipeL0C2GMImpl, which
+// impl/basic_api/dav_c100/kernel_operator_fixpipe_impl.h has only for FixpipeParams<U> (all of
+// dav_c100's Fixpipe overloads are [[deprecated]] "unsupported API on current device").  So on 910A
+// any instantiation fails ("no matching function for call to FixpipeL0C2GMImpl" in the real
+// headers); code that names it only in an uninstantiated template passes, as with bisheng.
+template <typename T>
+struct FixpipeV220OnDavC100 {
+    static constexpr bool kDeclared = false;
+};
+template <typename T, typename U, const FixpipeConfig& config = CFG_ROW_MAJOR>
+void Fixpipe(const GlobalTensor<T>&, const LocalTensor<U>&, const FixpipeParamsV220&)
+{
+    static_assert(FixpipeV220OnDavC100<T>::kDeclared,
+                  "Fixpipe(GlobalTensor, LocalTensor, FixpipeParamsV220) is not available on __NPU_ARCH__ 1001 "
+                  "(dav-c100 has no FixpipeL0C2GMImpl for FixpipeParamsV220)");
+}
+#endif
 
-// Vector unit (count modes)
+// ------------------------------------------------------ vector (count mode)
+// from: include/basic_api/kernel_operator_vec_duplicate_intf.h
 template <typename T>
 void Duplicate(const LocalTensor<T>& dst, const T& scalarValue, const int32_t& count);
-template <typename T>
-void And(const LocalTensor<T>& dst, const LocalTensor<T>& src0, const LocalTensor<T>& src1, const int32_t& count);
-template <typename T>
-void Not(const LocalTensor<T>& dst, const LocalTensor<T>& src, const int32_t& count);
+// from: include/basic_api/kernel_operator_vec_binary_intf.h
 template <typename T>
 void Add(const LocalTensor<T>& dst, const LocalTensor<T>& src0, const LocalTensor<T>& src1, const int32_t& count);
+// from: include/basic_api/kernel_operator_vec_binary_intf.h
 template <typename T>
 void Sub(const LocalTensor<T>& dst, const LocalTensor<T>& src0, const LocalTensor<T>& src1, const int32_t& count);
+// from: include/basic_api/kernel_operator_vec_binary_intf.h
+template <typename T>
+void And(const LocalTensor<T>& dst, const LocalTensor<T>& src0, const LocalTensor<T>& src1, const int32_t& count);
+// from: include/basic_api/kernel_operator_vec_binary_intf.h
+template <typename T>
+void Max(const LocalTensor<T>& dst, const LocalTensor<T>& src0, const LocalTensor<T>& src1, const int32_t& count);
+// from: include/basic_api/kernel_operator_vec_binary_scalar_intf.h
 template <typename T, bool isSetMask = true>
 void Muls(const LocalTensor<T>& dst, const LocalTensor<T>& src, const T& scalarValue, const int32_t& count);
+// from: include/basic_api/kernel_operator_vec_vconv_intf.h (round modes per chip and type pair:
+// impl/basic_api/dav_c100|dav_c220/kernel_operator_vec_vconv_impl.h, not modelled)
 template <typename T, typename U>
 void Cast(const LocalTensor<T>& dst, const LocalTensor<U>& src, const RoundMode& roundMode, const uint32_t count);
 

@@ -12,6 +12,8 @@
 
 #include <cstdint>
 
+#include "sgemm_cube/detail/macros.hpp"
+
 namespace sgemm_cube {
 namespace arch {
 
@@ -57,8 +59,9 @@ struct Ascend910B {
     static constexpr bool kCThroughUb = false;
 };
 
+/// The buffer table of `Soc` as the schedule reads it (host, tests and kernels).
 template <class Soc>
-constexpr Capacity capacity()
+SGEMM_CUBE_HOST_DEVICE constexpr Capacity capacity()
 {
     return Capacity{Soc::kL1Bytes,  Soc::kL0ABytes, Soc::kL0BBytes,        Soc::kL0CBytes,
                     Soc::kUbBytes,  Soc::kUbReservedBytes, Soc::kCThroughUb};

@@ -1,7 +1,7 @@
 // Kernel layer, vector unit: the FP32 -> (FP16 hi, FP16 lo) split of
 // cpu_fallback.split, written straight into the Zz fractal layout the GEMM
-// kernel loads.  For every element x (non-finite ones first replaced by 0,
-// the backend contract):
+// kernel loads.  For every element x (non-finite ones first replaced by +0,
+// the backend contract; see below):
 //
 //   hi = fp16(x)                        Cast, round to nearest even
 //   lo = fp16((x - f32(hi)) * 2^sb)     Cast back (exact), Sub (exact), Muls (exact), Cast RNE
@@ -10,12 +10,23 @@
 // (the host zero-pads).  Work: strips of 16 rows, round-robin over the cores,
 // in column tiles of at most schedule::kSplitTileCols (one tile in UB at a time).
 //
-// Zeroing non-finite values without compare/select (dav-c100 has no Compares
-// and only mode-0 Select): with e = bits(x) & 0x7F800000 read as a float,
-// e * 0 is +0 for every finite x and NaN (exponent field all ones) for
-// +-Inf and NaN; x & ~bits(e * 0) therefore keeps finite x and clears the
-// exponent field of the others, leaving a value below 2^-126 whose split is
-// (0, 0).  All bit operations are And / Not on the uint16 view.
+// Non-finite inputs become +0 here, on the vector unit, before anything
+// reaches the cube.  Why in the kernel: 910A's cube in its default saturation
+// mode turns Inf into ~65504 and NaN into 0, 910B's does not, and Mmad's doc
+// warns that NaN inputs may cause execution errors; the API layer also zeroes
+// them (sgemm_cube/backends/npu.py) but npu.matmul can be called directly.
+// How: integer and bit operations only, so the result cannot depend on the
+// chip's float saturation mode (910A turns `inf * 0` into 0, not NaN) or on
+// NaN semantics of its float compare.  Every call below exists for these
+// types on dav-c100 and dav-c220 (impl/basic_api/dav_c{100,220}/
+// kernel_operator_vec_binary_impl.h, ..._vec_duplicate_impl.h); per-element
+// Select and Compares do not exist on 910A (Select mode 0 applies one
+// 128-bit mask to every repeat).  With b = bits(x) as int32:
+//
+//   e = b & 0x7F800000       exponent field (And on the uint16 view)
+//   u = e - 0x7F800000       0 for Inf/NaN, negative for finite x (no overflow)
+//   m = max(u, -1)           -1 (all ones) for finite x, 0 for Inf/NaN
+//   b = b & m                finite x unchanged, Inf/NaN -> +0
 #ifndef SGEMM_CUBE_KERNEL_SPLIT_KERNEL_HPP
 #define SGEMM_CUBE_KERNEL_SPLIT_KERNEL_HPP
 
@@ -56,10 +67,13 @@ __aicore__ inline void RunSplit(__gm__ float* x, __gm__ half* hi, __gm__ half* l
     LocalTensor<float> vtmp = base[kTile * 4].ReinterpretCast<float>();
     LocalTensor<half> vhi = base[kTile * 8].ReinterpretCast<half>();
     LocalTensor<half> vlo = base[kTile * 10].ReinterpretCast<half>();
-    LocalTensor<uint32_t> vexp = base[kTile * 12].ReinterpretCast<uint32_t>();
+    LocalTensor<int32_t> vexp = base[kTile * 12].ReinterpretCast<int32_t>();
+    LocalTensor<int32_t> vones = base[kTile * 16].ReinterpretCast<int32_t>();
     pipe.Destroy();
 
-    AscendC::Duplicate<uint32_t>(vexp, 0x7F800000u, int32_t(kTile));  // FP32 exponent mask, once
+    // Constants of the non-finite test (see the file comment), once.
+    AscendC::Duplicate<int32_t>(vexp, int32_t(0x7F800000), int32_t(kTile));  // FP32 exponent field
+    AscendC::Duplicate<int32_t>(vones, int32_t(-1), int32_t(kTile));         // all bits set
     AscendC::PipeBarrier<PIPE_V>();
     AscendC::SetFlag<AscendC::HardEvent::V_MTE2>(0);  // vx free
     AscendC::SetFlag<AscendC::HardEvent::MTE3_V>(0);  // vhi / vlo free
@@ -85,16 +99,17 @@ __aicore__ inline void RunSplit(__gm__ float* x, __gm__ half* hi, __gm__ half* l
             AscendC::SetFlag<AscendC::HardEvent::MTE2_V>(0);
             AscendC::WaitFlag<AscendC::HardEvent::MTE2_V>(0);
 
-            // Non-finite -> 0 (see the file comment).
+            // Non-finite -> +0 (see the file comment).
             LocalTensor<uint16_t> xu = vx.ReinterpretCast<uint16_t>();
             LocalTensor<uint16_t> tu = vtmp.ReinterpretCast<uint16_t>();
-            AscendC::And(tu, xu, vexp.ReinterpretCast<uint16_t>(), int32_t(2 * count));
+            LocalTensor<int32_t> ti = vtmp.ReinterpretCast<int32_t>();
+            AscendC::And(tu, xu, vexp.ReinterpretCast<uint16_t>(), int32_t(2 * count));  // e
             AscendC::PipeBarrier<PIPE_V>();
-            AscendC::Muls(vtmp, vtmp, 0.0f, int32_t(count));
+            AscendC::Sub(ti, ti, vexp, int32_t(count));                                  // u = e - 0x7F800000
             AscendC::PipeBarrier<PIPE_V>();
-            AscendC::Not(tu, tu, int32_t(2 * count));
+            AscendC::Max(ti, ti, vones, int32_t(count));                                 // m = max(u, -1)
             AscendC::PipeBarrier<PIPE_V>();
-            AscendC::And(xu, xu, tu, int32_t(2 * count));
+            AscendC::And(xu, xu, tu, int32_t(2 * count));                                // x & m
             AscendC::PipeBarrier<PIPE_V>();
 
             // The split.

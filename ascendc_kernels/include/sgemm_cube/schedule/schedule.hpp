@@ -31,16 +31,7 @@
 #include <cstdint>
 
 #include "sgemm_cube/arch/arch.hpp"
-
-// Functions called from both the host and the AI core.  Under the CCE
-// compiler a function needs the aicore attribute to be callable on device.
-#if defined(__CCE__)
-#define SGC_HOST_DEVICE __forceinline__[host, aicore]
-#define SGC_SCHEDULE_TEMPLATE __forceinline__ __aicore__
-#else
-#define SGC_HOST_DEVICE inline
-#define SGC_SCHEDULE_TEMPLATE inline
-#endif
+#include "sgemm_cube/detail/macros.hpp"
 
 namespace sgemm_cube {
 namespace schedule {
@@ -65,15 +56,15 @@ constexpr uint32_t kCombineTile = 8192;   ///< floats of one combine tile
 enum Term : uint32_t { kHiHi = 0, kLoHi = 1, kHiLo = 2, kLoLo = 3 };
 
 /// Which part (0 = hi, 1 = lo) of A a term reads.
-SGC_HOST_DEVICE uint32_t term_a_part(uint32_t term) { return (term == kLoHi || term == kLoLo) ? 1u : 0u; }
+SGEMM_CUBE_HOST_DEVICE uint32_t term_a_part(uint32_t term) { return (term == kLoHi || term == kLoLo) ? 1u : 0u; }
 /// Which part (0 = hi, 1 = lo) of B a term reads.
-SGC_HOST_DEVICE uint32_t term_b_part(uint32_t term) { return (term == kHiLo || term == kLoLo) ? 1u : 0u; }
+SGEMM_CUBE_HOST_DEVICE uint32_t term_b_part(uint32_t term) { return (term == kHiLo || term == kLoLo) ? 1u : 0u; }
 
-SGC_HOST_DEVICE uint32_t ceil_div(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
-SGC_HOST_DEVICE uint32_t round_up(uint32_t a, uint32_t b) { return ceil_div(a, b) * b; }
-SGC_HOST_DEVICE uint32_t min_u32(uint32_t a, uint32_t b) { return a < b ? a : b; }
+SGEMM_CUBE_HOST_DEVICE uint32_t ceil_div(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
+SGEMM_CUBE_HOST_DEVICE uint32_t round_up(uint32_t a, uint32_t b) { return ceil_div(a, b) * b; }
+SGEMM_CUBE_HOST_DEVICE uint32_t min_u32(uint32_t a, uint32_t b) { return a < b ? a : b; }
 /// Extent of block `index` of size `block` in a dimension of length `total`.
-SGC_HOST_DEVICE uint32_t block_extent(uint32_t total, uint32_t block, uint32_t index)
+SGEMM_CUBE_HOST_DEVICE uint32_t block_extent(uint32_t total, uint32_t block, uint32_t index)
 {
     return min_u32(block, total - index * block);
 }
@@ -104,6 +95,7 @@ enum class Status : uint32_t {
     kUb,          ///< 910A epilogue staging exceeds UB
 };
 
+/// Host only (error messages of the launcher and the tests).
 inline const char* status_message(Status s)
 {
     switch (s) {
@@ -142,31 +134,31 @@ struct BufferPlan {
 };
 
 /// L1 byte offset of A tile `kk` of the resident group, part 0 (hi) or 1 (lo).
-SGC_HOST_DEVICE uint32_t l1_a_offset(const BufferPlan& p, uint32_t part, uint32_t kk)
+SGEMM_CUBE_HOST_DEVICE uint32_t l1_a_offset(const BufferPlan& p, uint32_t part, uint32_t kk)
 {
     return (part * p.n_fused + kk) * p.a_tile;
 }
 /// L1 byte offset of B tile (slot, part).
-SGC_HOST_DEVICE uint32_t l1_b_offset(const BufferPlan& p, uint32_t slot, uint32_t part)
+SGEMM_CUBE_HOST_DEVICE uint32_t l1_b_offset(const BufferPlan& p, uint32_t slot, uint32_t part)
 {
     return p.l1_b + (slot * kParts + part) * p.b_tile;
 }
-SGC_HOST_DEVICE uint32_t l0a_offset(const BufferPlan& p, uint32_t stage, uint32_t part)
+SGEMM_CUBE_HOST_DEVICE uint32_t l0a_offset(const BufferPlan& p, uint32_t stage, uint32_t part)
 {
     return (stage * kParts + part) * p.a_tile;
 }
-SGC_HOST_DEVICE uint32_t l0b_offset(const BufferPlan& p, uint32_t stage, uint32_t part)
+SGEMM_CUBE_HOST_DEVICE uint32_t l0b_offset(const BufferPlan& p, uint32_t stage, uint32_t part)
 {
     return (stage * kParts + part) * p.b_tile;
 }
-SGC_HOST_DEVICE uint32_t l0c_offset(const BufferPlan& p, uint32_t term) { return term * p.c_tile; }
+SGEMM_CUBE_HOST_DEVICE uint32_t l0c_offset(const BufferPlan& p, uint32_t term) { return term * p.c_tile; }
 /// UB (910A only): the NZ copy of one accumulator, then two ND tiles.
-SGC_HOST_DEVICE uint32_t ub_nz_offset(const BufferPlan&) { return 0; }
-SGC_HOST_DEVICE uint32_t ub_nd_offset(const BufferPlan& p, uint32_t slot) { return (1 + slot) * p.c_tile; }
+SGEMM_CUBE_HOST_DEVICE uint32_t ub_nz_offset(const BufferPlan&) { return 0; }
+SGEMM_CUBE_HOST_DEVICE uint32_t ub_nd_offset(const BufferPlan& p, uint32_t slot) { return (1 + slot) * p.c_tile; }
 
 /// Largest n_fused whose A group fits in L1 next to the two B buffers:
 /// Eq. 8 of the paper with both parts (hi, lo) of each operand resident.
-SGC_HOST_DEVICE uint32_t max_n_fused(const arch::Capacity& cap, uint32_t bm, uint32_t bk, uint32_t bn)
+SGEMM_CUBE_HOST_DEVICE uint32_t max_n_fused(const arch::Capacity& cap, uint32_t bm, uint32_t bk, uint32_t bn)
 {
     const uint64_t b_bytes = uint64_t(kBSlots) * kParts * bk * bn * kHalfBytes;
     const uint64_t a_tiles = uint64_t(kParts) * bm * bk * kHalfBytes;
@@ -177,7 +169,7 @@ SGC_HOST_DEVICE uint32_t max_n_fused(const arch::Capacity& cap, uint32_t bm, uin
 }
 
 /// Buffer plan of a tiling, and whether it fits the capacities.
-SGC_HOST_DEVICE Status make_plan(const arch::Capacity& cap, uint32_t bm, uint32_t bk, uint32_t bn,
+SGEMM_CUBE_HOST_DEVICE Status make_plan(const arch::Capacity& cap, uint32_t bm, uint32_t bk, uint32_t bn,
                                  uint32_t n_fused, uint32_t terms, BufferPlan* plan)
 {
     if (bm == 0 || bk == 0 || bn == 0 || bm % kCube || bk % kCube || bn % kCube || n_fused == 0) {
@@ -245,7 +237,7 @@ struct Geometry {
 
 /// Column ranges per block row: 1 when there are enough block rows to keep
 /// every core busy, else enough to give each core an item (at most nb).
-SGC_HOST_DEVICE uint32_t choose_n_split(uint32_t rows, uint32_t nb, uint32_t cores)
+SGEMM_CUBE_HOST_DEVICE uint32_t choose_n_split(uint32_t rows, uint32_t nb, uint32_t cores)
 {
     if (rows >= cores) {
         return 1;
@@ -253,7 +245,7 @@ SGC_HOST_DEVICE uint32_t choose_n_split(uint32_t rows, uint32_t nb, uint32_t cor
     return min_u32(nb, ceil_div(cores, rows));
 }
 
-SGC_HOST_DEVICE Status make_geometry(uint32_t batch, uint32_t m, uint32_t n, uint32_t k, const Tiling& t,
+SGEMM_CUBE_HOST_DEVICE Status make_geometry(uint32_t batch, uint32_t m, uint32_t n, uint32_t k, const Tiling& t,
                                      uint32_t cores, uint32_t terms, const arch::Capacity& cap, Geometry* out)
 {
     if (batch == 0 || m == 0 || n == 0 || k == 0) {
@@ -301,7 +293,7 @@ SGC_HOST_DEVICE Status make_geometry(uint32_t batch, uint32_t m, uint32_t n, uin
 
 /// Item -> (batch, block row, column range); items run batch-major, then
 /// block row, then column range, and go to cores round-robin.
-SGC_HOST_DEVICE void item_coords(const Geometry& g, uint32_t item, uint32_t* batch, uint32_t* row_block,
+SGEMM_CUBE_HOST_DEVICE void item_coords(const Geometry& g, uint32_t item, uint32_t* batch, uint32_t* row_block,
                                  uint32_t* split)
 {
     *split = item % g.n_split;
@@ -310,13 +302,13 @@ SGC_HOST_DEVICE void item_coords(const Geometry& g, uint32_t item, uint32_t* bat
     *batch = row / g.mb;
 }
 /// Column blocks [first, last) of column range `split` (balanced partition).
-SGC_HOST_DEVICE void split_columns(const Geometry& g, uint32_t split, uint32_t* first, uint32_t* last)
+SGEMM_CUBE_HOST_DEVICE void split_columns(const Geometry& g, uint32_t split, uint32_t* first, uint32_t* last)
 {
     *first = uint32_t(uint64_t(split) * g.nb / g.n_split);
     *last = uint32_t(uint64_t(split + 1) * g.nb / g.n_split);
 }
 /// K blocks in group `group` (n_fused except possibly the last group).
-SGC_HOST_DEVICE uint32_t group_k_blocks(const Geometry& g, uint32_t group)
+SGEMM_CUBE_HOST_DEVICE uint32_t group_k_blocks(const Geometry& g, uint32_t group)
 {
     return min_u32(g.n_fused, g.kb - group * g.n_fused);
 }
@@ -326,18 +318,18 @@ SGC_HOST_DEVICE uint32_t group_k_blocks(const Geometry& g, uint32_t group)
 // large matrices passes 2^32 elements).
 
 /// First element of A tile (row block, K block) in the Zz A_hi / A_lo buffers.
-SGC_HOST_DEVICE uint64_t gm_a_tile(const Geometry& g, uint32_t batch, uint32_t row_block, uint32_t k_block)
+SGEMM_CUBE_HOST_DEVICE uint64_t gm_a_tile(const Geometry& g, uint32_t batch, uint32_t row_block, uint32_t k_block)
 {
     return uint64_t(batch) * g.mp * g.kp + uint64_t(row_block) * g.bm * g.kp + uint64_t(k_block) * g.bk * kCube;
 }
 /// First element of B tile (K block, column block) in the Zz B_hi / B_lo buffers.
-SGC_HOST_DEVICE uint64_t gm_b_tile(const Geometry& g, uint32_t batch, uint32_t k_block, uint32_t col_block)
+SGEMM_CUBE_HOST_DEVICE uint64_t gm_b_tile(const Geometry& g, uint32_t batch, uint32_t k_block, uint32_t col_block)
 {
     return uint64_t(batch) * g.kp * g.np + uint64_t(k_block) * g.bk * g.np + uint64_t(col_block) * g.bn * kCube;
 }
 /// First element of C tile (row block, column block) in the row-major
 /// (batch, mp, np) FP32 term buffers.
-SGC_HOST_DEVICE uint64_t gm_c_tile(const Geometry& g, uint32_t batch, uint32_t row_block, uint32_t col_block)
+SGEMM_CUBE_HOST_DEVICE uint64_t gm_c_tile(const Geometry& g, uint32_t batch, uint32_t row_block, uint32_t col_block)
 {
     return uint64_t(batch) * g.mp * g.np + uint64_t(row_block) * g.bm * g.np + uint64_t(col_block) * g.bn;
 }
@@ -351,12 +343,12 @@ struct FractalRuns {
 };
 /// GM -> L1 copy of an A tile (rows x cols halves of a Zz matrix whose padded
 /// width is `kp`): one run per row of fractals.
-SGC_HOST_DEVICE FractalRuns a_tile_runs(const Geometry& g, uint32_t rows, uint32_t cols)
+SGEMM_CUBE_HOST_DEVICE FractalRuns a_tile_runs(const Geometry& g, uint32_t rows, uint32_t cols)
 {
     // A row of fractals `cols` wide is cols/16 fractals of 512 bytes = cols blocks.
     return FractalRuns{rows / kCube, cols, g.kp - cols};
 }
-SGC_HOST_DEVICE FractalRuns b_tile_runs(const Geometry& g, uint32_t rows, uint32_t cols)
+SGEMM_CUBE_HOST_DEVICE FractalRuns b_tile_runs(const Geometry& g, uint32_t rows, uint32_t cols)
 {
     return FractalRuns{rows / kCube, cols, g.np - cols};
 }
@@ -388,13 +380,13 @@ struct Step {
 /// The steps of one core, in execution order (an iterator: no storage).
 class CoreSchedule {
 public:
-    SGC_HOST_DEVICE CoreSchedule(const Geometry& g, uint32_t core) : g_(g), core_(core), round_(0), index_(0)
+    SGEMM_CUBE_HOST_DEVICE CoreSchedule(const Geometry& g, uint32_t core) : g_(g), core_(core), round_(0), index_(0)
     {
         start_item();
     }
-    SGC_HOST_DEVICE bool done() const { return done_; }
-    SGC_HOST_DEVICE const Step& step() const { return step_; }
-    SGC_HOST_DEVICE void next()
+    SGEMM_CUBE_HOST_DEVICE bool done() const { return done_; }
+    SGEMM_CUBE_HOST_DEVICE const Step& step() const { return step_; }
+    SGEMM_CUBE_HOST_DEVICE void next()
     {
         ++index_;
         if (++kk_ < group_k_blocks(g_, group_)) {
@@ -413,7 +405,7 @@ public:
     }
 
 private:
-    SGC_HOST_DEVICE void start_item()
+    SGEMM_CUBE_HOST_DEVICE void start_item()
     {
         const uint64_t item = uint64_t(core_) + uint64_t(round_) * g_.cores;
         done_ = core_ >= g_.cores || item >= g_.items;
@@ -429,7 +421,7 @@ private:
         kk_ = 0;
         fill();
     }
-    SGC_HOST_DEVICE void fill()
+    SGEMM_CUBE_HOST_DEVICE void fill()
     {
         const uint32_t kcount = group_k_blocks(g_, group_);
         Step& s = step_;
@@ -490,7 +482,7 @@ struct Event {
 /// run_core sets them all before its first step and consumes them all after
 /// its last, so every SetFlag has its WaitFlag.
 template <class Visitor>
-SGC_SCHEDULE_TEMPLATE void buffer_free_flags(const Geometry& g, Visitor& v, bool set)
+SGEMM_CUBE_DEVICE void buffer_free_flags(const Geometry& g, Visitor& v, bool set)
 {
     struct Flag {
         Sync sync;
@@ -527,7 +519,7 @@ SGC_SCHEDULE_TEMPLATE void buffer_free_flags(const Geometry& g, Visitor& v, bool
 ///   mmad(step)           M:    every term, from zero when first_k
 ///   store_c(step)        Out:  accumulators -> GM (store when first_group, else add)
 template <class Visitor>
-SGC_SCHEDULE_TEMPLATE void run_core(const Geometry& g, uint32_t core, Visitor& v)
+SGEMM_CUBE_DEVICE void run_core(const Geometry& g, uint32_t core, Visitor& v)
 {
     CoreSchedule it(g, core);
     if (it.done()) {
@@ -606,7 +598,7 @@ struct SplitGeometry {
     uint32_t tiles_per_strip;
     uint32_t cores;
 };
-SGC_HOST_DEVICE SplitGeometry make_split_geometry(uint32_t batch, uint32_t rows, uint32_t cols, uint32_t cores)
+SGEMM_CUBE_HOST_DEVICE SplitGeometry make_split_geometry(uint32_t batch, uint32_t rows, uint32_t cols, uint32_t cores)
 {
     SplitGeometry s{};
     s.strips = batch * (rows / kCube);
@@ -616,17 +608,17 @@ SGC_HOST_DEVICE SplitGeometry make_split_geometry(uint32_t batch, uint32_t rows,
     return s;
 }
 /// Element offset of tile (strip, tile) in the FP32 input, and its width.
-SGC_HOST_DEVICE uint64_t split_in_offset(const SplitGeometry& s, uint32_t strip, uint32_t tile)
+SGEMM_CUBE_HOST_DEVICE uint64_t split_in_offset(const SplitGeometry& s, uint32_t strip, uint32_t tile)
 {
     return uint64_t(strip) * kCube * s.cols + uint64_t(tile) * kSplitTileCols;
 }
-SGC_HOST_DEVICE uint32_t split_tile_cols(const SplitGeometry& s, uint32_t tile)
+SGEMM_CUBE_HOST_DEVICE uint32_t split_tile_cols(const SplitGeometry& s, uint32_t tile)
 {
     return block_extent(s.cols, kSplitTileCols, tile);
 }
 /// Element offset in the Zz FP16 output of row `r` (0..15) of tile (strip, tile):
 /// its 16-element pieces go to consecutive fractals, 256 elements apart.
-SGC_HOST_DEVICE uint64_t split_out_offset(const SplitGeometry& s, uint32_t strip, uint32_t tile, uint32_t r)
+SGEMM_CUBE_HOST_DEVICE uint64_t split_out_offset(const SplitGeometry& s, uint32_t strip, uint32_t tile, uint32_t r)
 {
     return uint64_t(strip) * kCube * s.cols + uint64_t(tile) * kSplitTileCols * kCube + uint64_t(r) * kCube;
 }
@@ -638,7 +630,7 @@ struct CombineGeometry {
     uint32_t tiles;
     uint32_t cores;
 };
-SGC_HOST_DEVICE CombineGeometry make_combine_geometry(uint64_t total, uint32_t cores)
+SGEMM_CUBE_HOST_DEVICE CombineGeometry make_combine_geometry(uint64_t total, uint32_t cores)
 {
     CombineGeometry c{};
     c.total = total;
@@ -646,14 +638,14 @@ SGC_HOST_DEVICE CombineGeometry make_combine_geometry(uint64_t total, uint32_t c
     c.cores = min_u32(cores, c.tiles);
     return c;
 }
-SGC_HOST_DEVICE uint32_t combine_tile_len(const CombineGeometry& c, uint32_t tile)
+SGEMM_CUBE_HOST_DEVICE uint32_t combine_tile_len(const CombineGeometry& c, uint32_t tile)
 {
     const uint64_t left = c.total - uint64_t(tile) * kCombineTile;
     return left < kCombineTile ? uint32_t(left) : kCombineTile;
 }
 
 /// UB bytes of the vector kernels (single-buffered tiles).
-constexpr uint32_t kSplitUbBytes = kCube * kSplitTileCols * (4 + 4 + 2 + 2 + 4);  // x, tmp, hi, lo, mask
+constexpr uint32_t kSplitUbBytes = kCube * kSplitTileCols * (4 + 4 + 2 + 2 + 4 + 4);  // x, tmp, hi, lo, 2 constants
 constexpr uint32_t kCombineUbBytes = kMaxTerms * kCombineTile * kFloatBytes;
 static_assert(kSplitUbBytes <= arch::Ascend910B::kUbBytes - arch::Ascend910B::kUbReservedBytes &&
                   kSplitUbBytes <= arch::Ascend910A::kUbBytes - arch::Ascend910A::kUbReservedBytes,

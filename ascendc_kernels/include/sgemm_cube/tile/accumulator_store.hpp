@@ -9,6 +9,16 @@
 //         NZ -> ND reorder in UB on the vector pipe (one strided UB -> UB copy
 //         per 16-column strip), then UB -> GM (MTE3).  Two ND tiles alternate
 //         so the next term's reorder overlaps this term's GM write.
+//
+// Each chip's variant is a partial specialisation on (SocTag, Element), after
+// CATLASS's arch-tag tiles (`CopyL0CToGm<AtlasA2, ...>`): its body depends on
+// Element, so it is only type-checked when the kernel instantiates it, i.e.
+// in that chip's build.  The real headers also gate the APIs themselves
+// (`Fixpipe(GlobalTensor, LocalTensor, FixpipeParamsV220)` is declared in
+// include/basic_api/kernel_operator_fixpipe_intf.h only for __NPU_ARCH__ 2201
+// and later; dav_c100 has only the FixpipeParams<U> form), so each variant is
+// also compiled only where its chip's __NPU_ARCH__ is (or no __NPU_ARCH__ is
+// defined: the g++ stand-in check, which compiles both).
 #ifndef SGEMM_CUBE_TILE_ACCUMULATOR_STORE_HPP
 #define SGEMM_CUBE_TILE_ACCUMULATOR_STORE_HPP
 
@@ -22,16 +32,18 @@ namespace tile {
 using AscendC::GlobalTensor;
 using AscendC::LocalTensor;
 
-template <class SocTag>
+/// Writes FP32 accumulators of type `Element` from L0C to GM (see above).
+template <class SocTag, class Element = float>
 struct AccumulatorStore;
 
-template <>
-struct AccumulatorStore<Soc910B> {
+#if !defined(__NPU_ARCH__) || (__NPU_ARCH__ == 2201)
+template <class Element>
+struct AccumulatorStore<Soc910B, Element> {
     /// No UB on the cube core: nothing to set up.
     __aicore__ inline void Init(const LocalTensor<uint8_t>&, const schedule::BufferPlan&) {}
 
     /// `dst` is the tile's first element; `ld` the row length of the GM buffer.
-    __aicore__ inline void operator()(const GlobalTensor<float>& dst, const LocalTensor<float>& acc, uint32_t m,
+    __aicore__ inline void operator()(const GlobalTensor<Element>& dst, const LocalTensor<Element>& acc, uint32_t m,
                                       uint32_t n, uint32_t ld, bool accumulate)
     {
         AscendC::FixpipeParamsV220 p;
@@ -46,9 +58,9 @@ struct AccumulatorStore<Soc910B> {
         p.dstNdStride = 0;
         p.unitFlag = 0;
         if (accumulate) {
-            AscendC::SetAtomicAdd<float>();  // L0C -> GM path supports FP32 atomic add on A2
+            AscendC::SetAtomicAdd<Element>();  // L0C -> GM path supports FP32 atomic add on A2
         }
-        AscendC::Fixpipe<float, float, AscendC::CFG_ROW_MAJOR>(dst, acc, p);
+        AscendC::Fixpipe<Element, Element, AscendC::CFG_ROW_MAJOR>(dst, acc, p);
         if (accumulate) {
             AscendC::SetAtomicNone();  // DisableDmaAtomic in newer CANN; this name exists in all versions
         }
@@ -56,23 +68,26 @@ struct AccumulatorStore<Soc910B> {
 
     __aicore__ inline void Finish() {}
 };
+#endif  // 910B
 
-template <>
-struct AccumulatorStore<Soc910A> {
+#if !defined(__NPU_ARCH__) || (__NPU_ARCH__ == 1001)
+template <class Element>
+struct AccumulatorStore<Soc910A, Element> {
     __aicore__ inline void Init(const LocalTensor<uint8_t>& ub, const schedule::BufferPlan& plan)
     {
-        nz_ = ub[schedule::ub_nz_offset(plan)].ReinterpretCast<float>();
-        nd_[0] = ub[schedule::ub_nd_offset(plan, 0)].ReinterpretCast<float>();
-        nd_[1] = ub[schedule::ub_nd_offset(plan, 1)].ReinterpretCast<float>();
+        nz_ = ub[schedule::ub_nz_offset(plan)].template ReinterpretCast<Element>();
+        nd_[0] = ub[schedule::ub_nd_offset(plan, 0)].template ReinterpretCast<Element>();
+        nd_[1] = ub[schedule::ub_nd_offset(plan, 1)].template ReinterpretCast<Element>();
         slot_ = 0;
         // Both ND tiles start free.
         AscendC::SetFlag<AscendC::HardEvent::MTE3_V>(0);
         AscendC::SetFlag<AscendC::HardEvent::MTE3_V>(1);
     }
 
-    __aicore__ inline void operator()(const GlobalTensor<float>& dst, const LocalTensor<float>& acc, uint32_t m,
+    __aicore__ inline void operator()(const GlobalTensor<Element>& dst, const LocalTensor<Element>& acc, uint32_t m,
                                       uint32_t n, uint32_t ld, bool accumulate)
     {
+        static_assert(sizeof(Element) == schedule::kFloatBytes, "the UB staging is sized for FP32 accumulators");
         const uint32_t fractals = (m / schedule::kCube) * (n / schedule::kCube);
         // The previous reorder must be done reading nz_ (same pipe, ordered by the barrier).
         AscendC::PipeBarrier<PIPE_V>();
@@ -83,7 +98,7 @@ struct AccumulatorStore<Soc910A> {
 
         // NZ -> ND: column strip j is m rows of 16 floats (two 32-byte blocks),
         // going to columns [16 j, 16 j + 16) of every row of the ND tile.
-        LocalTensor<float>& nd = nd_[slot_];
+        LocalTensor<Element>& nd = nd_[slot_];
         AscendC::WaitFlag<AscendC::HardEvent::MTE3_V>(int32_t(slot_));
         const uint32_t row_blocks = n * schedule::kFloatBytes / schedule::kBlockBytes;
         for (uint32_t j = 0; j < n / schedule::kCube; ++j) {
@@ -94,7 +109,7 @@ struct AccumulatorStore<Soc910A> {
         AscendC::WaitFlag<AscendC::HardEvent::V_MTE3>(int32_t(slot_));
 
         if (accumulate) {
-            AscendC::SetAtomicAdd<float>();  // training series: FP32 atomic add on the UB -> GM path
+            AscendC::SetAtomicAdd<Element>();  // training series: FP32 atomic add on the UB -> GM path
         }
         const uint32_t gap = (ld - n) * schedule::kFloatBytes / schedule::kBlockBytes;
         if (gap <= schedule::kMaxGap) {
@@ -119,10 +134,11 @@ struct AccumulatorStore<Soc910A> {
     }
 
 private:
-    LocalTensor<float> nz_;
-    LocalTensor<float> nd_[2];
+    LocalTensor<Element> nz_;
+    LocalTensor<Element> nd_[2];
     uint32_t slot_ = 0;
 };
+#endif  // 910A
 
 }  // namespace tile
 }  // namespace sgemm_cube

@@ -1,6 +1,9 @@
 // SoC policy tags: the build picks one (CMake defines SGEMM_CUBE_SOC_910A or
 // SGEMM_CUBE_SOC_910B from SOC_VERSION) and every chip difference of the
 // kernels is a specialisation on the tag, not an #if in the kernel body.
+// Chip-specific code is a partial specialisation (see accumulator_store.hpp)
+// so that it is type-checked only in its own chip's build; the two tags
+// themselves use only names the real headers declare for both chips.
 //
 //   Soc910A  DaVinci v100 (dav-c100): cube and vector in one AI core; C leaves
 //            L0C through UB (no Fixpipe); float -> half Cast knows only
@@ -49,6 +52,14 @@ using Soc = Soc910B;
 #endif
 #if defined(SGEMM_CUBE_SOC_910B) && (__CCE_AICORE__ != 220)
 #error "SGEMM_CUBE_SOC_910B needs a dav-c220 (Ascend910B*) build"
+#endif
+#endif
+#if defined(__NPU_ARCH__)
+#if defined(SGEMM_CUBE_SOC_910A) && (__NPU_ARCH__ != 1001)
+#error "SGEMM_CUBE_SOC_910A needs __NPU_ARCH__ 1001 (dav-c100)"
+#endif
+#if defined(SGEMM_CUBE_SOC_910B) && (__NPU_ARCH__ != 2201)
+#error "SGEMM_CUBE_SOC_910B needs __NPU_ARCH__ 2201 (dav-c220)"
 #endif
 #endif
 
