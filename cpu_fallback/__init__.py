@@ -8,16 +8,17 @@ every result can be tested without the hardware:
 * :func:`accumulate_product` -- FP32 accumulation of one FP16 product under
   the ``"cube16"`` or ``"sequential"`` model (``accumulate.py``);
 * :func:`emulated_matmul` -- the whole algorithm for one 2-D product
-  (``gemm.py``: read this file first);
+  (``gemm.py``: read this file first), and :class:`ProductAccumulator`,
+  the same product added up K slab by K slab;
 * :data:`SCHEMES` / :func:`split_slices` -- fp16x3 (SGEMM-cube), fp16x4,
   bf16x9 and bf16x6 (``schemes.py``, formats in ``formats.py``);
 * :mod:`cpu_fallback.reference` -- a slow scalar reference that the fast
   model matches bit for bit.
 """
 from .accumulate import ACCUMULATION_MODELS, accumulate_product
-from .gemm import ORDERS, emulated_matmul
+from .gemm import ORDERS, ProductAccumulator, emulated_matmul
 from .schemes import SCHEMES, get_scheme, split_slices
 from .split import SplitLimits, split, split_limits
 
-__all__ = ["split", "split_limits", "SplitLimits", "accumulate_product", "emulated_matmul",
+__all__ = ["split", "split_limits", "SplitLimits", "accumulate_product", "emulated_matmul", "ProductAccumulator",
            "split_slices", "get_scheme", "SCHEMES", "ACCUMULATION_MODELS", "ORDERS"]

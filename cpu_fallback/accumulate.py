@@ -45,6 +45,7 @@ _EXACT_SPAN_BITS = 47      # float64 holds a 16-term chunk sum exactly below thi
 # long double is double, and then only Python integers are exact beyond 47).
 _EXTENDED_SPAN_BITS = np.finfo(np.longdouble).nmant + 1 - 6
 _PANEL_BYTES = 8 << 20     # float64 chunk sums materialised at a time (stays in cache)
+_PAIRS_AT_ONCE = 1 << 14   # exact pair sums per batch: their long double products take 4 MiB
 
 
 def chunk_length(accumulate: str) -> int:
@@ -113,8 +114,13 @@ def _exact_pair_sums(x, y, rows, cols, k0, k1, spans) -> np.ndarray:
 
     Pairs whose joint bit span fits the extended format's significand are
     summed there (vectorised; exact, so the order does not matter, and the
-    one cast to FP32 rounds once); the rest with Python integers.
+    one cast to FP32 rounds once); the rest with Python integers.  At most
+    ``_PAIRS_AT_ONCE`` pairs at a time (a panel can have 256 x 1024 of them).
     """
+    if len(rows) > _PAIRS_AT_ONCE:
+        return np.concatenate([_exact_pair_sums(x, y, rows[p:p + _PAIRS_AT_ONCE], cols[p:p + _PAIRS_AT_ONCE],
+                                                k0, k1, spans[p:p + _PAIRS_AT_ONCE])
+                               for p in range(0, len(rows), _PAIRS_AT_ONCE)])
     xs, ys = x[rows, k0:k1], y[k0:k1, cols].T  # (P, chunk) each
     out = np.empty(len(rows), np.float32)
     wide = spans > _EXTENDED_SPAN_BITS

@@ -45,7 +45,7 @@ import numpy as np
 from .accumulate import accumulate_product, chunk_length, panel_sums
 from .schemes import get_scheme, split_slices
 
-__all__ = ["emulated_matmul", "ORDERS"]
+__all__ = ["emulated_matmul", "ProductAccumulator", "ORDERS"]
 
 ORDERS = ("termwise", "elementwise")
 
@@ -82,33 +82,91 @@ def emulated_matmul(a, b, *, sb: int = 12, order: str = "termwise", accumulate: 
     -------
     ndarray, shape (M, N), float32
     """
-    _check_order(order)
-    if keep_lo_lo:
-        if scheme not in ("fp16x3", "fp16x4"):
-            raise ValueError(f"keep_lo_lo applies to the fp16x3 scheme, not {scheme!r}")
-        scheme = "fp16x4"
-    sch = get_scheme(scheme)
-    a_slices = split_slices(np.asarray(a), sch, sb)
-    b_slices = split_slices(np.asarray(b), sch, sb)
-    step = np.float32(sch.level_scale(sb))
-    shape = (a_slices[0].shape[0], b_slices[0].shape[1])
-    if order == "termwise":
+    a, b = np.asarray(a), np.asarray(b)
+    acc = ProductAccumulator((a.shape[0], b.shape[1]), sb=sb, order=order, accumulate=accumulate,
+                             keep_lo_lo=keep_lo_lo, scheme=scheme)
+    acc.add(a, b)
+    return acc.result()
+
+
+class ProductAccumulator:
+    """The FP32 accumulator(s) of one emulated product, carried across K slabs.
+
+    ``emulated_matmul(a, b)`` is ``add(a, b)`` then ``result()``.  Cutting K
+    into slabs ``a[:, k0:k1]``, ``b[k0:k1]`` and adding them in K order gives
+    the same result bit for bit, provided every slab but the last has a
+    length that is a multiple of the accumulation model's chunk length
+    (16 for ``"cube16"``: a slab boundary must not cut a chunk, whose sum is
+    rounded once).  The split is elementwise, so splitting slab by slab
+    gives the same slices.  State carried between slabs:
+
+    ``"termwise"``
+        one FP32 accumulator per product (:func:`accumulate_product` continues
+        it); the levels are combined once, by :meth:`result`.
+    ``"elementwise"``
+        the one FP32 accumulator that takes every product's chunk sums.
+
+    Parameters are those of :func:`emulated_matmul`; ``shape`` is (M, N).
+    """
+
+    def __init__(self, shape, *, sb: int = 12, order: str = "termwise", accumulate: str = "cube16",
+                 keep_lo_lo: bool = False, scheme: str = "fp16x3"):
+        _check_order(order)
+        if keep_lo_lo:
+            if scheme not in ("fp16x3", "fp16x4"):
+                raise ValueError(f"keep_lo_lo applies to the fp16x3 scheme, not {scheme!r}")
+            scheme = "fp16x4"
+        self.scheme = get_scheme(scheme)
+        self.sb, self.order, self.accumulate = sb, order, accumulate
+        self.chunk = chunk_length(accumulate)
+        self.shape = tuple(shape)
+        n_acc = len(self.scheme.products) if order == "termwise" else 1
+        self._acc = [np.zeros(self.shape, np.float32) for _ in range(n_acc)]
+        self._ragged = False  # a slab that ended inside a chunk was added: it must be the last
+
+    def add(self, a, b) -> None:
+        """Accumulate the slab ``a @ b``: a (M, Ks) and b (Ks, N) finite float32, the next Ks of K."""
+        if self._ragged:
+            raise ValueError(f"only the last K slab may have a length that is not a multiple of {self.chunk}")
+        a, b = np.asarray(a), np.asarray(b)
+        if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0] or (a.shape[0], b.shape[1]) != self.shape:
+            raise ValueError(f"shapes {a.shape} and {b.shape} are not (M, K) and (K, N) "
+                             f"with (M, N) = {self.shape}")
+        self._ragged = a.shape[1] % self.chunk != 0
+        a_slices = split_slices(a, self.scheme, self.sb)
+        b_slices = split_slices(b, self.scheme, self.sb)
+        if self.order == "termwise":
+            for (i, j), acc in zip(self.scheme.products, self._acc):
+                accumulate_product(a_slices[i], b_slices[j], accumulate=self.accumulate, acc=acc)
+            return
+        (acc,) = self._acc
+        if 0 in a_slices[0].shape or 0 in b_slices[0].shape:
+            return
+        pairs = [(a_slices[i], b_slices[j]) for i, j in self.scheme.products]
+        scales = [np.float32(self.scheme.level_scale(self.sb) ** (i + j)) for i, j in self.scheme.products]
+        for rows, cols, sums in panel_sums(pairs, self.chunk):
+            tile = acc[rows, cols]
+            for c in range(sums[0].shape[0]):  # one K chunk of every product at a time
+                for s, scale in zip(sums, scales):
+                    tile += s[c].astype(np.float32) * scale  # fl32(chunk sum), scaled exactly, then added
+
+    def result(self) -> np.ndarray:
+        """The product, shape (M, N) float32 (termwise: the levels combined, smallest first).
+
+        Call it once, after the last slab: termwise combination works in the
+        accumulators' memory.
+        """
+        if self.order == "elementwise":
+            return self._acc[0]
+        accs = dict(zip(self.scheme.products, self._acc))
+        step = np.float32(self.scheme.level_scale(self.sb))
         total = None
-        for level in reversed(sch.levels):
+        for level in reversed(self.scheme.levels):
             if total is not None:
-                total = total * step
-            for i, j in level:
-                term = accumulate_product(a_slices[i], b_slices[j], accumulate=accumulate)
-                total = term if total is None else total + term
+                total *= step  # in place: the same FP32 operations, no new arrays
+            for p in level:
+                if total is None:
+                    total = accs[p]
+                else:
+                    total += accs[p]
         return total
-    acc = np.zeros(shape, np.float32)
-    if 0 in a_slices[0].shape or 0 in b_slices[0].shape:
-        return acc
-    pairs = [(a_slices[i], b_slices[j]) for i, j in sch.products]
-    scales = [np.float32(sch.level_scale(sb) ** (i + j)) for i, j in sch.products]
-    for rows, cols, sums in panel_sums(pairs, chunk_length(accumulate)):
-        tile = acc[rows, cols]
-        for c in range(sums[0].shape[0]):  # one K chunk of every product at a time
-            for s, scale in zip(sums, scales):
-                tile += s[c].astype(np.float32) * scale  # fl32(chunk sum), scaled exactly, then added
-    return acc

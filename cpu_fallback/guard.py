@@ -53,7 +53,8 @@ import numpy as np
 from .schemes import get_scheme
 from .split import split_limits
 
-__all__ = ["SCALES", "LineRange", "line_range", "line_meta", "LineMeta", "scale_lines", "unscale", "fix_from",
+__all__ = ["SCALES", "LineRange", "line_range", "line_meta", "LineMeta", "LineStats", "line_stats",
+           "meta_from_stats", "scale_lines", "unscale", "fix_from",
            "recomputed_lines", "pack_meta", "unpack_meta"]
 
 #: Values of ``scale``: "auto" scales the lines that do not fit as they are.
@@ -101,18 +102,54 @@ def _floor_log2(x: np.ndarray) -> np.ndarray:
     return np.where(x > 0, e - 1, 0).astype(np.int32)
 
 
+class LineStats(NamedTuple):
+    """What the split pass reads of each line (module docstring), arrays of shape (B, L).
+
+    Statistics of pieces of the lines combine exactly (:meth:`merge`: a
+    maximum, a minimum and an "or"), so a long line can be read slab by slab
+    in any order.
+    """
+
+    big: np.ndarray    # float64: largest finite magnitude, 0 if none
+    small: np.ndarray  # float64: smallest nonzero finite magnitude, inf if none
+    bad: np.ndarray    # bool: holds a NaN or an infinity
+
+    @classmethod
+    def empty(cls, shape) -> "LineStats":
+        """Statistics of lines with no entries yet (the identity of :meth:`merge`)."""
+        return cls(np.zeros(shape), np.full(shape, np.inf), np.zeros(shape, bool))
+
+    def merge(self, index, part: "LineStats") -> None:
+        """Fold the statistics ``part`` of more entries of the lines ``self[index]`` into them, in place."""
+        np.maximum(self.big[index], part.big, out=self.big[index])
+        np.minimum(self.small[index], part.small, out=self.small[index])
+        np.logical_or(self.bad[index], part.bad, out=self.bad[index])
+
+
+def line_stats(x: np.ndarray, axis: int) -> LineStats:
+    """:class:`LineStats` of the lines of float32 ``x`` that run along ``axis`` (-1: rows, -2: columns)."""
+    x = np.asarray(x)
+    finite = np.isfinite(x)
+    mag = np.where(finite, np.abs(x), np.float32(0))
+    # Maxima and minima are exact, so they are taken in float32 (half the memory of float64) and converted after.
+    big = mag.max(axis=axis, initial=np.float32(0)).astype(np.float64)
+    small = np.where(mag > 0, mag, np.float32(np.inf)).min(axis=axis, initial=np.float32(np.inf)).astype(np.float64)
+    return LineStats(big, small, ~finite.all(axis=axis))
+
+
 def line_meta(x: np.ndarray, axis: int, *, scheme: str = "fp16x3", sb: int = 12, scale="auto",
               fixup: bool = True) -> LineMeta:
     """Exponents and classes of the lines of a (B, M, K) (``axis=-1``) or (B, K, N) (``axis=-2``) float32 array."""
+    return meta_from_stats(line_stats(x, axis), scheme=scheme, sb=sb, scale=scale, fixup=fixup)
+
+
+def meta_from_stats(stats: LineStats, *, scheme: str = "fp16x3", sb: int = 12, scale="auto",
+                    fixup: bool = True) -> LineMeta:
+    """:class:`LineMeta` of lines from their :class:`LineStats` (shape (B, L)); see the module docstring."""
     if scale not in SCALES:
         raise ValueError(f"unknown scale {scale!r}; choose one of {list(SCALES)}")
     rng = line_range(scheme, sb)
-    x = np.asarray(x)
-    finite = np.isfinite(x)
-    mag = np.where(finite, np.abs(x), np.float32(0)).astype(np.float64)
-    big = mag.max(axis=axis, initial=0.0)
-    small = np.where(mag > 0, mag, np.inf).min(axis=axis, initial=np.inf)
-    bad = ~finite.all(axis=axis)
+    big, small, bad = stats
     e = _floor_log2(big)
     to_top = np.where(big > 0, rng.top - e, 0)
     if scale is None:
@@ -138,8 +175,13 @@ def scale_lines(x: np.ndarray, t: np.ndarray, axis: int, *, keep_special: bool =
 
     NaN/Inf become 0 (the split's input), or stay as they are with ``keep_special``.
     """
+    if keep_special:
+        xs = x
+    else:
+        xs = np.where(np.isfinite(x), x, np.float32(0))
+        if not np.any(t):
+            return xs  # no line scaled: the float64 round trip below would give these values back
     te = np.expand_dims(t, axis)
-    xs = x if keep_special else np.where(np.isfinite(x), x, np.float32(0))
     with np.errstate(invalid="ignore"):
         return np.ldexp(xs.astype(np.float64), te).astype(np.float32)
 

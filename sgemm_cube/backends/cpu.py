@@ -10,26 +10,61 @@ computes the same line exponents and classes bit for bit):
    its documented accumulation model), unscaled with one rounding;
 4. the outputs of recomputed lines computed by NumPy's float32 matmul (native FP32).
 
+Bounded memory: steps 1-3 run slab by slab, so that their temporaries
+(line statistics, scaled and split copies, float64 chunk sums, FP32
+accumulators) stay within :data:`MEMORY_BUDGET` whatever B, M, N and K.  K
+slabs are cut at multiples of every accumulation model's chunk length and
+carry the accumulators (:class:`cpu_fallback.ProductAccumulator`); line
+statistics of slabs combine exactly (:class:`cpu_fallback.guard.LineStats`).
+So the result is bit-identical to the unsliced computation, whatever the
+budget.  Step 4 multiplies whole lines in one ``numpy.matmul`` each, as
+native FP32 does (cutting K would change its rounding): it needs a float32
+copy of the scaled operand it reads whole (none when no line of it is
+scaled) and of the recomputed outputs.
+
 It is the reference the hardware backends are tested against, and fast
 enough for accuracy studies (about 23-28x a float32 ``numpy.matmul`` at
 1024^3 on two cores).
 """
 from __future__ import annotations
 
+import math
+from typing import NamedTuple
+
 import numpy as np
 
-from cpu_fallback import ORDERS, emulated_matmul
-from cpu_fallback.guard import line_meta, recomputed_lines, scale_lines, unscale
+from cpu_fallback import ACCUMULATION_MODELS, ORDERS, ProductAccumulator, get_scheme
+from cpu_fallback.accumulate import _PANEL_BYTES
+from cpu_fallback.guard import LineStats, line_stats, meta_from_stats, recomputed_lines, scale_lines, unscale
 
 from ..plan import Plan, Request, make_plan
 
-__all__ = ["SCHEMES", "ORDERS", "is_available", "unavailable_reason", "plan", "run", "DEFAULT_ACCUMULATE"]
+__all__ = ["SCHEMES", "ORDERS", "is_available", "unavailable_reason", "plan", "run", "DEFAULT_ACCUMULATE",
+           "MEMORY_BUDGET"]
 
 #: Split schemes this backend implements (all of them: it is the definition).
 SCHEMES = ("fp16x3", "fp16x4", "bf16x9", "bf16x6")
 
 #: Accumulation model used when the caller passes ``accumulate=None``.
 DEFAULT_ACCUMULATE = "cube16"
+
+#: Bytes of working memory the slabs of a product may take (module docstring): line statistics,
+#: scaled and split copies of operand slabs, their float64 chunk copies, the FP32 accumulators of an
+#: output tile and the float64 temporaries of unscaling.  A product that fits runs in one slab (a
+#: 1024^3 product does, for every scheme).  On top come the fixed, cache-sized panel buffers of
+#: :mod:`cpu_fallback.accumulate` (8 MiB per product of the scheme in flight: one termwise, all of
+#: them elementwise) and the float32 copies of the FP32 recomputation (step 4).
+MEMORY_BUDGET = 256 << 20
+
+# Slab lengths along K are multiples of every accumulation model's chunk (16): no chunk is cut.
+_K_ALIGN = math.lcm(*ACCUMULATION_MODELS.values())
+# A K slab shorter than this costs more in per-slab overhead than re-splitting operand slabs for
+# several output tiles: the output is cut into tiles first.
+_MIN_DEPTH = 32 * _K_ALIGN
+# Bytes per element of the temporaries, counted generously from the code (tracemalloc measures less):
+_STATS_BYTES = 16     # line_stats: isfinite mask, magnitudes, masked magnitudes (float32)
+_UNSCALE_BYTES = 24   # unscale: float64 copy, int exponents, float64 result
+_SPLIT_SLACK = 48     # transients of scaling, splitting (BF16 rounding works in uint64) and chunking
 
 
 def is_available() -> bool:
@@ -51,23 +86,177 @@ def _as_numpy(x):
     return x.detach().numpy()  # a torch CPU tensor: a view of the same memory
 
 
-def run(plan: Plan, req: Request, a, b, out) -> None:
-    """``out[i] = a[i] @ b[i]`` for (B, M, K) and (B, K, N) float32 operands, into (B, M, N) ``out``."""
-    a, b, out = _as_numpy(a), _as_numpy(b), _as_numpy(out)
-    ma = line_meta(a, -1, scheme=plan.scheme, sb=plan.sb, scale=plan.scale, fixup=req.fixup)
-    mb = line_meta(b, -2, scheme=plan.scheme, sb=plan.sb, scale=plan.scale, fixup=req.fixup)
-    sa, sb_ = scale_lines(a, ma.t, -1), scale_lines(b, mb.t, -2)
-    accumulate = req.accumulate or DEFAULT_ACCUMULATE
+def _slices(n: int, step: int):
+    """Consecutive slices of ``range(n)`` of length ``step`` (the last may be shorter)."""
+    step = max(1, step)
+    return [slice(i, min(n, i + step)) for i in range(0, n, step)]
+
+
+class _Tiling(NamedTuple):
+    """How the emulated product of one batch entry is cut: output tiles of rows x cols, K slabs of depth."""
+
+    rows: int
+    cols: int
+    depth: int
+    acc_bytes: int  # a tile's accumulators
+    bytes: int      # estimated working memory of a tile and a slab, panel buffers included
+
+
+def _tiling(m: int, n: int, k: int, scheme: str, order: str, budget: int) -> _Tiling:
+    """The largest tiles and slabs whose temporaries fit ``budget`` (whole output and K when they fit).
+
+    Operand slab (per element of ``a[rows, ks]`` and ``b[ks, cols]``): the
+    scaled float32 copy, the slices, one float64 chunked copy per product in
+    flight (:func:`cpu_fallback.accumulate.panel_sums`) and transients.
+    Output tile (per element): one FP32 accumulator per product (termwise)
+    or one in all (elementwise), and the float32 terms of the elementwise
+    loop.  Cutting K costs nothing but per-slab overhead; cutting the output
+    makes each operand slab be scaled and split once per tile across it, so
+    K is cut first, down to ``_MIN_DEPTH``, and then the output, its longer
+    side first (square tiles re-split least).
+    """
+    sch = get_scheme(scheme)
+    in_flight = len(sch.products) if order == "elementwise" else 1
+    per_operand = 4 + sch.slices * np.dtype(sch.format.holder).itemsize + 8 * in_flight + _SPLIT_SLACK
+    per_output = 4 * len(sch.products) if order == "termwise" else 4 + 8
+
+    def need(r, c, d):
+        return per_operand * (r + c) * d + per_output * r * c
+
+    floor = min(k, _MIN_DEPTH)
+    tiles_m = tiles_n = 1
+    r, c = m, n
+    while need(r, c, floor) > budget and (r > 1 or c > 1):
+        if r >= c:
+            tiles_m *= 2
+            r = -(-m // tiles_m)
+        else:
+            tiles_n *= 2
+            c = -(-n // tiles_n)
+    depth = (budget - per_output * r * c) // (per_operand * (r + c))
+    depth = k if depth >= k else max(_K_ALIGN, depth // _K_ALIGN * _K_ALIGN)
+    panels = in_flight * min(_PANEL_BYTES, 8 * r * c * -(-depth // _K_ALIGN))
+    return _Tiling(r, c, depth, per_output * r * c, need(r, c, depth) + panels)
+
+
+def _line_meta(x: np.ndarray, axis: int, plan: Plan, fixup: bool):
+    """:func:`cpu_fallback.guard.line_meta` of a (B, M, K) (``axis=-1``) or (B, K, N) (``axis=-2``) operand.
+
+    The statistics are read in blocks of at most ``MEMORY_BUDGET`` bytes of
+    temporaries, whole lines first, then batches of them.
+    """
+    nb, k = x.shape[0], x.shape[axis]
+    n_lines = x.shape[-2] if axis == -1 else x.shape[-1]
+    cap = max(1, MEMORY_BUDGET // _STATS_BYTES)  # elements per block
+    depth = min(k, cap)
+    lines = min(n_lines, max(1, cap // depth))
+    batches = min(nb, max(1, cap // (depth * lines)))
+    stats = LineStats.empty((nb, n_lines))
+    for bs in _slices(nb, batches):
+        for ls in _slices(n_lines, lines):
+            for ks in _slices(k, depth):
+                block = x[bs, ls, ks] if axis == -1 else x[bs, ks, ls]
+                stats.merge((bs, ls), line_stats(block, axis))
+    return meta_from_stats(stats, scheme=plan.scheme, sb=plan.sb, scale=plan.scale, fixup=fixup)
+
+
+def _unscaled(c, ta, tb, room: int):
+    """Yield ``(r, unscale(c[r], ta[r], tb))`` over row blocks ``r`` of 2-D ``c`` whose temporaries fit ``room`` bytes."""
+    for r in _slices(c.shape[0], room // (_UNSCALE_BYTES * max(1, c.shape[1]))):
+        yield r, unscale(c[r], ta[r], tb)
+
+
+def _scaled_copy(x: np.ndarray, t: np.ndarray, axis: int) -> np.ndarray:
+    """``scale_lines(x, t, axis, keep_special=True)`` of a 2-D operand, its float64 temporaries cut along K.
+
+    The FP32 recomputation multiplies it whole, so it is one float32 array,
+    laid out in memory as ``scale_lines`` lays out its result (``x``'s memory
+    order: ``numpy.matmul`` rounds differently for C- and F-ordered operands).
+    """
+    out = np.empty_like(x, dtype=np.float32)
+    n_lines = x.shape[0] if axis == -1 else x.shape[1]
+    for ks in _slices(x.shape[axis], MEMORY_BUDGET // (_UNSCALE_BYTES * max(1, n_lines))):
+        index = (slice(None), ks) if axis == -1 else (ks, slice(None))
+        out[index] = scale_lines(x[index], t, axis, keep_special=True)
+    return out
+
+
+def _emulate(plan: Plan, req: Request, a, b, ma, mb, out, tiling: _Tiling) -> None:
+    """Steps 2-3 for every batch entry, output tile and K slab (:func:`_tiling`)."""
+    _, m, k = a.shape
+    n = b.shape[2]
     for i in range(a.shape[0]):
-        out[i] = emulated_matmul(sa[i], sb_[i], sb=plan.sb, order=req.order, accumulate=accumulate,
-                                 scheme=plan.scheme)
-    if ma.t.any() or mb.t.any():
-        out[...] = unscale(out, ma.t, mb.t)
-    # Recomputed lines: FP32 products of the scaled lines (NaN/Inf kept), unscaled with one rounding.
-    for i, rows, cols in recomputed_lines(ma, mb, req.fixup):
-        xa = scale_lines(a[i], ma.t[i], -1, keep_special=True)
-        xb = scale_lines(b[i], mb.t[i], -2, keep_special=True)
-        if rows.size:
-            out[i, rows, :] = unscale(np.matmul(xa[rows, :], xb), ma.t[i, rows], mb.t[i])
-        if cols.size:
-            out[i][:, cols] = unscale(np.matmul(xa, xb[:, cols]), ma.t[i], mb.t[i, cols])
+        for rows in _slices(m, tiling.rows):
+            ta = ma.t[i, rows]
+            for cols in _slices(n, tiling.cols):
+                tb = mb.t[i, cols]
+                acc = ProductAccumulator((rows.stop - rows.start, cols.stop - cols.start), sb=plan.sb,
+                                         order=req.order, accumulate=req.accumulate or DEFAULT_ACCUMULATE,
+                                         scheme=plan.scheme)
+                for ks in _slices(k, tiling.depth):
+                    acc.add(scale_lines(a[i, rows, ks], ta, -1), scale_lines(b[i, ks, cols], tb, -2))
+                if ta.any() or tb.any():
+                    tile = out[i, rows, cols]
+                    for r, values in _unscaled(acc.result(), ta, tb, MEMORY_BUDGET - tiling.acc_bytes):
+                        tile[r] = values
+                else:  # unscaling by 2**0 would give the same values back
+                    out[i, rows, cols] = acc.result()
+
+
+def _recompute(a, b, ma, mb, out, i: int, rows, cols) -> None:
+    """Step 4 for batch entry ``i``: FP32 products of the scaled lines (NaN/Inf kept), unscaled with one rounding.
+
+    Rows first, then columns (their crossings take the column's value), as
+    one ``numpy.matmul`` each over the whole K, of operands laid out as
+    before the memory budget (``xa[rows, :]`` C-ordered, ``xb[:, cols]``
+    F-ordered, whole operands in their own memory order) so that the
+    rounding is the same.
+    """
+    xa = _scaled_copy(a[i], ma.t[i], -1)
+    xb = _scaled_copy(b[i], mb.t[i], -2)
+    if rows.size:
+        product = np.matmul(xa[rows, :], xb)
+        for r, values in _unscaled(product, ma.t[i, rows], mb.t[i], MEMORY_BUDGET):
+            out[i, rows[r], :] = values
+    if cols.size:
+        product = np.matmul(xa, xb[:, cols])
+        for r, values in _unscaled(product, ma.t[i], mb.t[i, cols], MEMORY_BUDGET):
+            out[i, r][:, cols] = values
+
+
+def _recompute_bytes(a, b, rows, cols) -> int:
+    """Step 4's float32 copies for one batch entry: both scaled operands, the lines taken, the products."""
+    _, m, k = a.shape
+    n = b.shape[2]
+    return 4 * (m * k + k * n + rows.size * (k + n) + cols.size * (k + m))
+
+
+def _out_of_memory(a_shape, b_shape, need: int) -> str:
+    """The message of a MemoryError of the backend: the user's problem, and what it needed."""
+    nb, m, k = a_shape
+    n = b_shape[2]
+    return (f"sgemm_cube.matmul: the CPU model of a ({nb}, {m}, {k}) @ ({nb}, {k}, {n}) float32 product needs "
+            f"about {need / 2**30:.3g} GiB of working memory besides the operands and the result (the result "
+            f"alone is {4 * nb * m * n / 2**30:.3g} GiB), and this machine could not allocate it: free memory, "
+            f"or lower sgemm_cube.backends.cpu.MEMORY_BUDGET (now {MEMORY_BUDGET / 2**20:.3g} MiB) to compute "
+            f"in smaller slabs")
+
+
+def run(plan: Plan, req: Request, a, b, out) -> None:
+    """``out[i] = a[i] @ b[i]`` for (B, M, K) and (B, K, N) float32 operands, into (B, M, N) ``out``.
+
+    Temporaries stay within :data:`MEMORY_BUDGET` (module docstring); a
+    MemoryError is re-raised naming the product and the memory it needs.
+    """
+    a, b, out = _as_numpy(a), _as_numpy(b), _as_numpy(out)
+    tiling = _tiling(a.shape[1], b.shape[2], a.shape[2], plan.scheme, req.order, MEMORY_BUDGET)
+    need = tiling.bytes
+    try:
+        ma = _line_meta(a, -1, plan, req.fixup)
+        mb = _line_meta(b, -2, plan, req.fixup)
+        _emulate(plan, req, a, b, ma, mb, out, tiling)
+        for i, rows, cols in recomputed_lines(ma, mb, req.fixup):
+            need = max(need, _recompute_bytes(a, b, rows, cols))
+            _recompute(a, b, ma, mb, out, i, rows, cols)
+    except MemoryError as exc:
+        raise MemoryError(_out_of_memory(a.shape, b.shape, need)) from exc
