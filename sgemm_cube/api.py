@@ -402,6 +402,20 @@ def _direct_view(out, shape3, prob: _Problem):
     return out.reshape(shape3) if out.flags.c_contiguous and out.dtype == np.float32 else None
 
 
+def _resize_output(out, shape, warns: bool = True) -> None:
+    """Resize tensor ``out`` to ``shape`` as PyTorch's ``resize_output`` does (it warns when a non-empty
+    ``out`` changes shape; ``warns=False`` for the kernels that resize silently, such as ``addbmm``)."""
+    if tuple(out.shape) == tuple(shape):
+        return
+    if out.numel() and warns:
+        warnings.warn(f"An output with one or more elements was resized since it had shape {list(out.shape)}, "
+                      f"which does not match the required output shape {list(shape)}. This behavior is "
+                      f"deprecated, and in a future PyTorch release outputs will not be resized unless they "
+                      f"have zero elements. You can explicitly reuse an out tensor t by resizing it, inplace, "
+                      f"to zero elements with t.resize_(0).", UserWarning, stacklevel=4)
+    out.resize_(shape)
+
+
 def _check_out(out, prob: _Problem):
     """``out`` checked as NumPy (ValueError/TypeError) or torch (RuntimeError) would check it."""
     if out is None:
@@ -415,15 +429,7 @@ def _check_out(out, prob: _Problem):
             raise RuntimeError(f"Expected out tensor to have dtype float, but got {out.dtype} instead")
         if out.device != prob.a.device:
             raise RuntimeError(f"Expected out tensor to be on {prob.a.device}, but got {out.device} instead")
-        if tuple(out.shape) != prob.result_shape:  # torch resizes out (and warns unless it was empty)
-            if out.numel():
-                warnings.warn(f"An output with one or more elements was resized since it had shape "
-                              f"{list(out.shape)}, which does not match the required output shape "
-                              f"{list(prob.result_shape)}. This behavior is deprecated, and in a future PyTorch "
-                              f"release outputs will not be resized unless they have zero elements. You can "
-                              f"explicitly reuse an out tensor t by resizing it, inplace, to zero elements with "
-                              f"t.resize_(0).", UserWarning, stacklevel=4)
-            out.resize_(prob.result_shape)
+        _resize_output(out, prob.result_shape)  # as torch.matmul does
         return out
     if not isinstance(out, np.ndarray):
         raise TypeError(f"out must be a NumPy array for array operands, got {type(out).__name__}")

@@ -143,7 +143,7 @@ def enable(*, sb: int = 12, order: str = "termwise", keep_lo_lo: bool = False, r
     if not hasattr(torch.library, "get_kernel"):
         raise ImportError(f"sgemm_cube's switch needs torch >= 2.9 (torch.library.get_kernel); "
                           f"this is torch {torch.__version__}")
-    request = make_request(sb, "fp16x4" if keep_lo_lo else "fp16x3", "auto" if rescale else None, order)
+    request = make_request(sb, scale="auto" if rescale else None, order=order, keep_lo_lo=bool(keep_lo_lo))
     chosen = _choose_devices(devices)
     options = dict(sb=request.sb, order=order, keep_lo_lo=bool(keep_lo_lo), rescale=bool(rescale), devices=chosen)
     with _lock:
@@ -294,19 +294,6 @@ def _product(a, b, out=None):
         _local.depth -= 1
 
 
-def _resize_out(out, shape, warns: bool = True) -> None:
-    """Resize ``out`` as PyTorch's ``resize_output`` does (warning when a non-empty ``out`` changes shape)."""
-    if tuple(out.shape) == tuple(shape):
-        return
-    if out.numel() and warns:
-        warnings.warn(f"An output with one or more elements was resized since it had shape {list(out.shape)}, "
-                      f"which does not match the required output shape {list(shape)}. This behavior is "
-                      f"deprecated, and in a future PyTorch release outputs will not be resized unless they "
-                      f"have zero elements. You can explicitly reuse an out tensor t by resizing it, inplace, "
-                      f"to zero elements with t.resize_(0).", UserWarning, stacklevel=2)
-    out.resize_(shape)
-
-
 def _broadcasts(input, shape) -> bool:
     """Whether ``input`` broadcasts to ``shape`` (PyTorch's ``expand_size`` rule)."""
     if input.dim() > len(shape):
@@ -375,6 +362,8 @@ def _run_native(original, keyset, args, kwargs):
 
 
 def _functional(original, compute, name, *, inplace=False, out_variant=False, resize_warns=True):
+    from .api import _resize_output
+
     """Wrap ``compute(args) -> result, None (not ours) or _NATIVE`` as a functional, in-place or out= kernel."""
     def kernel(keyset, *args, **kwargs):
         result = compute(*args, **kwargs)
@@ -388,7 +377,7 @@ def _functional(original, compute, name, *, inplace=False, out_variant=False, re
             return args[0]
         if out_variant:
             out = kwargs["out"]
-            _resize_out(out, result.shape, resize_warns)
+            _resize_output(out, result.shape, resize_warns)
             out.copy_(result)
             return out
         return result

@@ -86,8 +86,7 @@ OP = torch.ops.sgemm_cube.matmul.default
 def _product(a, b, rescale: bool, options: dict) -> torch.Tensor:
     # rescale: the API's exact power-of-two scaling of the rows of a and columns of b that need it.
     # api._matmul, not api.matmul: the operator's own autograd formula records the gradients.
-    req = make_request(options["sb"], "fp16x4" if options["keep_lo_lo"] else "fp16x3", "auto" if rescale else None,
-                       options["order"], options["accumulate"], False, options["backend"])
+    req = make_request(scale="auto" if rescale else None, **options)
     return api._matmul(req, a, b)
 
 
