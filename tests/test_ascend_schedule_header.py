@@ -66,6 +66,8 @@ def _parse_dump(text: str):
     geo = dict(kv.split("=") for kv in lines[0].split()[1:])
     steps = []
     for line in lines[1:]:
+        if line.startswith("op "):
+            continue
         f = line.split()
         flags = tuple(ch == "1" for ch in f[15])
         steps.append((int(f[1]),) + tuple(int(x) for x in f[2:15]) + flags)
@@ -94,6 +96,27 @@ def test_python_model_follows_the_header(driver, case):
     py_steps = [(core,) + tuple(int(x) for x in s[:13]) + tuple(s[13:])
                 for core in range(g.cores) for s in ns.core_steps(g, core)]
     assert py_steps == cpp_steps
+
+
+_KINDS = ("set", "wait", "load_a_group", "load_b", "load_l0", "mmad", "store_c")
+
+
+@pytest.mark.parametrize("case", DUMP_CASES[:-1], ids=lambda c: f"{c[0]}-{c[1]}x{c[2]}x{c[3]}x{c[4]}-{c[5]}")
+def test_python_program_follows_run_core(driver, case):
+    """Every SetFlag/WaitFlag and data operation of run_core, in order, on every core."""
+    soc, batch, m, n, k, tiling, cores, terms = case
+    args = [soc, batch, m, n, k, *tiling, cores, terms]
+    res = subprocess.run([str(driver), "--dump", *map(str, args)], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    cpp = [tuple(int(x) for x in line.split()[1:]) for line in res.stdout.splitlines() if line.startswith("op ")]
+    g = ns.make_geometry(batch, m, n, k, ns.Tiling(*tiling), cores, terms, ns.capacity_from_profile(soc))
+    py = []
+    for core in range(g.cores):
+        for op in ns.core_program(g, core):
+            flag = op.kind in ("set", "wait")
+            py.append((core, _KINDS.index(op.kind), int(op.sync) if flag else -1, op.event if flag else -1,
+                       0 if flag else op.step.index))
+    assert len(cpp) > 0 and py == cpp
 
 
 def _arch_constants(text: str) -> dict[str, dict[str, int]]:
@@ -127,3 +150,10 @@ def test_arch_header_matches_tuning_profiles():
         assert (cap.l1, cap.l0a, cap.l0b, cap.l0c, cap.ub, cap.ub_reserved, int(cap.c_through_ub)) == (
             c["kL1Bytes"], c["kL0ABytes"], c["kL0BBytes"], c["kL0CBytes"], c["kUbBytes"], c["kUbReservedBytes"],
             c["kCThroughUb"])
+
+
+def test_vector_tile_constants_match_the_header():
+    text = (KERNELS / "include" / "sgemm_cube" / "schedule" / "schedule.hpp").read_text()
+    assert int(re.search(r"kSplitTileCols = (\d+);", text).group(1)) == ns.SPLIT_TILE_COLS
+    assert int(re.search(r"kSplitStages = (\d+);", text).group(1)) == ns.SPLIT_STAGES
+    assert int(re.search(r"kCombineTile = (\d+);", text).group(1)) == ns.COMBINE_TILE

@@ -33,39 +33,53 @@ def test_ranked_table_for_910a():
     assert "bm*bk <= 16384, bk*bn <= 16384, bm*bn*6 <= 253952 (248 KiB)" in text
     assert "-> bm = 96" in text
     header = next(line for line in text.splitlines() if "N_fused" in line)
-    for col in ("bm", "bk", "bn", "N_fused", "f", "traffic GB", "TFLOP/s 2buf", "TFLOP/s 1buf"):
+    for col in ("bm", "bk", "bn", "N_fused", "TFLOP/s", "MTE2", "MTE1", "M", "OUT", "roofline", "traffic GB"):
         assert col in header
+    assert "MODEL PREDICTIONS" in text and "ranked by the pipeline model" in text
     rows = [line.split() for line in text.splitlines() if line[:4].strip().isdigit() and line[3] == " "]
     assert len(rows) == 5 and [int(r[0]) for r in rows] == [1, 2, 3, 4, 5]
 
 
 def test_json_output_matches_the_model():
-    from tuning.model import rank
+    from tuning import pipeline
 
     rc, text = _run(["--device", "910b", "--m", "1000", "--n", "300", "--k", "77", "--top", "3", "--json",
-                     "--sort", "traffic", "--buffering", "single", "--terms", "4"])
+                     "--buffering", "single", "--terms", "4"])
     assert rc == 0
     doc = json.loads(text)
-    expect = rank("910b", 1000, 300, 77, n_terms=4, buffering="single", sort="traffic", top=3)
-    assert [tuple(r.values())[:4] for r in doc["rows"]] == [tuple(r)[:4] for r in expect]
+    expect = pipeline.rank("910b", 1000, 300, 77, design=pipeline.Design("paper", "single", 4), top=3)
+    assert [(r["bm"], r["bk"], r["bn"], r["n_fused"]) for r in doc["rows"]] == [tuple(r.tiling) for r in expect]
+    assert [r["model_tflops"] for r in doc["rows"]] == [r.tflops for r in expect]
+
+
+def test_sort_by_traffic_orders_the_model_rows_by_roofline_traffic():
+    rc, text = _run(["--device", "910a", "--m", "2048", "--n", "2048", "--k", "2048", "--top", "6", "--json",
+                     "--sort", "traffic"])
+    assert rc == 0
+    traffic = [r["traffic_bytes"] for r in json.loads(text)["rows"]]
+    assert len(traffic) == 6 and traffic == sorted(traffic, key=lambda t: round(t / min(traffic), 2))
 
 
 def test_kernel_design_ranks_blocks_for_the_ascendc_kernel():
-    from tuning import choose_tiling
+    from sgemm_cube.backends import npu_schedule as ns
 
     rc, text = _run(["--device", "910a", "--design", "kernel", "--m", "4096", "--n", "4096", "--k", "4096",
                      "--top", "1", "--json"])
     assert rc == 0
     row = json.loads(text)["rows"][0]
-    assert tuple(choose_tiling("910a", 4096, 4096, 4096)) == (row["bm"], row["bk"], row["bn"], row["n_fused"])
-    rc, text = _run(["--device", "910a", "--design", "kernel", "--top", "1"])
+    # The kernel accepts the model's best tiling.
+    ns.make_geometry(1, 4096, 4096, 4096, ns.Tiling(row["bm"], row["bk"], row["bn"], row["n_fused"]), 32, 3,
+                     ns.capacity_from_profile("910a"))
+    rc, text = _run(["--device", "910a", "--design", "kernel", "--m", "2048", "--n", "2048", "--k", "2048",
+                     "--top", "1"])
     assert "bm*bn*12 <= 253952" in text
 
 
-def test_plot_writes_a_png(tmp_path):
+def test_plot_fig5_writes_a_png(tmp_path):
     pytest.importorskip("matplotlib")
     png = tmp_path / "fig5.png"
-    rc, text = _run(["--device", "910a", "--top", "1", "--plot", str(png)])
+    rc, text = _run(["--device", "910a", "--m", "1024", "--n", "1024", "--k", "1024", "--top", "1",
+                     "--plot-fig5", str(png)])
     assert rc == 0 and f"wrote {png}" in text
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

@@ -1,13 +1,16 @@
-"""``sgemm-cube tune``: rank block sizes with the paper's model, plot Fig. 5,
-run measured tuning, show tuning tables.
+"""``sgemm-cube tune``: rank block sizes with the pipeline model of the AscendC
+kernels (roofline beside it), plot Fig. 10 and Fig. 5, run measured tuning,
+show tuning tables.
 
 Wire it into another argparse program with :func:`add_parser` and
 :func:`run`; ``python -m tuning.cli ...`` runs it alone.
 
 Examples::
 
-    sgemm-cube tune --device 910a --m 8192 --n 8192 --k 8192     # ranked table
-    sgemm-cube tune --device 910a --plot fig5.png                  # Fig. 5
+    sgemm-cube tune --device 910a --m 8192 --n 8192 --k 8192     # ranked table (paper's design)
+    sgemm-cube tune --device 910a --design kernel                 # this package's kernel
+    sgemm-cube tune --device 910a --plot fig10.png                 # Fig. 10 from the model
+    sgemm-cube tune --device 910a --plot-fig5 fig5.png             # Fig. 5
     sgemm-cube tune --show                                         # stored tables
     sgemm-cube tune --device cuda --measure --quick --out tuning/tables/
 """
@@ -19,14 +22,18 @@ import json
 import sys
 from typing import Sequence
 
+from sgemm_cube.backends.npu_schedule import TilingError
+
+from . import pipeline
 from .hardware import ProfileError, get_profile, list_profiles, load_profiles
 from .model import bm_opt, constraints, kernel_blocking, rank, representative_f, round_bm_opt
 from .table import find_tables, format_table, lookup, save, table_dirs
 
 __all__ = ["add_parser", "main", "parse_args", "run"]
 
-_DESCRIPTION = ("Choose SGEMM-cube block sizes: rank the feasible (bm, bk, bn) of a hardware profile "
-                "by the L1 blocking model of the paper (Eq. 8-11), or measure on a GPU/NPU.")
+_DESCRIPTION = ("Choose SGEMM-cube block sizes: rank the feasible (bm, bk, bn) of an Ascend profile by the "
+                "event-driven pipeline model of the kernel (calibrated to the paper's 910A measurements; model "
+                "predictions, not measurements), with the roofline of Eq. 8-11 beside it, or measure on a GPU/NPU.")
 
 
 def _configure(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -37,9 +44,9 @@ def _configure(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--k", type=int, default=8192, help="reduction length (default 8192)")
     p.add_argument("--top", type=int, default=10, help="rows of the ranked table (default 10)")
     p.add_argument("--sort", choices=("time", "traffic"), default="time",
-                   help="rank by predicted time (then traffic) or by traffic (then time)")
+                   help="rank by the pipeline model's time, or by the roofline's main-memory traffic")
     p.add_argument("--buffering", choices=("double", "single"), default="double",
-                   help="pipeline whose predicted time ranks: max(T_comp, T_mem) or T_comp + T_mem")
+                   help="with --design paper: the double-buffered pipeline or the single-buffered one of Fig. 6(a)")
     p.add_argument("--terms", type=int, choices=(3, 4), default=3, help="FP16 products per emulated GEMM")
     p.add_argument("--design", choices=("paper", "kernel"), default="paper",
                    help="blocking of the paper's Algorithm 1 (one pass per term; reproduces Eq. 10) or of this "
@@ -49,7 +56,10 @@ def _configure(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--profiles", metavar="FILE", action="append", default=[],
                    help="extra profile file (JSON or TOML, schema of tuning/profiles/ascend.json)")
     p.add_argument("--list-profiles", action="store_true", help="list the known profiles and exit")
-    p.add_argument("--plot", metavar="PNG", help="write Fig. 5 (N_fused and f against bm*bk) for the profile")
+    p.add_argument("--plot", metavar="PNG",
+                   help="write Fig. 10 (predicted TFLOP/s over the block sweep, single vs double buffering, paper's "
+                        "design) for the profile and --m/--n/--k")
+    p.add_argument("--plot-fig5", metavar="PNG", help="write Fig. 5 (N_fused and f against bm*bk) for the profile")
     p.add_argument("--json", action="store_true", help="print the ranked table as JSON")
     p.add_argument("--show", action="store_true", help="print the stored tuning tables and exit")
     p.add_argument("--measure", action="store_true",
@@ -61,7 +71,7 @@ def _configure(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     """Add the ``tune`` subcommand to an ``argparse`` subparsers object; dispatch with :func:`run`."""
-    p = subparsers.add_parser("tune", help="choose block sizes (model ranking, Fig. 5, measured tuning)",
+    p = subparsers.add_parser("tune", help="choose block sizes (model ranking, Fig. 10/5, measured tuning)",
                               description=_DESCRIPTION)
     _configure(p)
     p.set_defaults(func=run)
@@ -87,7 +97,7 @@ def _gb(x: float) -> str:
     return f"{x / 1e9:9.3f}"
 
 
-def _print_ranked(args, profile, rows, out) -> None:
+def _print_header(args, profile, out) -> None:
     c = constraints(profile)
     f_rep = representative_f(profile)
     print(f"{profile.name} ({profile.key}): {profile.ai_cores} cores at {profile.clock_ghz:g} GHz, "
@@ -98,6 +108,30 @@ def _print_ranked(args, profile, rows, out) -> None:
           f"bm*bn*{c.c_bytes_per_element} <= {c.c_budget_bytes} ({c.c_budget_bytes / 1024:g} KiB)", file=out)
     print(f"Eq. 11: bm_opt = sqrt(f L1 / (2 N_core)) = {bm_opt(profile, f_rep):.2f} at median f = {f_rep:.3f} "
           f"(0.5 <= bn/bm <= 2) -> bm = {round_bm_opt(profile, f_rep)}", file=out)
+
+
+def _print_model(args, profile, design, rows, out) -> None:
+    shown = profile
+    if design.kind == "kernel":  # Eq. 10 as the kernel's buffers make it
+        shown = dataclasses.replace(profile, blocking=kernel_blocking(profile, n_terms=args.terms))
+    _print_header(args, shown, out)
+    what = f"{design.kind} design" + (f", {design.buffering} buffering" if design.kind == "paper" else "")
+    print(f"{args.m} x {args.n} x {args.k}, {args.terms} FP16 products, {what}, ranked by "
+          f"{'the pipeline model' if args.sort == 'time' else 'roofline traffic'}:", file=out)
+    print(f"{'#':>3} {'bm':>4} {'bk':>4} {'bn':>4} {'N_fused':>7} {'TFLOP/s':>8} {'ms':>8}  "
+          f"{'MTE2':>5} {'MTE1':>5} {'M':>5} {'OUT':>5}  {'roofline':>8} {'traffic GB':>10}", file=out)
+    for i, r in enumerate(rows, 1):
+        t, b = r.tiling, r.busy
+        print(f"{i:3d} {t.bm:4d} {t.bk:4d} {t.bn:4d} {t.n_fused:7d} {r.tflops:8.1f} {r.seconds * 1e3:8.3f}  "
+              + " ".join(f"{b.get(pipe, 0.0):5.2f}" for pipe in ("MTE2", "MTE1", "M", "OUT"))
+              + f"  {r.roofline_tflops:8.1f} {_gb(r.traffic_bytes):>10}", file=out)
+    print("MODEL PREDICTIONS (tuning/pipeline.py; docs/ascend_pipeline_model.md), not measurements: TFLOP/s are "
+          "FP32-equivalent (2mnk / time) for the whole product; MTE2..OUT the fraction of the GEMM time each pipe "
+          "of a core is busy; 'roofline' the bound of Eq. 9 at double buffering.", file=out)
+
+
+def _print_ranked(args, profile, rows, out) -> None:
+    _print_header(args, profile, out)
     print(f"{args.m} x {args.n} x {args.k}, {args.terms} FP16 products, {args.design} design, ranked by {args.sort} "
           f"({args.buffering} buffering):", file=out)
     print(f"{'#':>3} {'bm':>4} {'bk':>4} {'bn':>4} {'N_fused':>7} {'f':>6} {'traffic GB':>10} {'T_comp ms':>9} "
@@ -141,25 +175,53 @@ def run(args: argparse.Namespace, *, out=None) -> int:
         if args.device.lower() == "cuda":
             return _cuda_info(args, out)
         profile = get_profile(args.device, extra=extra)
-        if args.design == "kernel":
-            profile = dataclasses.replace(profile, blocking=kernel_blocking(profile, n_terms=args.terms))
         if min(args.m, args.n, args.k) < 1 or args.top < 1:
             raise ValueError("--m, --n, --k and --top must be positive")
-        rows = rank(profile, args.m, args.n, args.k, n_terms=args.terms, buffering=args.buffering,
-                    sort=args.sort, min_l0_intensity=args.min_l0_intensity, top=args.top)
-    except (KeyError, ValueError, ProfileError, RuntimeError) as exc:
+        if args.design == "kernel" and args.buffering == "single":
+            raise ValueError("the kernel design is double-buffered; --buffering single applies to --design paper")
+        design = pipeline.Design(args.design, args.buffering, args.terms)
+        if profile.pipes is None:
+            # A user profile without the pipe table: the roofline alone.
+            print(f"sgemm-cube tune: note: profile {profile.key!r} has no 'pipes' table; ranking by the roofline",
+                  file=sys.stderr)
+            if args.design == "kernel":
+                profile = dataclasses.replace(profile, blocking=kernel_blocking(profile, n_terms=args.terms))
+            rows = rank(profile, args.m, args.n, args.k, n_terms=args.terms, buffering=args.buffering,
+                        sort=args.sort, min_l0_intensity=args.min_l0_intensity, top=args.top)
+            model_rows = None
+        else:
+            model_rows = pipeline.rank(profile, args.m, args.n, args.k, design=design, top=None,
+                                       min_l0_intensity=args.min_l0_intensity, progress=not args.json)
+            if args.sort == "traffic":
+                least = min(r.traffic_bytes for r in model_rows)
+                model_rows.sort(key=lambda r: (round(r.traffic_bytes / least, 2), -r.tflops))
+            model_rows = model_rows[:args.top]
+    except (KeyError, ValueError, ProfileError, RuntimeError, TilingError) as exc:
         print(f"sgemm-cube tune: error: {exc.args[0] if isinstance(exc, KeyError) else exc}", file=sys.stderr)
         return 2
     if args.json:
-        json.dump({"profile": profile.key, "shape": [args.m, args.n, args.k],
-                   "rows": [r._asdict() for r in rows]}, out, indent=1)
+        if model_rows is None:
+            rows_json = [r._asdict() for r in rows]
+        else:
+            rows_json = [{**r.tiling._asdict(), "model_tflops": r.tflops, "model_seconds": r.seconds,
+                          "busy": r.busy, "roofline_tflops": r.roofline_tflops, "traffic_bytes": r.traffic_bytes}
+                         for r in model_rows]
+        json.dump({"profile": profile.key, "shape": [args.m, args.n, args.k], "design": args.design,
+                   "buffering": args.buffering, "ranked_by": "roofline" if model_rows is None else args.sort,
+                   "model_predictions": model_rows is not None, "rows": rows_json}, out, indent=1)
         print(file=out)
-    else:
+    elif model_rows is None:
         _print_ranked(args, profile, rows, out)
+    else:
+        _print_model(args, profile, design, model_rows, out)
     if args.plot:
+        from .plots import plot_fig10
+
+        print(f"wrote {plot_fig10(profile, args.plot, m=args.m, n=args.n, k=args.k, terms=args.terms)}", file=out)
+    if args.plot_fig5:
         from .plots import plot_fig5
 
-        print(f"wrote {plot_fig5(profile, args.plot)}", file=out)
+        print(f"wrote {plot_fig5(profile, args.plot_fig5)}", file=out)
     return 0
 
 

@@ -82,6 +82,7 @@ from typing import Any, Mapping
 __all__ = [
     "SCHEMA_VERSION",
     "Blocking",
+    "Pipes",
     "Profile",
     "ProfileError",
     "cuda_profile",
@@ -113,6 +114,37 @@ class Blocking:
 
 
 @dataclass(frozen=True)
+class Pipes:
+    """Per-core pipe rates and fixed costs of the event-driven model (:mod:`tuning.pipeline`).
+
+    Rates are bytes per cube clock cycle of one AI core; costs are cycles.
+    ``sources`` says where each number comes from (a public file, or "fitted"
+    with the calibration that produced it).
+    """
+
+    mte2_hbm_bytes_per_cycle: float
+    mte2_l2_bytes_per_cycle: float
+    mte1_l0a_bytes_per_cycle: float
+    mte1_l0b_bytes_per_cycle: float
+    l0c_out_bytes_per_cycle: float
+    ub_to_gm_bytes_per_cycle: float
+    vector_bytes_per_cycle: float
+    dma_head_cycles: float
+    dma_head_below_bytes: float
+    dma_min_burst_bytes: float
+    mte1_start_cycles: float
+    l2_bytes: float
+    shared_l2_hit: float
+    flag_latency_cycles: float
+    sources: Mapping[str, str] = field(default_factory=dict, compare=False)
+
+    def to_json(self) -> dict[str, Any]:
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "sources"}
+        d["sources"] = dict(self.sources)
+        return d
+
+
+@dataclass(frozen=True)
 class Profile:
     """One accelerator's parameters (see the module docstring for units).
 
@@ -136,6 +168,7 @@ class Profile:
     cube_fp32_tflops: float | None = None
     c_path: tuple[str, ...] = ("l0c",)
     blocking: Blocking = field(default_factory=Blocking)
+    pipes: Pipes | None = None
 
     @property
     def c_budget_bytes(self) -> int:
@@ -147,6 +180,7 @@ class Profile:
         d = dataclasses.asdict(self)
         d.pop("key")
         d["c_path"] = list(self.c_path)
+        d["pipes"] = None if self.pipes is None else self.pipes.to_json()
         return d
 
 
@@ -207,10 +241,35 @@ def _parse_entry(key: str, entry: Any, where: str) -> Profile:
         c_reserved_bytes=breserved,
         fused_terms=fused,
     )
+    kw["pipes"] = _parse_pipes(entry.get("pipes"), where)
     profile = Profile(**kw)
     if profile.c_budget_bytes <= 0:
         raise ProfileError(f"{where}: 'c_reserved_bytes' leaves no room for a C tile")
     return profile
+
+
+def _parse_pipes(entry: Any, where: str) -> Pipes | None:
+    if entry is None:
+        return None
+    if not isinstance(entry, Mapping):
+        raise ProfileError(f"{where}: 'pipes' must be an object")
+    names = [f.name for f in dataclasses.fields(Pipes) if f.name != "sources"]
+    unknown = set(entry) - set(names) - {"sources"}
+    missing = [n for n in names if n not in entry]
+    if unknown or missing:
+        raise ProfileError(f"{where}: 'pipes' has unknown field(s) {sorted(unknown)} / lacks {missing}")
+    kw: dict[str, Any] = {}
+    for n in names:
+        v = entry[n]
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+            raise ProfileError(f"{where}: pipes.{n} must be a non-negative number, got {v!r}")
+        kw[n] = float(v)
+    if not 0.0 <= kw["shared_l2_hit"] <= 1.0:
+        raise ProfileError(f"{where}: pipes.shared_l2_hit must lie in [0, 1]")
+    sources = entry.get("sources", {})
+    if not isinstance(sources, Mapping) or not all(isinstance(v, str) for v in sources.values()):
+        raise ProfileError(f"{where}: pipes.sources must map field names to strings")
+    return Pipes(**kw, sources=dict(sources))
 
 
 def parse_profiles(data: Any, *, source: str = "<data>") -> dict[str, Profile]:

@@ -469,42 +469,54 @@ void check_detects_hazards()
 // ------------------------------------------------------- vector kernels
 void check_split(uint32_t batch, uint32_t rows, uint32_t cols, uint32_t cores)
 {
+    // Follows every element through the kernel's two copies: row r of a tile
+    // is read from split_in_offset and its pieces land in UB as the row
+    // pieces say; the tile leaves UB as one contiguous burst at
+    // split_out_offset.  Each element must reach its Zz address, once.
     const SplitGeometry s = make_split_geometry(batch, rows, cols, cores);
     const uint64_t total = uint64_t(batch) * rows * cols;
     std::vector<uint8_t> in_hits(total, 0), out_hits(total, 0);
+    const uint32_t halves_per_block = kBlockBytes / kHalfBytes, floats_per_block = kBlockBytes / kFloatBytes;
     for (uint32_t core = 0; core < s.cores; ++core) {
         for (uint32_t strip = core; strip < s.strips; strip += s.cores) {
             for (uint32_t tile = 0; tile < s.tiles_per_strip; ++tile) {
                 const uint32_t w = split_tile_cols(s, tile);
                 CHECK(w % kCube == 0 && w > 0 && w <= kSplitTileCols, "split tile width");
-                const uint64_t in0 = split_in_offset(s, strip, tile);
+                const RowPieces rp = split_row_pieces(w);
+                CHECK(rp.pieces * rp.piece_blocks * floats_per_block == w, "row pieces cover the row");
+                std::vector<int64_t> ub(size_t(kCube) * w, -1);  // UB slot -> input element it holds
                 for (uint32_t r = 0; r < kCube; ++r) {
-                    for (uint32_t cc = 0; cc < w; ++cc) {
-                        const uint64_t src = in0 + uint64_t(r) * cols + cc;
-                        CHECK(src < total, "split read past the input");
-                        if (src < total) {
-                            in_hits[src] += 1;
-                        }
-                    }
-                    // Output: 16-element pieces one fractal (256) apart.
-                    const uint64_t out0 = split_out_offset(s, strip, tile, r);
-                    for (uint32_t piece = 0; piece < w / kCube; ++piece) {
-                        for (uint32_t e = 0; e < kCube; ++e) {
-                            const uint64_t dst = out0 + uint64_t(piece) * kFractalElems + e;
-                            CHECK(dst < total, "split write past the output");
-                            if (dst >= total) {
+                    const uint64_t in0 = split_in_offset(s, strip, tile, r);
+                    uint32_t slot = split_ub_row_offset(r), src = 0;
+                    for (uint32_t p = 0; p < rp.pieces; ++p) {
+                        for (uint32_t e = 0; e < rp.piece_blocks * floats_per_block; ++e, ++src, ++slot) {
+                            CHECK(in0 + src < total && slot < ub.size(), "split copy out of range");
+                            if (in0 + src >= total || slot >= ub.size()) {
                                 continue;
                             }
-                            out_hits[dst] += 1;
-                            // The Zz address of the element we read.
-                            const uint64_t grow = uint64_t(strip) * kCube + r;
-                            const uint64_t gcol = uint64_t(tile) * kSplitTileCols + piece * kCube + e;
-                            const uint64_t zz = (grow / kCube) * (uint64_t(cols) * kCube) + (gcol / kCube) * 256 +
-                                                (grow % kCube) * kCube + gcol % kCube;
-                            CHECK(dst == zz, "split writes element (%llu,%llu) to the wrong Zz slot",
-                                  (unsigned long long)grow, (unsigned long long)gcol);
+                            in_hits[in0 + src] += 1;
+                            CHECK(ub[slot] < 0, "two elements in UB slot %u", slot);
+                            ub[slot] = int64_t(in0 + src);
                         }
+                        slot += rp.ub_gap_blocks * floats_per_block;
                     }
+                }
+                // One burst of 16 w halves; UB slot i goes to out0 + i.
+                const uint64_t out0 = split_out_offset(s, strip, tile);
+                CHECK((kCube * w) % halves_per_block == 0, "burst of whole blocks");
+                for (uint32_t i = 0; i < ub.size(); ++i) {
+                    CHECK(ub[i] >= 0, "UB slot %u never loaded", i);
+                    const uint64_t dst = out0 + i;
+                    if (ub[i] < 0 || dst >= total) {
+                        CHECK(dst < total, "split write past the output");
+                        continue;
+                    }
+                    out_hits[dst] += 1;
+                    const uint64_t grow = uint64_t(ub[i]) / cols, gcol = uint64_t(ub[i]) % cols;
+                    const uint64_t zz = (grow / kCube) * (uint64_t(cols) * kCube) + (gcol / kCube) * kFractalElems +
+                                        (grow % kCube) * kCube + gcol % kCube;
+                    CHECK(dst == zz, "split writes element (%llu,%llu) to the wrong Zz slot", (unsigned long long)grow,
+                          (unsigned long long)gcol);
                 }
             }
         }
@@ -516,7 +528,6 @@ void check_split(uint32_t batch, uint32_t rows, uint32_t cols, uint32_t cores)
     }
     CHECK(bad_in == 0 && bad_out == 0, "split %ux%ux%u: %zu inputs / %zu outputs not covered once", batch, rows, cols,
           bad_in, bad_out);
-    CHECK((cols - min_u32(cols, kSplitTileCols)) * 4 / kBlockBytes <= kMaxGap, "split read gap");
 }
 
 void check_combine(uint64_t total, uint32_t cores)
@@ -663,6 +674,17 @@ int dump(int argc, char** argv)
                         s.row_block, s.col_block, s.group, s.k_in_group, s.k_block, s.m_act, s.n_act, s.k_act,
                         s.b_slot, s.l0_stage, s.group_start, s.group_end, s.first_k, s.last_k, s.first_group,
                         s.last_group);
+        }
+    }
+    // run_core's calls on its visitor: kind (0 set, 1 wait, 2 load_a_group,
+    // 3 load_b, 4 load_l0, 5 mmad, 6 store_c), sync and event of flags, step index of data operations.
+    for (uint32_t core = 0; core < g.cores; ++core) {
+        Recorder rec;
+        run_core(g, core, rec);
+        for (const Op& op : rec.ops) {
+            const bool flag = op.kind == Kind::kSet || op.kind == Kind::kWait;
+            std::printf("op %u %d %d %d %u\n", core, int(op.kind), flag ? int(op.sync) : -1, flag ? op.id : -1,
+                        flag ? 0u : op.step.index);
         }
     }
     return 0;

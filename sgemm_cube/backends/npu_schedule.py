@@ -61,6 +61,10 @@ __all__ = [
     "split_columns",
     "group_k_blocks",
     "core_steps",
+    "Sync",
+    "Event",
+    "ProgramOp",
+    "core_program",
     "fit_tiling",
     "simulate",
     "grouped_reference",
@@ -73,6 +77,9 @@ _PARTS = 2              # hi and lo of each operand
 _B_SLOTS = 2            # ping-pong B buffers
 _MAX_REPEAT = 255       # LoadData2DParams.repeatTimes
 _MAX_MMAD_DIM = 4095    # MmadParams m, n, k
+SPLIT_TILE_COLS = 256   #: columns of one 16-row split tile (``schedule::kSplitTileCols``)
+SPLIT_STAGES = 2        #: split tiles in UB at once (``schedule::kSplitStages``)
+COMBINE_TILE = 8192     #: floats of one combine tile (``schedule::kCombineTile``)
 TERM_HIHI, TERM_LOHI, TERM_HILO, TERM_LOLO = range(4)
 
 
@@ -370,6 +377,177 @@ def core_steps(g: Geometry, core: int) -> Iterator[Step]:
                                kk == 0 and col == first_col, kk + 1 == kcount and col + 1 == last_col,
                                kk == 0, kk + 1 == kcount, group == 0, group + 1 == g.groups)
                     index += 1
+
+
+class Sync(enum.IntEnum):
+    """Mirror of ``schedule::Sync``: which pipe signals which (SetFlag/WaitFlag)."""
+
+    MTE2_MTE1 = 0  #: GM -> L1 data ready for L1 -> L0
+    MTE1_MTE2 = 1  #: L1 buffer read, may be refilled
+    MTE1_M = 2     #: L0A/L0B ready for Mmad
+    M_MTE1 = 3     #: L0A/L0B read by Mmad, may be refilled
+    M_OUT = 4      #: accumulators complete
+    OUT_M = 5      #: accumulators drained, Mmad may restart them
+
+
+class Event:
+    """Mirror of ``schedule::Event`` (event ids; each direction has its own space)."""
+
+    B_SLOT0 = 0   #: + slot: B buffers (MTE2_MTE1 / MTE1_MTE2)
+    A_GROUP = 2   #: resident A group (MTE2_MTE1 / MTE1_MTE2)
+    L0_STAGE0 = 0  #: + stage: L0A/L0B stages (M_MTE1)
+    L0_READY = 0  #: MTE1_M
+    C_TILE = 0    #: M_OUT / OUT_M
+
+
+class ProgramOp(NamedTuple):
+    """One call ``schedule::run_core`` makes on its visitor.
+
+    ``kind`` is ``"set"`` or ``"wait"`` (then ``sync`` and ``event`` name the
+    flag) or a data operation: ``"load_a_group"`` and ``"load_b"`` (MTE2),
+    ``"load_l0"`` (MTE1), ``"mmad"`` (M), ``"store_c"`` (the pipe draining
+    L0C); then ``step`` is the step it works for.
+    """
+
+    kind: str
+    sync: Sync | None = None
+    event: int = 0
+    step: Step | None = None
+
+
+def _buffer_free_flags(g: Geometry, kind: str, l0c_sets: int, b_slots: int) -> Iterator[ProgramOp]:
+    for slot in range(b_slots):
+        yield ProgramOp(kind, Sync.MTE1_MTE2, Event.B_SLOT0 + slot)
+    yield ProgramOp(kind, Sync.MTE1_MTE2, Event.A_GROUP)
+    for stage in range(g.plan.l0_stages):
+        yield ProgramOp(kind, Sync.M_MTE1, Event.L0_STAGE0 + stage)
+    for c_set in range(l0c_sets):
+        yield ProgramOp(kind, Sync.OUT_M, Event.C_TILE + c_set)
+
+
+A_TILE_FREE = 3
+"""Event id of the per-tile "A tile read for the last time" flag (MTE1 -> MTE2) of the
+``prefetch_a`` variant; not in ``schedule.hpp``."""
+
+
+def core_program(g: Geometry, core: int, *, b_slots: int = _B_SLOTS, l0c_sets: int = 1,
+                 prefetch_a: bool = False) -> Iterator[ProgramOp]:
+    """The calls of ``schedule::run_core`` for one core, in program order.
+
+    Data operations and every SetFlag/WaitFlag, exactly as the kernel's
+    visitor receives them (a test compares this with the C++ header's
+    recording).  :mod:`tuning.pipeline` times this program on a model of the
+    core's pipes.
+
+    The keywords describe kernel changes proposed by that model and *not* in
+    ``schedule.hpp`` (the defaults are the header):
+
+    b_slots : 1 or 2
+        B buffers in L1; 1 is the paper's single-buffered pipeline (Fig. 6(a)):
+        the next B tile loads only once the current one has been copied to L0.
+    l0c_sets : 1 or 2
+        Accumulator sets in L0C; with 2, C block ``j`` uses set ``j % 2`` and
+        the cube fills one while the other drains.
+    prefetch_a : bool
+        The next group's A tiles load during the current group's last column
+        block, tile ``kk`` right after that column's copy of tile ``kk`` to L0
+        (its last reader), instead of all at once after the group.  The op
+        ``"load_a_tile"`` loads one tile (both parts); its step is the next
+        group's first step and ``event`` the tile index.
+    """
+    steps = core_steps(g, core)
+    cur = next(steps, None)
+    if cur is None:
+        return
+    set_, wait = "set", "wait"
+    yield from _buffer_free_flags(g, set_, l0c_sets, b_slots)
+    yield ProgramOp(wait, Sync.MTE1_MTE2, Event.A_GROUP)
+    yield ProgramOp("load_a_group", step=cur)
+    yield ProgramOp(set_, Sync.MTE2_MTE1, Event.A_GROUP)
+    yield ProgramOp(wait, Sync.MTE1_MTE2, Event.B_SLOT0 + cur.b_slot % b_slots)
+    yield ProgramOp("load_b", step=cur)
+    yield ProgramOp(set_, Sync.MTE2_MTE1, Event.B_SLOT0 + cur.b_slot % b_slots)
+    c_block = 0
+    next_group = None  # prefetch_a: first step of the next group, once known
+    while True:
+        nxt = next(steps, None)
+        if nxt is not None:
+            # Ping-pong: refill the other B slot while the cube works on this one.
+            yield ProgramOp(wait, Sync.MTE1_MTE2, Event.B_SLOT0 + nxt.b_slot % b_slots)
+            yield ProgramOp("load_b", step=nxt)
+            yield ProgramOp(set_, Sync.MTE2_MTE1, Event.B_SLOT0 + nxt.b_slot % b_slots)
+        yield ProgramOp(wait, Sync.M_MTE1, Event.L0_STAGE0 + cur.l0_stage)
+        if cur.group_start:
+            yield ProgramOp(wait, Sync.MTE2_MTE1, Event.A_GROUP)
+        yield ProgramOp(wait, Sync.MTE2_MTE1, Event.B_SLOT0 + cur.b_slot % b_slots)
+        yield ProgramOp("load_l0", step=cur)
+        yield ProgramOp(set_, Sync.MTE1_MTE2, Event.B_SLOT0 + cur.b_slot % b_slots)
+        if prefetch_a and _in_last_column(g, cur):
+            if next_group is None:
+                next_group = _next_group_start(g, core, cur)
+            if next_group is not None:
+                # Tile kk of the next group replaces tile kk, read for the last time just now.
+                yield ProgramOp(set_, Sync.MTE1_MTE2, A_TILE_FREE)
+                yield ProgramOp(wait, Sync.MTE1_MTE2, A_TILE_FREE)
+                tiles = [cur.k_in_group]
+                if cur.last_k:  # tiles the current group did not have are free already
+                    tiles += range(cur.k_in_group + 1, group_k_blocks(g, next_group.group))
+                for kk in tiles:
+                    if kk < group_k_blocks(g, next_group.group):
+                        yield ProgramOp("load_a_tile", event=kk, step=next_group)
+                if cur.last_k:
+                    yield ProgramOp(set_, Sync.MTE2_MTE1, Event.A_GROUP)
+        elif cur.group_end:
+            yield ProgramOp(set_, Sync.MTE1_MTE2, Event.A_GROUP)
+        yield ProgramOp(set_, Sync.MTE1_M, Event.L0_READY)
+        yield ProgramOp(wait, Sync.MTE1_M, Event.L0_READY)
+        c_set = Event.C_TILE + c_block % l0c_sets
+        if cur.first_k:
+            yield ProgramOp(wait, Sync.OUT_M, c_set)
+        yield ProgramOp("mmad", step=cur)
+        yield ProgramOp(set_, Sync.M_MTE1, Event.L0_STAGE0 + cur.l0_stage)
+        if cur.last_k:
+            yield ProgramOp(set_, Sync.M_OUT, c_set)
+            yield ProgramOp(wait, Sync.M_OUT, c_set)
+            yield ProgramOp("store_c", step=cur)
+            yield ProgramOp(set_, Sync.OUT_M, c_set)
+            c_block += 1
+        if nxt is None:
+            break
+        if nxt.group_start:
+            if prefetch_a and next_group is not None:
+                next_group = None  # already loaded tile by tile
+            else:
+                # The next group's A tiles replace this group's once MTE1 is done with them.
+                yield ProgramOp(wait, Sync.MTE1_MTE2, Event.A_GROUP)
+                yield ProgramOp("load_a_group", step=nxt)
+                yield ProgramOp(set_, Sync.MTE2_MTE1, Event.A_GROUP)
+        cur = nxt
+    if prefetch_a:
+        yield ProgramOp(set_, Sync.MTE1_MTE2, Event.A_GROUP)  # the last group, never replaced
+    yield from _buffer_free_flags(g, wait, l0c_sets, b_slots)
+
+
+def _in_last_column(g: Geometry, s: Step) -> bool:
+    """Whether a step belongs to the last column block its item visits in this group."""
+    _, _, split = item_coords(g, s.item)
+    return s.col_block + 1 == split_columns(g, split)[1]
+
+
+def _next_group_start(g: Geometry, core: int, s: Step) -> Step | None:
+    """The first step of the group after ``s``'s on this core (None after the last)."""
+    if s.group + 1 < g.groups:
+        item, group = s.item, s.group + 1
+    else:
+        item, group = s.item + g.cores, 0
+        if item >= g.items:
+            return None
+    batch, row_block, split = item_coords(g, item)
+    first, _ = split_columns(g, split)
+    k_block = group * g.n_fused
+    return Step(-1, item, batch, row_block, first, group, 0, k_block, _block_extent(g.mp, g.bm, row_block),
+                _block_extent(g.np, g.bn, first), _block_extent(g.kp, g.bk, k_block), 0, 0,
+                True, False, True, False, group == 0, group + 1 == g.groups)
 
 
 def fit_tiling(cap: Capacity, tiling: Tiling | None, *, k: int, terms: int) -> Tiling:

@@ -8,7 +8,14 @@
 //
 // Input: (batch * rows) x cols FP32 row-major, rows and cols multiples of 16
 // (the host zero-pads).  Work: strips of 16 rows, round-robin over the cores,
-// in column tiles of at most schedule::kSplitTileCols (one tile in UB at a time).
+// in column tiles of at most schedule::kSplitTileCols, two tiles in UB at once
+// (stage t % 2), so the load of one tile, the vector work on another and the
+// store of a third overlap.  Each row is loaded with its 16-element pieces a
+// fractal apart, so the tile sits in UB in Zz order; everything below is
+// elementwise, and the tile's hi and lo each leave in one contiguous burst
+// (a 16-row strip is contiguous in the Zz output).  The pipeline model
+// (tuning/pipeline.py, docs/ascend_pipeline_model.md) predicted this layout
+// at 2.9x less split time than 32 copies of 32-byte bursts per tile.
 //
 // Non-finite inputs become +0 here, on the vector unit, before anything
 // reaches the cube.  Why in the kernel: 910A's cube in its default saturation
@@ -63,46 +70,50 @@ __aicore__ inline void RunSplit(__gm__ float* x, __gm__ half* hi, __gm__ half* l
     AscendC::TBuf<AscendC::TPosition::VECCALC> ub;
     pipe.InitBuffer(ub, schedule::kSplitUbBytes);
     const LocalTensor<uint8_t> base = ub.Get<uint8_t>();
-    LocalTensor<float> vx = base[0].ReinterpretCast<float>();
-    LocalTensor<float> vtmp = base[kTile * 4].ReinterpretCast<float>();
-    LocalTensor<half> vhi = base[kTile * 8].ReinterpretCast<half>();
-    LocalTensor<half> vlo = base[kTile * 10].ReinterpretCast<half>();
-    LocalTensor<int32_t> vexp = base[kTile * 12].ReinterpretCast<int32_t>();
-    LocalTensor<int32_t> vones = base[kTile * 16].ReinterpretCast<int32_t>();
+    // Per stage: x (FP32), tmp (FP32), hi, lo (FP16); then the two constants.
+    LocalTensor<float> vx[schedule::kSplitStages], vtmp[schedule::kSplitStages];
+    LocalTensor<half> vhi[schedule::kSplitStages], vlo[schedule::kSplitStages];
+    for (uint32_t st = 0; st < schedule::kSplitStages; ++st) {
+        const uint32_t at = st * schedule::kSplitStageBytes;
+        vx[st] = base[at].ReinterpretCast<float>();
+        vtmp[st] = base[at + kTile * 4].ReinterpretCast<float>();
+        vhi[st] = base[at + kTile * 8].ReinterpretCast<half>();
+        vlo[st] = base[at + kTile * 10].ReinterpretCast<half>();
+    }
+    const uint32_t consts = schedule::kSplitStages * schedule::kSplitStageBytes;
+    LocalTensor<int32_t> vexp = base[consts].ReinterpretCast<int32_t>();
+    LocalTensor<int32_t> vones = base[consts + kTile * 4].ReinterpretCast<int32_t>();
     pipe.Destroy();
 
     // Constants of the non-finite test (see the file comment), once.
     AscendC::Duplicate<int32_t>(vexp, int32_t(0x7F800000), int32_t(kTile));  // FP32 exponent field
     AscendC::Duplicate<int32_t>(vones, int32_t(-1), int32_t(kTile));         // all bits set
     AscendC::PipeBarrier<PIPE_V>();
-    AscendC::SetFlag<AscendC::HardEvent::V_MTE2>(0);  // vx free
-    AscendC::SetFlag<AscendC::HardEvent::MTE3_V>(0);  // vhi / vlo free
-
+    for (uint32_t st = 0; st < schedule::kSplitStages; ++st) {
+        AscendC::SetFlag<AscendC::HardEvent::V_MTE2>(int32_t(st));  // vx[st] free
+        AscendC::SetFlag<AscendC::HardEvent::MTE3_V>(int32_t(st));  // vhi[st] / vlo[st] free
+    }
+    uint32_t seq = 0;
     for (uint32_t strip = core; strip < s.strips; strip += s.cores) {
-        for (uint32_t t = 0; t < s.tiles_per_strip; ++t) {
+        for (uint32_t t = 0; t < s.tiles_per_strip; ++t, ++seq) {
+            const uint32_t st = seq % schedule::kSplitStages;
+            const int32_t ev = int32_t(st);
             const uint32_t w = schedule::split_tile_cols(s, t);
             const uint32_t count = schedule::kCube * w;
-            // GM -> UB: 16 rows of w floats.
-            AscendC::WaitFlag<AscendC::HardEvent::V_MTE2>(0);
-            const uint64_t in = schedule::split_in_offset(s, strip, t);
-            const uint32_t row_blocks = w * schedule::kFloatBytes / schedule::kBlockBytes;
-            const uint32_t gap = (s.cols - w) * schedule::kFloatBytes / schedule::kBlockBytes;
-            if (gap <= schedule::kMaxGap) {
-                AscendC::DataCopy(vx, gx[in], AscendC::DataCopyParams(schedule::kCube, uint16_t(row_blocks),
-                                                                      uint16_t(gap), 0));
-            } else {
-                for (uint32_t r = 0; r < schedule::kCube; ++r) {
-                    AscendC::DataCopy(vx[r * w], gx[in + uint64_t(r) * s.cols],
-                                      AscendC::DataCopyParams(1, uint16_t(row_blocks), 0, 0));
-                }
+            // GM -> UB, row by row: the pieces of row r go to p * 256 + r * 16 (Zz order).
+            AscendC::WaitFlag<AscendC::HardEvent::V_MTE2>(ev);
+            const schedule::RowPieces rp = schedule::split_row_pieces(w);
+            for (uint32_t r = 0; r < schedule::kCube; ++r) {
+                AscendC::DataCopy(vx[st][schedule::split_ub_row_offset(r)], gx[schedule::split_in_offset(s, strip, t, r)],
+                                  AscendC::DataCopyParams(uint16_t(rp.pieces), uint16_t(rp.piece_blocks), 0,
+                                                          uint16_t(rp.ub_gap_blocks)));
             }
-            AscendC::SetFlag<AscendC::HardEvent::MTE2_V>(0);
-            AscendC::WaitFlag<AscendC::HardEvent::MTE2_V>(0);
-
+            AscendC::SetFlag<AscendC::HardEvent::MTE2_V>(ev);
+            AscendC::WaitFlag<AscendC::HardEvent::MTE2_V>(ev);
             // Non-finite -> +0 (see the file comment).
-            LocalTensor<uint16_t> xu = vx.ReinterpretCast<uint16_t>();
-            LocalTensor<uint16_t> tu = vtmp.ReinterpretCast<uint16_t>();
-            LocalTensor<int32_t> ti = vtmp.ReinterpretCast<int32_t>();
+            LocalTensor<uint16_t> xu = vx[st].ReinterpretCast<uint16_t>();
+            LocalTensor<uint16_t> tu = vtmp[st].ReinterpretCast<uint16_t>();
+            LocalTensor<int32_t> ti = vtmp[st].ReinterpretCast<int32_t>();
             AscendC::And(tu, xu, vexp.ReinterpretCast<uint16_t>(), int32_t(2 * count));  // e
             AscendC::PipeBarrier<PIPE_V>();
             AscendC::Sub(ti, ti, vexp, int32_t(count));                                  // u = e - 0x7F800000
@@ -111,34 +122,32 @@ __aicore__ inline void RunSplit(__gm__ float* x, __gm__ half* hi, __gm__ half* l
             AscendC::PipeBarrier<PIPE_V>();
             AscendC::And(xu, xu, tu, int32_t(2 * count));                                // x & m
             AscendC::PipeBarrier<PIPE_V>();
-
             // The split.
-            AscendC::WaitFlag<AscendC::HardEvent::MTE3_V>(0);
-            AscendC::Cast(vhi, vx, SocTag::kToHalf, count);                      // hi = fp16(x)
+            AscendC::WaitFlag<AscendC::HardEvent::MTE3_V>(ev);
+            AscendC::Cast(vhi[st], vx[st], SocTag::kToHalf, count);                  // hi = fp16(x)
             AscendC::PipeBarrier<PIPE_V>();
-            AscendC::Cast(vtmp, vhi, AscendC::RoundMode::CAST_NONE, count);    // f32(hi), exact
+            AscendC::Cast(vtmp[st], vhi[st], AscendC::RoundMode::CAST_NONE, count);  // f32(hi), exact
             AscendC::PipeBarrier<PIPE_V>();
-            AscendC::Sub(vtmp, vx, vtmp, int32_t(count));                      // x - f32(hi), exact
+            AscendC::Sub(vtmp[st], vx[st], vtmp[st], int32_t(count));               // x - f32(hi), exact
             AscendC::PipeBarrier<PIPE_V>();
-            AscendC::Muls(vtmp, vtmp, args.scale, int32_t(count));             // * 2^sb, exact
+            AscendC::Muls(vtmp[st], vtmp[st], args.scale, int32_t(count));           // * 2^sb, exact
             AscendC::PipeBarrier<PIPE_V>();
-            AscendC::Cast(vlo, vtmp, SocTag::kToHalf, count);                    // lo, round to nearest even
-            AscendC::SetFlag<AscendC::HardEvent::V_MTE2>(0);
-            AscendC::SetFlag<AscendC::HardEvent::V_MTE3>(0);
-            AscendC::WaitFlag<AscendC::HardEvent::V_MTE3>(0);
-
-            // UB -> GM in Zz: row r's 16-element pieces land one fractal (15 blocks of gap) apart.
-            for (uint32_t r = 0; r < schedule::kCube; ++r) {
-                const uint64_t out = schedule::split_out_offset(s, strip, t, r);
-                const AscendC::DataCopyParams zz(uint16_t(w / schedule::kCube), 1, 0, schedule::kCube - 1);
-                AscendC::DataCopy(ghi[out], vhi[r * w], zz);
-                AscendC::DataCopy(glo[out], vlo[r * w], zz);
-            }
-            AscendC::SetFlag<AscendC::HardEvent::MTE3_V>(0);
+            AscendC::Cast(vlo[st], vtmp[st], SocTag::kToHalf, count);                // lo, round to nearest even
+            AscendC::SetFlag<AscendC::HardEvent::V_MTE2>(ev);
+            AscendC::SetFlag<AscendC::HardEvent::V_MTE3>(ev);
+            AscendC::WaitFlag<AscendC::HardEvent::V_MTE3>(ev);
+            // UB -> GM: the tile is one contiguous Zz range; one burst per part.
+            const uint64_t out = schedule::split_out_offset(s, strip, t);
+            const AscendC::DataCopyParams burst(1, uint16_t(count * schedule::kHalfBytes / schedule::kBlockBytes), 0, 0);
+            AscendC::DataCopy(ghi[out], vhi[st], burst);
+            AscendC::DataCopy(glo[out], vlo[st], burst);
+            AscendC::SetFlag<AscendC::HardEvent::MTE3_V>(ev);
         }
     }
-    AscendC::WaitFlag<AscendC::HardEvent::V_MTE2>(0);
-    AscendC::WaitFlag<AscendC::HardEvent::MTE3_V>(0);
+    for (uint32_t st = 0; st < schedule::kSplitStages; ++st) {
+        AscendC::WaitFlag<AscendC::HardEvent::V_MTE2>(int32_t(st));
+        AscendC::WaitFlag<AscendC::HardEvent::MTE3_V>(int32_t(st));
+    }
 }
 
 }  // namespace kernel

@@ -49,7 +49,8 @@ constexpr uint32_t kMaxBlockCount = 4095; ///< DataCopyParams::blockCount
 constexpr uint32_t kMaxRepeat = 255;      ///< LoadData2DParams::repeatTimes (fractals)
 constexpr uint32_t kMaxMmadDim = 4095;    ///< MmadParams m, n, k
 constexpr uint32_t kMaxTerms = 4;
-constexpr uint32_t kSplitTileCols = 512;  ///< columns of one 16-row split tile
+constexpr uint32_t kSplitTileCols = 256;  ///< columns of one 16-row split tile (two in UB at once)
+constexpr uint32_t kSplitStages = 2;      ///< split tiles in UB at once (load, compute and store overlap)
 constexpr uint32_t kCombineTile = 8192;   ///< floats of one combine tile
 
 /// Product terms; each has its own FP32 accumulator (termwise order).
@@ -591,7 +592,12 @@ SGEMM_CUBE_DEVICE void run_core(const Geometry& g, uint32_t core, Visitor& v)
 // ------------------------------------------------------- vector kernels
 /// Split kernel work: strips of 16 rows of the (batch * rows) x cols FP32
 /// input (rows, cols multiples of 16), each in column tiles of at most
-/// kSplitTileCols, strips to cores round-robin.
+/// kSplitTileCols, strips to cores round-robin, kSplitStages tiles in UB.
+///
+/// A tile's 16 rows are loaded so that each row's 16-element pieces land one
+/// fractal apart in UB: the tile sits in UB in Zz order, the split (all
+/// elementwise) keeps that order, and the tile's hi and lo each leave as one
+/// contiguous burst, because in the Zz output a 16-row strip is contiguous.
 struct SplitGeometry {
     uint32_t strips;  ///< batch * rows / 16
     uint32_t cols;
@@ -607,20 +613,35 @@ SGEMM_CUBE_HOST_DEVICE SplitGeometry make_split_geometry(uint32_t batch, uint32_
     s.cores = min_u32(cores, s.strips);
     return s;
 }
-/// Element offset of tile (strip, tile) in the FP32 input, and its width.
-SGEMM_CUBE_HOST_DEVICE uint64_t split_in_offset(const SplitGeometry& s, uint32_t strip, uint32_t tile)
+/// Element offset of row `r` (0..15) of tile (strip, tile) in the FP32 input.
+SGEMM_CUBE_HOST_DEVICE uint64_t split_in_offset(const SplitGeometry& s, uint32_t strip, uint32_t tile, uint32_t r)
 {
-    return uint64_t(strip) * kCube * s.cols + uint64_t(tile) * kSplitTileCols;
+    return (uint64_t(strip) * kCube + r) * s.cols + uint64_t(tile) * kSplitTileCols;
 }
 SGEMM_CUBE_HOST_DEVICE uint32_t split_tile_cols(const SplitGeometry& s, uint32_t tile)
 {
     return block_extent(s.cols, kSplitTileCols, tile);
 }
-/// Element offset in the Zz FP16 output of row `r` (0..15) of tile (strip, tile):
-/// its 16-element pieces go to consecutive fractals, 256 elements apart.
-SGEMM_CUBE_HOST_DEVICE uint64_t split_out_offset(const SplitGeometry& s, uint32_t strip, uint32_t tile, uint32_t r)
+/// UB element offset of row `r`'s first piece (Zz order inside the tile:
+/// piece p of row r at p * 256 + r * 16).
+SGEMM_CUBE_HOST_DEVICE uint32_t split_ub_row_offset(uint32_t r) { return r * kCube; }
+/// The GM -> UB copy of one row: `pieces` runs of `piece_blocks` 32-byte
+/// blocks (16 floats), packed in GM, `ub_gap_blocks` apart in UB (the rest
+/// of a fractal).
+struct RowPieces {
+    uint32_t pieces;
+    uint32_t piece_blocks;
+    uint32_t ub_gap_blocks;
+};
+SGEMM_CUBE_HOST_DEVICE RowPieces split_row_pieces(uint32_t w)
 {
-    return uint64_t(strip) * kCube * s.cols + uint64_t(tile) * kSplitTileCols * kCube + uint64_t(r) * kCube;
+    return RowPieces{w / kCube, kCube * kFloatBytes / kBlockBytes, (kFractalElems - kCube) * kFloatBytes / kBlockBytes};
+}
+/// Element offset of tile (strip, tile) in the Zz FP16 output: its 16 x w
+/// elements are the contiguous range [offset, offset + 16 w).
+SGEMM_CUBE_HOST_DEVICE uint64_t split_out_offset(const SplitGeometry& s, uint32_t strip, uint32_t tile)
+{
+    return uint64_t(strip) * kCube * s.cols + uint64_t(tile) * kSplitTileCols * kCube;
 }
 
 /// Combine kernel work: the (batch, mp, np) term buffers as one flat range
@@ -644,8 +665,10 @@ SGEMM_CUBE_HOST_DEVICE uint32_t combine_tile_len(const CombineGeometry& c, uint3
     return left < kCombineTile ? uint32_t(left) : kCombineTile;
 }
 
-/// UB bytes of the vector kernels (single-buffered tiles).
-constexpr uint32_t kSplitUbBytes = kCube * kSplitTileCols * (4 + 4 + 2 + 2 + 4 + 4);  // x, tmp, hi, lo, 2 constants
+/// UB bytes of the vector kernels: the split's x, tmp, hi, lo per stage and
+/// its two int32 constants; the combine's single-buffered term tiles.
+constexpr uint32_t kSplitStageBytes = kCube * kSplitTileCols * (4 + 4 + 2 + 2);
+constexpr uint32_t kSplitUbBytes = kSplitStages * kSplitStageBytes + kCube * kSplitTileCols * (4 + 4);
 constexpr uint32_t kCombineUbBytes = kMaxTerms * kCombineTile * kFloatBytes;
 static_assert(kSplitUbBytes <= arch::Ascend910B::kUbBytes - arch::Ascend910B::kUbReservedBytes &&
                   kSplitUbBytes <= arch::Ascend910A::kUbBytes - arch::Ascend910A::kUbReservedBytes,

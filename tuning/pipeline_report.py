@@ -1,0 +1,123 @@
+"""The tables of ``docs/ascend_pipeline_model.md``: ``python -m tuning.pipeline_report``.
+
+MODEL PREDICTIONS: prints the calibration against the paper's 910A
+measurements, the Fig. 11 trends, the predicted gains of the kernel changes
+and the 910B outlook, as Markdown.  Takes a few minutes.
+"""
+from __future__ import annotations
+
+import dataclasses
+import sys
+
+from . import pipeline as pl
+from .hardware import get_profile
+from .plots import PAPER_FIG10_BEST, PAPER_FIG10_PEAKS, fig10_tilings
+
+__all__ = ["CALIBRATION_SHAPE", "main"]
+
+CALIBRATION_SHAPE = (11264, 11264, 2816)
+"""The shape the two free parameters were fitted at.  The paper does not state
+Fig. 10's; k = 64 x 44 = 2816 is implied by its best N_fused = 44 at bk = 64
+(one K group, and the k of its Fig. 9(a)); m = n = 11264 = 2 x 32 x 176 fills
+whole waves of its best bm on 32 cores."""
+
+_SIZES = (1024, 2048, 4096, 8192, 16384, 32768)
+
+
+def _best(profile, m, n, k, design, tilings=None):
+    rows = pl.sweep(profile, m, n, k, design=design, tilings=tilings or fig10_tilings(profile, k=k))
+    return max(rows, key=lambda r: r[1])
+
+
+def calibration(out=sys.stdout) -> None:
+    p = get_profile("910a")
+    m, n, k = CALIBRATION_SHAPE
+    print(f"### Calibration (910A, {m} x {n} x {k}, paper's design)\n", file=out)
+    print("| pipeline | paper, measured | model, best of the Fig. 10 sweep | model at (176, 64, 176, 44) |", file=out)
+    print("| --- | --- | --- | --- |", file=out)
+    for buffering in ("single", "double"):
+        d = pl.Design("paper", buffering)
+        t, best = _best(p, m, n, k, d)
+        at = pl.predict(p, m, n, k, PAPER_FIG10_BEST, design=d).tflops
+        print(f"| {buffering} | {PAPER_FIG10_PEAKS[buffering]} | {best:.1f} at {tuple(t)} | {at:.1f} |", file=out)
+    print("\nSensitivity to the unknown m, n (k = 2816):\n", file=out)
+    print("| m = n | best double (model) | at (176, 64, 176, 44) | best single (model) |", file=out)
+    print("| --- | --- | --- | --- |", file=out)
+    for s in (8192, 11264, 16384):
+        td, bd = _best(p, s, s, k, pl.PAPER_DOUBLE)
+        ts, bs = _best(p, s, s, k, pl.PAPER_SINGLE)
+        at = pl.predict(p, s, s, k, PAPER_FIG10_BEST, design=pl.PAPER_DOUBLE).tflops
+        print(f"| {s} | {bd:.1f} at {tuple(td)} | {at:.1f} | {bs:.1f} at {tuple(ts)} |", file=out)
+
+
+def fig11(out=sys.stdout) -> None:
+    p = get_profile("910a")
+    d = pl.PAPER_DOUBLE
+    t = PAPER_FIG10_BEST
+    print("\n### Fig. 11 trends (910A, paper's design, double-buffered, tiling (176, 64, 176, 44), no refit)\n",
+          file=out)
+    print("| size | (a) m = n = size, k = 2816 | (b) k = size, m = n = 16384 | (c) m = n = k = size |", file=out)
+    print("| --- | --- | --- | --- |", file=out)
+    for s in _SIZES:
+        a = pl.predict(p, s, s, 2816, t, design=d).tflops
+        b = pl.predict(p, 16384, 16384, s, t, design=d).tflops
+        c = pl.predict(p, s, s, s, t, design=d).tflops
+        print(f"| {s} | {a:.1f} | {b:.1f} | {c:.1f} |", file=out)
+
+
+CHANGES = {
+    "split: row-wise Zz loads, one burst per part, 2 UB stages (done)": {},
+    "before it: 32 DataCopys of 32-byte bursts per tile, 1 UB stage": {"split_strips": False},
+    "combine with 2 UB stages": {"combine_double": True},
+    "combine in the GEMM epilogue (one K group only)": {"fused_combine": True},
+    "L0C double buffering (two accumulator sets)": {"l0c_stages": 2},
+    "next A group prefetched tile by tile": {"prefetch_a": True},
+}
+SHAPES = ((8192, 8192, 8192), (4096, 4096, 4096), (8192, 8192, 1024), (256, 8192, 8192), (2048, 2048, 16384))
+
+
+def changes(profile_key: str = "910a", out=sys.stdout) -> None:
+    p = get_profile(profile_key)
+    print(f"\n### Kernel changes ({p.name}, this package's kernel, TFLOP/s of the whole product)\n", file=out)
+    print("| change | " + " | ".join("x".join(map(str, s)) for s in SHAPES) + " |", file=out)
+    print("| --- |" + " --- |" * len(SHAPES), file=out)
+    base_tilings = {s: pl.rank(p, *s, design=pl.KERNEL, top=1)[0].tiling for s in SHAPES}
+    base = {s: pl.predict(p, *s, base_tilings[s], design=pl.KERNEL).tflops for s in SHAPES}
+    for name, kw in CHANGES.items():
+        d = dataclasses.replace(pl.KERNEL, **kw)
+        cells = []
+        for s in SHAPES:
+            t = pl.rank(p, *s, design=d, top=1)[0].tiling if kw.get("l0c_stages") == 2 else base_tilings[s]
+            v = pl.predict(p, *s, t, design=d).tflops
+            cells.append(f"{v:.1f}" if not kw else f"{v:.1f} ({(v / base[s] - 1) * 100:+.0f}%)")
+        print(f"| {name} | " + " | ".join(cells) + " |", file=out)
+    print("\nTilings (model's best for the kernel as it is): "
+          + ", ".join(f"{'x'.join(map(str, s))}: {tuple(t)}" for s, t in base_tilings.items()), file=out)
+
+
+def outlook_910b(out=sys.stdout) -> None:
+    p = get_profile("910b")
+    print(f"\n### {p.name}: the model's best tiling against the native FP32 cube ({p.cube_fp32_tflops} TFLOP/s peak)\n",
+          file=out)
+    print("| shape | kernel design: tiling | predicted TFLOP/s | of FP16/3 peak | vs native FP32 peak | "
+          "paper's design: predicted |", file=out)
+    print("| --- | --- | --- | --- | --- | --- |", file=out)
+    for s in ((4096, 4096, 4096), (8192, 8192, 8192), (16384, 16384, 16384)):
+        r = pl.rank(p, *s, design=pl.KERNEL, top=1)[0]
+        q = pl.rank(p, *s, design=pl.PAPER_DOUBLE, top=1)[0]
+        print(f"| {'x'.join(map(str, s))} | {tuple(r.tiling)} | {r.tflops:.1f} | "
+              f"{r.tflops / (p.cube_fp16_tflops / 3) * 100:.0f}% | {r.tflops / p.cube_fp32_tflops:.2f}x | "
+              f"{q.tflops:.1f} at {tuple(q.tiling)} |", file=out)
+
+
+def main() -> int:
+    calibration()
+    fig11()
+    changes("910a")
+    changes("910b")
+    outlook_910b()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
