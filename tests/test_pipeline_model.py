@@ -150,11 +150,12 @@ def test_fig11_trends_without_refitting():
 
 
 def test_rank_uses_the_model_and_reports_the_roofline():
-    rows = pl.rank("910a", 2048, 2048, 2048, design=pl.KERNEL, top=3)
-    assert len(rows) == 3 and rows[0].tflops >= rows[1].tflops >= rows[2].tflops
+    rows = pl.rank("910a", 1024, 1024, 1024, design=pl.KERNEL, top=3)
+    tf = [round(r.tflops, 1) for r in rows]  # ties within 0.1 TFLOP/s go to the larger block
+    assert len(rows) == 3 and tf == sorted(tf, reverse=True)
     for r in rows:
         assert r.roofline_tflops >= r.tflops  # the roofline is an upper bound of the model
-        pl.geometry("910a", 2048, 2048, 2048, r.tiling, design=pl.KERNEL)  # the kernel accepts it
+        pl.geometry("910a", 1024, 1024, 1024, r.tiling, design=pl.KERNEL)  # the kernel accepts it
 
 
 def test_infeasible_tiling_is_refused():
@@ -165,7 +166,7 @@ def test_infeasible_tiling_is_refused():
 
 
 def test_tune_cli_ranks_by_the_model(capsys):
-    assert tune_main(["--device", "910a", "--m", "2048", "--n", "2048", "--k", "2048", "--top", "2", "--json",
+    assert tune_main(["--device", "910a", "--m", "1024", "--n", "1024", "--k", "1024", "--top", "2", "--json",
                       "--design", "kernel"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["model_predictions"] and doc["ranked_by"] == "time" and len(doc["rows"]) == 2

@@ -28,7 +28,7 @@ def _run(argv):
 
 
 def test_ranked_table_for_910a():
-    rc, text = _run(["--device", "910a", "--m", "8192", "--n", "8192", "--k", "8192", "--top", "5"])
+    rc, text = _run(["--device", "910a", "--m", "2048", "--n", "2048", "--k", "2048", "--top", "5"])
     assert rc == 0
     assert "bm*bk <= 16384, bk*bn <= 16384, bm*bn*6 <= 253952 (248 KiB)" in text
     assert "-> bm = 96" in text
@@ -63,14 +63,14 @@ def test_sort_by_traffic_orders_the_model_rows_by_roofline_traffic():
 def test_kernel_design_ranks_blocks_for_the_ascendc_kernel():
     from sgemm_cube.backends import npu_schedule as ns
 
-    rc, text = _run(["--device", "910a", "--design", "kernel", "--m", "4096", "--n", "4096", "--k", "4096",
+    rc, text = _run(["--device", "910a", "--design", "kernel", "--m", "1024", "--n", "1024", "--k", "1024",
                      "--top", "1", "--json"])
     assert rc == 0
     row = json.loads(text)["rows"][0]
     # The kernel accepts the model's best tiling.
-    ns.make_geometry(1, 4096, 4096, 4096, ns.Tiling(row["bm"], row["bk"], row["bn"], row["n_fused"]), 32, 3,
+    ns.make_geometry(1, 1024, 1024, 1024, ns.Tiling(row["bm"], row["bk"], row["bn"], row["n_fused"]), 32, 3,
                      ns.capacity_from_profile("910a"))
-    rc, text = _run(["--device", "910a", "--design", "kernel", "--m", "2048", "--n", "2048", "--k", "2048",
+    rc, text = _run(["--device", "910a", "--design", "kernel", "--m", "1024", "--n", "1024", "--k", "1024",
                      "--top", "1"])
     assert "bm*bn*12 <= 253952" in text
 
@@ -120,7 +120,8 @@ def test_list_profiles_includes_user_file(tmp_path):
     path.write_text(json.dumps({"schema": 1, "profiles": {"910b4": entry}}))
     rc, text = _run(["--profiles", str(path), "--list-profiles"])
     assert rc == 0 and "910b4  Ascend 910B4" in text and "910a" in text
-    rc, text = _run(["--profiles", str(path), "--device", "910b4", "--top", "1"])
+    rc, text = _run(["--profiles", str(path), "--device", "910b4", "--top", "1", "--m", "1024", "--n", "1024",
+                     "--k", "1024"])
     assert rc == 0 and "Ascend 910B4" in text
 
 
@@ -147,7 +148,8 @@ def test_add_parser_wires_into_a_host_program():
     parser = argparse.ArgumentParser(prog="sgemm-cube")
     sub = parser.add_subparsers(dest="command", required=True)
     cli.add_parser(sub)
-    args = parser.parse_args(["tune", "--device", "910b", "--top", "2", "--json"])
+    args = parser.parse_args(["tune", "--device", "910b", "--top", "2", "--json", "--m", "1024", "--n", "1024",
+                              "--k", "1024"])
     out = io.StringIO()
     assert args.func(args, out=out) == 0
     assert len(json.loads(out.getvalue())["rows"]) == 2
@@ -155,7 +157,8 @@ def test_add_parser_wires_into_a_host_program():
 
 def test_module_entry_point():
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    proc = subprocess.run([sys.executable, "-m", "tuning.cli", "--device", "910a", "--top", "3"],
+    proc = subprocess.run([sys.executable, "-m", "tuning.cli", "--device", "910a", "--top", "3", "--m", "1024",
+                           "--n", "1024", "--k", "1024"],
                           capture_output=True, text=True, env=env, cwd=REPO, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "Ascend 910A" in proc.stdout and "N_fused" in proc.stdout

@@ -289,7 +289,8 @@ def _sync_pipes(sync) -> tuple[str, str]:
 
 class _SyncTable(dict):
     def __missing__(self, key):
-        return _sync_pipes(key)
+        self[key] = pipes = _sync_pipes(key)
+        return pipes
 
 
 _SYNCS = _SyncTable()
@@ -443,6 +444,24 @@ def geometry(profile: Profile | str, m: int, n: int, k: int, tiling: ns.Tiling, 
 
 # ------------------------------------------------------------- vector kernels
 
+_VECTOR_CACHE: dict = {}
+
+
+def _cached(fn):
+    """Memoise a vector-kernel time on its numbers (they do not depend on the GEMM tiling)."""
+    def wrapper(p: Profile, design: Design, *args):
+        key = (fn.__name__, p.key, p.clock_ghz, p.ai_cores, p.hbm_gbps,
+               tuple((k, v) for k, v in p.pipes.to_json().items() if k != "sources"),
+               design, args)
+        if key not in _VECTOR_CACHE:
+            if len(_VECTOR_CACHE) > 4096:
+                _VECTOR_CACHE.clear()
+            _VECTOR_CACHE[key] = fn(p, design, *args)
+        return _VECTOR_CACHE[key]
+    return wrapper
+
+
+@_cached
 def _split_cycles(p: Profile, design: Design, strips: int, cols: int) -> float:
     """Core 0's time for the split of a (16 strips) x cols FP32 matrix."""
     tm = _Timing(p, design)
@@ -470,6 +489,7 @@ def _split_cycles(p: Profile, design: Design, strips: int, cols: int) -> float:
     return cycles
 
 
+@_cached
 def _combine_cycles(p: Profile, design: Design, total: int) -> float:
     """Core 0's time for the termwise combine of ``total`` elements per term."""
     tm = _Timing(p, design)
@@ -624,9 +644,10 @@ def rank(profile: Profile | str, m: int, n: int, k: int, *, design: Design = KER
     Candidates are the feasible tilings whose cube work per element copied to
     L0 (:func:`tuning.model.l0_intensity`) is at least ``min_l0_intensity``
     of the best one's (the rest lose on MTE1 and B traffic; 0 keeps all).
-    Each is first timed on a short version of the problem (K cut to one
-    group, M to one block row per core); the ``screen`` best of those are
-    then timed on the whole product.  The roofline's prediction
+    Each is first timed on a short version of the problem (one block row
+    per core, one K group); the ``screen`` best of those are then timed on
+    the whole product and sorted by predicted TFLOP/s (to 0.1; ties go to
+    the larger block: fewer instructions).  The roofline's prediction
     (:func:`tuning.model.predict`) is reported beside each row.
     """
     from tqdm.auto import tqdm
@@ -642,9 +663,9 @@ def rank(profile: Profile | str, m: int, n: int, k: int, *, design: Design = KER
     intensity = roofline.l0_intensity([t.bm for t in tilings], [t.bn for t in tilings])
     tilings = [t for t, x in zip(tilings, intensity) if x >= min_l0_intensity * intensity.max() * (1 - 1e-12)]
     short = []
-    for t in tilings:
-        short_k = min(k, t.bk * t.n_fused)
-        short.append(predict(p, min(m, t.bm * p.ai_cores), n, short_k, t, design=design, batch=1).tflops)
+    for t in tilings:  # one round of block rows, one K group (long loops are extended, see _gemm_cycles)
+        short.append(predict(p, min(m, t.bm * p.ai_cores), n, min(k, t.bk * t.n_fused), t,
+                             design=design, batch=1).tflops)
     order = np.argsort(-np.asarray(short), kind="stable")[:screen]
     chosen = [tilings[i] for i in order]
     rows = []
