@@ -1,7 +1,7 @@
 """Build script for sgemm_cube.
 
-The pure-Python package (``sgemm_cube``, ``cpu_fallback``, ``tuning``) always
-installs.  The AscendC extension in ``ascendc_kernels/`` is built only when a
+The pure-Python package ``sgemm_cube`` (with ``sgemm_cube.cpu_fallback`` and
+``sgemm_cube.tuning`` from the folders of those names) always installs.  The AscendC extension in ``ascendc_kernels/`` is built only when a
 CANN toolkit is found (``ASCEND_HOME_PATH``), and then the build must see the
 installed torch / torch_npu / pybind11: ``pip install --no-build-isolation -v .``
 (the hook stops with that command when pip's isolated build hides them); see
@@ -24,9 +24,14 @@ setup(
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     python_requires=">=3.11",
-    packages=find_packages(include=["sgemm_cube", "sgemm_cube.*", "cpu_fallback", "cpu_fallback.*",
-                                    "tuning", "tuning.*"]),
-    package_data={"sgemm_cube": ["backends/cuda/configs/*.json"], "tuning": ["profiles/*.json", "tables/*.json"]},
+    # cpu_fallback/ and tuning/ are installed inside the package, as sgemm_cube.cpu_fallback and
+    # sgemm_cube.tuning; their old top-level names are shims that warn (sgemm_cube/_deprecated/).
+    packages=[*find_packages(include=["sgemm_cube", "sgemm_cube.*"], exclude=["sgemm_cube._deprecated*"]),
+              "sgemm_cube.cpu_fallback", "sgemm_cube.tuning", "cpu_fallback", "tuning"],
+    package_dir={"sgemm_cube.cpu_fallback": "cpu_fallback", "sgemm_cube.tuning": "tuning",
+                 "cpu_fallback": "sgemm_cube/_deprecated/cpu_fallback", "tuning": "sgemm_cube/_deprecated/tuning"},
+    package_data={"sgemm_cube": ["backends/cuda/configs/*.json"],
+                  "sgemm_cube.tuning": ["profiles/*.json", "tables/*.json"]},
     install_requires=["numpy>=1.24"],
     extras_require={
         "torch": ["torch>=2.4"],

@@ -12,9 +12,15 @@ every result can be tested without the hardware:
   the same product added up K slab by K slab;
 * :data:`SCHEMES` / :func:`split_slices` -- fp16x3 (SGEMM-cube), fp16x4,
   bf16x9 and bf16x6 (``schemes.py``, formats in ``formats.py``);
-* :mod:`cpu_fallback.reference` -- a slow scalar reference that the fast
+* :mod:`sgemm_cube.cpu_fallback.reference` -- a slow scalar reference that the fast
   model matches bit for bit.
 """
+
+if __name__ == "cpu_fallback":  # pragma: no cover - imported by its old top-level name from a source checkout
+    from sgemm_cube._compat import alias_package
+
+    alias_package("cpu_fallback", "sgemm_cube.cpu_fallback")
+
 from .accumulate import ACCUMULATION_MODELS, accumulate_product
 from .gemm import ORDERS, ProductAccumulator, emulated_matmul
 from .schemes import SCHEMES, get_scheme, split_slices

@@ -20,9 +20,9 @@ so every partial sum is exact in float64 when the chunk's bit spans satisfy
 ``span_x[i, c] + span_y[c, j] <= 47`` (53 bits, minus 2 for the product,
 minus 4 for 16 terms).  That holds for almost all data; the (row, column,
 chunk) triples that break it are recomputed with Python integers and rounded
-by :func:`cpu_fallback.exact.round_scaled_int`.  Either way the chunk sum is
+by :func:`sgemm_cube.cpu_fallback.exact.round_scaled_int`.  Either way the chunk sum is
 the exact sum rounded once, whatever order BLAS adds in, and the result is
-bit-identical to the scalar reference in :mod:`cpu_fallback.reference`.
+bit-identical to the scalar reference in :mod:`sgemm_cube.cpu_fallback.reference`.
 
 Speed: the chunk sums are materialised one row panel at a time, in a buffer
 small enough to stay in cache; on two cores a 1024^3 product takes about
@@ -175,7 +175,7 @@ def panel_sums(pairs, chunk: int):
     ----------
     pairs : list of (x, y)
         Products ``x @ y`` with x (M, K) and y (K, N) of one shape, FP16 or
-        BF16 operands (see :mod:`cpu_fallback.formats`).
+        BF16 operands (see :mod:`sgemm_cube.cpu_fallback.formats`).
     chunk : int
         Chunk length of the accumulation model.
 

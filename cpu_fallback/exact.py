@@ -11,18 +11,10 @@ import math
 
 import numpy as np
 
-__all__ = ["round_scaled_int", "fp16_to_scaled_int", "FP16_QUANTUM_EXP"]
-
-#: Every FP16 value (subnormals included) is an integer multiple of 2**FP16_QUANTUM_EXP.
-FP16_QUANTUM_EXP = -24
+__all__ = ["round_scaled_int"]
 
 _F32_MIN_QUANTUM_EXP = -149  # the FP32 subnormal step
 _F32_MAX_EXP = 127
-
-
-def fp16_to_scaled_int(x16: np.ndarray) -> np.ndarray:
-    """Return ``x16 * 2**24`` as int64 (exact: ``|x16| * 2**24 < 2**40``)."""
-    return np.ldexp(x16.astype(np.float64), -FP16_QUANTUM_EXP).astype(np.int64)
 
 
 def round_scaled_int(n: int, e: int) -> np.float32:

@@ -3,7 +3,7 @@
 NumPy has FP16 but no BF16, so BF16 values are held in float32 arrays whose
 low 16 bits are zero.  Each format says how to round FP32 to it and how its
 bits encode the exponent, which the accumulation model needs to prove its
-float64 chunk sums exact (:mod:`cpu_fallback.accumulate`).
+float64 chunk sums exact (:mod:`sgemm_cube.cpu_fallback.accumulate`).
 """
 from __future__ import annotations
 

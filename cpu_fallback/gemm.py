@@ -35,7 +35,7 @@ Two orders of combination (SGEMM-cube Fig. 7):
 
 ``fl`` is FP32 round-to-nearest-even; a power-of-two scaling is exact
 unless it underflows.  Every result of this module is checked bit for bit
-against the scalar reference in :mod:`cpu_fallback.reference`, and for
+against the scalar reference in :mod:`sgemm_cube.cpu_fallback.reference`, and for
 accuracy against float64 with native FP32 measured beside it.
 """
 from __future__ import annotations
@@ -64,7 +64,7 @@ def emulated_matmul(a, b, *, sb: int = 12, order: str = "termwise", accumulate: 
     a : array_like, shape (M, K), float32
     b : array_like, shape (K, N), float32
         Finite values; for FP16 schemes inside
-        :func:`cpu_fallback.split_limits` ``(sb)`` for FP32 accuracy (this
+        :func:`sgemm_cube.cpu_fallback.split_limits` ``(sb)`` for FP32 accuracy (this
         function does not check; ``sgemm_cube.matmul`` does).
     sb : int
         Scaling exponent of the FP16 residuals (``sf = 2**sb``); unused by
@@ -72,11 +72,11 @@ def emulated_matmul(a, b, *, sb: int = 12, order: str = "termwise", accumulate: 
     order : {"termwise", "elementwise"}
         How the products are combined (module docstring).
     accumulate : {"cube16", "sequential"}
-        FP32 accumulation model of each product (:mod:`cpu_fallback.accumulate`).
+        FP32 accumulation model of each product (:mod:`sgemm_cube.cpu_fallback.accumulate`).
     keep_lo_lo : bool
         Shorthand for ``scheme="fp16x4"`` (add ``A_lo @ B_lo * 2**-2sb``).
     scheme : {"fp16x3", "fp16x4", "bf16x9", "bf16x6"}
-        The split scheme (:mod:`cpu_fallback.schemes`).
+        The split scheme (:mod:`sgemm_cube.cpu_fallback.schemes`).
 
     Returns
     -------

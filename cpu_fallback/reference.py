@@ -1,7 +1,7 @@
 """A slow scalar reference of the arithmetic model, in plain Python loops.
 
-It follows the definitions of :mod:`cpu_fallback.split`,
-:mod:`cpu_fallback.accumulate` and :mod:`cpu_fallback.gemm` one scalar at a
+It follows the definitions of :mod:`sgemm_cube.cpu_fallback.split`,
+:mod:`sgemm_cube.cpu_fallback.accumulate` and :mod:`sgemm_cube.cpu_fallback.gemm` one scalar at a
 time with independent means: FP16 rounding through :mod:`struct` (IEEE
 binary16, round half to even), chunk sums as exact :class:`fractions.Fraction`
 values rounded to FP32 by comparing neighbours exactly, and FP32 additions
@@ -96,7 +96,7 @@ def _chunk_sum(xs, ys) -> np.float32:
 
 
 def reference_matmul(a, b, *, sb=12, order="termwise", accumulate="cube16", keep_lo_lo=False, scheme="fp16x3"):
-    """Scalar-loop version of :func:`cpu_fallback.emulated_matmul` (same arguments)."""
+    """Scalar-loop version of :func:`sgemm_cube.cpu_fallback.emulated_matmul` (same arguments)."""
     chunk = {"cube16": 16, "sequential": 1}[accumulate]
     sch = get_scheme("fp16x4" if keep_lo_lo else scheme)
     a = np.asarray(a, np.float32)

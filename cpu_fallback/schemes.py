@@ -14,7 +14,7 @@ Slice ``i`` of a value is about ``2**(-step * i)`` times its size (``step`` =
 ``sb`` for FP16 after the explicit ``2**sb`` scaling of the residual, 8 for
 BF16), so product ``(i, j)`` (slice ``i`` of A times slice ``j`` of B) is of
 *level* ``i + j``.  The products are listed level by level; termwise
-combination sums the levels from the smallest up (:mod:`cpu_fallback.gemm`).
+combination sums the levels from the smallest up (:mod:`sgemm_cube.cpu_fallback.gemm`).
 """
 from __future__ import annotations
 
@@ -86,7 +86,7 @@ def get_scheme(name: str) -> Scheme:
 def split_slices(x: np.ndarray, scheme: Scheme, sb: int) -> list[np.ndarray]:
     """Split FP32 ``x`` into the scheme's slices.
 
-    FP16 schemes: ``[hi, lo]`` from :func:`cpu_fallback.split` (``lo`` scaled
+    FP16 schemes: ``[hi, lo]`` from :func:`sgemm_cube.cpu_fallback.split` (``lo`` scaled
     by ``2**sb``).  BF16 schemes: ``s0 = bf16(x)``, ``s1 = bf16(x - s0)``,
     ``s2 = bf16(x - s0 - s1)`` (each residual exact in FP32, so
     ``s0 + s1 + s2 == x`` for every FP32 value with ``|x| >= 2**-110``;

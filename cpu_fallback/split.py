@@ -11,7 +11,7 @@ For an FP32 value ``x`` and a scaling exponent ``sb``::
 
 so that ``x ~= hi + lo * 2**-sb``.
 
-Guarantees (checked by ``tests/test_split.py``)
+Guarantees (checked by ``tests/cpu_fallback/test_split.py``)
 -----------------------------------------------
 * The residual ``x - f32(hi)`` is computed exactly (it has at most 13
   significant bits and lies within half an FP16 ulp of ``x``); the only
@@ -31,7 +31,7 @@ Guarantees (checked by ``tests/test_split.py``)
   overflow once ``|x| >= 2**(27 - sb)`` (the residual reaches ``2**(e-11)`` in
   binade ``e``).  :func:`split_limits` gives the bound ``max_abs`` below which
   neither happens; :func:`sgemm_cube.matmul` scales lines into it by powers of
-  two, or computes the lines that do not fit in plain FP32 (:mod:`cpu_fallback.guard`).
+  two, or computes the lines that do not fit in plain FP32 (:mod:`sgemm_cube.cpu_fallback.guard`).
 * Non-finite inputs: NaN and +-Inf give ``hi`` = the same special value and
   ``lo = 0`` (never the NaN that ``inf - inf`` would give).
 """
@@ -116,7 +116,7 @@ def split(x, sb: int = 12):
         nearest even.  ``hi + lo * 2**-sb`` approximates ``x`` (see the module
         docstring for the guarantees).  NaN/Inf give ``hi = x`` and ``lo = 0``.
         Finite values outside :func:`split_limits` give infinite parts: callers
-        keep the data inside it (``sgemm_cube.matmul`` does, :mod:`cpu_fallback.guard`).
+        keep the data inside it (``sgemm_cube.matmul`` does, :mod:`sgemm_cube.cpu_fallback.guard`).
     """
     sb = _check_sb(sb)
     x = np.asarray(x)

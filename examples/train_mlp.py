@@ -18,7 +18,7 @@ FP32's level, orders of magnitude below bfloat16 autocast's.
 Usage::
 
     python examples/train_mlp.py                 # CPU (and CUDA if present), writes the PNG
-    python examples/train_mlp.py --steps 40 --no-plot   # a quick run, as tests/test_torch_example.py does
+    python examples/train_mlp.py --steps 40 --no-plot   # a quick run, as tests/sgemm_cube/test_torch_example.py does
 """
 from __future__ import annotations
 

@@ -12,14 +12,14 @@ __all__ = ["main", "build_parser"]
 
 
 def _demo(args) -> int:
-    from .demo import run_demo
+    from .tools.demo import run_demo
 
     run_demo(size=args.size, device=args.device, seed=args.seed, repeats=args.repeats)
     return 0
 
 
 def _bench_cpu(args) -> int:
-    from .bench_cpu import run_cpu_benchmark
+    from .tools.bench_cpu import run_cpu_benchmark
 
     run_cpu_benchmark(size=args.size, repeats=args.repeats, out_dir=args.out)
     return 0
@@ -43,11 +43,11 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--out", default=None, help="folder for the JSON record (default: print only)")
     bench.set_defaults(func=_bench_cpu)
 
-    from tuning.cli import add_parser as add_tune_parser
+    from sgemm_cube.tuning.cli import add_parser as add_tune_parser
 
-    from .bench_gpu import add_parser as add_bench_parser
+    from .tools.bench_gpu import add_parser as add_bench_parser
 
-    from .accuracy.cli import add_parser as add_accuracy_parser
+    from .tools.accuracy.cli import add_parser as add_accuracy_parser
 
     add_bench_parser(sub, name="bench")
     add_tune_parser(sub)

@@ -5,7 +5,7 @@
 backend named by the data's device turns the request and the problem's shape
 into a :class:`Plan` with :func:`make_plan` (no data is read: everything that
 depends on the values is decided on the device, per row and column, by the
-split pass, :mod:`cpu_fallback.guard`).  :func:`sgemm_cube.explain` returns
+split pass, :mod:`sgemm_cube.cpu_fallback.guard`).  :func:`sgemm_cube.explain` returns
 that same plan.
 
 The decisions:
@@ -24,9 +24,9 @@ from __future__ import annotations
 import functools
 from typing import NamedTuple
 
-from cpu_fallback import ORDERS, SCHEMES, ACCUMULATION_MODELS
-from cpu_fallback.guard import SCALES
-from cpu_fallback.split import _check_sb
+from sgemm_cube.cpu_fallback import ORDERS, SCHEMES, ACCUMULATION_MODELS
+from sgemm_cube.cpu_fallback.guard import SCALES
+from sgemm_cube.cpu_fallback.split import _check_sb
 
 __all__ = ["Request", "Plan", "make_request", "make_plan", "MIN_K"]
 
@@ -56,7 +56,7 @@ class Plan(NamedTuple):
     sb : int
         Scaling exponent of the FP16 residuals.
     scale : str or None
-        ``"auto"``, ``"rows"``, ``"matrix"`` or ``None`` (:mod:`cpu_fallback.guard`).
+        ``"auto"``, ``"rows"``, ``"matrix"`` or ``None`` (:mod:`sgemm_cube.cpu_fallback.guard`).
     backend : str
         The backend that runs it (``"native"`` when native FP32 runs).
     reason : str

@@ -22,7 +22,7 @@ Out-of-range data.  The FP16 split keeps 22 significant bits of finite
 ``|x|`` below ``split_limits(sb).max_abs`` (32768 for sb = 12) and at or
 above ``min_row_abs`` (2**-15).  Gradients leave that range all the time;
 :func:`sgemm_cube.matmul` handles it on the device, per row of ``a`` and
-column of ``b`` (:mod:`cpu_fallback.guard`).  With ``rescale=True`` (the
+column of ``b`` (:mod:`sgemm_cube.cpu_fallback.guard`).  With ``rescale=True`` (the
 default) the operator passes ``scale="auto"``, the library's default: a
 line that does not fit the split as it is is multiplied by the power of
 two that puts its largest finite magnitude in the split's top binade, and
@@ -40,7 +40,7 @@ import math
 
 import torch
 
-from cpu_fallback import ORDERS, split_limits
+from sgemm_cube.cpu_fallback import ORDERS, split_limits
 
 from . import api
 from .plan import make_request

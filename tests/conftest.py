@@ -1,6 +1,24 @@
-"""Shared fixtures: random data of several distributions and exponent ranges (fixed seed by default)."""
+"""Shared fixtures: seeds, and random data of several distributions and exponent ranges.
+
+Test data are fixed by default and fresh on request (issue 15):
+
+* ``SGEMM_CUBE_TEST_SEED`` unset: session seed 0, so every run sees the same numbers.  This is what
+  CI runs (``.ci/run``, README's test command).
+* ``SGEMM_CUBE_TEST_SEED=random``: a fresh session seed, printed in pytest's header; ``.ci/fresh_seeds``
+  runs the suite this way (opt-in, by hand or on a schedule).
+* ``SGEMM_CUBE_TEST_SEED=<int>``: that session seed, to replay a failure of a fresh-seed run.
+
+Every test that draws random data takes it from the session seed and its own node id, so a test's
+data do not depend on which tests ran before it: the ``rng`` fixture (``numpy.random.Generator``),
+``node_seed`` (an integer, for code that takes a seed), ``torch_gen`` (a ``torch.Generator``).  The
+global generators (``random``, ``numpy.random``, torch's default one) are seeded the same way before
+every test.  Hypothesis tests are derandomized by default (the same examples every run) and draw
+fresh examples, seeded from the session seed, under ``SGEMM_CUBE_TEST_SEED`` set.
+"""
 import os
+import random
 import secrets
+import sys
 import zlib
 
 import numpy as np
@@ -18,12 +36,17 @@ if "TRITON_INTERPRET" not in os.environ:
         pass
 
 
+_SEED_ENV = os.environ.get("SGEMM_CUBE_TEST_SEED", "").strip()
+
+
 def _session_seed() -> int:
     """0 unless ``SGEMM_CUBE_TEST_SEED`` says otherwise: ``random`` draws a fresh seed, an integer replays one."""
-    env = os.environ.get("SGEMM_CUBE_TEST_SEED", "").strip()
-    if env.lower() == "random":
+    if _SEED_ENV.lower() == "random":
         return secrets.randbits(32)
-    return int(env) if env else 0
+    try:
+        return int(_SEED_ENV) if _SEED_ENV else 0
+    except ValueError:
+        raise ValueError(f"SGEMM_CUBE_TEST_SEED={_SEED_ENV!r}: expected 'random' or an integer") from None
 
 
 #: Fixed data by default (every run sees the same numbers); ``SGEMM_CUBE_TEST_SEED=random`` draws fresh
@@ -31,10 +54,51 @@ def _session_seed() -> int:
 SESSION_SEED = _session_seed()
 
 
+#: True when the seed was asked for (``random`` or an integer): hypothesis then draws its examples from it.
+SEEDED_BY_ENV = bool(_SEED_ENV)
+
+
 def pytest_report_header(config):
-    how = "fresh: SGEMM_CUBE_TEST_SEED=random" if os.environ.get("SGEMM_CUBE_TEST_SEED", "").strip().lower() \
-        == "random" else "fixed"
-    return f"sgemm_cube test data seed ({how}): replay with SGEMM_CUBE_TEST_SEED={SESSION_SEED}"
+    how = "fresh: SGEMM_CUBE_TEST_SEED=random" if _SEED_ENV.lower() == "random" else \
+        ("SGEMM_CUBE_TEST_SEED" if _SEED_ENV else "fixed default")
+    return f"sgemm_cube test data seed {SESSION_SEED} ({how}): replay with SGEMM_CUBE_TEST_SEED={SESSION_SEED}"
+
+
+def seed_for_node(nodeid: str) -> int:
+    """A 32-bit seed from the session seed and a test's node id (independent of the order tests run in)."""
+    return int(np.random.SeedSequence([SESSION_SEED, zlib.crc32(nodeid.encode())]).generate_state(1)[0])
+
+
+# ---- hypothesis: derandomized by default, fresh examples from the session seed when one is asked for
+try:
+    import hypothesis
+except ImportError:  # the property tests skip themselves
+    hypothesis = None
+else:
+    hypothesis.settings.register_profile("sgemm_cube_fixed", derandomize=True, database=None)
+    hypothesis.settings.register_profile("sgemm_cube_seeded", derandomize=False, database=None, print_blob=True)
+    hypothesis.settings.load_profile("sgemm_cube_seeded" if SEEDED_BY_ENV else "sgemm_cube_fixed")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under ``SGEMM_CUBE_TEST_SEED``, each hypothesis test draws from the session seed and its node id."""
+    if hypothesis is None or not SEEDED_BY_ENV:
+        return
+    for item in items:
+        fn = getattr(item, "obj", None)
+        if getattr(fn, "is_hypothesis_test", False):
+            hypothesis.seed(seed_for_node(item.nodeid))(fn)
+
+
+@pytest.fixture(autouse=True)
+def _seed_global_generators(request):
+    """Seed ``random``, ``numpy.random`` and torch's default generator (if torch is loaded) per test."""
+    seed = seed_for_node(request.node.nodeid)
+    random.seed(seed)
+    np.random.seed(seed)
+    torch = sys.modules.get("torch")
+    if torch is not None and hasattr(torch, "manual_seed"):
+        torch.manual_seed(seed)
 
 
 #: name -> generator(rng, shape) of float32 data (never zeros, never constant).
@@ -57,3 +121,16 @@ def draw(rng, name, shape, scale_exp=0):
 def rng(request):
     """A generator per test, from the session seed (printed in the header) and the test's id."""
     return np.random.default_rng([SESSION_SEED, zlib.crc32(request.node.nodeid.encode())])
+
+
+@pytest.fixture
+def node_seed(request):
+    """An integer seed per test (for APIs that take one), from the session seed and the test's id."""
+    return seed_for_node(request.node.nodeid)
+
+
+@pytest.fixture
+def torch_gen(node_seed):
+    """A ``torch.Generator`` (CPU) per test, from the session seed and the test's id."""
+    torch = pytest.importorskip("torch")
+    return torch.Generator().manual_seed(node_seed)

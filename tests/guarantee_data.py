@@ -1,6 +1,6 @@
 """Attack data and the checker for the accuracy guarantee of ``sgemm_cube.matmul``.
 
-Shared by ``tests/test_guarantee.py`` (CPU, CI) and
+Shared by ``tests/sgemm_cube/test_guarantee.py`` (CPU, CI) and
 ``tests/gpu/test_guarantee_gpu.py`` (CUDA GPU).
 
 The guarantee (default options; backends ``cpu``/``cuda`` with K >= 16,

@@ -1,13 +1,19 @@
 """Block-size tuning for SGEMM-cube kernels.
 
-* :mod:`tuning.hardware` - hardware profiles (Ascend table, user files, CUDA devices).
-* :mod:`tuning.model` - the L1-aware blocking model of the paper (Eq. 8-11),
+* :mod:`sgemm_cube.tuning.hardware` - hardware profiles (Ascend table, user files, CUDA devices).
+* :mod:`sgemm_cube.tuning.model` - the L1-aware blocking model of the paper (Eq. 8-11),
   enumeration and ranking of feasible blocks, :func:`choose_tiling`.
-* :mod:`tuning.table` - measured tuning tables (JSON per device and shape bucket).
-* :mod:`tuning.gpu`, :mod:`tuning.npu` - measured tuning drivers.
-* :mod:`tuning.plots` - Fig. 5 of the paper.
-* :mod:`tuning.cli` - ``sgemm-cube tune``.
+* :mod:`sgemm_cube.tuning.table` - measured tuning tables (JSON per device and shape bucket).
+* :mod:`sgemm_cube.tuning.gpu`, :mod:`sgemm_cube.tuning.npu` - measured tuning drivers.
+* :mod:`sgemm_cube.tuning.plots` - Fig. 5 of the paper.
+* :mod:`sgemm_cube.tuning.cli` - ``sgemm-cube tune``.
 """
+
+if __name__ == "tuning":  # pragma: no cover - imported by its old top-level name from a source checkout
+    from sgemm_cube._compat import alias_package
+
+    alias_package("tuning", "sgemm_cube.tuning")
+
 from .hardware import Blocking, Profile, ProfileError, cuda_profile, get_profile, list_profiles, load_profiles
 from .model import Tiling, choose_tiling, rank
 from .table import lookup

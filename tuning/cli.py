@@ -3,7 +3,7 @@ kernels (roofline beside it), plot Fig. 10 and Fig. 5, run measured tuning,
 show tuning tables.
 
 Wire it into another argparse program with :func:`add_parser` and
-:func:`run`; ``python -m tuning.cli ...`` runs it alone.
+:func:`run`; ``python -m sgemm_cube.tuning.cli ...`` runs it alone.
 
 Examples::
 
@@ -27,7 +27,7 @@ from sgemm_cube.backends.npu_schedule import TilingError
 from . import pipeline
 from .hardware import ProfileError, get_profile, list_profiles, load_profiles
 from .model import bm_opt, constraints, kernel_blocking, rank, representative_f, round_bm_opt
-from .table import find_tables, format_table, lookup, save, table_dirs
+from .table import find_tables, format_table, save, table_dirs
 
 __all__ = ["add_parser", "main", "parse_args", "run"]
 
@@ -79,7 +79,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    """Parse the options of ``tune`` alone (for ``python -m tuning.cli`` and tests)."""
+    """Parse the options of ``tune`` alone (for ``python -m sgemm_cube.tuning.cli`` and tests)."""
     return _configure(argparse.ArgumentParser(prog="sgemm-cube tune", description=_DESCRIPTION)).parse_args(argv)
 
 
@@ -230,14 +230,15 @@ def _cuda_info(args, out) -> int:
 
     prof = cuda_profile()  # RuntimeError without a GPU, reported by run()
     print(json.dumps(prof), file=out)
-    cfg = lookup(prof["name"], args.m, args.n, args.k, backend="cuda")
-    print(f"tuned config for {args.m}x{args.n}x{args.k}: {cfg if cfg is not None else 'none (backend defaults)'}",
-          file=out)
+    from sgemm_cube.backends.cuda.launch import resolve_config
+
+    cfg = resolve_config(1, args.m, args.n, args.k, "cuda")
+    print(f"config for {args.m}x{args.n}x{args.k} (termwise): {cfg}", file=out)
     return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``python -m tuning.cli``."""
+    """Entry point of ``python -m sgemm_cube.tuning.cli``."""
     return run(parse_args(argv))
 
 

@@ -1,8 +1,14 @@
 """Measured tuning of the CUDA backend: time launch configs per shape bucket.
 
-One command on a GPU machine writes the table the backend reads::
+The one writer of the CUDA backend's per-GPU config files (schema and
+validator: :mod:`sgemm_cube.backends.cuda.configs`).  One command on a GPU
+machine updates the file the backend ships::
 
-    python -m tuning.gpu --quick --out tuning/tables/
+    python -m sgemm_cube.tuning.gpu --quick --out sgemm_cube/backends/cuda/configs/
+
+(without ``--out``: the user's folder, :func:`~sgemm_cube.backends.cuda.configs.user_dir`,
+read before the shipped file).  ``sgemm-cube bench --matrix --write-config``
+stores its fitted hybrid rule through :func:`write_hybrid_rule`.
 
 For every shape of the grid it draws FP32 operands (normal, and uniform
 [0, 1) where accumulation errors are largest), computes their float64
@@ -12,19 +18,24 @@ rejects configs that fail to compile or launch, or whose relative Frobenius
 error exceeds ``max_error_ratio`` times SGEMM's on either data set (the
 flush interval trades accuracy), and times the rest with
 :func:`triton.testing.do_bench` (median, split passes included).  The fastest accepted config of each shape becomes
-the entry of its bucket in the device's table (:mod:`tuning.table`).
+the ``gemm_termwise`` entry of its bucket in the device's file; the file's
+other entries (other modes, other buckets, the hybrid rule) stay.
 """
 from __future__ import annotations
 
 import argparse
+import datetime
 import itertools
+import json
 import math
+import pathlib
 import sys
 import time
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from sgemm_cube.backends.cuda import configs as C
+
 from .hardware import cuda_profile
-from .table import TuningTable, bucket, format_table, read_table, save, table_dirs
 
 __all__ = [
     "QUICK_SHAPES",
@@ -36,6 +47,10 @@ __all__ = [
     "parse_args",
     "smem_bytes",
     "tune",
+    "device_path",
+    "merge_measured",
+    "write_measured",
+    "write_hybrid_rule",
 ]
 
 QUICK_SHAPES: tuple[tuple[int, int, int], ...] = ((1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096),
@@ -73,7 +88,7 @@ def candidate_configs(*, quick: bool = True, smem_limit: int | None = None,
 
     ``quick`` takes 8 tile shapes x 3 kernel variants at ``flush_k=64`` (the
     backend's default: at 128 the tensor cores' truncation on same-sign data
-    leaves the error above half of SGEMM's, ``benchmarks/NOTES_gpu.md``);
+    leaves the error above half of SGEMM's, ``docs/cuda_design.md``);
     otherwise a grid over BLOCK_M, BLOCK_N in {64, 128, 256} (at most 32768
     elements), BLOCK_K in {32, 64}, num_warps in {4, 8}, num_stages in
     {3, 4, 5}, GROUP_M in {8}, flush_k in {64, 128}.  Configs needing more
@@ -88,8 +103,8 @@ def candidate_configs(*, quick: bool = True, smem_limit: int | None = None,
         flush_ks = (64, 128) if flush_ks is None else flush_ks
     out = []
     for (bm, bn, bk, warps, stages), variant, fk in itertools.product(tiles, _QUICK_VARIANTS, flush_ks):
-        cfg = {"variant": variant, "BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8,
-               "num_warps": warps, "num_stages": stages, "flush_k": fk}
+        cfg = C.validate_config({"variant": variant, "BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8,
+                                 "num_warps": warps, "num_stages": stages, "flush_k": fk}, source="candidate")
         if smem_limit is None or smem_limit <= 0 or smem_bytes(cfg) <= smem_limit:
             out.append(cfg)
     return out
@@ -107,7 +122,7 @@ def _operands(m: int, n: int, k: int, gen, dev) -> dict[str, tuple]:
 
     Normal data (suffix ``""``, also the timing data) and uniform [0, 1) data
     (``"_uniform01"``), where partial sums grow with k and tensor-core
-    truncation hurts most (gpu.md: 40x SGEMM's error without flushes)."""
+    truncation hurts most (without flushes the error grows with K: docs/cuda_design.md)."""
     import torch
 
     out = {}
@@ -164,8 +179,9 @@ def tune(
     bench: Callable[[Callable[[], Any]], float] | None = None,
     seed: int = 0,
     progress: bool = True,
-) -> tuple[TuningTable, list[Measurement]]:
-    """Time candidate configs per shape and build the device's tuning table.
+    command: str | None = None,
+) -> tuple[dict, list[Measurement]]:
+    """Time candidate configs per shape and build the device's config document.
 
     Parameters
     ----------
@@ -178,7 +194,7 @@ def tune(
         Where the operands live (``"cpu"`` only with an injected ``matmul``
         or under ``TRITON_INTERPRET=1``).
     device_name : str, optional, keyword-only
-        Table key; default ``torch.cuda.get_device_name``.
+        The document's ``device``; default ``torch.cuda.get_device_name``.
     sb, order : keyword-only
         Passed to the backend (the table does not depend on them).
     max_error_ratio : float, keyword-only
@@ -196,11 +212,14 @@ def tune(
         Seed of the operands.
     progress : bool, keyword-only
         Show a tqdm progress bar on stderr.
+    command : str, optional, keyword-only
+        The command line recorded in the document's metadata.
 
     Returns
     -------
-    (TuningTable, list of Measurement)
-        The table (not yet saved) and every candidate's outcome.
+    (dict, list of Measurement)
+        The schema-2 document (:mod:`sgemm_cube.backends.cuda.configs`; one
+        ``gemm_termwise`` bucket entry per shape; not yet saved) and every candidate's outcome.
 
     Raises
     ------
@@ -219,6 +238,7 @@ def tune(
         candidates = candidate_configs(smem_limit=smem)
     if not candidates:
         raise ValueError("no candidate configs to time")
+    candidates = [C.validate_config(c, source=f"candidate {i}") for i, c in enumerate(candidates)]
     matmul = matmul or _default_matmul()
     bench = bench or (_cuda_bench if on_cuda else _wall_bench)
     env = {"torch": torch.__version__}
@@ -228,7 +248,7 @@ def tune(
         env["triton"] = triton.__version__
     except ImportError:  # pragma: no cover - only with an injected matmul
         pass
-    table = TuningTable(device_name, "cuda", environment=env)
+    entries: dict[tuple, dict] = {}
     results: list[Measurement] = []
     gen = torch.Generator(device="cpu").manual_seed(seed)
     t_start = time.perf_counter()
@@ -283,31 +303,132 @@ def tune(
             measured = {"shape": [m, n, k], "ms": round(best["ms"], 5), "tflops": round(best["tflops"], 2)}
             measured.update({key: v for key, v in best.items() if "rel_error" in key})
             measured["candidates"] = sum(r["ms"] is not None for r in results[-len(candidates):])
-            table.set(bucket(m, n, k), best["config"], measured)
+            b = C.bucket(m, n, k)
+            entries[b] = {"bucket": list(b), "config": best["config"], "measured": measured}
     finally:
         bar.close()
-    return table, results
+    doc = {"schema": C.SCHEMA_VERSION, "kind": C.KIND, "device": device_name,
+           "metadata": dict(env, commands=[command or "sgemm_cube.tuning.gpu.tune()"], created=_now(), sb=sb, order=order,
+                            max_error_ratio=max_error_ratio, seed=seed),
+           "gemm_termwise": [entries[b] for b in sorted(entries)]}
+    C.validate_document(doc, f"measured document for {device_name}")
+    return doc, results
 
 
-def format_results(table: TuningTable) -> str:
-    """The measured table as text: one line per shape with throughput, both errors and the config."""
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def device_path(device_name: str, directory=None) -> pathlib.Path:
+    """``<directory>/<gpu>.json`` (:func:`~sgemm_cube.backends.cuda.configs.file_stem`); ``directory``
+    defaults to the user folder (:func:`~sgemm_cube.backends.cuda.configs.user_dir`)."""
+    return pathlib.Path(directory if directory is not None else C.user_dir()) / f"{C.file_stem(device_name)}.json"
+
+
+def merge_measured(old: Mapping | None, new: Mapping) -> dict:
+    """``old`` with the measured ``gemm_termwise`` bucket entries of ``new`` added or replaced;
+    everything else of ``old`` (other modes and buckets, the hybrid rule) stays.  Metadata
+    records both runs' commands; ``new``'s versions and date win."""
+    if not old:
+        return json.loads(json.dumps(new))
+    doc = json.loads(json.dumps(old))
+    doc["device"] = new["device"]
+    measured = {tuple(e["bucket"]) for e in new.get("gemm_termwise", [])}
+    kept = [e for e in doc.get("gemm_termwise", []) if tuple(e.get("bucket", ())) not in measured]
+    doc["gemm_termwise"] = kept + list(new.get("gemm_termwise", []))
+    meta = dict(doc.get("metadata", {}))
+    commands = list(meta.get("commands", [])) + [c for c in new["metadata"].get("commands", [])
+                                                 if c not in meta.get("commands", [])]
+    meta.update(new.get("metadata", {}), commands=commands)
+    doc["metadata"] = meta
+    return doc
+
+
+def write_measured(doc: Mapping, directory=None) -> pathlib.Path:
+    """Merge ``doc`` (from :func:`tune`) into the device's file in ``directory`` and write it atomically."""
+    path = device_path(doc["device"], directory)
+    old = C.load(path) if path.is_file() else None  # an invalid file raises: fix it, do not overwrite it
+    return C.save(merge_measured(old, doc), path)
+
+
+def write_hybrid_rule(rule: Mapping, key: str, *, source: str | None = None, device: str | None = None,
+                      directory=None) -> pathlib.Path:
+    """Store a fitted hybrid rule (``sgemm_cube.tools.bench_gpu.derive_hybrid_rule``) in ``<directory>/<key>.json``.
+
+    ``directory`` defaults to the package's ``configs/``.  The rule's
+    thresholds (``min_flops``, ``min_mn``, ``min_k``, any other of
+    :data:`~sgemm_cube.backends.cuda.configs.HYBRID_KEYS` it has), ``source``
+    and the number of problems it sends native although the emulation won
+    them replace the file's ``"hybrid"``; the file's other keys stay.  A GPU
+    without a file of its own starts from the table it reads today (a
+    sibling's, without the sibling's measured buckets), so a new file changes
+    nothing but the rule.
+    """
+    from sgemm_cube.backends.cuda import hybrid
+
+    path = pathlib.Path(directory if directory is not None else C.CONFIG_DIR) / f"{key}.json"
+    if path.is_file():
+        doc = dict(C.load(path))
+    else:
+        doc = json.loads(json.dumps(hybrid.load_device_table(key)))
+        if doc:
+            for mode in C.MODES:
+                if f"gemm_{mode}" in doc:
+                    doc[f"gemm_{mode}"] = [e for e in doc[f"gemm_{mode}"] if "bucket" not in e]
+            doc["metadata"] = {"inherited_from": f"{C.file_stem(doc['device'])}.json"}
+            doc.pop("note", None)  # the sibling's note describes the sibling's file
+            doc.pop("small_k", None), doc.pop("interpreter", None)  # default.json's own keys
+        else:
+            doc = {"schema": C.SCHEMA_VERSION, "kind": C.KIND, "device": device or key, "metadata": {}}
+    if device:
+        doc["device"] = device
+    entry = {k: rule[k] for k in C.HYBRID_KEYS if k in rule}
+    if source:
+        entry["source"] = source
+    if "fit" in rule:
+        entry["faster_but_native"] = len(rule["fit"]["faster_but_native"])
+    doc["hybrid"] = entry
+    meta = dict(doc.get("metadata", {}))
+    meta["hybrid_command"] = "sgemm-cube bench --matrix --write-config"
+    doc["metadata"] = meta
+    return C.save(doc, path)
+
+
+def format_document(doc: Mapping) -> str:
+    """A config document as text: one line per entry of each mode."""
+    lines = [f"{doc['device']}  created {doc.get('metadata', {}).get('created', '-')}"]
+    for mode in C.MODES:
+        for e in doc.get(f"gemm_{mode}", []):
+            where = "x".join(map(str, e["bucket"])) if "bucket" in e else "any shape"
+            meas = e.get("measured", {})
+            perf = f"{meas['tflops']:8.1f} TFLOP/s" if isinstance(meas.get("tflops"), (int, float)) else " " * 16
+            cfg = " ".join(f"{k}={v}" for k, v in e["config"].items())
+            lines.append(f"  {mode:>11} {where:>20}  {perf}  {cfg}")
+    return "\n".join(lines)
+
+
+def format_results(doc: Mapping) -> str:
+    """The measured document as text: one line per shape with throughput, both errors and the config."""
     lines = ["rel. errors vs float64 (Frobenius): this kernel / cuBLAS SGEMM, normal and uniform [0,1) data",
              f"{'shape':>17} {'TFLOP/s':>8} {'ms':>9} {'normal':>17} {'uniform':>17}  config"]
-    for e in table.entries:
-        meas = e.measured
+    for e in doc.get("gemm_termwise", []):
+        if "measured" not in e or "shape" not in e["measured"]:
+            continue
+        meas = e["measured"]
         errs = [f"{meas['rel_error' + s]:.1e} / {meas['sgemm_rel_error' + s]:.1e}" for s in ("", "_uniform01")]
         lines.append(f"{'x'.join(map(str, meas['shape'])):>17} {meas['tflops']:8.1f} {meas['ms']:9.4f} "
-                     f"{errs[0]:>17} {errs[1]:>17}  {e.config}")
+                     f"{errs[0]:>17} {errs[1]:>17}  {e['config']}")
     return "\n".join(lines)
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    """Command line of ``python -m tuning.gpu``."""
-    p = argparse.ArgumentParser(prog="python -m tuning.gpu", description=__doc__.split("\n\n")[0])
+    """Command line of ``python -m sgemm_cube.tuning.gpu``."""
+    p = argparse.ArgumentParser(prog="python -m sgemm_cube.tuning.gpu", description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true",
                    help="4 square shapes x 24 configs (under 4 minutes on an H100)")
     p.add_argument("--shapes", nargs="+", metavar="MxNxK", help="shapes to tune (one per bucket)")
-    p.add_argument("--out", metavar="DIR", help=f"folder to write the table to (default {table_dirs()[0]})")
+    p.add_argument("--out", metavar="DIR", help=f"folder of the per-GPU file to update (default {C.user_dir()}; "
+                   "sgemm_cube/backends/cuda/configs/ updates the shipped file)")
     p.add_argument("--no-save", action="store_true", help="print the table only")
     p.add_argument("--max-error-ratio", type=float, default=1.0,
                    help="accept configs whose error is at most this times SGEMM's (default 1)")
@@ -340,17 +461,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"{prof['name']}: {prof['sm_count']} SMs, {prof['smem_per_block_bytes'] // 1024} KiB shared memory per "
           f"block; {len(shapes)} shapes x {len(cands)} configs")
     t0 = time.perf_counter()
-    table, results = tune(shapes, cands, max_error_ratio=args.max_error_ratio, time_budget_s=budget, seed=args.seed)
-    old = read_table(table.device, backend="cuda")
+    command = "python -m sgemm_cube.tuning.gpu " + " ".join(sys.argv[1:] if argv is None else argv)
+    doc, results = tune(shapes, cands, max_error_ratio=args.max_error_ratio, time_budget_s=budget, seed=args.seed,
+                        command=command.strip())
+    path = device_path(doc["device"], args.out)
+    old = C.load(path) if path.is_file() else None
     print(f"\nmeasured in {time.perf_counter() - t0:.0f} s")
-    print(format_results(table))
+    print(format_results(doc))
     failed = [r for r in results if r["status"].startswith("failed")]
     if failed:
         print(f"{len(failed)} candidate runs failed, e.g. {failed[0]['config']}: {failed[0]['status']}")
     if old is not None:
-        print("\nprevious table:\n" + format_table(old))
+        print(f"\nprevious {path}:\n" + format_document(old))
     if not args.no_save:
-        print(f"\nwrote {save(table, args.out)}")
+        print(f"\nwrote {write_measured(doc, args.out)}")
     return 0
 
 

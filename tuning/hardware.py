@@ -65,7 +65,7 @@ another design passes its own :class:`Blocking` (``choose_tiling(...,
 blocking=...)``) rather than editing the hardware table.
 
 The 910A row therefore reproduces Eq. 10 of the paper exactly; see
-:func:`tuning.model.constraints`.
+:func:`sgemm_cube.tuning.model.constraints`.
 """
 from __future__ import annotations
 
@@ -115,7 +115,7 @@ class Blocking:
 
 @dataclass(frozen=True)
 class Pipes:
-    """Per-core pipe rates and fixed costs of the event-driven model (:mod:`tuning.pipeline`).
+    """Per-core pipe rates and fixed costs of the event-driven model (:mod:`sgemm_cube.tuning.pipeline`).
 
     Rates are bytes per cube clock cycle of one AI core; costs are cycles.
     ``sources`` says where each number comes from (a public file, or "fitted"

@@ -45,6 +45,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from sgemm_cube.backends.npu_schedule import Tiling  # the one tiling type (schedule::Tiling)
+
 from .hardware import Blocking, Profile, get_profile
 
 __all__ = [
@@ -135,14 +137,6 @@ class Prediction(NamedTuple):
     tflops_single: np.ndarray
     tflops_double: np.ndarray
 
-
-class Tiling(NamedTuple):
-    """A block configuration for the AscendC kernel's host side."""
-
-    bm: int
-    bk: int
-    bn: int
-    n_fused: int
 
 
 class RankedTiling(NamedTuple):
@@ -380,7 +374,7 @@ def rank(
     top : int, optional, keyword-only
         Return only the first ``top`` rows.
     blocking : Blocking, optional, keyword-only
-        Kernel-design constants replacing the profile's (see :mod:`tuning.hardware`).
+        Kernel-design constants replacing the profile's (see :mod:`sgemm_cube.tuning.hardware`).
 
     Returns
     -------
@@ -468,14 +462,14 @@ def choose_tiling(
     """The tiling the AscendC kernel should use for an m x k x n product.
 
     A measured entry of the tuning table for this profile's device (see
-    :mod:`tuning.table`; written by ``tuning.npu``) wins when it exists and is
+    :mod:`sgemm_cube.tuning.table`; written by ``tuning.npu``) wins when it exists and is
     feasible for the profile; otherwise the model's best (:func:`rank` with its
     defaults).  The returned ``n_fused`` never exceeds ``ceil(k / bk)``.
 
     ``blocking`` names the kernel design the tiling is for: ``"kernel"``
     (default) this package's AscendC kernel (:func:`kernel_blocking`),
     ``"paper"`` the profile's own rows (the paper's Algorithm 1), or any
-    :class:`~tuning.hardware.Blocking`.
+    :class:`~sgemm_cube.tuning.hardware.Blocking`.
     """
     base = get_profile(profile_name)
     if blocking == "kernel":

@@ -4,15 +4,15 @@ UNTESTED ON HARDWARE: no NPU, CANN toolkit or torch_npu exists on the
 development and CI machines.  The driver logic is tested with an injected
 runner; on an NPU machine run::
 
-    python -m tuning.npu --device 910b --top 8 --out tuning/tables/
+    python -m sgemm_cube.tuning.npu --device 910b --top 8 --out tuning/tables/
 
 For each shape it ranks the blocks feasible for this package's kernel
-(:func:`tuning.model.rank` with :func:`tuning.model.kernel_blocking`),
+(:func:`sgemm_cube.tuning.model.rank` with :func:`sgemm_cube.tuning.model.kernel_blocking`),
 runs the ``top`` best through the AscendC kernel, checks each result against
 a float64 reference (relative Frobenius error at most ``max_error_ratio``
 times the native FP32 product's on 910B, or than 1e-5 where no native FP32
 cube exists), times the accepted ones, and stores the fastest tiling per
-shape bucket under the profile's name, where :func:`tuning.model.choose_tiling`
+shape bucket under the profile's name, where :func:`sgemm_cube.tuning.model.choose_tiling`
 finds it.
 """
 from __future__ import annotations
@@ -132,8 +132,8 @@ def tune(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m tuning.npu``: measure, print and save the NPU tuning table."""
-    ap = argparse.ArgumentParser(prog="python -m tuning.npu", description="Measured block tuning on an Ascend NPU.")
+    """``python -m sgemm_cube.tuning.npu``: measure, print and save the NPU tuning table."""
+    ap = argparse.ArgumentParser(prog="python -m sgemm_cube.tuning.npu", description="Measured block tuning on an Ascend NPU.")
     ap.add_argument("--device", default="910b", help="hardware profile (default 910b)")
     ap.add_argument("--top", type=int, default=8, help="model-ranked tilings to time per shape")
     ap.add_argument("--out", metavar="DIR", help=f"folder to write the table to (default {table_dirs()[0]})")

@@ -540,7 +540,7 @@ def _gemm_cycles(p: Profile, design: Design, batch: int, m: int, n: int, k: int,
     the cores, K groups, column blocks) is longer than its samples, the
     product is replayed with that loop cut to two sample counts (tail
     iteration kept) and the time extended along the line through them
-    (``tests/test_pipeline_model.py`` checks this against full replays).
+    (``tests/tuning/test_pipeline_model.py`` checks this against full replays).
     ``exact=True`` replays the whole program.
     """
     g = geometry(p, m, n, k, t, design=design, batch=batch)
@@ -642,13 +642,13 @@ def rank(profile: Profile | str, m: int, n: int, k: int, *, design: Design = KER
     """Tilings for a product, best predicted time first (MODEL PREDICTIONS).
 
     Candidates are the feasible tilings whose cube work per element copied to
-    L0 (:func:`tuning.model.l0_intensity`) is at least ``min_l0_intensity``
+    L0 (:func:`sgemm_cube.tuning.model.l0_intensity`) is at least ``min_l0_intensity``
     of the best one's (the rest lose on MTE1 and B traffic; 0 keeps all).
     Each is first timed on a short version of the problem (one block row
     per core, one K group); the ``screen`` best of those are then timed on
     the whole product and sorted by predicted TFLOP/s (to 0.1; ties go to
     the larger block: fewer instructions).  The roofline's prediction
-    (:func:`tuning.model.predict`) is reported beside each row.
+    (:func:`sgemm_cube.tuning.model.predict`) is reported beside each row.
     """
     from tqdm.auto import tqdm
 

@@ -1,4 +1,4 @@
-"""The tables of ``docs/ascend_pipeline_model.md``: ``python -m tuning.pipeline_report``.
+"""The tables of ``docs/ascend_pipeline_model.md``: ``python -m sgemm_cube.tuning.pipeline_report``.
 
 MODEL PREDICTIONS: prints the calibration against the paper's 910A
 measurements, the Fig. 11 trends, the predicted gains of the kernel changes

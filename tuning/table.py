@@ -1,5 +1,12 @@
 """Tuning tables: measured kernel configurations per device and shape bucket.
 
+The Ascend backend's tables (written by :mod:`sgemm_cube.tuning.npu`, read by
+:func:`sgemm_cube.tuning.model.choose_tiling`).  The CUDA backend does not read these:
+its launch configurations live in ``sgemm_cube/backends/cuda/configs/<gpu>.json``
+(schema, key list and validator: :mod:`sgemm_cube.backends.cuda.configs`),
+written by :mod:`sgemm_cube.tuning.gpu`.  A ``"cuda"`` table is still accepted here (its
+configs checked by that same validator) for ``sgemm-cube tune --show``.
+
 One JSON file per device, named after the device (:func:`table_path`)::
 
     {"schema": 1,
@@ -30,11 +37,12 @@ import json
 import math
 import os
 import re
-import tempfile
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
+
+from sgemm_cube._jsonio import write_json_atomic
 
 __all__ = [
     "BACKENDS",
@@ -84,67 +92,31 @@ def bucket(m: int, n: int, k: int) -> tuple[int, int, int]:
 # ---------------------------------------------------------------------------
 # Config validation: a table must never select a kernel that cannot launch.
 
-_POW2_BLOCK = (16, 32, 64, 128, 256, 512)
-_WARPS = (1, 2, 4, 8, 16)
-
-
 def _int(name: str, v: Any, ok) -> int:
     if isinstance(v, bool) or not isinstance(v, int) or not ok(v):
         raise TableError(f"config value {name}={v!r} is out of range")
     return v
 
 
-def _cuda_variants() -> set[str] | None:
-    try:  # the CUDA backend names its kernel variants; without it, any identifier is accepted
-        from sgemm_cube.backends.cuda.gemm_kernel import VARIANTS
-    except Exception:  # ImportError, or triton failing to initialise
-        return None
-    return set(VARIANTS)
-
-
 def validate_config(config: Any, backend: str) -> dict[str, Any]:
     """Check one entry's config; return a copy or raise :class:`TableError`.
 
-    ``"cuda"`` configs hold launch meta-parameters of
-    ``sgemm_cube.backends.cuda`` (``BLOCK_M/N/K`` powers of two in [16, 512],
-    ``GROUP_M`` in [1, 64], ``num_warps`` in {1, 2, 4, 8, 16}, ``num_stages``
-    in [1, 8], ``split_block`` two powers of two, ``split_warps``, ``variant``,
-    the booleans ``split_corr`` and ``warp_specialize``)
-    plus an optional ``flush_k`` (0, or a multiple of 16 that is >= 32) that
-    the caller passes as the ``flush_k`` argument.  ``"ascend"`` configs hold
+    ``"cuda"`` configs hold launch keys of ``sgemm_cube.backends.cuda``,
+    checked by its one validator (:func:`sgemm_cube.backends.cuda.configs.validate_config`:
+    known keys, types, ranges).  ``"ascend"`` configs hold
     ``bm``, ``bk``, ``bn`` (positive multiples of 16) and ``n_fused`` (>= 1).
     """
     if not isinstance(config, Mapping) or not config:
         raise TableError("config must be a non-empty object")
     cfg = dict(config)
     if backend == "cuda":
-        checks = {
-            "BLOCK_M": lambda v: _int("BLOCK_M", v, lambda x: x in _POW2_BLOCK),
-            "BLOCK_N": lambda v: _int("BLOCK_N", v, lambda x: x in _POW2_BLOCK),
-            "BLOCK_K": lambda v: _int("BLOCK_K", v, lambda x: x in _POW2_BLOCK),
-            "GROUP_M": lambda v: _int("GROUP_M", v, lambda x: 1 <= x <= 64),
-            "num_warps": lambda v: _int("num_warps", v, lambda x: x in _WARPS),
-            "num_stages": lambda v: _int("num_stages", v, lambda x: 1 <= x <= 8),
-            "split_warps": lambda v: _int("split_warps", v, lambda x: x in _WARPS),
-            "flush_k": lambda v: _int("flush_k", v, lambda x: x == 0 or (x >= 32 and x % 16 == 0)),
-        }
-        for key, value in cfg.items():
-            if key in checks:
-                checks[key](value)
-            elif key == "split_block":
-                if not (isinstance(value, list) and len(value) == 2):
-                    raise TableError(f"config value split_block={value!r} must be two powers of two")
-                for v in value:
-                    _int("split_block", v, lambda x: x in _POW2_BLOCK)
-            elif key in ("split_corr", "warp_specialize"):
-                if not isinstance(value, bool):
-                    raise TableError(f"config value {key}={value!r} must be true or false")
-            elif key == "variant":
-                variants = _cuda_variants()
-                if not isinstance(value, str) or (variants is not None and value not in variants):
-                    raise TableError(f"unknown kernel variant {value!r}")
-            else:
-                raise TableError(f"unknown config key {key!r} for backend 'cuda'")
+        from sgemm_cube.backends.cuda.configs import ConfigError
+        from sgemm_cube.backends.cuda.configs import validate_config as _validate_cuda
+
+        try:
+            cfg = _validate_cuda(cfg, source="cuda config")
+        except ConfigError as exc:
+            raise TableError(str(exc)) from None
     elif backend == "ascend":
         if set(cfg) - {"bm", "bk", "bn", "n_fused"} or not {"bm", "bk", "bn"} <= set(cfg):
             raise TableError(f"ascend config needs bm, bk, bn (and optional n_fused), got {sorted(cfg)}")
@@ -294,20 +266,7 @@ def save(table: TuningTable, directory: str | os.PathLike[str] | None = None) ->
     TuningTable.from_json(doc, source="<table to save>")
     path = table_path(table.device, directory)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(doc, fh, indent=1, sort_keys=False)
-            fh.write("\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+    write_json_atomic(path, doc)
     for key in [k for k in _CACHE if k.startswith(f"{path}|")]:
         del _CACHE[key]
     return path

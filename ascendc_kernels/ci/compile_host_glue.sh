@@ -6,7 +6,7 @@
 #
 # torch-npu is installed with --no-deps into a throw-away --target folder and
 # never imported: importing it without CANN breaks `import torch` (see
-# shared/notes/ascend.md).  The launch headers that ascendc_library() would
+# ascendc_kernels/README.md).  The launch headers that ascendc_library() would
 # generate are replaced by ci/stubs/ (same declarations).
 #
 # Usage: ascendc_kernels/ci/compile_host_glue.sh

@@ -37,7 +37,7 @@ Exit status 1 if any case breaks the bound, or, in a dry run, if a case
 expected to be bit-exact is not (the NPU's own mismatches are measurements).
 ``--dry-run`` replaces the compiled extension by the schedule model running
 on CPU tensors, so the whole path (planning, tiling, bookkeeping, the
-table) runs without CANN or an NPU; CI runs it (``tests/test_ascend_build.py``).
+table) runs without CANN or an NPU; CI runs it (``tests/ascendc_kernels/test_ascend_build.py``).
 """
 from __future__ import annotations
 
@@ -92,7 +92,7 @@ def model_device(soc: str, cores: int | None = None):
     from sgemm_cube.backends import npu
 
     if cores is None:
-        from tuning import get_profile
+        from sgemm_cube.tuning import get_profile
 
         cores = get_profile(soc).ai_cores
     ext = ModelExtension(soc, cores)
@@ -252,7 +252,7 @@ def _native(a, b, device: str):
 def measure(case: Case, soc: str, *, dry_run: bool, seed: int = 0) -> Row:
     """Run one case on the NPU (or, with ``dry_run``, on the CPU model) and compare."""
     import sgemm_cube
-    from cpu_fallback.guard import line_meta, recomputed_lines
+    from sgemm_cube.cpu_fallback.guard import line_meta, recomputed_lines
     from sgemm_cube.backends import npu
     check_guarantee, references = _guarantee_check()
 

@@ -1,8 +1,8 @@
 """Backend registry: each backend is imported lazily, by name, and cached.
 
-A backend module provides ``is_available() -> bool``,
-``unavailable_reason() -> str`` and ``matmul(a, b, *, sb, order, keep_lo_lo,
-out, ...) -> SplitStats | None`` (see :mod:`sgemm_cube.backends.base`).  A
+Every backend module follows :class:`sgemm_cube.backends.base.Backend`
+(``SCHEMES``, ``ORDERS``, ``is_available``, ``unavailable_reason``,
+``plan``, ``run``; a test checks each one).  A
 missing optional library (torch, triton, torch_npu) never breaks
 ``import sgemm_cube``: it only makes that backend unavailable, and asking
 for it raises :class:`BackendUnavailableError` naming what is missing.

@@ -1,42 +1,43 @@
-"""What every backend gives the API layer.
+"""The protocol every backend follows, and what it gives the API layer.
 
-A backend computes the emulated product of finite data; the API layer
-(:mod:`sgemm_cube.api`) owns everything that is the same for all of them:
-dtype and shape checks, broadcasting, ``out=``, the range check of the split
-and the patching of NaN/Inf outputs.  So a backend's ``matmul`` receives
-3-D float32 operands ``a`` (B, M, K) and ``b`` (B, K, N) with any strides,
-treats every non-finite input element as 0, writes all of ``out`` (B, M, N),
-and returns :class:`SplitStats` gathered while it split the operands (or
-``None`` to let the API layer compute them).  A backend whose module sets
-``ACCEPTS_CHECK = True`` also takes ``check=``: a callable it runs on the
-statistics after the split and before the products, so that the API layer's
-range check (which reads the statistics back to the host) waits only for
-the split and can stop the products before they start.
+A backend is a module of :data:`sgemm_cube.backends.BACKENDS` that satisfies
+:class:`Backend`: it names the schemes and orders it implements, says
+whether it can run here, turns a validated :class:`~sgemm_cube.plan.Request`
+and a problem's shape into a :class:`~sgemm_cube.plan.Plan`
+(:func:`sgemm_cube.explain` returns exactly that plan), and runs a plan.
+
+The API layer (:mod:`sgemm_cube.api`) owns everything that is the same for
+all of them: dtype and shape checks, broadcasting, ``out=``, autograd.  So
+``run`` receives 3-D float32 operands ``a`` (B, M, K) and ``b`` (B, K, N)
+of the backend's array kind, with any strides, and writes all of ``out``
+(B, M, N), including the accuracy guarantee's bookkeeping (line statistics,
+scaling, recomputed lines, non-finite inputs), which each backend computes
+from its own operands.
 """
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Protocol, runtime_checkable
 
-__all__ = ["SplitStats"]
+__all__ = ["Backend"]
 
 
-class SplitStats(NamedTuple):
-    """Range statistics of the operands, a by-product of the split pass.
+@runtime_checkable
+class Backend(Protocol):
+    """What a backend module provides (``isinstance(module, Backend)`` checks the names)."""
 
-    Arrays are of the backend's kind (NumPy array or torch tensor, on the
-    operands' device).
+    #: Schemes it implements ("fp16x3", "fp16x4", "bf16x9", "bf16x6"; "native" for the baseline).
+    SCHEMES: tuple[str, ...]
+    #: Accumulation orders it implements ("termwise", "elementwise").
+    ORDERS: tuple[str, ...]
 
-    Attributes
-    ----------
-    a_rowmax : array, shape (B, M), float32
-        Largest finite ``|a[b, i, k]|`` over ``k`` (0 where a row has none).
-    b_colmax : array, shape (B, N), float32
-        Largest finite ``|b[b, k, j]|`` over ``k``.
-    a_nonfinite, b_nonfinite : bool or 0-d bool array
-        Whether the operand holds any NaN or infinity.
-    """
+    def is_available(self) -> bool:
+        """Whether the library, toolkit and device it needs are here (cheap; cached by the registry)."""
 
-    a_rowmax: Any
-    b_colmax: Any
-    a_nonfinite: Any
-    b_nonfinite: Any
+    def unavailable_reason(self) -> str:
+        """Why not, naming what is missing ("" when available)."""
+
+    def plan(self, req, batch: int, m: int, n: int, k: int, like=None):
+        """The :class:`~sgemm_cube.plan.Plan` for a (batch, m, k) @ (batch, k, n) product on ``like``'s device."""
+
+    def run(self, plan, req, a, b, out) -> None:
+        """Compute the planned product of 3-D float32 operands into ``out``."""

@@ -1,12 +1,12 @@
-"""CPU backend: the NumPy arithmetic model of :mod:`cpu_fallback`, with the guarantee's bookkeeping.
+"""CPU backend: the NumPy arithmetic model of :mod:`sgemm_cube.cpu_fallback`, with the guarantee's bookkeeping.
 
 Runs on NumPy arrays and on torch CPU tensors (shared memory, no copy).  Per
-product (:mod:`cpu_fallback.guard` defines every step, and the CUDA backend
+product (:mod:`sgemm_cube.cpu_fallback.guard` defines every step, and the CUDA backend
 computes the same line exponents and classes bit for bit):
 
 1. line exponents and classes of ``a``'s rows and ``b``'s columns;
 2. exact power-of-two scaling of the lines that need it, NaN/Inf as 0;
-3. the emulated product (:func:`cpu_fallback.emulated_matmul`, exact to
+3. the emulated product (:func:`sgemm_cube.cpu_fallback.emulated_matmul`, exact to
    its documented accumulation model), unscaled with one rounding;
 4. the outputs of recomputed lines computed by NumPy's float32 matmul (native FP32).
 
@@ -14,8 +14,8 @@ Bounded memory: steps 1-3 run slab by slab, so that their temporaries
 (line statistics, scaled and split copies, float64 chunk sums, FP32
 accumulators) stay within :data:`MEMORY_BUDGET` whatever B, M, N and K.  K
 slabs are cut at multiples of every accumulation model's chunk length and
-carry the accumulators (:class:`cpu_fallback.ProductAccumulator`); line
-statistics of slabs combine exactly (:class:`cpu_fallback.guard.LineStats`).
+carry the accumulators (:class:`sgemm_cube.cpu_fallback.ProductAccumulator`); line
+statistics of slabs combine exactly (:class:`sgemm_cube.cpu_fallback.guard.LineStats`).
 So the result is bit-identical to the unsliced computation, whatever the
 budget.  Step 4 multiplies whole lines in one ``numpy.matmul`` each, as
 native FP32 does (cutting K would change its rounding): it needs a float32
@@ -33,9 +33,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from cpu_fallback import ACCUMULATION_MODELS, ORDERS, ProductAccumulator, get_scheme
-from cpu_fallback.accumulate import _PANEL_BYTES
-from cpu_fallback.guard import LineStats, line_stats, meta_from_stats, recomputed_lines, scale_lines, unscale
+from sgemm_cube.cpu_fallback import ACCUMULATION_MODELS, ORDERS, ProductAccumulator, get_scheme
+from sgemm_cube.cpu_fallback.accumulate import _PANEL_BYTES
+from sgemm_cube.cpu_fallback.guard import LineStats, line_stats, meta_from_stats, recomputed_lines, scale_lines, unscale
 
 from ..plan import Plan, Request, make_plan
 
@@ -52,7 +52,7 @@ DEFAULT_ACCUMULATE = "cube16"
 #: scaled and split copies of operand slabs, their float64 chunk copies, the FP32 accumulators of an
 #: output tile and the float64 temporaries of unscaling.  A product that fits runs in one slab (a
 #: 1024^3 product does, for every scheme).  On top come the fixed, cache-sized panel buffers of
-#: :mod:`cpu_fallback.accumulate` (8 MiB per product of the scheme in flight: one termwise, all of
+#: :mod:`sgemm_cube.cpu_fallback.accumulate` (8 MiB per product of the scheme in flight: one termwise, all of
 #: them elementwise) and the float32 copies of the FP32 recomputation (step 4).
 MEMORY_BUDGET = 256 << 20
 
@@ -107,7 +107,7 @@ def _tiling(m: int, n: int, k: int, scheme: str, order: str, budget: int) -> _Ti
 
     Operand slab (per element of ``a[rows, ks]`` and ``b[ks, cols]``): the
     scaled float32 copy, the slices, one float64 chunked copy per product in
-    flight (:func:`cpu_fallback.accumulate.panel_sums`) and transients.
+    flight (:func:`sgemm_cube.cpu_fallback.accumulate.panel_sums`) and transients.
     Output tile (per element): one FP32 accumulator per product (termwise)
     or one in all (elementwise), and the float32 terms of the elementwise
     loop.  Cutting K costs nothing but per-slab overhead; cutting the output
@@ -140,7 +140,7 @@ def _tiling(m: int, n: int, k: int, scheme: str, order: str, budget: int) -> _Ti
 
 
 def _line_meta(x: np.ndarray, axis: int, plan: Plan, fixup: bool):
-    """:func:`cpu_fallback.guard.line_meta` of a (B, M, K) (``axis=-1``) or (B, K, N) (``axis=-2``) operand.
+    """:func:`sgemm_cube.cpu_fallback.guard.line_meta` of a (B, M, K) (``axis=-1``) or (B, K, N) (``axis=-2``) operand.
 
     The statistics are read in blocks of at most ``MEMORY_BUDGET`` bytes of
     temporaries, whole lines first, then batches of them.

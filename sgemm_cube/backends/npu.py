@@ -5,14 +5,14 @@ looked up when the backend is asked for.  What runs on the device, per
 product (``ascendc_kernels/README.md`` has the details):
 
 1. ``sgemm_cube_split`` (vector unit): A and B to FP16 hi/lo, the rule of
-   :func:`cpu_fallback.split`, non-finite values as 0;
+   :func:`sgemm_cube.cpu_fallback.split`, non-finite values as 0;
 2. ``sgemm_cube_gemm`` (cube unit): ``A_hi B_hi``, ``A_lo B_hi``, ``A_hi B_lo``
    (and ``A_lo B_lo`` with ``keep_lo_lo``), each accumulated in its own FP32
    accumulator in L0C, resident A groups and ping-pong B in L1 (SGEMM-cube
    Algorithm 1);
 3. ``sgemm_cube_combine`` (vector unit): termwise combination, small terms first.
 
-The result equals :func:`cpu_fallback.emulated_matmul` (``order="termwise"``,
+The result equals :func:`sgemm_cube.cpu_fallback.emulated_matmul` (``order="termwise"``,
 ``accumulate="cube16"`` if the cube rounds as that model says) whenever K
 fits one resident group, and :func:`.npu_schedule.grouped_reference`
 otherwise; :mod:`.npu_schedule` is the tested model of the schedule.
@@ -35,9 +35,8 @@ __all__ = ["SCHEMES", "ORDERS", "is_available", "unavailable_reason", "plan", "r
 _EXTENSION = "sgemm_cube.backends._npu_ext"
 # Where a CANN toolkit keeps the ACL headers, relative to ASCEND_HOME_PATH.
 _CANN_MARKERS = ("include/acl/acl.h", "aarch64-linux/include/acl/acl.h", "x86_64-linux/include/acl/acl.h")
-_SCHEMES = ("fp16x3", "fp16x4")
-#: What the AscendC kernels implement (the protocol of :mod:`sgemm_cube.backends`).
-SCHEMES = _SCHEMES
+#: What the AscendC kernels implement (the protocol of :mod:`sgemm_cube.backends.base`).
+SCHEMES = ("fp16x3", "fp16x4")
 ORDERS = ("termwise",)
 
 
@@ -107,20 +106,18 @@ def _extension():
 def choose_tiling(soc: str, m: int, n: int, k: int, *, terms: int = 3) -> npu_schedule.Tiling:
     """The tiling the kernel runs for an m x k x n product on ``soc`` ("910a"/"910b").
 
-    The tuner's choice (:func:`tuning.choose_tiling` with this kernel's
-    blocking constants, :func:`.npu_schedule.kernel_blocking`), made to fit
-    the kernel's buffer plan by :func:`.npu_schedule.fit_tiling`; the plan's
-    own default when the tuner is not importable.
+    The tuner's choice (:func:`sgemm_cube.tuning.choose_tiling` for this
+    kernel's buffers, :func:`sgemm_cube.tuning.model.kernel_blocking`), made
+    to fit the kernel's buffer plan by :func:`.npu_schedule.fit_tiling`; the
+    plan's own default when the tuner has no answer.
     """
-    cap = npu_schedule.capacity_from_profile(soc)
-    proposed = None
-    try:
-        import tuning
+    from sgemm_cube.tuning import choose_tiling as tuner_choice
 
-        proposed = npu_schedule.Tiling(*tuning.choose_tiling(
-            soc, m, n, k, n_terms=terms, blocking=npu_schedule.kernel_blocking(soc, terms)))
-    except (ImportError, ValueError, KeyError):  # no tuner, or it has no answer: the plan's own default
-        pass
+    cap = npu_schedule.capacity_from_profile(soc)
+    try:
+        proposed = npu_schedule.Tiling(*tuner_choice(soc, m, n, k, n_terms=terms, blocking="kernel"))
+    except (ValueError, KeyError):  # the tuner has no answer: the plan's own default
+        proposed = None
     return npu_schedule.fit_tiling(cap, proposed, k=k, terms=terms)
 
 
@@ -173,8 +170,8 @@ def matmul(a, b, *, sb: int, order: str, keep_lo_lo: bool, out, accumulate: str 
         raise BackendUnavailableError(f"sgemm_cube backend 'npu' is unavailable: {reason}")
     if order != "termwise":
         raise NotImplementedError(f"the npu backend implements order='termwise' only, got {order!r}")
-    if scheme is not None and scheme not in _SCHEMES:
-        raise NotImplementedError(f"the npu backend implements the FP16 schemes {list(_SCHEMES)}, got {scheme!r}")
+    if scheme is not None and scheme not in SCHEMES:
+        raise NotImplementedError(f"the npu backend implements the FP16 schemes {list(SCHEMES)}, got {scheme!r}")
     if accumulate is not None:
         raise ValueError("the npu backend accumulates on the cube itself; accumulate= names a model of "
                          "the cpu backend (leave it None)")
@@ -209,7 +206,7 @@ def plan(req, batch: int, m: int, n: int, k: int, like=None):
 
 
 def run(plan, req, a, b, out) -> None:
-    """The guarantee's bookkeeping around the AscendC kernels (:mod:`cpu_fallback.guard`).
+    """The guarantee's bookkeeping around the AscendC kernels (:mod:`sgemm_cube.cpu_fallback.guard`).
 
     **Synchronises**: until the AscendC split computes the line exponents and
     classes itself, they are computed on the host from a copy of the
@@ -225,8 +222,8 @@ def run(plan, req, a, b, out) -> None:
     """
     import torch
 
-    from cpu_fallback import split_limits
-    from cpu_fallback.guard import line_meta, recomputed_lines
+    from sgemm_cube.cpu_fallback import split_limits
+    from sgemm_cube.cpu_fallback.guard import line_meta, recomputed_lines
 
     opts = dict(scheme=plan.scheme, sb=plan.sb, scale=plan.scale, fixup=req.fixup)
     ma = line_meta(a.detach().cpu().numpy(), -1, **opts)

@@ -5,9 +5,9 @@ function for function (same names, same integer arithmetic): the buffer plan,
 the geometry, and the order in which every core visits its steps.  A test
 compiles the C++ header's driver and checks that both produce the same step
 sequences; another runs :func:`simulate` and compares it with
-:mod:`cpu_fallback` bit for bit.
+:mod:`sgemm_cube.cpu_fallback` bit for bit.
 
-What the kernel computes, and how it relates to :mod:`cpu_fallback`
+What the kernel computes, and how it relates to :mod:`sgemm_cube.cpu_fallback`
 ------------------------------------------------------------------
 Every core owns block rows of C.  For a block row it stages ``n_fused`` K
 blocks of ``A_hi`` and ``A_lo`` in L1 (a *group*), then streams the B tiles of
@@ -52,7 +52,6 @@ __all__ = [
     "TilingError",
     "KERNEL_CUBE",
     "capacity_from_profile",
-    "kernel_blocking",
     "make_plan",
     "max_n_fused",
     "make_geometry",
@@ -233,35 +232,17 @@ def _fail(status: Status, what: str) -> TilingError:
 
 
 def capacity_from_profile(profile) -> Capacity:
-    """Capacities of a :class:`tuning.hardware.Profile` (or its key, e.g. ``"910b"``).
+    """Capacities of a :class:`sgemm_cube.tuning.hardware.Profile` (or its key, e.g. ``"910b"``).
 
     The tuner's ``tuning/profiles/ascend.json`` is the shared table; the C++
     ``arch.hpp`` repeats it and a test keeps the two equal.
     """
-    from tuning.hardware import get_profile
+    from sgemm_cube.tuning.hardware import get_profile
 
     p = get_profile(profile)
     through_ub = "ub" in p.c_path
     return Capacity(p.l1_bytes, p.l0a_bytes, p.l0b_bytes, p.l0c_bytes, p.ub_bytes,
                     p.blocking.c_reserved_bytes if through_ub else 0, through_ub)
-
-
-def kernel_blocking(profile, terms: int = 3):
-    """The tuner's :class:`tuning.hardware.Blocking` constants for this kernel.
-
-    The kernel keeps hi and lo of every operand together (4 bytes per element
-    in L1 and L0, one pass for all terms), ping-pongs L0A/L0B and B, and holds
-    one FP32 L0C accumulator per term (``4 * terms`` bytes per C element; the
-    910A UB staging needs 12).  With these constants
-    ``tuning.choose_tiling(..., blocking=kernel_blocking(...))`` only returns
-    tilings :func:`make_plan` accepts.
-    """
-    from tuning.hardware import Blocking, get_profile
-
-    p = get_profile(profile)
-    return Blocking(operand_bytes=_PARTS * _HALF, l0_stages=2, b_buffers=_B_SLOTS,
-                    c_bytes_per_element=_FLOAT * terms, c_reserved_bytes=p.blocking.c_reserved_bytes,
-                    fused_terms=True)
 
 
 def max_n_fused(cap: Capacity, bm: int, bk: int, bn: int) -> int:
@@ -436,7 +417,7 @@ def core_program(g: Geometry, core: int, *, b_slots: int = _B_SLOTS, l0c_sets: i
 
     Data operations and every SetFlag/WaitFlag, exactly as the kernel's
     visitor receives them (a test compares this with the C++ header's
-    recording).  :mod:`tuning.pipeline` times this program on a model of the
+    recording).  :mod:`sgemm_cube.tuning.pipeline` times this program on a model of the
     core's pipes.
 
     The keywords describe kernel changes proposed by that model and *not* in
@@ -592,7 +573,7 @@ def _as_batched(x: np.ndarray, name: str) -> np.ndarray:
 
 def _split_padded(x: np.ndarray, rows: int, cols: int, sb: int) -> tuple[np.ndarray, np.ndarray]:
     """The split kernel: zero non-finite values, zero-pad, split (cpu_fallback's rule)."""
-    from cpu_fallback import split
+    from sgemm_cube.cpu_fallback import split
 
     padded = np.zeros((x.shape[0], rows, cols), np.float32)
     padded[:, : x.shape[1], : x.shape[2]] = np.where(np.isfinite(x), x, np.float32(0))
@@ -628,15 +609,15 @@ def simulate(a, b, *, sb: int = 12, keep_lo_lo: bool = False, tiling: Tiling, ca
     cores : int
         AI cores the GEMM kernel is launched on.
     accumulate : {"cube16", "sequential"}
-        Accumulation model of the cube (:func:`cpu_fallback.accumulate_product`).
+        Accumulation model of the cube (:func:`sgemm_cube.cpu_fallback.accumulate_product`).
 
     Returns
     -------
     ndarray, float32, shape (M, N) or (B, M, N) like the inputs
-        Bit-identical to :func:`cpu_fallback.emulated_matmul` (termwise) when
+        Bit-identical to :func:`sgemm_cube.cpu_fallback.emulated_matmul` (termwise) when
         the geometry has one K group, to :func:`grouped_reference` always.
     """
-    from cpu_fallback import accumulate_product
+    from sgemm_cube.cpu_fallback import accumulate_product
 
     a3, b3 = _as_batched(a, "a"), _as_batched(b, "b")
     if a3.shape[0] != b3.shape[0] or a3.shape[2] != b3.shape[1]:
@@ -673,7 +654,7 @@ def grouped_reference(a, b, *, sb: int = 12, keep_lo_lo: bool = False, group_k: 
                       accumulate: str = "cube16") -> np.ndarray:
     """The kernel's arithmetic in closed form, without any blocking.
 
-    Each term is accumulated with :func:`cpu_fallback.accumulate_product` over
+    Each term is accumulated with :func:`sgemm_cube.cpu_fallback.accumulate_product` over
     consecutive K ranges of ``group_k`` elements (``n_fused * bk``), the range
     results are summed in FP32 in K order, and the terms are combined
     termwise.  With ``group_k >= K`` this is
@@ -686,7 +667,7 @@ def grouped_reference(a, b, *, sb: int = 12, keep_lo_lo: bool = False, group_k: 
     group_k : int
         Positive multiple of 16.
     """
-    from cpu_fallback import accumulate_product, split
+    from sgemm_cube.cpu_fallback import accumulate_product, split
 
     if group_k <= 0 or group_k % KERNEL_CUBE:
         raise ValueError(f"group_k must be a positive multiple of 16, got {group_k}")

@@ -1,6 +1,6 @@
 """The accuracy guarantee of ``sgemm_cube.matmul`` on a CUDA GPU: run ``pytest tests/gpu -m gpu`` there.
 
-Not part of CI (no GPU there); ``tests/test_guarantee.py`` makes the same claims on the CPU (the
+Not part of CI (no GPU there); ``tests/sgemm_cube/test_guarantee.py`` makes the same claims on the CPU (the
 NumPy model, and the Triton kernels under the interpreter at shapes <= 48).  Here, on the compiled
 kernels, with CUDA tensors:
 
@@ -33,7 +33,7 @@ pytest.importorskip("triton")
 import sgemm_cube  # noqa: E402
 import sgemm_cube.backends.native  # noqa: E402
 
-from ..guarantee_data import (FINITE, GENERATORS, OPTIONS, SPECIAL, U, References,  # noqa: E402
+from tests.guarantee_data import (FINITE, GENERATORS, OPTIONS, SPECIAL, U, References,  # noqa: E402
                               check_guarantee, frobenius_errors, ieee_special_values, issue_64x64,
                               native_overflow_ok, nextafter_2_64, option_id, overflow_case,
                               padded_issue_case, references, rng_for, special_case)

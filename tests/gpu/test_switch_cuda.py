@@ -1,6 +1,6 @@
 """The drop-in switch on CUDA tensors: run ``pytest tests/gpu`` on a GPU (not part of CI).
 
-``tests/test_torch_switch.py`` makes every claim on the CPU; checked here on
+``tests/sgemm_cube/test_torch_switch.py`` makes every claim on the CPU; checked here on
 the GPU, with shapes the hybrid rule sends to the emulation (2048^3):
 
 * the emulation's fingerprint (24-bit data times 0/1 selection matrices:

@@ -1,6 +1,6 @@
 """``sgemm_cube::matmul`` under ``torch.compile`` on CUDA: run ``pytest tests/gpu -m gpu`` on a GPU.
 
-Not part of CI (no GPU there); ``tests/test_torch_*.py`` make the same
+Not part of CI (no GPU there); ``tests/sgemm_cube/test_torch_*.py`` make the same
 claims on the CPU.  Checked here, with Inductor (the default backend):
 
 * functions using the operator compile with zero graph breaks (counted by
@@ -35,7 +35,7 @@ import sgemm_cube.nn  # noqa: E402
 from sgemm_cube import switch, torch_ops  # noqa: E402
 from sgemm_cube.metrics import relative_error  # noqa: E402
 
-from ..conftest import draw  # noqa: E402
+from tests.conftest import draw  # noqa: E402
 
 OP = torch.ops.sgemm_cube.matmul.default
 FLOOR = 2.0 ** -21

@@ -1,4 +1,4 @@
-// Planted misuse (tests/test_ascend_kernel_sources.py): the 910B write-back,
+// Planted misuse (tests/ascendc_kernels/test_ascend_kernel_sources.py): the 910B write-back,
 // Fixpipe L0C -> GM with FixpipeParamsV220, in code that every chip's build
 // compiles and instantiates.  include/basic_api/kernel_operator_fixpipe_intf.h
 // declares that overload only for __NPU_ARCH__ 2201 (and later chips); on 1001

@@ -1,4 +1,4 @@
-// Planted misuse (tests/test_ascend_kernel_sources.py): reinterpreting a GM
+// Planted misuse (tests/ascendc_kernels/test_ascend_kernel_sources.py): reinterpreting a GM
 // tensor.  include/basic_api/kernel_tensor.h gives LocalTensor a
 // ReinterpretCast on every chip but GlobalTensor only for __NPU_ARCH__ 3510 /
 // 5102, so both the 910A (1001) and the 910B (2201) build must fail.  Without

@@ -1,4 +1,4 @@
-// Planted misuse (tests/test_ascend_kernel_sources.py): a MmadParams field of
+// Planted misuse (tests/ascendc_kernels/test_ascend_kernel_sources.py): a MmadParams field of
 // another chip.  include/basic_api/kernel_struct_mm.h declares
 // MmadParams::disableGemv only for __NPU_ARCH__ 3510 / 5102, so both the 910A
 // (1001) and the 910B (2201) build must fail.  Without SGEMM_CUBE_PLANT_MISUSE

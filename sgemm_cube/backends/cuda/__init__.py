@@ -9,20 +9,24 @@ are imported on first use.  Layers, one per module:
   4 FP16, 9 or 6 BF16), the level-0 partial flushed into a
   round-to-nearest FP32 accumulator every ``flush_k`` elements, termwise or
   elementwise combination;
-* :mod:`.launch` -- configs, padding, launches (:func:`matmul`);
+* :mod:`.launch` -- config resolution, padding, launches (:func:`matmul`);
+* :mod:`.configs` -- the schema, key list and validator of ``configs/<gpu>.json``
+  and ``configs/default.json`` (written by ``tuning/gpu.py`` alone);
 * :mod:`.hybrid` -- per-GPU tables and :func:`prefers_native`.
 
-Measurements behind every default: ``benchmarks/NOTES_gpu.md``.
+Measurements behind every default: ``docs/cuda_design.md``.
 """
 from __future__ import annotations
 
 from .hybrid import interpreter_active, prefers_native
 
-__all__ = ["SCHEMES", "is_available", "unavailable_reason", "plan", "run", "matmul", "prefers_native",
+__all__ = ["SCHEMES", "ORDERS", "is_available", "unavailable_reason", "plan", "run", "matmul", "prefers_native",
            "interpreter_active"]
 
-#: Split schemes this backend has kernels for (:mod:`cpu_fallback.schemes`).
+#: Split schemes this backend has kernels for (:mod:`sgemm_cube.cpu_fallback.schemes`).
 SCHEMES = ("fp16x3", "fp16x4", "bf16x9", "bf16x6")
+#: Both accumulation orders (``gemm_kernel``'s termwise and elementwise variants).
+ORDERS = ("termwise", "elementwise")
 
 
 def unavailable_reason() -> str:
@@ -60,7 +64,7 @@ def plan(req, batch: int, m: int, n: int, k: int, like=None):
     native = None
     if req.backend == "auto" and like is not None and prefers_native(batch, m, n, k, like.device):
         native = "the measured hybrid rule says cuBLAS SGEMM is faster for this shape on this GPU"
-    return make_plan(req, "cuda", SCHEMES, k, native_reason=native)
+    return make_plan(req, "cuda", SCHEMES, k, orders=ORDERS, native_reason=native)
 
 
 def run(plan, req, a, b, out) -> None:

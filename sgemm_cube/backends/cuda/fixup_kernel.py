@@ -1,7 +1,7 @@
 """Plain FP32 outputs inside the GEMM launch: the recomputed lines, and tiles that may overflow.
 
 The split pass lists, per block of ``BLOCK_L`` lines, the rows of A and
-columns of B whose outputs must be native FP32 (:mod:`cpu_fallback.guard`:
+columns of B whose outputs must be native FP32 (:mod:`sgemm_cube.cpu_fallback.guard`:
 an entry the split would round to fewer than 22 bits, NaN, infinity).  The
 GEMM's tiles leave those outputs alone, and ``FIX_PROGRAMS`` extra programs
 of the same launch compute them (:func:`fixup_program`):
@@ -19,7 +19,7 @@ multiply-adds, so NaN and infinities propagate as in native SGEMM
 (``inf * 0`` and ``inf - inf`` give NaN).  They run on lines scaled by their
 exponents ``t`` (a listed line's largest entry in [1, 2), the other
 operand's lines as the split scaled them) and are unscaled with one
-rounding: no partial sum overflows (:mod:`cpu_fallback.guard`).  Outputs in a
+rounding: no partial sum overflows (:mod:`sgemm_cube.cpu_fallback.guard`).  Outputs in a
 listed row and a listed column are written by the row pass only.
 """
 from __future__ import annotations

@@ -1,12 +1,12 @@
 """The SGEMM-cube GEMM on tensor cores (Triton): FP16 (hi, lo) or BF16 (s0, s1, s2) slices.
 
 Product ``(i, j)`` is slice ``i`` of A times slice ``j`` of B; its *level*
-``i + j`` says how small it is (:mod:`cpu_fallback.schemes`).  For one output
+``i + j`` says how small it is (:mod:`sgemm_cube.cpu_fallback.schemes`).  For one output
 tile, with K walked in steps of ``BLOCK_K``::
 
     hh  : FP32 round-to-nearest accumulator of the level-0 product A_0 @ B_0
     part: tensor-core partial of A_0 @ B_0, added into hh every FLUSH_STEPS
-          steps (tensor cores truncate while they accumulate: gpu.md measured
+          steps (tensor cores truncate while they accumulate: docs/cuda_design.md: measured
           4x-40x SGEMM's error when hh lives in them for all of K, and on
           same-sign data the truncation is biased, so the error grows with the
           interval: 4.7e-7 at 128, 2.4e-7 at 64 on uniform [0, 1) data)
@@ -27,7 +27,7 @@ tile, with K walked in steps of ``BLOCK_K``::
 
 with ``s = SCALE`` = ``2**-sb`` for FP16 and 1 for BF16 (BF16 has FP32's
 exponent range, so its slices are not scaled).  This mirrors
-:func:`cpu_fallback.emulated_matmul` with the flush interval as the K chunk
+:func:`sgemm_cube.cpu_fallback.emulated_matmul` with the flush interval as the K chunk
 (the CPU model's chunk is 16 and it keeps every product in its own
 accumulator; the tensor cores' own chunk order is undocumented, so the tests
 compare within an error bound, not bit for bit).
@@ -41,7 +41,7 @@ are zero padded to whole tiles, so only the store is masked.
 Variants (compile-time switches of one kernel, named in :data:`VARIANTS`):
 ``"ptr"`` pointer loads; ``"tma"`` host tensor descriptors (Hopper's bulk
 tensor copies); ``"tma_persistent"`` the same with one program per SM looping
-over tiles.  Which is fastest where: ``benchmarks/NOTES_gpu.md``.
+over tiles.  Which is fastest where: ``docs/cuda_design.md``.
 """
 from __future__ import annotations
 

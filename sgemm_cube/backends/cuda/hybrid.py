@@ -1,27 +1,23 @@
 """Per-GPU tables (tuned configs, native-vs-emulation rule) and the hybrid rule.
 
-``configs/<gpu>.json`` is data written from measurements
-(``sgemm_cube/bench_gpu.py (sgemm-cube bench) --write-config``; ``benchmarks/NOTES_gpu.md`` says
+``configs/<gpu>.json`` is data written from measurements by ``tuning/gpu.py``
+(the schema and its validator: :mod:`.configs`; ``docs/cuda_design.md`` says
 which run produced each table).  This module needs neither torch nor triton
 at import time.
 """
 from __future__ import annotations
 
 import functools
-import json
 import os
-import pathlib
 
+from . import configs as _configs
 __all__ = ["interpreter_active", "device_key", "load_device_table", "prefers_native", "native_rule"]
 
-_CONFIG_DIR = pathlib.Path(__file__).with_name("configs")
-_KNOWN = ("h200", "h100", "h800", "h20", "a100")
+_CONFIG_DIR = _configs.CONFIG_DIR
 _HOPPER = ("h100", "h200", "h800", "h20")
 
-# Without a measured table: native FP32 below 2 * 1024**3 flops or for a
-# dimension under 256 (the emulation's two split passes and padding to
-# 128x128 tiles cost more than they save there).
-_DEFAULT_RULE = {"min_flops": 5e9, "min_flops_per_matrix": 1e9, "min_mn": 256, "min_k": 256, "min_tiles": 128}
+#: Without a measured rule: ``configs/default.json``'s ``"hybrid"`` thresholds.
+_DEFAULT_RULE = {k: _configs.defaults()["hybrid"][k] for k in _configs.HYBRID_KEYS}
 #: The output tile of the rule's ``min_tiles`` (the GEMM's default 128 x 128).
 _RULE_TILE = 128
 
@@ -46,19 +42,19 @@ def device_key(device) -> str:
 def _cuda_key(index: int) -> str:
     import torch
 
-    name = torch.cuda.get_device_name(index).lower()
-    return next((key for key in _KNOWN if key in name), "default")
+    return _configs.gpu_key(torch.cuda.get_device_name(index))
 
 
 @functools.lru_cache(maxsize=None)
 def load_device_table(key: str) -> dict:
-    """Read ``configs/<key>.json``; for a Hopper GPU without its own table, a sibling's; else ``{}``."""
-    siblings = _HOPPER if key in _HOPPER else ()  # same SM, so tile choices transfer
+    """``configs/<key>.json``, validated (:func:`.configs.load`); for a Hopper GPU without its own
+    table, a sibling's (same SM, so tile choices transfer); else ``{}``.  ``"default"`` (a GPU
+    without a key of its own) reads ``default.json``, which holds every fallback."""
+    siblings = _HOPPER if key in _HOPPER else ()
     for name in (key, *siblings):
         path = _CONFIG_DIR / f"{name}.json"
         if path.is_file():
-            with open(path, encoding="utf-8") as f:
-                return json.load(f)
+            return _configs.load(path)
     return {}
 
 

@@ -6,8 +6,9 @@ lists of lines to recompute), then the GEMM of the scheme's slice products
 or six BF16 products for bf16x9, bf16x6), whose extra programs compute the
 listed lines' outputs in plain FP32 (:mod:`.fixup_kernel`).  Nothing is
 read back to the host.  Which tile shape and kernel variant to use is
-data: ``configs/<gpu>.json`` holds the measured choice per shape bucket (see
-``benchmarks/NOTES_gpu.md`` for how each number was measured).
+data: ``configs/default.json`` and ``configs/<gpu>.json`` hold the measured
+choice per mode and shape bucket (schema and validator: :mod:`.configs`; see
+``docs/cuda_design.md`` for how each number was measured).
 
 Runs on CUDA tensors, or on CPU tensors when ``TRITON_INTERPRET=1`` was set
 before Triton was imported (the CI tests do that).
@@ -21,54 +22,35 @@ from typing import NamedTuple
 import torch
 import triton
 
-from cpu_fallback import get_scheme
-from cpu_fallback.guard import fix_from as _fix_from
-from cpu_fallback.guard import line_range
+from sgemm_cube.cpu_fallback import get_scheme
+from sgemm_cube.cpu_fallback.guard import fix_from as _fix_from
+from sgemm_cube.cpu_fallback.guard import line_range
 
 from . import SCHEMES
+from . import configs as _configs
 from .gemm_kernel import VARIANTS, sgemm_cube_kernel
 from .hybrid import device_key, interpreter_active, load_device_table
 from .split_kernel import SCALE_MODES, line_integers_kernel, split_scaled_kernel, tile_stats_kernel
 
-__all__ = ["matmul", "run", "split_operands", "launch_gemm", "resolve_config", "flush_steps",
+__all__ = ["matmul", "run", "split_operands", "resolve_config", "flush_steps",
            "SplitOperands", "LineOutputs", "DEFAULT_FLUSH_K"]
 
-#: Default K interval between round-to-nearest flushes of the hi*hi partial:
-#: measured both faster and, on same-sign data, twice as accurate as 128 on
-#: the H200 (benchmarks/NOTES_gpu.md).
-DEFAULT_FLUSH_K = 64
-
-_CONFIG_KEYS = ("variant", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages",
-                "split_corr", "warp_specialize", "split_block", "split_warps", "flush_k", "merge_levels")
-# Used where no measured table entry matches: the fastest accurate config of
-# the H200 sweeps (benchmarks/NOTES_gpu.md).  ``split_corr`` puts the two
-# correction products in two accumulators instead of one chain; it spills at
-# 128x128 and measured slower.
-_FALLBACK = {"variant": "tma", "BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8,
-             "num_warps": 8, "num_stages": 3, "split_corr": False, "warp_specialize": False,
-             "split_block": None, "split_warps": 4, "flush_k": DEFAULT_FLUSH_K, "merge_levels": False}
+_DEFAULTS = _configs.defaults()
+#: Default K interval between round-to-nearest flushes of the hi*hi partial (``configs/default.json``).
+DEFAULT_FLUSH_K = _DEFAULTS["gemm_termwise"][0]["config"]["flush_k"]
+#: The launch keys (:data:`.configs.KEYS`, the one list).
+_CONFIG_KEYS = tuple(_configs.KEYS)
 #: (lines, statistics tiles per step) of one program of the line-integers pass; ``split_block`` overrides it.
 LINE_BLOCK = (32, 64)
-#: Up to this K the hi*hi partial is flushed every 32 elements (BLOCK_K 32): on uniform [0, 1) data the
-#: truncating tensor-core partial dominates the error at small K (H100: 1.9e-7 at flush 64 against
-#: 1.0e-7 at 32 for K = 320, where cuBLAS SGEMM gave 0.7-2.8e-7), at the same speed for K <= 768.
-SMALL_K_FLUSH = (2048, {"flush_k": 32, "BLOCK_K": 32})
-# A fourth 128x128 accumulator (lo*lo) does not fit in the registers: half the
-# tile.  BF16 schemes keep four accumulators too and load six tiles per K step.
-# Compiled for sm_90 here (NOTES_gpu.md): 64x128 with 8 warps waits after
-# every MMA, 128x64 does not (164 registers, no spill); 72 KiB per stage, so
-# two stages (144 KiB of Hopper's 227).  ``merge_levels`` (three
-# accumulators, 128x128, 232 registers) is the alternative to measure.
-_BF16 = {"BLOCK_M": 128, "BLOCK_N": 64, "num_stages": 2}
-_FALLBACK_MODE = {"termwise": {}, "elementwise": {}, "lo_lo": {"BLOCK_M": 64}, "bf16x9": _BF16, "bf16x6": _BF16}
-# Under the interpreter small tiles keep the NumPy emulation quick.
-_INTERPRETER = {"variant": "ptr", "BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 16, "GROUP_M": 2,
-                "num_warps": 4, "num_stages": 1, "split_corr": False, "warp_specialize": False,
-                "split_block": None, "split_warps": 4, "flush_k": DEFAULT_FLUSH_K, "merge_levels": False}
+#: (max K, config): up to this K, on a GPU, the hi*hi partial is flushed every 32 elements
+#: (``configs/default.json``, key ``small_k``, says why).
+SMALL_K_FLUSH = (_DEFAULTS["small_k"]["max_k"], dict(_DEFAULTS["small_k"]["config"]))
+# Under the interpreter small tiles keep the NumPy emulation quick (``configs/default.json``, key ``interpreter``).
+_INTERPRETER = dict(_DEFAULTS["interpreter"]["config"])
 
 
 class SplitOperands(NamedTuple):
-    """The split operands of one problem, as :func:`launch_gemm` reads them.
+    """The split operands of one problem, as the GEMM launch reads them.
 
     ``a_hilo`` (S, Ba, Mp, Kp) and ``b_hilo`` (S, Bb, Kp, Np), zero padded:
     for FP16 schemes float16 with S = 2 (plane 0 hi, plane 1 lo), for BF16
@@ -91,7 +73,7 @@ class SplitOperands(NamedTuple):
 class LineOutputs(NamedTuple):
     """What the split pass writes per line besides the slices (:mod:`.split_kernel`).
 
-    ``meta`` (Bx, L) int32 packed line integers (:func:`cpu_fallback.guard.unpack_meta`);
+    ``meta`` (Bx, L) int32 packed line integers (:func:`sgemm_cube.cpu_fallback.guard.unpack_meta`);
     ``lists`` (Bx, blocks * block_l) and ``counts`` (Bx, blocks) int32, the
     recomputed lines of each block of ``block_l`` lines.
     """
@@ -125,12 +107,17 @@ def _mode(order: str, scheme: str) -> str:
 
 
 def _tuned(device, m: int, n: int, k: int) -> dict | None:
-    """The tuner's measured config for this GPU and shape bucket (:mod:`tuning.table`), if any."""
-    try:
-        from tuning.table import lookup
-    except ImportError:  # sgemm_cube installed without its tuning package
+    """The termwise config of this user's measured table for this GPU (``tuning/gpu.py``'s default
+    output, :func:`.configs.user_dir`), if any; an invalid file raises :class:`.configs.ConfigError`."""
+    path = _configs.user_dir() / f"{_configs.file_stem(torch.cuda.get_device_name(device))}.json"
+    if not path.is_file():
         return None
-    return lookup(torch.cuda.get_device_name(device), m, n, k, backend="cuda")
+    return _configs.choose(_configs.load(path), "termwise", 1, m, n, k)  # written on this GPU
+
+
+def _device_name(device) -> str | None:
+    """``torch.cuda.get_device_name`` of a CUDA device; ``None`` for another device."""
+    return torch.cuda.get_device_name(device) if torch.device(device).type == "cuda" else None
 
 
 def _has_tma(device) -> bool:
@@ -143,13 +130,9 @@ def _stored_config(device, batch: int, m: int, n: int, k: int, mode: str) -> dic
     """Sources 1-3 of :func:`resolve_config`, cached: a small product spends less
     time on the GPU than these look-ups take in Python.  (A table the tuner
     writes later in the same process is therefore not seen.)"""
-    chosen = dict(_FALLBACK, **_FALLBACK_MODE[mode])
-    table = load_device_table(device_key(device))
-    flops = 2.0 * batch * m * n * k
-    for entry in table.get(f"gemm_{mode}", []):
-        if flops <= (entry.get("max_flops") or math.inf) and k <= (entry.get("max_k") or math.inf):
-            chosen.update(entry["config"])
-            break
+    chosen = _configs.choose(_DEFAULTS, mode, batch, m, n, k)
+    chosen.update(_configs.choose(load_device_table(device_key(device)), mode, batch, m, n, k,
+                                  device_name=_device_name(device)))
     if mode == "termwise":
         chosen.update(_tuned(device, m, n, k) or {})
     if not _has_tma(device):
@@ -161,20 +144,19 @@ def resolve_config(batch: int, m: int, n: int, k: int, device, *, order: str = "
                    keep_lo_lo: bool = False, config: dict | None = None, scheme: str = "fp16x3") -> dict:
     """Pick the launch configuration (and default ``flush_k``) for a problem.
 
-    Later sources override earlier ones, key by key:
+    Later sources override earlier ones, key by key (:func:`.configs.choose`
+    picks within one file: the first unbucketed entry whose ``max_flops`` /
+    ``max_k`` hold, then the nearest shape bucket's entry):
 
-    1. the built-in fallback (small tiles under the interpreter);
-    2. this package's table ``configs/<gpu>.json``: one list per mode,
-       ``"gemm_termwise"``, ``"gemm_elementwise"``, ``"gemm_lo_lo"`` (fp16x4),
-       ``"gemm_bf16x9"``, ``"gemm_bf16x6"`` (both orders), of
-       ``{"max_flops": F, "max_k": K, "config": {...}}`` (limits optional);
-       the first entry with ``2 * batch * m * n * k <= F`` and ``k <= K``
-       applies;
-    3. for the termwise three-product mode, the tuner's table for this GPU
-       (``sgemm-cube tune --device cuda --measure``, :mod:`tuning.table`);
+    1. ``configs/default.json``'s list for the mode (``"gemm_termwise"``,
+       ``"gemm_elementwise"``, ``"gemm_lo_lo"`` (fp16x4), ``"gemm_bf16x9"``,
+       ``"gemm_bf16x6"``), or its ``"interpreter"`` config under ``TRITON_INTERPRET=1``;
+    2. this package's ``configs/<gpu>.json`` (a Hopper GPU without one reads a sibling's);
+    3. for the termwise three-product mode, the user's measured table for this
+       GPU (``sgemm-cube tune --device cuda --measure``, :func:`.configs.user_dir`);
     4. for ``k <= SMALL_K_FLUSH[0]`` (on a GPU), ``SMALL_K_FLUSH[1]``: flushes
        every 32 elements of K, which the accuracy at small K needs;
-    5. ``config``.
+    5. ``config`` (checked by :func:`.configs.validate_config`).
     """
     mode = _mode(order, _scheme(scheme, keep_lo_lo))
     if interpreter_active():
@@ -183,12 +165,7 @@ def resolve_config(batch: int, m: int, n: int, k: int, device, *, order: str = "
         chosen = dict(_stored_config(torch.device(device), batch, m, n, k, mode))
     if k <= SMALL_K_FLUSH[0] and not interpreter_active():
         chosen.update(SMALL_K_FLUSH[1])
-    chosen.update(config or {})
-    unknown = set(chosen) - set(_CONFIG_KEYS)
-    if unknown:
-        raise ValueError(f"unknown config keys {sorted(unknown)}; valid: {list(_CONFIG_KEYS)}")
-    if chosen["variant"] not in VARIANTS:
-        raise ValueError(f"unknown kernel variant {chosen['variant']!r}; choose one of {sorted(VARIANTS)}")
+    chosen.update(_configs.validate_config(config or {}, source="config="))
     return chosen
 
 
@@ -197,12 +174,9 @@ def flush_steps(flush_k: int, block_k: int) -> tuple[int, int]:
 
     BLOCK_K is halved until it divides the interval.
     """
-    if isinstance(flush_k, bool) or not isinstance(flush_k, int) or flush_k < 0:
-        raise ValueError(f"flush_k must be a non-negative integer, got {flush_k!r}")
+    _configs.validate_config({"flush_k": flush_k}, source="flush_k argument")
     if flush_k == 0:
         return block_k, 0
-    if flush_k % 16:
-        raise ValueError(f"flush_k must be 0 (never) or a positive multiple of 16, got {flush_k}")
     while flush_k % block_k:
         block_k //= 2
     return block_k, flush_k // block_k
@@ -574,9 +548,9 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor, sb: int = 12,
         Scaling exponent of the FP16 residuals, 0 <= sb <= 24 (unused by the BF16 schemes).
     order : {"termwise", "elementwise"}
     scheme : {"fp16x3", "fp16x4", "bf16x9", "bf16x6"}
-        The split scheme (:mod:`cpu_fallback.schemes`); ``keep_lo_lo`` is shorthand for fp16x4.
+        The split scheme (:mod:`sgemm_cube.cpu_fallback.schemes`); ``keep_lo_lo`` is shorthand for fp16x4.
     scale, fixup
-        As in :func:`sgemm_cube.matmul` (:mod:`cpu_fallback.guard`).
+        As in :func:`sgemm_cube.matmul` (:mod:`sgemm_cube.cpu_fallback.guard`).
     flush_k : int, optional
         K elements between round-to-nearest flushes of the hi*hi tensor-core
         partial (default: the config's, 64 unless a measured table says

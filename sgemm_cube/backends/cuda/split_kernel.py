@@ -1,6 +1,6 @@
 """The split on the GPU: FP32 operands -> line integers, recompute lists, scaled low-precision slices.
 
-A *line* is a row of A or a column of B (:mod:`cpu_fallback.guard`).  Three
+A *line* is a row of A or a column of B (:mod:`sgemm_cube.cpu_fallback.guard`).  Three
 passes, each one launch over both operands (A's programs first, then B's;
 each operand's branch is compiled with its own tile shape):
 
@@ -8,22 +8,22 @@ each operand's branch is compiled with its own tile shape):
    smallest nonzero finite magnitude, the smallest negated where the tile
    holds NaN/Inf (a read of the operand, coalesced, every tile at once);
 2. :func:`line_integers_kernel`, by blocks of whole lines: reduces those
-   statistics into the line integers of :mod:`cpu_fallback.guard` (scaling
+   statistics into the line integers of :mod:`sgemm_cube.cpu_fallback.guard` (scaling
    exponent ``t`` and class, bit for bit, tested), stored packed in one int32
-   per line (:func:`cpu_fallback.guard.pack_meta`), and appends the lines
+   per line (:func:`sgemm_cube.cpu_fallback.guard.pack_meta`), and appends the lines
    whose outputs are recomputed in plain FP32 to the block's segment of a
    list, with their number in a per-block count (no atomics and no zeroed
    memory: the GEMM's fix-up programs compact the segments themselves);
 3. :func:`split_scaled_kernel`, tiled: the split of ``x * 2**t`` (float64,
    rounded once to float32: exact unless it underflows, as
-   :func:`cpu_fallback.guard.scale_lines`).
+   :func:`sgemm_cube.cpu_fallback.guard.scale_lines`).
 
 One read for the statistics, one read and one write for the split, whatever
 the scaling.  (Owning whole lines in one program and re-reading the scaled
 ones measured 2-4x slower on an H100: a fifth of 8192-long random normal
 rows hold an entry below 2**-15 and are scaled, and line-owning reads
 scatter across the matrix.)  The split itself is
-:func:`cpu_fallback.split_slices`, bit for bit::
+:func:`sgemm_cube.cpu_fallback.split_slices`, bit for bit::
 
     FP16:  hi = fp16(x); lo = fp16((x - f32(hi)) * 2**sb)
     BF16:  s0 = bf16(x); s1 = bf16(x - s0); s2 = bf16(x - s0 - s1)
@@ -66,7 +66,7 @@ def pow2_f64(t):
 
 @triton.jit
 def decode_meta(meta):
-    """(cls, t) of packed line integers (:func:`cpu_fallback.guard.pack_meta`)."""
+    """(cls, t) of packed line integers (:func:`sgemm_cube.cpu_fallback.guard.pack_meta`)."""
     return meta & 3, ((meta >> 2) & 2047) - 1024
 
 
@@ -138,7 +138,7 @@ def _line_integers(pid_l, bidx, n_blocks, part_ptr, n_kt, meta_ptr, list_ptr, co
         block p writes its lines with ``cls >= FIX_FROM`` to
         ``list[b, p * BLOCK_L :]`` and their number to ``count[b, p]``.
     mat_t : (batch,) int32, the matrix's exponent (SCALE_MODE 3 only).
-    LOWER, UPPER, TOP : :func:`cpu_fallback.guard.line_range` of the scheme.
+    LOWER, UPPER, TOP : :func:`sgemm_cube.cpu_fallback.guard.line_range` of the scheme.
     SCALE_MODE : 0 none, 1 auto, 2 rows, 3 matrix (:data:`SCALE_MODES`).
     """
     offs_l = pid_l * BLOCK_L + tl.arange(0, BLOCK_L)

@@ -3,9 +3,10 @@
 // schedule header, the host code and the g++ tests can all use it.
 //
 // These numbers duplicate tuning/profiles/ascend.json (the tuner's table);
-// tests/test_ascend_schedule_model.py parses this file and fails when the two
-// disagree.  Sources: the AscendC platform descriptions summarised in
-// shared/notes/ascend.md (910A = DaVinci v100, dav-c100, __NPU_ARCH__ 1001;
+// tests/ascendc_kernels/test_ascend_schedule_header.py::test_arch_header_matches_tuning_profiles
+// parses this file and fails when the two disagree.  Sources: the public
+// AscendC/CANN platform descriptions, as cited in tuning/profiles/ascend.json
+// (910A = DaVinci v100, dav-c100, __NPU_ARCH__ 1001;
 // 910B = Atlas A2, dav-c220, __NPU_ARCH__ 2201).
 #ifndef SGEMM_CUBE_ARCH_ARCH_HPP
 #define SGEMM_CUBE_ARCH_ARCH_HPP

@@ -1,0 +1,206 @@
+"""The Ascend NPU backend loader (sgemm_cube.backends.npu) and its build hook.
+
+No NPU, torch_npu or CANN exists here, so this checks what such a machine
+sees: the backend says exactly what is missing, and asking for it raises
+that.  The loader's own plumbing (contiguous copies, non-contiguous ``out``,
+the tiling it passes to the extension) is exercised against a stand-in
+extension that runs the schedule model (:mod:`npu_schedule`) on CPU tensors.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import sgemm_cube.cpu_fallback as cpu_fallback
+from sgemm_cube.backends import npu, npu_schedule
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_unavailable_here_and_says_what_is_missing(monkeypatch):
+    monkeypatch.delenv("ASCEND_HOME_PATH", raising=False)
+    reason = npu.unavailable_reason()
+    assert not npu.is_available()
+    assert "ASCEND_HOME_PATH is not set" in reason
+    assert "sgemm_cube.backends._npu_ext is not built" in reason
+    assert "torch_npu is not importable" in reason  # CI has no torch_npu installed
+
+
+def test_cann_location_is_checked(monkeypatch, tmp_path):
+    monkeypatch.setenv("ASCEND_HOME_PATH", str(tmp_path))
+    assert f"CANN toolkit not found at ASCEND_HOME_PATH={tmp_path}" in npu.unavailable_reason()
+    (tmp_path / "include" / "acl").mkdir(parents=True)
+    (tmp_path / "include" / "acl" / "acl.h").write_text("")
+    assert "CANN" not in npu.unavailable_reason()
+
+
+def test_asking_for_the_backend_raises_the_reason(monkeypatch):
+    from sgemm_cube.backends import BackendUnavailableError, get_backend
+
+    monkeypatch.delenv("ASCEND_HOME_PATH", raising=False)
+    with pytest.raises(BackendUnavailableError, match="ASCEND_HOME_PATH is not set"):
+        get_backend("npu")
+    with pytest.raises(BackendUnavailableError, match="_npu_ext is not built"):
+        npu.matmul(None, None, sb=12, order="termwise", keep_lo_lo=False, out=None)
+
+
+def test_public_api_refuses_npu_backend_with_the_reason(monkeypatch):
+    import sgemm_cube
+    from sgemm_cube.backends import BackendUnavailableError
+
+    monkeypatch.delenv("ASCEND_HOME_PATH", raising=False)
+    a = np.random.default_rng(0).standard_normal((4, 5)).astype(np.float32)
+    with pytest.raises(BackendUnavailableError, match="torch_npu is not importable"):
+        sgemm_cube.matmul(a, a.T.copy(), backend="npu")
+
+
+def test_build_hook_without_cann_installs_pure_python(monkeypatch, capsys):
+    monkeypatch.syspath_prepend(str(ROOT))
+    from ascendc_kernels.build_ext import npu_extension
+
+    monkeypatch.delenv("ASCEND_HOME_PATH", raising=False)
+    assert npu_extension() == ([], {})
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "ASCEND_HOME_PATH is not set" in err[0]
+    monkeypatch.setenv("ASCEND_HOME_PATH", "/nonexistent/cann")
+    assert npu_extension() == ([], {})
+    assert "no CANN toolkit at ASCEND_HOME_PATH=/nonexistent/cann" in capsys.readouterr().err
+
+
+# ------------------------------------------------------ stand-in extension
+@pytest.fixture
+def torch():
+    return pytest.importorskip("torch")
+
+
+def _load_check_on_npu():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("check_on_npu", ROOT / "ascendc_kernels/tests/check_on_npu.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+# The stand-in for the compiled _npu_ext that the bring-up script's --dry-run uses: the schedule model
+# (npu_schedule.simulate) on CPU tensors, recording the tilings it is called with.
+_ModelExtension = _load_check_on_npu().ModelExtension
+
+
+@pytest.fixture
+def model_ext(monkeypatch, torch):
+    def install(soc: str, cores: int):
+        ext = _ModelExtension(soc, cores)
+        monkeypatch.setattr(npu, "unavailable_reason", lambda: "")
+        monkeypatch.setattr(npu, "_extension", lambda: ext)
+        return ext
+
+    return install
+
+
+@pytest.mark.parametrize("soc,cores", [("910a", 32), ("910b", 20)])
+@pytest.mark.parametrize("keep_lo_lo", [False, True])
+def test_loader_plumbing_matches_cpu_fallback(model_ext, torch, soc, cores, keep_lo_lo):
+    ext = model_ext(soc, cores)
+    rng = np.random.default_rng(3)
+    a = torch.from_numpy(rng.standard_normal((2, 50, 70)).astype(np.float32)).transpose(1, 2)  # (2, 70, 50) strided
+    b = torch.from_numpy(rng.standard_normal((2, 50, 30)).astype(np.float32))
+    out = torch.empty(2, 30, 70).transpose(1, 2)  # non-contiguous (2, 70, 30)
+    assert npu.matmul(a, b, sb=12, order="termwise", keep_lo_lo=keep_lo_lo, out=out) is None
+    (bm, bk, bn, n_fused), = ext.calls
+    npu_schedule.make_plan(npu_schedule.capacity_from_profile(soc), bm, bk, bn, n_fused, 4 if keep_lo_lo else 3)
+    for i in range(2):
+        want = cpu_fallback.emulated_matmul(a[i].contiguous().numpy(), b[i].numpy(), keep_lo_lo=keep_lo_lo)
+        assert np.array_equal(out[i].numpy(), want)
+
+
+def test_loader_refuses_what_the_cube_cannot_do(model_ext, torch):
+    model_ext("910b", 20)
+    x = torch.ones(1, 16, 16)
+    out = torch.empty(1, 16, 16)
+    with pytest.raises(NotImplementedError, match="termwise"):
+        npu.matmul(x, x, sb=12, order="elementwise", keep_lo_lo=False, out=out)
+    with pytest.raises(NotImplementedError, match="FP16"):
+        npu.matmul(x, x, sb=12, order="termwise", keep_lo_lo=False, out=out, scheme="bf16x9")
+    with pytest.raises(ValueError, match="accumulate"):
+        npu.matmul(x, x, sb=12, order="termwise", keep_lo_lo=False, out=out, accumulate="cube16")
+    with pytest.raises(npu_schedule.TilingError, match="L0C"):
+        npu.matmul(x, x, sb=12, order="termwise", keep_lo_lo=False, out=out, tiling=(128, 64, 128, 1))
+
+
+def test_tiling_override_is_passed_through(model_ext, torch):
+    ext = model_ext("910b", 20)
+    rng = np.random.default_rng(5)
+    a = torch.from_numpy(rng.random((1, 40, 300), dtype=np.float32))
+    b = torch.from_numpy(rng.random((1, 300, 24), dtype=np.float32))
+    out = torch.empty(1, 40, 24)
+    npu.matmul(a, b, sb=12, order="termwise", keep_lo_lo=False, out=out, tiling=(16, 32, 16, 3))
+    assert ext.calls == [(16, 32, 16, 3)]
+    want = npu_schedule.grouped_reference(a[0].numpy(), b[0].numpy(), group_k=96)
+    assert np.array_equal(out[0].numpy(), want)
+
+
+@pytest.mark.parametrize("soc", ["910a", "910b"])
+def test_chosen_tiling_fits_the_plan(soc):
+    for m, n, k in [(1, 1, 1), (100, 3000, 17), (4096, 4096, 4096), (8192, 512, 100000)]:
+        for terms in (3, 4):
+            t = npu.choose_tiling(soc, m, n, k, terms=terms)
+            npu_schedule.make_plan(npu_schedule.capacity_from_profile(soc), t.bm, t.bk, t.bn, t.n_fused, terms)
+            assert t.n_fused <= max(1, -(-(-(-k // 16) * 16) // t.bk))
+    assert "sgemm_cube.backends._npu_ext" not in sys.modules
+
+
+def test_run_keeps_the_guarantee_around_the_kernels(model_ext, torch):
+    """npu.run (the backend protocol) scales lines, runs the (modelled) kernels, unscales, and computes the
+    listed lines in FP32: mixed magnitudes, 1e30 rows and NaN/Inf give what the CPU backend gives."""
+    from tests.guarantee_data import check_guarantee
+
+    from sgemm_cube.plan import make_request
+
+    model_ext("910b", 20)
+    rng = np.random.default_rng(11)
+    a = rng.standard_normal((2, 24, 40)).astype(np.float32)
+    b = rng.standard_normal((2, 40, 20)).astype(np.float32)
+    a[0, :, ::2] *= np.float32(1e-10)      # rows spanning 33 binades: computed in FP32
+    a[1, 3] *= np.float32(1e30)            # scaled
+    b[1, :, 4] *= np.float32(1e-30)        # scaled
+    a[0, 5, 7], b[1, 2, 9] = np.inf, np.nan
+    req = make_request()
+    out = torch.empty(2, 24, 20)
+    npu.run(npu.plan(req, 2, 24, 20, 40), req, torch.from_numpy(a), torch.from_numpy(b), out)
+    for i in range(2):
+        msg = check_guarantee(out[i].numpy(), a[i], b[i])
+        assert not msg, msg
+
+
+@pytest.mark.parametrize("scale", ["auto", None])
+def test_the_cube_never_sees_what_the_split_cannot_hold(model_ext, torch, scale):
+    """NaN, Inf and (unscaled) values at or above split_limits(sb).max_abs reach the kernels as 0, so 910A's
+    saturation mode and 910B's IEEE mode cannot differ; their lines are recomputed in FP32."""
+    from tests.guarantee_data import check_guarantee
+
+    from sgemm_cube.cpu_fallback import split_limits
+    from sgemm_cube.plan import make_request
+
+    ext = model_ext("910a", 32)
+    seen = []
+    kernel = ext.matmul
+    ext.matmul = lambda a, b, *args: (seen.append((a.clone(), b.clone())), kernel(a, b, *args))
+    rng = np.random.default_rng(12)
+    a = rng.standard_normal((1, 16, 32)).astype(np.float32)
+    b = rng.standard_normal((1, 32, 8)).astype(np.float32)
+    a[0, 1, 3], a[0, 2, 5], b[0, 4, 6] = np.inf, np.nan, -np.inf
+    a[0, 7, :] *= np.float32(1e6)           # |x| >= 65520: the split would overflow
+    b[0, :, 2] *= np.float32(1e30)          # far above the split's range
+    req = make_request(scale=scale)
+    out = torch.empty(1, 16, 8)
+    npu.run(npu.plan(req, 1, 16, 8, 32), req, torch.from_numpy(a), torch.from_numpy(b), out)
+    (xa, xb), = seen
+    limit = split_limits(12).max_abs
+    assert torch.isfinite(xa).all() and torch.isfinite(xb).all()
+    assert xa.abs().max() < limit and xb.abs().max() < limit
+    msg = check_guarantee(out[0].numpy(), a[0], b[0])
+    assert not msg, msg

@@ -1,0 +1,76 @@
+"""Every backend follows the one protocol of sgemm_cube.backends.base.Backend."""
+import importlib
+import inspect
+
+import pytest
+
+from sgemm_cube.backends import BACKENDS
+from sgemm_cube.backends.base import Backend
+from sgemm_cube.cpu_fallback import ORDERS, SCHEMES
+
+
+@pytest.mark.parametrize("name", sorted(BACKENDS))
+def test_backend_module_follows_the_protocol(name):
+    try:
+        mod = importlib.import_module(BACKENDS[name])
+    except ImportError as exc:  # an optional library is missing here: the registry reports it as unavailable
+        pytest.skip(f"{name}: {exc}")
+    assert isinstance(mod, Backend)
+    assert set(mod.SCHEMES) <= set(SCHEMES) | {"native"} and mod.SCHEMES
+    assert set(mod.ORDERS) <= set(ORDERS) and mod.ORDERS
+    assert list(inspect.signature(mod.plan).parameters) == ["req", "batch", "m", "n", "k", "like"]
+    assert list(inspect.signature(mod.run).parameters) == ["plan", "req", "a", "b", "out"]
+    assert isinstance(mod.is_available(), bool) and isinstance(mod.unavailable_reason(), str)
+    assert mod.is_available() == (mod.unavailable_reason() == "")
+
+
+def test_explain_is_the_backends_plan_with_matmuls_defaults():
+    import numpy as np
+
+    import sgemm_cube
+    from sgemm_cube.api import explain, matmul
+
+    for fn in (explain, matmul):
+        params = inspect.signature(fn).parameters
+        assert params["sb"].default == 12 and params["scheme"].default == "fp16x3"
+    shared = set(inspect.signature(explain).parameters) - {"a", "b"}
+    m = inspect.signature(matmul).parameters
+    for p in shared:
+        assert inspect.signature(explain).parameters[p].default == m[p].default, p
+    a = np.ones((4, 32), np.float32)
+    plan = sgemm_cube.explain(a, a.T, backend="cpu")
+    assert plan == sgemm_cube.backends.get_backend("cpu").plan(sgemm_cube.plan.make_request(backend="cpu"), 1, 4, 4,
+                                                               32, a)
+
+
+@pytest.mark.parametrize("old, new, attr", [
+    ("tuning", "sgemm_cube.tuning", "choose_tiling"),
+    ("tuning.model", "sgemm_cube.tuning.model", "rank"),
+    ("cpu_fallback", "sgemm_cube.cpu_fallback", "split"),
+    ("cpu_fallback.guard", "sgemm_cube.cpu_fallback.guard", "SCALES"),
+    ("sgemm_cube.bench_gpu", "sgemm_cube.tools.bench_gpu", "run"),
+    ("sgemm_cube.accuracy", "sgemm_cube.tools.accuracy", "run_all"),
+])
+def test_old_import_names_warn_and_give_the_same_modules(old, new, attr):
+    """Old names work for one release: the same module objects, with a DeprecationWarning naming the new one."""
+    import subprocess
+    import sys
+
+    code = (f"import warnings, importlib\n"
+            f"with warnings.catch_warnings(record=True) as w:\n"
+            f"    warnings.simplefilter('always')\n"
+            f"    old = importlib.import_module({old!r})\n"
+            f"new = importlib.import_module({new!r})\n"
+            f"assert old is new and hasattr(old, {attr!r}), (old, new)\n"
+            f"assert any(issubclass(x.category, DeprecationWarning) and {new.rsplit('.', 1)[0]!r} in str(x.message)"
+            f" for x in w), [str(x.message) for x in w]\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr[-2000:]
+
+
+def test_python_dash_m_runs_the_cli():
+    import subprocess
+    import sys
+
+    res = subprocess.run([sys.executable, "-m", "sgemm_cube", "--help"], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0 and "demo" in res.stdout and "tune" in res.stdout

@@ -1,0 +1,726 @@
+"""The CUDA backend's Triton kernels under TRITON_INTERPRET=1 (CPU, NumPy), at small odd shapes.
+
+What is claimed and checked here:
+
+* the split kernel (:func:`.launch.split_operands`) computes the line
+  integers of :mod:`cpu_fallback.guard` bit for bit -- ``unpack_meta(meta)``
+  equals ``line_meta(x, axis, scheme=, sb=, scale=)`` for rows of A and
+  columns of B, every ``scale`` mode, FP16 and BF16 schemes, NaN/Inf, zero
+  and subnormal lines, every source layout, broadcast batches (split once);
+* its slices are :func:`cpu_fallback.split_slices` of
+  :func:`cpu_fallback.guard.scale_lines` ``(x, t, axis)`` bit for bit (so
+  :func:`cpu_fallback.split` itself where no line is scaled), NaN/Inf split
+  to 0, zero padding; its per-block lists hold exactly the lines of class
+  ``>= fix_from``, in order;
+* the GEMM's arithmetic (every kernel variant, both orders, lo*lo, flush
+  intervals, batches with broadcasting, transposed and strided operands)
+  with ``scale=None, fixup=False`` (the paper's algorithm) agrees with
+  :func:`cpu_fallback.emulated_matmul` elementwise within
+  ``(2K + 8) * 2**-24 * (|A| |B|)_ij`` (two FP32 accumulations of the same
+  exact FP16 products in different orders), and its error against float64
+  is at most twice native FP32's on the same data plus 2**-21 (the split
+  keeps 22 bits of each operand: that floor shows where K is tiny and FP32
+  itself is almost exact);
+* with the guarantee's options (scaling, class-1 and class-2 lines computed
+  in plain FP32 by the fix-up programs, tiles that could overflow computed
+  natively) it agrees with the CPU backend run with the same options within
+  the same bound, gives native FP32's NaN/Inf, and ``fixup=False`` keeps the
+  paper's split for class-1 lines only;
+* the BF16 schemes (bf16x9, bf16x6): the split kernel is
+  :func:`cpu_fallback.split_slices` bit for bit over FP32's whole range
+  (subnormals, the overflow edge, signed zeros); the GEMM agrees with the CPU
+  model within ``(2K + 16) * 2**-24 * (|A| |B|)_ij`` (the level-0 product's
+  two accumulations, each within ``K * 2**-24 * (1 + 2**-7) |A||B|`` since a
+  BF16 slice exceeds its value by at most 2**-8, plus the smaller levels and
+  the combination's roundings) and is as accurate as above, also on rows
+  spanning 80 binades; ``scheme="auto"`` is fp16x3 here too, and such rows
+  are computed in FP32 (class 1), accurately;
+* dispatch and error paths.
+
+On a machine with a GPU the module is skipped unless the interpreter was
+asked for: run ``tests/gpu/`` there instead.
+"""
+import os
+import sys
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+if os.environ.get("TRITON_INTERPRET", "0") != "1":
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present: the kernels run natively in tests/gpu/", allow_module_level=True)
+    if "triton" in sys.modules:
+        pytest.fail("triton was imported before this module could set TRITON_INTERPRET=1; "
+                    "set it in the environment", pytrace=False)
+    # Must precede the first import of triton: it picks the interpreter when
+    # its own and our @triton.jit functions are defined.
+    os.environ["TRITON_INTERPRET"] = "1"
+pytest.importorskip("triton")
+
+from sgemm_cube import cpu_fallback  # noqa: E402
+import sgemm_cube  # noqa: E402
+from sgemm_cube.cpu_fallback.guard import line_meta, line_range, pack_meta, scale_lines, unpack_meta  # noqa: E402
+from sgemm_cube.backends import cuda  # noqa: E402
+from sgemm_cube.backends.cuda import hybrid, launch  # noqa: E402
+from sgemm_cube.backends.cuda.gemm_kernel import VARIANTS  # noqa: E402
+
+from tests.conftest import draw  # noqa: E402
+
+# NumPy and the interpreter warn on the NaN/Inf and overflow some of these data are made of.
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+DISTS = ("normal", "uniform01", "wide_exponent")
+#: The paper's algorithm: no scaling, no plain-FP32 lines (the GEMM's arithmetic alone).
+PAPER = dict(scale=None, fixup=False)
+
+
+def _t(x):
+    return torch.from_numpy(np.ascontiguousarray(x))
+
+
+def _rel(c, ref):
+    return np.linalg.norm(c.astype(np.float64) - ref) / np.linalg.norm(ref)
+
+
+def _model(a, b, **opts):
+    """The CPU backend with the same options: under PAPER, :func:`cpu_fallback.emulated_matmul` itself
+    (what the CPU backend computes then on finite data inside the split's range); otherwise the same
+    scaling and plain-FP32 lines."""
+    a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
+    if opts.get("scale", "auto") is None and opts.get("fixup") is False:
+        kw = {k: v for k, v in opts.items() if k not in ("scale", "fixup")}
+        return cpu_fallback.emulated_matmul(a, b, **kw)
+    return sgemm_cube.matmul(a, b, backend="cpu", **opts)
+
+
+def _check_against_model(a, b, c, **opts):
+    """Elementwise agreement with the CPU backend (same options), and FP32-level accuracy against float64."""
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    model = _model(a, b, **opts)
+    slack = 16 if opts.get("scheme", "fp16x3").startswith("bf16") else 8
+    bound = (2 * a.shape[1] + slack) * 2.0 ** -24 * (np.abs(a64) @ np.abs(b64))
+    assert np.all(np.abs(c.astype(np.float64) - model) <= bound)
+    ref = a64 @ b64
+    err, err32 = _rel(c, ref), _rel(a @ b, ref)
+    assert err <= 2 * err32 + 2.0 ** -21, (err, err32)
+
+
+def _run(a, b, *, out=None, **kw):
+    """``cuda.matmul`` on (B, M, K) and (B, K, N) tensors (2-D operands get a batch axis); the result as NumPy."""
+    a_t, b_t = (a if isinstance(a, torch.Tensor) else _t(a)), (b if isinstance(b, torch.Tensor) else _t(b))
+    if a_t.dim() == 2:
+        a_t = a_t[None]
+    if b_t.dim() == 2:
+        b_t = b_t[None]
+    batch = max(a_t.shape[0], b_t.shape[0])
+    a_t = a_t.expand(batch, *a_t.shape[1:])
+    b_t = b_t.expand(batch, *b_t.shape[1:])
+    if out is None:
+        out = torch.full((batch, a_t.shape[1], b_t.shape[2]), float("nan"))  # poison: all must be written
+    assert cuda.matmul(a_t, b_t, out=out, **kw) is None
+    return out.numpy()
+
+
+#: Small output tiles and 16-line split blocks: the 37-line test operands span several blocks.
+SMALL = dict(BLOCK_M=16, BLOCK_N=16, split_block=(16, 16))
+
+
+def _unique(x):
+    """The batches a broadcast (stride-0) operand is split for: one."""
+    return x[:1] if x.shape[0] > 1 and x.stride(0) == 0 else x
+
+
+def _check_lines(x, slices, lines, *, axis, scheme="fp16x3", sb=12, scale="auto", fix_from=1):
+    """Line integers, slices, padding and lists of one split operand against :mod:`cpu_fallback.guard`."""
+    xn = _unique(x).numpy()
+    want = line_meta(xn, axis, scheme=scheme, sb=sb, scale=scale, fixup=fix_from == 1)
+    got = unpack_meta(lines.meta.numpy())
+    for name, g, w in zip(("t", "cls"), got, want):
+        assert np.array_equal(g, w), (name, np.argwhere(g != w)[:5].tolist())
+    assert np.array_equal(lines.meta.numpy(), pack_meta(want))
+    # The slices of the lines the GEMM uses (class < fix_from): the split of the scaled lines (NaN/Inf
+    # as 0), bit for bit; and zeros in the pad.  (The recomputed lines' slices go unused.)
+    model = cpu_fallback.split_slices(scale_lines(xn, want.t, axis), cpu_fallback.get_scheme(scheme), sb)
+    rows, cols = xn.shape[1:]
+    assert slices.shape[:2] == (len(model), xn.shape[0])
+    used = np.expand_dims(want.cls < fix_from, axis)
+    for got_s, want_s in zip(slices[:, :, :rows, :cols], model):
+        if slices.dtype == torch.float16:
+            got_bits, want_bits = got_s.numpy().view(np.uint16), want_s.view(np.uint16)
+        else:  # BF16 slices as FP32 bit patterns (the model's low 16 bits are zero)
+            got_bits, want_bits = got_s.float().numpy().view(np.uint32), want_s.view(np.uint32)
+        assert np.array_equal(np.where(used, got_bits, 0), np.where(used, want_bits, 0))
+    pad = slices.clone()
+    pad[:, :, :rows, :cols] = 0
+    assert not pad.float().any()  # the pad is zero, so the GEMM needs no masks
+    # The lists: per block of block_l lines, the lines of class >= fix_from, in order.
+    counts, lists, bl = lines.counts.numpy(), lines.lists.numpy(), lines.block_l
+    for i in range(xn.shape[0]):
+        for p in range(lines.blocks):
+            listed = np.flatnonzero(want.cls[i, p * bl:(p + 1) * bl] >= fix_from) + p * bl
+            assert counts[i, p] == listed.size
+            assert np.array_equal(lists[i, p * bl:p * bl + listed.size], listed)
+
+
+def _check_split(ops, a, b, **kw):
+    """:func:`_check_lines` for both operands of :func:`.launch.split_operands`'s result."""
+    _check_lines(a, ops.a_hilo, ops.a_lines, axis=-1, **kw)
+    _check_lines(b, ops.b_hilo, ops.b_lines, axis=-2, **kw)
+
+
+# ---------------------------------------------------------------- the split
+
+# (layout, distribution, sb): every pair of the three covered, at a third of the product's cost.
+SPLIT_CASES = [("contiguous", "normal", 0), ("contiguous", "uniform01", 6), ("contiguous", "wide_exponent", 12),
+               ("transposed", "normal", 6), ("transposed", "uniform01", 12), ("transposed", "wide_exponent", 0),
+               ("strided", "normal", 12), ("strided", "uniform01", 0), ("strided", "wide_exponent", 6)]
+
+
+def _layout(gen, rows, cols, layout):
+    """A (rows, cols) tensor from ``gen(shape)`` laid out contiguously, transposed, or as a strided view."""
+    if layout == "contiguous":
+        return _t(gen((rows, cols)))
+    if layout == "transposed":
+        return _t(gen((cols, rows))).T
+    return _t(gen((2 * rows, cols + 3)))[::2, 1:cols + 1]
+
+
+@pytest.mark.parametrize("layout, dist, sb", SPLIT_CASES)
+def test_split_is_the_cpu_model_bit_for_bit(rng, layout, dist, sb):
+    rows, cols = 37, 53
+    x = _layout(lambda s: draw(rng, dist, s), rows, cols, layout)
+    x[0, 0] = 2.0 ** -130  # an FP32 subnormal
+    # scale=None, fixup=False (fix_from=2): no line is scaled and all are used (no data beyond the
+    # split's overflow limit), so the slices are cpu_fallback.split's -- x as A, x.T as B (same lines)
+    ops = launch.split_operands(x[None], x.T[None], sb=sb, scale=None, fix_from=2, config=SMALL)
+    hi, lo = cpu_fallback.split(x.numpy(), sb)
+    assert np.array_equal(ops.a_hilo[0, 0, :rows, :cols].numpy().view(np.uint16), hi.view(np.uint16))
+    assert np.array_equal(ops.a_hilo[1, 0, :rows, :cols].numpy().view(np.uint16), lo.view(np.uint16))
+    assert np.array_equal(ops.b_hilo[0, 0, :cols, :rows].numpy().view(np.uint16), hi.T.view(np.uint16))
+    assert np.array_equal(ops.b_hilo[1, 0, :cols, :rows].numpy().view(np.uint16), lo.T.view(np.uint16))
+    _check_split(ops, x[None], x.T[None], sb=sb, scale=None, fix_from=2)
+    # the default scale="auto": only the lines that do not fit are scaled
+    ops = launch.split_operands(x[None], x.T[None], sb=sb, config=SMALL)
+    _check_split(ops, x[None], x.T[None], sb=sb)
+
+
+def _line_zoo(rng, batch=2, lines=37, k=29):
+    """(batch, lines, k) float32 with lines of each kind: NaN, -Inf, +Inf everywhere, zeros, an FP32
+    subnormal, 2**-30 (below the split's range), 1e5 (beyond sb=12's), spanning 60 binades, and the
+    rest at exponents +-40 (scaled by "auto", in range after it)."""
+    x = (rng.uniform(-1, 1, (batch, lines, k)) * 2.0 ** rng.integers(-40, 40, (batch, lines, 1))).astype(np.float32)
+    x[0, 3, 5], x[1, 7, 2], x[0, 4, :] = np.nan, -np.inf, 0.0
+    x[1, 9, :] = np.inf
+    x[0, 11, 6] = 2.0 ** -140
+    x[1, 12, :] = rng.uniform(0.5, 1, k) * 2.0 ** -30
+    x[0, 14, 3] = 1e5
+    x[1, 15, :] = rng.uniform(-1, 1, k) * 2.0 ** rng.integers(-30, 30, k)
+    return x
+
+
+_LAYOUTS = ("contiguous", "transposed", "broadcast")
+# (scheme, scale, fix_from, layout of A, layout of B): every scale with both schemes and both
+# fix_from, the layouts rotating.
+LINE_CASES = [(scheme, scale, 1 + (i + j) % 2, _LAYOUTS[(i + j) % 3], _LAYOUTS[(i + j + 1) % 3])
+              for i, scheme in enumerate(("fp16x3", "bf16x9")) for j, scale in enumerate((None, "auto", "rows", "matrix"))]
+
+
+def _zoo_operand(rng, layout):
+    x = torch.from_numpy(_line_zoo(rng))
+    if layout == "transposed":
+        return x.transpose(-1, -2).contiguous().transpose(-1, -2)
+    if layout == "broadcast":  # a stride-0 batch is split once
+        return x[:1].expand(2, -1, -1)
+    return x
+
+
+@pytest.mark.parametrize("scheme, scale, fix_from, layout_a, layout_b", LINE_CASES)
+def test_line_integers_and_lists_are_the_guards(rng, scheme, scale, fix_from, layout_a, layout_b):
+    """Rows of A and columns of B: (t, cls) bit for bit, slices of the scaled lines, recompute lists."""
+    a = _zoo_operand(rng, layout_a)
+    b = _zoo_operand(rng, layout_b).transpose(-1, -2)  # (batch, K, lines): B's columns are the lines
+    ops = launch.split_operands(a, b, scheme=scheme, scale=scale, fix_from=fix_from, config=SMALL)
+    assert ops.a_lines.meta.shape == (_unique(a).shape[0], 37) and ops.b_lines.meta.shape == (_unique(b).shape[0], 37)
+    _check_split(ops, a, b, scheme=scheme, scale=scale, fix_from=fix_from)
+    if scale is not None:  # scaled or recomputed: the used slices are finite (unscaled 1e5 overflows FP16)
+        assert all(torch.isfinite(s.float()).all() for s in (ops.a_hilo, ops.b_hilo))
+
+
+def test_line_classes_say_what_the_split_holds():
+    """The classes of the guard on lines built to be of each kind (fp16x3, sb=12: [2**-15, 2**15))."""
+    x = np.array([[1.0, 2.0 ** -15, 3.0],           # in range
+                  [1.0, 2.0 ** -16, 3.0],           # one entry below: class 1 unscaled, 0 once scaled
+                  [1.0, 2.0 ** -40, 3.0],           # 41 binades: class 1 even scaled
+                  [1.0, 4.0e4, 3.0],                # beyond 32768: class 2 unscaled, 0 once scaled
+                  [1.0, np.nan, 3.0], [0.0, 0.0, 0.0]], np.float32)[None]
+    assert line_meta(x, -1, scale=None, fixup=False).cls.tolist() == [[0, 1, 1, 2, 2, 0]]
+    auto = line_meta(x, -1)
+    assert auto.cls.tolist() == [[0, 0, 1, 0, 2, 0]]
+    assert auto.t[0, [0, 1, 3, 5]].tolist() == [0, 13, -1, 0]  # largest entry into [2**14, 2**15) if scaled
+    xt = torch.from_numpy(x)
+    for fix_from, listed in ((1, [2, 4]), (2, [4])):
+        ops = launch.split_operands(xt, xt.mT, fix_from=fix_from, config=SMALL)
+        for lines in (ops.a_lines, ops.b_lines):
+            assert np.array_equal(lines.meta.numpy(), pack_meta(line_meta(x, -1, fixup=fix_from == 1)))
+            assert lines.counts.numpy().tolist() == [[len(listed)]]
+            assert lines.lists.numpy()[0, :len(listed)].tolist() == listed
+
+
+# ---------------------------------------------------------------- the GEMM
+
+# (variant, distribution, shape): each variant on each shape, the distributions rotating.
+GEMM_CASES = [(v, DISTS[(i + j) % 3], shape) for i, v in enumerate(sorted(VARIANTS))
+              for j, shape in enumerate([(33, 47, 65), (1, 2, 3), (5, 7, 200), (64, 32, 16)])]
+
+
+@pytest.mark.parametrize("variant, dist, shape", GEMM_CASES)
+def test_gemm_variants_match_the_model(rng, variant, dist, shape):
+    m, n, k = shape
+    a, b = draw(rng, dist, (m, k)), draw(rng, dist, (k, n))
+    c = _run(a, b, config={"variant": variant}, **PAPER)
+    _check_against_model(a, b, c[0], **PAPER)
+
+
+# (order, keep_lo_lo, split_corr, flush_k): every pair of values of any two options at least once.
+OPTION_CASES = [("termwise", False, False, 16), ("termwise", True, True, 48), ("termwise", False, True, 0),
+                ("termwise", True, False, 0), ("elementwise", False, True, 16), ("elementwise", True, False, 16),
+                ("elementwise", True, True, 0), ("elementwise", False, False, 48)]
+
+
+@pytest.mark.parametrize("order, keep_lo_lo, split_corr, flush_k", OPTION_CASES)
+def test_gemm_options_match_the_model(rng, order, keep_lo_lo, split_corr, flush_k):
+    a, b = draw(rng, "normal", (33, 100)), draw(rng, "uniform01", (100, 30))
+    c = _run(a, b, order=order, keep_lo_lo=keep_lo_lo, flush_k=flush_k, config={"split_corr": split_corr}, **PAPER)
+    _check_against_model(a, b, c[0], order=order, keep_lo_lo=keep_lo_lo, **PAPER)
+
+
+@pytest.mark.parametrize("sb", [0, 6, 12])
+def test_gemm_scaling_exponents(rng, sb):
+    a, b = draw(rng, "wide_exponent", (20, 70)), draw(rng, "normal", (70, 9))
+    c = _run(a, b, sb=sb, **PAPER)
+    model = cpu_fallback.emulated_matmul(a, b, sb=sb)
+    bound = (2 * 70 + 8) * 2.0 ** -24 * (np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64)))
+    assert np.all(np.abs(c[0] - model) <= bound)
+    # the defaults: entries of wide_exponent rows fall below sb's range, and those lines are scaled or
+    # computed in FP32 as the CPU backend does it
+    _check_against_model(a, b, _run(a, b, sb=sb)[0], sb=sb)
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_batched_broadcast_transposed_and_strided(rng, variant):
+    a = _t(draw(rng, "normal", (4, 41, 33))).transpose(1, 2)  # (4, 33, 41), M contiguous
+    b_base = _t(draw(rng, "normal", (1, 2 * 41, 29)))
+    b = b_base[:, ::2, :].expand(4, 41, 29)  # strided rows, batch stride 0
+    c = _run(a, b, config={"variant": variant})
+    for i in range(4):
+        _check_against_model(a[i].numpy(), b[i].numpy(), c[i])
+
+
+def test_out_with_row_stride_and_batch_broadcast_of_a(rng):
+    a = _t(draw(rng, "uniform01", (1, 9, 40))).expand(3, 9, 40)
+    b = _t(draw(rng, "normal", (3, 40, 11)))
+    big = torch.full((3, 9, 16), float("nan"))
+    out = big[:, :, 2:13]
+    _run(a, b, out=out)
+    assert torch.isnan(big[:, :, :2]).all() and torch.isnan(big[:, :, 13:]).all()  # nothing outside out
+    for i in range(3):
+        _check_against_model(a[i].numpy(), b[i].numpy(), out[i].numpy())
+
+
+def _special_pattern(c):
+    return np.stack([np.isnan(c), c == np.inf, c == -np.inf])
+
+
+@pytest.mark.parametrize("fixup", [True, False])
+def test_nonfinite_inputs_give_native_special_values(rng, fixup):
+    """NaN/Inf lines are class 2: their outputs are plain FP32 in the GEMM launch (fix-up programs),
+    native FP32's special values exactly, with fixup=False too; the other outputs are untouched."""
+    a, b = draw(rng, "normal", (17, 30)), draw(rng, "normal", (30, 13))
+    a[3, 5], b[7, 2] = np.inf, np.nan
+    b[5, 4] = 0.0  # inf * 0: NaN at (3, 4), as in native SGEMM
+    c = _run(a, b, fixup=fixup)[0]
+    native = a @ b
+    assert np.array_equal(_special_pattern(c), _special_pattern(native))
+    assert np.isnan(c[3, 4]) and np.isnan(c[:, 2]).all()
+    finite = np.isfinite(native)
+    model = _model(a, b, fixup=fixup)
+    assert np.array_equal(_special_pattern(model), _special_pattern(native))
+    bound = (2 * 30 + 8) * 2.0 ** -24 * (np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64)))
+    with np.errstate(invalid="ignore"):
+        assert np.all(np.abs(c - model)[finite] <= bound[finite])
+
+
+@pytest.mark.parametrize("fixup", [True, False])
+def test_recomputed_lines_across_blocks_are_fp32(rng, fixup):
+    """Class-1 lines scattered over several blocks of A's rows and B's columns, some of both: with
+    fixup=True their outputs are plain FP32 (fix-up programs gather the per-block lists); with
+    fixup=False they keep the paper's split, as in the CPU backend."""
+    m, k, n = 70, 24, 45
+    a, b = draw(rng, "normal", (m, k)), draw(rng, "normal", (k, n))
+    a[::3, 7] = 2.0 ** -40  # below the split's range, 40 binades under the row: class 1 even scaled
+    b[11, ::4] = 2.0 ** -40
+    assert (line_meta(a[None], -1).cls == 1).sum() == 24 and (line_meta(b[None], -2).cls == 1).sum() == 12
+    ops = launch.split_operands(_t(a)[None], _t(b)[None], fix_from=1 if fixup else 2)
+    assert ops.a_lines.blocks >= 4 and ops.a_lines.counts.sum() == (24 if fixup else 0)
+    c = _run(a, b, fixup=fixup)[0]
+    _check_against_model(a, b, c, fixup=fixup)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    # the tiny entries are invisible at FP32 precision: every output is FP32-accurate componentwise
+    comp = np.abs(c - ref) / (np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64)))
+    assert comp.max() <= 3 * k * 2.0 ** -24  # the guarantee's componentwise bound
+
+
+def test_results_beyond_fp32s_range_are_infinities_of_their_sign(rng):
+    """Huge lines are scaled (the emulated sums cannot overflow) and unscaled with one rounding: an
+    output beyond FP32's range is the infinity of its sign, the others finite and accurate."""
+    a = (rng.uniform(1, 2, (20, 16)) * 2.0 ** 63).astype(np.float32)
+    b = (rng.uniform(1, 2, (16, 9)) * 2.0 ** 62).astype(np.float32)
+    b[:, 0] *= np.float32(2.0 ** -10)  # a column whose outputs stay far below FP32's largest value
+    b[:, 1] *= np.float32(-1)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    assert np.all(np.abs(ref[:, 1:]) > np.finfo(np.float32).max) and np.all(np.abs(ref[:, 0]) < 2.0 ** 122)
+    c = _run(a, b)[0]
+    assert np.all(c[:, 1] == -np.inf) and np.all(c[:, 2:] == np.inf)
+    assert np.all(np.abs(c[:, 0] - ref[:, 0]) <= 16 * 2.0 ** -24 * np.abs(ref[:, 0]))
+
+
+def test_empty_problems_write_zeros():
+    out = torch.full((2, 3, 4), float("nan"))
+    assert cuda.matmul(torch.ones(2, 3, 0), torch.ones(2, 0, 4), sb=12, order="termwise", out=out) is None
+    assert out.eq(0).all()
+
+
+# ---------------------------------------------------------------- through the public API
+
+
+@pytest.mark.parametrize("kind", ["torch", "numpy"])
+def test_public_api_runs_the_kernels(rng, kind):
+    a, b = draw(rng, "normal", (2, 21, 35)), draw(rng, "normal", (35, 6))
+    a[1, 2, 3] = np.nan
+    x, y = (_t(a), _t(b)) if kind == "torch" else (a, b)
+    assert sgemm_cube.explain(x, y, backend="cuda").backend == "cuda"
+    c = sgemm_cube.matmul(x, y, backend="cuda")
+    c = c.numpy() if kind == "torch" else c
+    assert np.isnan(c[1, 2]).all() and np.isfinite(np.delete(c[1], 2, axis=0)).all()
+    _check_against_model(a[0], b, c[0])
+
+
+@pytest.mark.parametrize("factor_a, factor_b", [(1e5, 1.0), (1e-8, 1.0), (1.0, 1e-8), (1e30, 1e-30)])
+def test_public_api_out_of_range_data_are_scaled_not_refused(rng, factor_a, factor_b):
+    """Data beyond the split's range (once a ValueError from the kernel statistics): scaled on the
+    device as the CPU backend scales them, no error, FP32 accuracy."""
+    a = draw(rng, "normal", (8, 16)) * np.float32(factor_a)
+    b = draw(rng, "normal", (16, 4)) * np.float32(factor_b)
+    c = sgemm_cube.matmul(_t(a), _t(b), backend="cuda").numpy()
+    _check_against_model(a, b, c)
+
+
+# ---------------------------------------------------------------- configuration and errors
+
+
+def test_flush_interval_sets_block_k():
+    assert launch.flush_steps(128, 64) == (64, 2)
+    assert launch.flush_steps(64, 64) == (64, 1)
+    assert launch.flush_steps(96, 64) == (32, 3)
+    assert launch.flush_steps(16, 64) == (16, 1)
+    assert launch.flush_steps(0, 64) == (64, 0)
+    for bad in (40, -1, 1.5, True):
+        with pytest.raises(ValueError, match="flush_k"):
+            launch.flush_steps(bad, 64)
+
+
+@pytest.mark.parametrize("kwargs, exc, match", [
+    (dict(order="rowwise"), ValueError, "order"),
+    (dict(sb=25), ValueError, "sb"),
+    (dict(sb=True), ValueError, "sb"),
+    (dict(flush_k=40), ValueError, "flush_k"),
+    (dict(config={"BLOCK_Q": 4}), ValueError, "unknown config keys"),
+    (dict(config={"variant": "wgmma"}), ValueError, "unknown kernel variant"),
+])
+def test_option_errors(kwargs, exc, match):
+    a, b = torch.ones(1, 4, 8), torch.ones(1, 8, 3)
+    opts = dict(sb=12, order="termwise", keep_lo_lo=False, out=torch.empty(1, 4, 3))
+    opts.update(kwargs)
+    with pytest.raises(exc, match=match):
+        cuda.matmul(a, b, **opts)
+
+
+@pytest.mark.parametrize("a, b, out, exc, match", [
+    (torch.ones(4, 8), torch.ones(8, 3), torch.empty(4, 3), ValueError, "3-D"),
+    (torch.ones(1, 4, 8), torch.ones(1, 7, 3), torch.empty(1, 4, 3), ValueError, "do not match"),
+    (torch.ones(1, 4, 8).double(), torch.ones(1, 8, 3), torch.empty(1, 4, 3), TypeError, "float32"),
+    (torch.ones(1, 4, 8), torch.ones(1, 8, 3), torch.empty(1, 3, 4).transpose(1, 2), ValueError, "last stride"),
+])
+def test_operand_errors(a, b, out, exc, match):
+    with pytest.raises(exc, match=match):
+        cuda.matmul(a, b, sb=12, order="termwise", keep_lo_lo=False, out=out)
+
+
+def test_cpu_tensors_need_the_interpreter(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    with pytest.raises(ValueError, match="CUDA tensors"):
+        cuda.matmul(torch.ones(1, 2, 2), torch.ones(1, 2, 2), sb=12, order="termwise", keep_lo_lo=False,
+                    out=torch.empty(1, 2, 2))
+    assert not cuda.is_available() and "CUDA GPU" in cuda.unavailable_reason()
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert cuda.is_available() and cuda.unavailable_reason() == ""
+
+
+def test_config_resolution_order(monkeypatch):
+    launch._stored_config.cache_clear()
+    monkeypatch.setattr(launch, "interpreter_active", lambda: False)
+    monkeypatch.setattr(launch, "device_key", lambda device: "h100")
+    monkeypatch.setattr(launch, "_tuned", lambda *a: {"BLOCK_K": 32, "flush_k": 256})
+    monkeypatch.setattr(launch, "_has_tma", lambda device: True)
+    monkeypatch.setattr(launch, "load_device_table", lambda key: {
+        "gemm_termwise": [{"max_flops": 1e6, "config": {"BLOCK_M": 64}}, {"max_k": 500, "config": {"BLOCK_N": 32}},
+                          {"config": {}}],
+        "gemm_lo_lo": [{"max_flops": None, "config": {"BLOCK_N": 64}}]})
+    small_k, big_k = launch.SMALL_K_FLUSH[0], launch.SMALL_K_FLUSH[0] + 1
+    small = launch.resolve_config(1, 10, 10, 10, "cpu")
+    assert small["BLOCK_M"] == 64 and small["BLOCK_N"] == 128  # the table's first entry: max_flops
+    # K up to SMALL_K_FLUSH flushes every 32 (tables and tuner alike); the tuner's values beyond it
+    assert {k: small[k] for k in launch.SMALL_K_FLUSH[1]} == launch.SMALL_K_FLUSH[1]
+    assert launch.resolve_config(1, 100, 100, small_k, "cpu")["flush_k"] == launch.SMALL_K_FLUSH[1]["flush_k"]
+    big = launch.resolve_config(1, 1000, 1000, big_k, "cpu", config={"num_stages": 4})
+    assert big["BLOCK_M"] == 128 and big["BLOCK_N"] == 128 and big["num_stages"] == 4
+    assert big["BLOCK_K"] == 32 and big["flush_k"] == 256  # the tuner's table
+    assert launch.resolve_config(1, 1000, 1000, 400, "cpu")["BLOCK_N"] == 32  # max_k
+    lolo = launch.resolve_config(1, 1000, 1000, big_k, "cpu", keep_lo_lo=True)
+    assert lolo["BLOCK_N"] == 64 and lolo["BLOCK_M"] == 64 and lolo["BLOCK_K"] == 64  # the tuner's table: termwise only
+    assert launch.resolve_config(1, 1000, 1000, 1000, "cpu", order="elementwise")["split_corr"] is False
+    explicit = launch.resolve_config(1, 10, 10, 10, "cpu", config={"flush_k": 128, "BLOCK_K": 64})
+    assert (explicit["flush_k"], explicit["BLOCK_K"]) == (128, 64)  # config= beats everything
+    monkeypatch.setattr(launch, "_has_tma", lambda device: False)
+    launch._stored_config.cache_clear()
+    assert launch.resolve_config(1, 1000, 1000, 1000, "cpu")["variant"] == "ptr"
+    launch._stored_config.cache_clear()
+
+
+def test_hybrid_rule_reads_the_table(monkeypatch):
+    monkeypatch.setattr(hybrid, "device_key", lambda device: "test")
+    monkeypatch.setattr(hybrid, "load_device_table", lambda key: {"hybrid": {
+        "min_flops": 2.0 * 512 ** 3, "min_flops_per_matrix": 2.0 * 256 ** 3, "min_mn": 128, "min_k": 64,
+        "min_tiles": 64}})
+    assert set(hybrid.native_rule("test")) == set(hybrid._DEFAULT_RULE)
+    assert hybrid.prefers_native(1, 256, 256, 256, "cuda")        # too few flops
+    assert not hybrid.prefers_native(1, 1024, 1024, 1024, "cuda")
+    assert hybrid.prefers_native(1, 65536, 64, 4096, "cuda")      # skinny: N below min_mn
+    assert hybrid.prefers_native(1, 8192, 8192, 32, "cuda")       # short K
+    assert not hybrid.prefers_native(64, 256, 256, 256, "cuda")   # a batch adds up ...
+    assert hybrid.prefers_native(1024, 128, 128, 128, "cuda")     # ... but not from tiny matrices
+    assert hybrid.prefers_native(1, 2048, 256, 8192, "cuda")      # 32 output tiles, below min_tiles
+
+
+def test_plan_runs_native_below_k_16_and_where_the_hybrid_rule_says(monkeypatch):
+    a, b = torch.ones(4, 15), torch.ones(15, 3)
+    plan = sgemm_cube.explain(a, b, backend="auto")
+    assert (plan.scheme, plan.backend) == ("native", "native")
+    assert sgemm_cube.explain(a, b, backend="cuda").backend == "cuda"  # an explicit backend always emulates
+    monkeypatch.setattr(cuda, "prefers_native", lambda *args: True)
+    like = torch.ones(1, 64, 64)
+    req = sgemm_cube.plan.make_request()
+    assert cuda.plan(req, 1, 64, 64, 64, like).backend == "native"
+    assert cuda.plan(sgemm_cube.plan.make_request(backend="cuda"), 1, 64, 64, 64, like).backend == "cuda"
+
+
+def test_shipped_tables_are_valid():
+    for path in sorted(hybrid._CONFIG_DIR.glob("*.json")):
+        table = hybrid.load_device_table(path.stem)
+        rule = hybrid.native_rule(path.stem)
+        assert set(rule) == set(hybrid._DEFAULT_RULE)
+        assert all(isinstance(v, (int, float)) and v >= 0 for v in rule.values()), path
+        for mode in ("termwise", "elementwise", "lo_lo", "bf16x9", "bf16x6"):
+            for entry in table.get(f"gemm_{mode}", []):
+                assert set(entry["config"]) <= set(launch._CONFIG_KEYS), path
+                assert entry["config"].get("variant", "tma") in VARIANTS
+
+
+# ---------------------------------------------------------------- BF16 schemes (bf16x9, bf16x6)
+
+BF16_SCHEMES = ("bf16x9", "bf16x6")
+#: The BF16 lines' range (cpu_fallback.guard): lines with an entry at or above UPPER are recomputed.
+BF16_LINES = line_range("bf16x9", 12)
+
+
+def _below_upper(rng, shape):
+    """FP32 values from the subnormals up to the BF16 lines' upper limit (the range the BF16 split is
+    used on unscaled), with the split's edge cases in the first row: subnormals, signed zeros, ties."""
+    top = int(np.log2(BF16_LINES.upper))
+    x = (rng.uniform(1.0, 2.0, shape) * rng.choice([-1.0, 1.0], shape)
+         * 2.0 ** rng.integers(-149, top, shape).astype(np.float64)).astype(np.float32)
+    edge = np.array([2.0 ** -149, -2.0 ** -140, 2.0 ** -126 * 1.00390625, 0.0, -0.0,
+                     1.0 + 2.0 ** -8, 1.0 + 3 * 2.0 ** -8, 1.0 - 2.0 ** -24,  # ties to even both ways
+                     np.nextafter(np.float32(BF16_LINES.upper), np.float32(0))], dtype=np.float32)
+    x.flat[:edge.size] = edge
+    return x
+
+
+def _full_range(rng, shape):
+    """FP32 values over the whole exponent range, FP32's largest magnitudes in the first row."""
+    x = (rng.uniform(1.0, 2.0, shape) * rng.choice([-1.0, 1.0], shape)
+         * 2.0 ** rng.integers(-149, 127, shape).astype(np.float64)).astype(np.float32)
+    x.flat[:3] = [np.finfo(np.float32).max, -np.finfo(np.float32).max, 3.3961775e38]
+    return x
+
+
+def _wide_rows(rng, shape, binades=80):
+    """Every row spans about ``binades`` binades: beyond the FP16 split, inside BF16's range."""
+    half = binades // 2
+    return (rng.uniform(-1.0, 1.0, shape) * 2.0 ** rng.integers(-half, half, shape)).astype(np.float32)
+
+
+@pytest.mark.parametrize("layout, dist", [("contiguous", "below_upper"), ("transposed", "below_upper"),
+                                          ("strided", "below_upper"), ("transposed", "normal"),
+                                          ("strided", "wide_exponent")])
+def test_bf16_split_is_the_cpu_model_bit_for_bit(rng, layout, dist):
+    """scale=None, fixup=False: no line is scaled and every line is used (none reaches the BF16 lines'
+    upper limit), so the slices are cpu_fallback.split_slices', subnormals and ties included."""
+    rows, cols = 37, 53
+    gen = (lambda s: _below_upper(rng, s)) if dist == "below_upper" else (lambda s: draw(rng, dist, s))
+    x = _layout(gen, rows, cols, layout)
+    ops = launch.split_operands(x[None], x.T[None], scheme="bf16x9", scale=None, fix_from=2, config=SMALL)
+    assert ops.a_hilo.dtype == torch.bfloat16 and ops.a_hilo.shape == (3, 1, 48, 64)
+    model = cpu_fallback.split_slices(x.numpy(), cpu_fallback.get_scheme("bf16x9"), 12)
+    for got_a, got_b, want in zip(ops.a_hilo[:, 0, :rows, :cols], ops.b_hilo[:, 0, :cols, :rows], model):
+        assert np.array_equal(got_a.float().numpy().view(np.uint32), want.view(np.uint32))
+        assert np.array_equal(got_b.float().numpy().view(np.uint32), want.T.view(np.uint32))
+    _check_split(ops, x[None], x.T[None], scheme="bf16x9", scale=None, fix_from=2)
+
+
+@pytest.mark.parametrize("scale", [None, "auto"])
+def test_bf16_lines_beyond_the_upper_limit(rng, scale):
+    """Lines over FP32's whole range (up to its largest values): class 2 unscaled, scaled by "auto";
+    the line integers and the used slices are the guard's, and no slice is infinite."""
+    x = _t(_full_range(rng, (37, 53)))
+    ops = launch.split_operands(x[None], x.T[None], scheme="bf16x9", scale=scale, config=SMALL)
+    _check_split(ops, x[None], x.T[None], scheme="bf16x9", scale=scale)
+    assert torch.isfinite(ops.a_hilo.float()).all() and torch.isfinite(ops.b_hilo.float()).all()
+    if scale is None:
+        assert (unpack_meta(ops.a_lines.meta.numpy()).cls == 2).all()
+
+
+def test_bf16_split_special_values_give_zero_slices(rng):
+    x = _t(draw(rng, "normal", (2, 19, 21)))
+    x[0, 3, 4], x[1, 0, 0], x[1, 7, 20] = float("nan"), float("inf"), float("-inf")
+    a = _t(draw(rng, "normal", (2, 5, 19)))
+    ops = launch.split_operands(a, x, scheme="bf16x6", config=SMALL)  # (batch, K, N): the lines are B's columns
+    assert torch.isfinite(ops.b_hilo.float()).all()
+    for i, r, c in ((0, 3, 4), (1, 0, 0), (1, 7, 20)):
+        assert ops.b_hilo[:, i, r, c].eq(0).all()
+    cls = unpack_meta(ops.b_lines.meta.numpy()).cls
+    assert cls[0, 4] == cls[1, 0] == cls[1, 20] == 2 and cls.sum() == 6  # NaN/Inf lines: class 2, only them
+    _check_split(ops, a, x, scheme="bf16x6")
+
+
+# (scheme, order, variant): each scheme with each order, the variants rotating.
+BF16_GEMM_CASES = [("bf16x9", "termwise", "ptr"), ("bf16x9", "elementwise", "tma"),
+                   ("bf16x6", "termwise", "tma_persistent"), ("bf16x6", "elementwise", "ptr")]
+
+
+@pytest.mark.parametrize("scheme, order, variant", BF16_GEMM_CASES)
+def test_bf16_gemm_matches_the_model(rng, scheme, order, variant):
+    a, b = draw(rng, "normal", (33, 97)), draw(rng, "uniform01", (97, 47))
+    c = _run(a, b, order=order, scheme=scheme, config={"variant": variant}, **PAPER)
+    _check_against_model(a, b, c[0], order=order, scheme=scheme, **PAPER)
+
+
+@pytest.mark.parametrize("scheme, dist, shape", [("bf16x9", "wide_rows", (21, 15, 70)), ("bf16x6", "wide_rows", (21, 15, 70)),
+                                                 ("bf16x6", "lognormal", (1, 2, 3)),
+                                                 ("bf16x9", "uniform_pm1", (40, 33, 16)),
+                                                 ("bf16x6", "wide_exponent", (5, 7, 200))])
+def test_bf16_gemm_shapes_and_ranges(rng, scheme, dist, shape):
+    m, n, k = shape
+    gen = (lambda s: _wide_rows(rng, s)) if dist == "wide_rows" else (lambda s: draw(rng, dist, s))
+    a, b = gen((m, k)), gen((k, n))
+    c = _run(a, b, scheme=scheme, **PAPER)
+    _check_against_model(a, b, c[0], scheme=scheme, **PAPER)
+
+
+@pytest.mark.parametrize("scheme, order, merge_levels, split_corr, flush_k", [
+    ("bf16x9", "termwise", True, False, 64), ("bf16x6", "elementwise", True, False, 64),
+    ("bf16x9", "elementwise", True, True, 32), ("bf16x9", "termwise", False, True, 16),
+    ("bf16x6", "termwise", False, False, 0), ("bf16x9", "elementwise", False, False, 48)])
+def test_bf16_gemm_options(rng, scheme, order, merge_levels, split_corr, flush_k):
+    a, b = draw(rng, "normal", (17, 100)), draw(rng, "uniform01", (100, 30))
+    c = _run(a, b, scheme=scheme, order=order, flush_k=flush_k,
+             config={"split_corr": split_corr, "merge_levels": merge_levels}, **PAPER)
+    _check_against_model(a, b, c[0], scheme=scheme, order=order, **PAPER)
+
+
+def test_bf16_batched_broadcast_and_transposed(rng):
+    a = _t(draw(rng, "normal", (3, 41, 33))).transpose(1, 2)
+    b = _t(draw(rng, "wide_exponent", (1, 41, 2 * 29)))[:, :, ::2].expand(3, 41, 29)
+    c = _run(a, b, scheme="bf16x6")
+    for i in range(3):
+        _check_against_model(a[i].numpy(), b[i].numpy(), c[i], scheme="bf16x6")
+
+
+@pytest.mark.parametrize("scheme", BF16_SCHEMES)
+def test_bf16_through_the_public_api(rng, scheme):
+    a, b = _wide_rows(rng, (2, 13, 40)), draw(rng, "normal", (40, 11))
+    a[1, 4, 5] = np.inf
+    c = sgemm_cube.matmul(_t(a), _t(b), backend="cuda", scheme=scheme)
+    assert isinstance(c, torch.Tensor) and c.shape == (2, 13, 11)
+    native = a @ b
+    assert np.array_equal(_special_pattern(c.numpy()), _special_pattern(native))
+    _check_against_model(a[0], b, c.numpy()[0], scheme=scheme)
+
+
+def test_auto_scheme_is_fp16x3_and_wide_rows_are_computed_in_fp32(rng):
+    """scheme="auto" once ran bf16x9 on rows spanning 80 binades; it is fp16x3 now, and such rows
+    (class 1: no power of two brings them into the split's range) are plain FP32: accurate."""
+    a, b = _wide_rows(rng, (24, 36)), draw(rng, "normal", (36, 10))
+    assert (line_meta(a[None], -1).cls == 1).all()
+    plan = sgemm_cube.explain(_t(a), _t(b), backend="cuda", scheme="auto")
+    assert (plan.scheme, plan.backend, plan.scale) == ("fp16x3", "cuda", "auto"), plan
+    c = sgemm_cube.matmul(_t(a), _t(b), backend="cuda", scheme="auto").numpy()
+    _check_against_model(a, b, c)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(scheme="fp32x2"), "unknown scheme"),
+    (dict(scheme="bf16x9", keep_lo_lo=True), "keep_lo_lo"),
+])
+def test_scheme_errors(kwargs, match):
+    opts = dict(sb=12, order="termwise", keep_lo_lo=False, out=torch.empty(1, 4, 3))
+    opts.update(kwargs)
+    with pytest.raises(ValueError, match=match):
+        cuda.matmul(torch.ones(1, 4, 8), torch.ones(1, 8, 3), **opts)
+
+
+def test_bf16_configs_have_their_own_table_entries(monkeypatch):
+    launch._stored_config.cache_clear()
+    monkeypatch.setattr(launch, "interpreter_active", lambda: False)
+    monkeypatch.setattr(launch, "device_key", lambda device: "h100")
+    monkeypatch.setattr(launch, "_tuned", lambda *a: {"BLOCK_K": 32})
+    monkeypatch.setattr(launch, "_has_tma", lambda device: True)
+    monkeypatch.setattr(launch, "load_device_table", lambda key: {"gemm_bf16x6": [{"config": {"BLOCK_N": 32}}]})
+    k = launch.SMALL_K_FLUSH[0] + 1  # beyond the small-K flush override
+    for order in ("termwise", "elementwise"):
+        nine = launch.resolve_config(1, 1000, 1000, k, "cpu", order=order, scheme="bf16x9")
+        assert (nine["BLOCK_M"], nine["BLOCK_N"], nine["BLOCK_K"], nine["num_stages"]) == (128, 64, 64, 2)
+        six = launch.resolve_config(1, 1000, 1000, k, "cpu", order=order, scheme="bf16x6")
+        assert six["BLOCK_N"] == 32 and six["BLOCK_K"] == 64 and not six["merge_levels"]  # its own table
+        # entry; the tuner's table (BLOCK_K 32 here) is fp16x3's
+    assert launch.resolve_config(1, 1000, 1000, 1000, "cpu", scheme="bf16x6",
+                                 config={"BLOCK_N": 128, "merge_levels": True})["merge_levels"]
+    launch._stored_config.cache_clear()
+
+
+def test_bf16x9_keeps_the_smallest_levels():
+    # x = 1 + 2**-9 + 2**-18 splits into exactly (1, 2**-9, 2**-18), so x*x - 1 =
+    # 2**-8 + 3*2**-18 + 2**-26 + 2**-36 comes level by level (levels 0..4); the
+    # level-3 term 2**-26 is 2**-18 of the result: bf16x9 keeps it, bf16x6 drops
+    # it by definition, and native FP32 loses it when it rounds x*x.
+    x = np.float32(1 + 2.0 ** -9 + 2.0 ** -18)
+    a = np.array([[x, -1.0]] * 3, np.float32)
+    b = np.array([[x] * 2, [1.0] * 2], np.float32)
+    exact = np.float32(np.float64(x) ** 2 - 1)
+    nine = _run(a, b, scheme="bf16x9")
+    six = _run(a, b, scheme="bf16x6")
+    assert np.all(nine == exact) and np.all(nine == cpu_fallback.emulated_matmul(a, b, scheme="bf16x9"))
+    assert np.all(six == cpu_fallback.emulated_matmul(a, b, scheme="bf16x6"))
+    assert np.all(np.abs(six.astype(np.float64) - exact) >= 2.0 ** -27)
+    assert np.all((a @ b) != exact)

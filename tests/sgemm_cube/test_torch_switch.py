@@ -1,0 +1,557 @@
+"""The drop-in switch at PyTorch's dispatcher (:mod:`sgemm_cube.switch`), on CPU tensors.
+
+What is claimed and checked here (CPU, ``devices=("cpu",)``; the GPU file
+repeats the key checks on CUDA):
+
+* every public PyTorch function that reaches a float32 GEMM gives sgemm_cube's
+  result while the switch is on, seen by the emulation's fingerprint: with one
+  operand a 0/1 selection matrix and the other holding 24-bit values, native
+  FP32 returns those values exactly while sgemm_cube returns them as its split
+  holds them (22 bits).  So ``f(X, P)`` under the switch must equal, bit for
+  bit, ``f(round22(X), P)`` without it, and differ from ``f(X, P)`` without it;
+* composites whose products cannot be isolated that way (attention, encoder
+  layers, bilinear) are routed: the switch takes their products and the
+  result changes, keeping FP32 accuracy against float64;
+* ``alpha``/``beta``/bias semantics, ``out=``, in-place ops, zero-size shapes,
+  errors (type and message identical to PyTorch's), other dtypes untouched;
+* gradients, ``torch.compile`` (no graph breaks; the switch acts when the
+  compiled code runs), ``vmap``, functions bound before ``enable()``;
+* turning it off restores PyTorch's kernels exactly; enable/disable nest and
+  count across threads; :func:`bypass` is per thread;
+* ``SGEMM_CUBE_ENABLE`` is read at import; importing sgemm_cube does not import torch.
+"""
+import os
+import subprocess
+import sys
+import threading
+import warnings
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import torch.nn.functional as F  # noqa: E402
+
+import sgemm_cube  # noqa: E402
+from sgemm_cube import switch  # noqa: E402
+from sgemm_cube.metrics import relative_error  # noqa: E402
+
+#: 1 + 2**-11 + 2**-23: 24 significant bits, of which the FP16 split (sb = 12) keeps 22.
+X24 = 1.0 + 2.0 ** -11 + 2.0 ** -23
+K = 24  # >= 16: sgemm_cube runs its emulation (below 16 native FP32 runs under backend="auto")
+
+
+@pytest.fixture(autouse=True)
+def _switch_off_after_each_test():
+    assert not switch.is_enabled()
+    yield
+    leaked = switch.is_enabled()
+    while switch.is_enabled():
+        switch.disable()
+    assert not leaked, "a test left the switch on"
+
+
+def on():
+    return sgemm_cube.enabled(devices=("cpu",))
+
+
+def data(rng, *shape):
+    """24-bit float32 values: +-X24 * 2**e, e in [-3, 3] (inside the split's range: no scaling)."""
+    e = rng.integers(-3, 4, shape)
+    sign = rng.choice([-1.0, 1.0], shape)
+    return torch.from_numpy((sign * X24 * 2.0 ** e).astype(np.float32))
+
+
+def selection(rng, k, n):
+    """(k, n) 0/1 matrix with one 1 per column: ``X @ P`` picks columns of X, exactly in FP32."""
+    p = np.zeros((k, n), np.float32)
+    p[rng.integers(0, k, n), np.arange(n)] = 1.0
+    return torch.from_numpy(p)
+
+
+def round22(x):
+    """``x`` as sgemm_cube's split holds it: hi + lo * 2**-12 (exact in float32)."""
+    hi, lo = sgemm_cube.split(x.numpy(), sb=12)
+    return torch.from_numpy((hi.astype(np.float64) + lo.astype(np.float64) * 2.0 ** -12).astype(np.float32))
+
+
+def exact_addend(rng, *shape):
+    """Addends that keep every sum exact: multiples of 2**-22 in [0, 3 * 2**-22]."""
+    return torch.from_numpy((rng.integers(0, 4, shape) * 2.0 ** -22).astype(np.float32))
+
+
+def _clone(args):
+    return [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+
+
+# name -> (call, operands builder(rng) -> (args, index of the 24-bit operands), operators it reaches)
+def _mm_args(rng):
+    return [data(rng, 6, K), selection(rng, K, 5)], [0]
+
+
+def _left_args(rng):
+    return [selection(rng, K, 6).T.contiguous(), data(rng, K, 5)], [1]  # P^T @ X: picks rows of X
+
+
+def _batched(rng):
+    return [data(rng, 2, 6, K), torch.stack([selection(rng, K, 5) for _ in range(2)])], [0]
+
+
+def _addmm_args(rng):
+    return [exact_addend(rng, 6, 5), data(rng, 6, K), selection(rng, K, 5)], [1]
+
+
+def _bias_args(rng):
+    return [exact_addend(rng, 5), data(rng, 6, K), selection(rng, K, 5)], [1]
+
+
+def _baddbmm_args(rng):
+    return [exact_addend(rng, 2, 6, 5)] + _batched(rng)[0], [1]
+
+
+def _addbmm_args(rng):
+    # sum over the batch of selections: only batch 0 selects, batch 1 multiplies by zeros.
+    b1 = data(rng, 2, 6, K)
+    b2 = torch.stack([selection(rng, K, 5), torch.zeros(K, 5)])
+    return [exact_addend(rng, 6, 5), b1, b2], [1]
+
+
+def _mv_args(rng):
+    v = torch.zeros(K)
+    v[rng.integers(0, K)] = 1.0
+    return [data(rng, 6, K), v], [0]
+
+
+def _dot_args(rng):
+    v = torch.zeros(K)
+    v[rng.integers(0, K)] = 1.0
+    return [data(rng, K), v], [0]
+
+
+def _addmv_args(rng):
+    return [exact_addend(rng, 6)] + _mv_args(rng)[0], [1]
+
+
+def _chain_args(rng):
+    return [data(rng, 6, K), selection(rng, K, K), selection(rng, K, 5)], [0]
+
+
+def _out_call(fn):
+    def call(*args):
+        out = torch.empty(0)
+        res = fn(*args, out=out)
+        assert res is out
+        return out
+    return call
+
+
+def _matmul_assign(a, b):
+    a = a.clone()
+    a @= b
+    return a
+
+
+def _linear_module(x, p):
+    layer = torch.nn.Linear(K, 5, bias=False)
+    with torch.no_grad():
+        layer.weight.copy_(p.T)
+    with torch.no_grad():
+        return layer(x)
+
+
+from torch import matmul as prebound_matmul  # noqa: E402  (bound before any enable())
+
+FUNCTIONS = {
+    "torch.matmul": (torch.matmul, _mm_args, "mm"),
+    "torch.matmul 3-D @ 2-D": (torch.matmul, lambda rng: ([data(rng, 2, 6, K), selection(rng, K, 5)], [0]), "mm"),
+    "torch.matmul batched": (torch.matmul, _batched, "bmm"),
+    "@": (lambda a, b: a @ b, _mm_args, "mm"),
+    "@ selection on the left": (lambda a, b: a @ b, _left_args, "mm"),
+    "@=": (_matmul_assign, lambda rng: ([data(rng, 6, K), selection(rng, K, K)], [0]), "mm"),
+    "Tensor.matmul": (torch.Tensor.matmul, _mm_args, "mm"),
+    "prebound torch.matmul": (prebound_matmul, _mm_args, "mm"),
+    "torch.matmul out=": (_out_call(torch.matmul), _mm_args, "mm.out"),
+    "torch.mm": (torch.mm, _mm_args, "mm"),
+    "torch.mm out=": (_out_call(torch.mm), _mm_args, "mm.out"),
+    "torch.bmm": (torch.bmm, _batched, "bmm"),
+    "torch.bmm out=": (_out_call(torch.bmm), _batched, "bmm.out"),
+    "torch.addmm": (torch.addmm, _addmm_args, "addmm"),
+    "torch.addmm alpha beta": (lambda c, a, b: torch.addmm(c, a, b, beta=2, alpha=0.5), _addmm_args, "addmm"),
+    "torch.addmm broadcast": (torch.addmm, _bias_args, "addmm"),
+    "torch.addmm out=": (_out_call(torch.addmm), _addmm_args, "addmm.out"),
+    "Tensor.addmm_": (lambda c, a, b: c.addmm_(a, b), _addmm_args, "addmm_"),
+    "torch.baddbmm": (torch.baddbmm, _baddbmm_args, "baddbmm"),
+    "Tensor.baddbmm_": (lambda c, a, b: c.baddbmm_(a, b), _baddbmm_args, "baddbmm_"),
+    "torch.baddbmm out=": (_out_call(torch.baddbmm), _baddbmm_args, "baddbmm.out"),
+    "torch.addbmm": (torch.addbmm, _addbmm_args, "addbmm"),
+    "Tensor.addbmm_": (lambda c, a, b: c.addbmm_(a, b), _addbmm_args, "addbmm_"),
+    "torch.addbmm out=": (_out_call(torch.addbmm), _addbmm_args, "addbmm.out"),
+    "torch.einsum": (lambda a, b: torch.einsum("bik,bkj->bij", a, b), _batched, "bmm"),
+    "torch.tensordot": (lambda a, b: torch.tensordot(a, b, dims=1), _mm_args, "mm"),
+    "torch.inner": (lambda a, b: torch.inner(a, b.T), _mm_args, "mm"),
+    "torch.linalg.matmul": (torch.linalg.matmul, _mm_args, "mm"),
+    "torch.linalg.multi_dot": (lambda a, b, c: torch.linalg.multi_dot([a, b, c]), _chain_args, "mm"),
+    "torch.chain_matmul": (torch.chain_matmul, _chain_args, "mm"),
+    "torch.mv": (torch.mv, _mv_args, "addmv_"),
+    "torch.addmv": (torch.addmv, _addmv_args, "addmv"),
+    "Tensor.addmv_": (lambda c, a, b: c.addmv_(a, b), _addmv_args, "addmv_"),
+    "torch.dot": (torch.dot, _dot_args, "dot"),
+    "torch.vdot": (torch.vdot, _dot_args, "vdot"),
+    "torch.inner 1-D": (torch.inner, _dot_args, "dot"),
+    "F.linear": (lambda x, p: F.linear(x, p.T), _mm_args, "mm"),
+    "F.linear bias": (lambda c, x, p: F.linear(x, p.T, c), _bias_args, "addmm"),
+    "nn.Linear": (_linear_module, _mm_args, "mm"),
+    "torch.vmap(torch.mm)": (torch.vmap(torch.mm), _batched, "bmm"),
+}
+
+
+@pytest.mark.parametrize("name", list(FUNCTIONS))
+def test_every_function_gives_the_emulations_fingerprint(rng, name):
+    call, build, operator = FUNCTIONS[name]
+    args, wide = build(rng)
+    native = call(*_clone(args))
+    as_split = call(*[round22(a) if i in wide else a for i, a in enumerate(_clone(args))])
+    assert not torch.equal(native, as_split), "test data: the split must lose bits somewhere"
+    with on():
+        got = call(*_clone(args))
+        calls = switch.routed_calls()
+    assert calls.get(operator, 0) >= 1, calls
+    assert got.dtype == native.dtype and got.shape == native.shape and got.stride() == native.stride()
+    assert torch.equal(got, as_split)
+    assert torch.equal(call(*_clone(args)), native)  # off again: PyTorch's kernels, bit for bit
+
+
+def test_gradients_give_the_emulations_fingerprint(rng, torch_gen):
+    # y = P^T @ W: dL/dW = P @ G, which picks rows of the 24-bit upstream gradient G.
+    p = selection(rng, 6, K)
+    w = torch.randn(6, 5, generator=torch_gen).requires_grad_()
+    g = data(rng, K, 5)
+    with on():
+        (p.T @ w).backward(g)
+        calls = switch.routed_calls()
+    assert calls.get("mm", 0) >= 1  # the gradient of w (K = 24; the forward's K = 6 runs native)
+    w_ref = w.detach().clone().requires_grad_()
+    (p.T @ w_ref).backward(round22(g))
+    assert torch.equal(w.grad, w_ref.grad)
+
+
+def _normal(rng, *shape):
+    return torch.from_numpy(rng.standard_normal(shape).astype(np.float32))
+
+
+def _sdpa(rng, dtype):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    q, k, v = (_normal(rng, 2, 3, 20, K).to(dtype) for _ in range(3))
+    with sdpa_kernel(SDPBackend.MATH):
+        return F.scaled_dot_product_attention(q, k, v)
+
+
+def _bilinear(rng, dtype):
+    x1, x2, w, b = (t.to(dtype) for t in (_normal(rng, 4, K), _normal(rng, 4, K), _normal(rng, 3, K, K),
+                                          _normal(rng, 3)))
+    return F.bilinear(x1, x2, w, b)
+
+
+def _module(make, rng, dtype, *shape):
+    torch.manual_seed(int(rng.integers(2 ** 31)))  # the same module in each of the test's runs
+    m = make().eval().to(dtype)
+    x = _normal(rng, *shape).to(dtype)
+    with torch.no_grad():
+        out = m(x, x, x) if isinstance(m, torch.nn.MultiheadAttention) else m(x)
+    return out[0] if isinstance(out, tuple) else out
+
+
+COMPOSITES = {
+    "SDPA math backend": _sdpa,
+    "F.bilinear": _bilinear,
+    "nn.MultiheadAttention eval (fused fast path)":
+        lambda rng, dtype: _module(lambda: torch.nn.MultiheadAttention(32, 4, batch_first=True), rng, dtype, 2, 20, 32),
+    "nn.TransformerEncoderLayer eval (fused fast path)":
+        lambda rng, dtype: _module(lambda: torch.nn.TransformerEncoderLayer(32, 4, 64, batch_first=True), rng, dtype,
+                                   2, 20, 32),
+    "torch.cdist (matmul path)": lambda rng, dtype: torch.cdist(
+        _normal(rng, 40, K).to(dtype), _normal(rng, 40, K).to(dtype), compute_mode="use_mm_for_euclid_dist"),
+}
+
+
+@pytest.mark.parametrize("name", list(COMPOSITES))
+def test_composites_are_routed(node_seed, name):
+    def run(dtype=torch.float32):  # the same data in every run
+        return COMPOSITES[name](np.random.default_rng(node_seed), dtype)
+
+    native = run()
+    with on():
+        got = run()
+        calls = switch.routed_calls()
+    assert sum(calls.values()) >= 1, calls
+    assert not torch.equal(got, native)
+    ref = run(torch.float64)
+    err, err_native = relative_error(got.double(), ref), relative_error(native.double(), ref)
+    assert err <= 2 * err_native, (err, err_native)
+
+
+# ---- PyTorch's semantics ------------------------------------------------------------------------
+
+def test_beta_zero_ignores_input_and_alpha_zero_skips_the_product(rng):
+    c = exact_addend(rng, 6, 5)
+    c_nan = c.clone()
+    c_nan[0, 0] = float("nan")
+    a, p = data(rng, 6, K), selection(rng, K, 5)
+    a_nan = a.clone()
+    a_nan[1, :] = float("nan")
+    with on():
+        got_beta0 = torch.addmm(c_nan, a, p, beta=0)
+        got_alpha0 = torch.addmm(c, a_nan, p, alpha=0, beta=2)
+        got_mv = torch.addmv(torch.full((6,), float("nan")), a, p[:, 0], beta=0)
+    assert torch.equal(got_beta0, round22(a) @ p)
+    assert torch.equal(got_alpha0, 2 * c)
+    assert not got_mv.isnan().any()
+    assert torch.equal(torch.addmm(c_nan, a, p, beta=0).isnan(), got_beta0.isnan())
+
+
+def test_inplace_with_aliased_operands(rng):
+    c = data(rng, K, K)
+    expected = c + round22(c) @ torch.eye(K)
+    with on():
+        res = c.addmm_(c, torch.eye(K))
+    assert res is c and torch.equal(c, expected)
+
+
+CALLS_TORCH_REJECTS = {
+    "matmul shapes": lambda: torch.matmul(torch.ones(3, 20), torch.ones(19, 2)),
+    "@ shapes": lambda: torch.ones(3, 20) @ torch.ones(19, 2),
+    "Tensor.matmul shapes": lambda: torch.ones(2, 3, 20).matmul(torch.ones(2, 19, 2)),
+    "mm 3-D": lambda: torch.mm(torch.ones(2, 3, 20), torch.ones(20, 2)),
+    "bmm batch": lambda: torch.bmm(torch.ones(2, 3, 20), torch.ones(3, 20, 2)),
+    "addmm input shape": lambda: torch.addmm(torch.ones(4, 4), torch.ones(3, 20), torch.ones(20, 2)),
+    "addmm_ input shape": lambda: torch.ones(1, 2).addmm_(torch.ones(3, 20), torch.ones(20, 2)),
+    "dot lengths": lambda: torch.dot(torch.ones(20), torch.ones(21)),
+    "mv shapes": lambda: torch.mv(torch.ones(3, 20), torch.ones(19)),
+    "mixed dtypes": lambda: torch.mm(torch.ones(3, 20), torch.ones(20, 2, dtype=torch.float64)),
+    "out dtype": lambda: torch.mm(torch.ones(3, 20), torch.ones(20, 2), out=torch.empty(3, 2, dtype=torch.float64)),
+    "linear shapes": lambda: F.linear(torch.ones(3, 20), torch.ones(2, 19)),
+    "einsum shapes": lambda: torch.einsum("ij,jk->ik", torch.ones(3, 20), torch.ones(19, 2)),
+}
+
+
+@pytest.mark.parametrize("name", list(CALLS_TORCH_REJECTS))
+def test_errors_are_torchs(name):
+    call = CALLS_TORCH_REJECTS[name]
+    with pytest.raises(Exception) as native:
+        call()
+    with on(), pytest.raises(Exception) as routed:
+        call()
+    assert type(routed.value) is type(native.value)
+    assert str(routed.value) == str(native.value)
+
+
+def test_out_is_resized_and_warned_about_as_in_torch(rng):
+    a, p = data(rng, 6, K), selection(rng, K, 5)
+    for out_shape, warns in [((0,), False), ((2, 2), True), ((6, 5), False)]:
+        with warnings.catch_warnings(record=True) as native_w:
+            warnings.simplefilter("always")
+            native = torch.mm(a, p, out=torch.empty(out_shape))
+        with on(), warnings.catch_warnings(record=True) as routed_w:
+            warnings.simplefilter("always")
+            out = torch.empty(out_shape)
+            routed = torch.mm(a, p, out=out)
+        assert routed is out and routed.shape == native.shape == (6, 5)
+        assert [str(w.message)[:40] for w in routed_w] == [str(w.message)[:40] for w in native_w]
+        assert bool(routed_w) == warns
+        assert torch.equal(routed, round22(a) @ p)
+    noncontiguous = torch.empty(5, 6).T  # right shape, other strides: written as it is
+    with on():
+        torch.mm(a, p, out=noncontiguous)
+    assert noncontiguous.stride() == (1, 6) and torch.equal(noncontiguous, round22(a) @ p)
+
+
+@pytest.mark.parametrize("call", [
+    lambda: torch.matmul(torch.zeros(2, 3, 0), torch.zeros(0, 4)),
+    lambda: torch.zeros(2, 3, 0) @ torch.zeros(0, 4),
+    lambda: torch.nn.Linear(0, 4)(torch.zeros(2, 3, 0)),
+    lambda: torch.ops.sgemm_cube.matmul(torch.zeros(2, 3, 0), torch.zeros(0, 4)),
+    lambda: torch.mm(torch.zeros(0, 20), torch.ones(20, 3)),
+    lambda: torch.addmm(torch.ones(3, 2), torch.ones(3, 0), torch.ones(0, 2), beta=2),
+    lambda: torch.bmm(torch.zeros(0, 3, 20), torch.zeros(0, 20, 2)),
+    lambda: torch.dot(torch.zeros(0), torch.zeros(0)),
+], ids=["matmul", "@", "nn.Linear(0, 4)", "sgemm_cube op", "mm M=0", "addmm K=0", "bmm B=0", "dot K=0"])
+def test_zero_size_shapes_as_torch(call):  # issue 12, defect 2
+    import sgemm_cube.torch_ops  # noqa: F401  (registers torch.ops.sgemm_cube)
+
+    native = call()
+    with on():
+        got = call()
+    assert got.shape == native.shape and torch.equal(got, native)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float16, torch.bfloat16, torch.int32])
+def test_other_dtypes_untouched(rng, dtype):
+    a = torch.from_numpy(rng.integers(-4, 5, (6, K)).astype(np.float64)).to(dtype)
+    b = torch.from_numpy(rng.integers(-4, 5, (K, 5)).astype(np.float64)).to(dtype)
+    native = (a @ b, torch.addmm(b[:1, :], a, b))
+    with on():
+        got = (a @ b, torch.addmm(b[:1, :], a, b))
+        assert switch.routed_calls() == {}
+    assert all(torch.equal(x, y) for x, y in zip(got, native))
+
+
+def test_activation_epilogue(rng):
+    c, a, p = exact_addend(rng, 6, 5), data(rng, 6, K), selection(rng, K, 5)
+    for use_gelu in (False, True):
+        native_on_split = torch._addmm_activation(c, round22(a), p, use_gelu=use_gelu)
+        with on():
+            got = torch._addmm_activation(c, a, p, use_gelu=use_gelu)
+        assert torch.equal(got, native_on_split)
+
+
+# ---- autograd and compile ------------------------------------------------------------------------
+
+def test_linear_module_trains_with_fp32_accuracy(rng, node_seed):
+    torch.manual_seed(node_seed)
+    layer = torch.nn.Linear(40, 24)
+    x = _normal(rng, 3, 8, 40).requires_grad_()  # K >= 16 in the forward and in both gradients
+    with on():
+        y = layer(x)
+        y.square().sum().backward()
+        calls = switch.routed_calls()
+    assert calls.get("addmm", 0) >= 1 and calls.get("mm", 0) >= 2  # forward, dX and dW
+    x64 = x.detach().double().requires_grad_()
+    w64, b64 = (t.detach().double().requires_grad_() for t in (layer.weight, layer.bias))
+    F.linear(x64, w64, b64).square().sum().backward()
+    for got, ref in [(y, F.linear(x64, w64, b64)), (x.grad, x64.grad), (layer.weight.grad, w64.grad)]:
+        assert relative_error(got.detach().double(), ref.detach()) < 1e-6
+
+
+def test_compiled_code_follows_the_switch_when_it_runs(rng):
+    torch._dynamo.reset()
+    a, p = data(rng, 6, K), selection(rng, K, 5)
+    c = exact_addend(rng, 5)
+
+    def f(x, w, bias):
+        return torch.relu(x @ w) + F.linear(x, w.T, bias)
+
+    explanation = torch._dynamo.explain(f)(a, p, c)
+    assert explanation.graph_break_count == 0
+    compiled = torch.compile(f, fullgraph=True)
+    native = compiled(a, p, c)
+    with on():
+        got = compiled(a, p, c)  # compiled with the switch off, run with it on: no retrace needed
+        calls = switch.routed_calls()
+        compiled_on = torch.compile(lambda x, w: x @ w, fullgraph=True)
+        got2 = compiled_on(a, p)
+    assert sum(calls.values()) >= 2
+    assert torch.equal(got, f(round22(a), p, c)) and not torch.equal(got, native)
+    assert torch.equal(got2, round22(a) @ p)
+    assert torch.equal(compiled(a, p, c), native)  # off again
+
+
+# ---- switch mechanics ------------------------------------------------------------------------------
+
+def test_turning_off_restores_pytorchs_kernels(rng):
+    a, b = _normal(rng, 30, K), _normal(rng, K, 20)
+    before = {k: torch.library.get_kernel(f"aten::{k}", "CPU") for k in switch.OPERATORS}
+    native = a @ b
+    with on():
+        assert not torch.equal(a @ b, native)
+    assert torch.equal(a @ b, native)
+    with on():
+        pass
+    assert torch.equal(a @ b, native)
+    after = {k: torch.library.get_kernel(f"aten::{k}", "CPU") for k in switch.OPERATORS}
+    assert before.keys() == after.keys()
+
+
+def test_nesting_counts_and_options_must_agree():
+    with on():
+        with on():
+            assert switch.is_enabled()
+        assert switch.is_enabled()
+        with pytest.raises(ValueError, match="already on"):
+            switch.enable(sb=10, devices=("cpu",))
+    assert not switch.is_enabled()
+    with pytest.raises(RuntimeError, match="off"):
+        switch.disable()
+    with pytest.raises(ValueError, match="unknown device"):
+        switch.enable(devices=("tpu",))
+    with pytest.raises(ValueError, match="sb"):
+        switch.enable(sb=99, devices=("cpu",))
+    assert not switch.is_enabled()
+
+
+def test_default_routes_accelerators_only():
+    with pytest.warns(UserWarning, match="routes no device"):
+        switch.enable()
+    try:
+        assert switch.routed_devices() == frozenset()
+        a = torch.ones(4, 20)
+        assert torch.equal(a @ a.T, torch.full((4, 4), 20.0)) and switch.routed_calls() == {}
+    finally:
+        switch.disable()
+
+
+def test_options_are_used(rng):
+    a, p = data(rng, 6, K) * 2.0 ** -60, selection(rng, K, 5)  # outside the split's range: scaled or FP32
+    with on():
+        scaled = a @ p
+    with sgemm_cube.enabled(devices=("cpu",), rescale=False):
+        unscaled = a @ p
+    assert torch.equal(scaled, round22(a * 2.0 ** 60) @ p * 2.0 ** -60)  # scaled by 2**60, split, unscaled
+    assert torch.equal(unscaled, a @ p)  # not scaled: the lines are computed in plain FP32
+
+
+def test_threads_nest_and_restore(rng):
+    a, p = data(rng, 6, K), selection(rng, K, 5)
+    expected = round22(a) @ p
+    errors, results = [], []
+    barrier = threading.Barrier(4)
+
+    def worker():
+        try:
+            for _ in range(5):
+                with on():
+                    barrier.wait(timeout=30)  # all four inside at once: the switch is surely on
+                    results.append(torch.equal(a @ p, expected))
+                    barrier.wait(timeout=30)
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and len(results) == 20 and all(results)
+    assert not switch.is_enabled() and torch.equal(a @ p, a @ p) and not torch.equal(a @ p, expected)
+
+
+def test_bypass_is_per_thread(rng):
+    a, p = data(rng, 6, K), selection(rng, K, 5)
+    native = a @ p
+    seen = {}
+    with on():
+        with switch.bypass():
+            mine = a @ p
+            t = threading.Thread(target=lambda: seen.setdefault("other", a @ p))
+            t.start()
+            t.join()
+    assert torch.equal(mine, native) and torch.equal(seen["other"], round22(a) @ p)
+
+
+def test_environment_variable_turns_the_switch_on_at_import():
+    code = ("import torch, sgemm_cube; print(sgemm_cube.is_enabled(), sorted(sgemm_cube.switch.routed_devices()))")
+    env = dict(os.environ, SGEMM_CUBE_ENABLE="1")
+    out = subprocess.run([sys.executable, "-W", "ignore", "-c", code], env=env, capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.split()[0] == "True"
+    env["SGEMM_CUBE_ENABLE"] = "maybe"
+    out = subprocess.run([sys.executable, "-c", "import sgemm_cube; print(sgemm_cube.is_enabled())"], env=env,
+                         capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False" and "not understood" in out.stderr
+
+
+def test_import_does_not_import_torch():
+    code = "import sys, sgemm_cube; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

@@ -1,0 +1,197 @@
+"""The event-driven pipeline model of the AscendC kernels (tuning/pipeline.py).
+
+The model's numbers are predictions; what is tested here is that it does
+what it says: replays the kernel's own program (flags balanced, no
+deadlock), times it by the rules in its docstring, extends long loops
+exactly, reproduces the paper's two calibration figures with the shipped
+parameters, and keeps the Fig. 11 trends the paper reports.
+"""
+from __future__ import annotations
+
+import collections
+import dataclasses
+import json
+
+import pytest
+
+from sgemm_cube.backends import npu_schedule as ns
+from sgemm_cube.tuning import pipeline as pl
+from sgemm_cube.tuning.cli import main as tune_main
+from sgemm_cube.tuning.hardware import get_profile
+from sgemm_cube.tuning.plots import PAPER_FIG10_BEST, PAPER_FIG10_PEAKS
+from sgemm_cube.tuning.pipeline_report import CALIBRATION_SHAPE
+
+
+class Op(collections.namedtuple("Op", "kind sync event step")):
+    pass
+
+
+def test_replay_times_pipes_and_flags():
+    # MTE2 loads for 10 cycles, MTE1 waits for it (flag latency 3), then copies for 5.
+    prog = [Op("x", None, 0, ("MTE2", 10.0)), Op("set", ("MTE2", "MTE1"), 0, None),
+            Op("wait", ("MTE2", "MTE1"), 0, None), Op("x", None, 0, ("MTE1", 5.0)),
+            Op("x", None, 0, ("M", 7.0))]
+    t, busy = pl.replay(prog, lambda op: op.step, pl._SYNCS, 3.0)
+    assert t == 18.0  # 10 + 3 + 5; M ran meanwhile
+    assert busy["MTE2"] == 10.0 and busy["MTE1"] == 5.0 and busy["M"] == 7.0
+
+
+def test_replay_waits_on_a_set_issued_later_in_program_order():
+    prog = [Op("wait", ("MTE1", "MTE2"), 0, None), Op("x", None, 0, ("MTE2", 1.0)),
+            Op("x", None, 0, ("MTE1", 4.0)), Op("set", ("MTE1", "MTE2"), 0, None)]
+    t, _ = pl.replay(prog, lambda op: op.step, pl._SYNCS, 0.0)
+    assert t == 5.0
+
+
+def test_replay_reports_a_deadlock():
+    prog = [Op("wait", ("MTE1", "MTE2"), 0, None), Op("x", None, 0, ("MTE2", 1.0))]
+    with pytest.raises(RuntimeError, match="deadlock"):
+        pl.replay(prog, lambda op: op.step, pl._SYNCS, 0.0)
+
+
+GEOMETRIES = [
+    ("910a", 1, 300, 200, 700, (128, 64, 128, 4), 32),
+    ("910a", 2, 64, 48, 1000, (64, 64, 48, 3), 5),
+    ("910b", 1, 100, 90, 130, (32, 32, 32, 2), 4),
+    ("910b", 3, 50, 70, 300, (48, 64, 32, 3), 7),
+    ("910b", 1, 16, 1000, 64, (16, 16, 64, 4), 20),
+]
+
+
+def _geometry(case):
+    soc, batch, m, n, k, tiling, cores = case
+    return ns.make_geometry(batch, m, n, k, ns.Tiling(*tiling), cores, 3, ns.capacity_from_profile(soc))
+
+
+def _balanced(program):
+    count = collections.Counter()
+    for op in program:
+        if op.kind in ("set", "wait"):
+            count[(op.sync, op.event)] += 1 if op.kind == "set" else -1
+    return all(v == 0 for v in count.values())
+
+
+@pytest.mark.parametrize("case", GEOMETRIES, ids=str)
+@pytest.mark.parametrize("variant", [{}, {"l0c_sets": 2}, {"prefetch_a": True}, {"b_slots": 1},
+                                     {"l0c_sets": 2, "prefetch_a": True}], ids=str)
+def test_program_variants_are_balanced_and_run(case, variant):
+    g = _geometry(case)
+    for core in range(g.cores):
+        prog = list(ns.core_program(g, core, **variant))
+        assert _balanced(prog)
+        steps = list(ns.core_steps(g, core))
+        kinds = collections.Counter(op.kind for op in prog)
+        assert kinds["mmad"] == kinds["load_l0"] == kinds["load_b"] == len(steps)
+        assert kinds["store_c"] == sum(s.last_k for s in steps)
+        # Every A tile of every (item, group) is loaded exactly once.
+        default = collections.Counter((s.item, s.group) for s in steps if s.group_start)
+        if variant.get("prefetch_a"):
+            tiles = collections.Counter()
+            for op in prog:
+                if op.kind == "load_a_group":
+                    tiles.update((op.step.item, op.step.group, kk) for kk in range(ns.group_k_blocks(g, op.step.group)))
+                elif op.kind == "load_a_tile":
+                    tiles[(op.step.item, op.step.group, op.event)] += 1
+            want = collections.Counter((i, gr, kk) for (i, gr) in default for kk in range(ns.group_k_blocks(g, gr)))
+            assert tiles == want
+        else:
+            assert collections.Counter((op.step.item, op.step.group) for op in prog
+                                       if op.kind == "load_a_group") == default
+        timing = pl._GemmTiming(get_profile(case[0]), pl.KERNEL, g, core)
+        t, busy = pl.replay(prog, timing, pl._SYNCS, 10.0)
+        assert t >= max(busy.values()) > 0
+
+
+def test_default_program_is_the_header_program():
+    g = _geometry(GEOMETRIES[0])
+    assert list(ns.core_program(g, 0)) == list(ns.core_program(g, 0, b_slots=2, l0c_sets=1, prefetch_a=False))
+
+
+@pytest.mark.parametrize("shape,tiling,design", [
+    ((8192, 8192, 2816), (176, 64, 176, 44), pl.PAPER_DOUBLE),
+    ((8192, 8192, 2816), (176, 64, 176, 44), pl.PAPER_SINGLE),
+    ((4096, 4096, 8192), (128, 64, 128, 16), pl.KERNEL),
+    ((2048, 3000, 5000), (96, 64, 112, 20), pl.KERNEL),
+    ((300, 4096, 4096), (64, 64, 64, 10), dataclasses.replace(pl.KERNEL, prefetch_a=True)),
+    ((3000, 2000, 3000), (64, 64, 48, 8), dataclasses.replace(pl.KERNEL, l0c_stages=2)),
+], ids=str)
+def test_long_loops_are_extended_exactly(shape, tiling, design):
+    fast = pl.predict("910a", *shape, tiling, design=design)
+    full = pl.predict("910a", *shape, tiling, design=design, exact=True)
+    assert fast.seconds == pytest.approx(full.seconds, rel=5e-3)
+
+
+def test_model_does_not_exceed_the_cube_peak():
+    p = get_profile("910a")
+    for shape in ((4096, 4096, 4096), (11264, 11264, 2816)):
+        r = pl.predict(p, *shape, PAPER_FIG10_BEST, design=pl.PAPER_DOUBLE)
+        assert r.tflops < p.cube_fp16_tflops / 3
+        assert all(0 < b <= 1 + 1e-9 for b in r.busy.values())
+
+
+def test_shipped_parameters_reproduce_the_papers_peaks():
+    """Sec. 4.2: 65.3 TFLOP/s double-buffered at (176, 64, 176, 44), 41.7 single-buffered peak; within 10%."""
+    m, n, k = CALIBRATION_SHAPE
+    double = pl.predict("910a", m, n, k, PAPER_FIG10_BEST, design=pl.PAPER_DOUBLE).tflops
+    assert double == pytest.approx(PAPER_FIG10_PEAKS["double"], rel=0.10)
+    single = max(pl.predict("910a", m, n, k, t, design=pl.PAPER_SINGLE).tflops
+                 for t in [(176, 64, 176, 44), (176, 64, 208, 44), (176, 64, 224, 44)])
+    assert single == pytest.approx(PAPER_FIG10_PEAKS["single"], rel=0.10)
+    # The double-buffered gain the paper reports is 57%; the model's, at the same blocks:
+    assert 1.3 < double / single < 1.9
+
+
+def test_fig11_trends_without_refitting():
+    t, d = PAPER_FIG10_BEST, pl.PAPER_DOUBLE
+    grow = [pl.predict("910a", s, s, 2816, t, design=d).tflops for s in (2048, 4096, 16384, 32768)]
+    assert grow == sorted(grow) and grow[-1] > 60  # (a): past 60 as m, n grow
+    ks = [pl.predict("910a", 16384, 16384, k, t, design=d).tflops for k in (2048, 4096, 8192, 16384, 32768)]
+    assert max(ks) / min(ks) < 1.15  # (b): stable in k
+
+
+def test_rank_uses_the_model_and_reports_the_roofline():
+    rows = pl.rank("910a", 1024, 1024, 1024, design=pl.KERNEL, top=3)
+    tf = [round(r.tflops, 1) for r in rows]  # ties within 0.1 TFLOP/s go to the larger block
+    assert len(rows) == 3 and tf == sorted(tf, reverse=True)
+    for r in rows:
+        assert r.roofline_tflops >= r.tflops  # the roofline is an upper bound of the model
+        pl.geometry("910a", 1024, 1024, 1024, r.tiling, design=pl.KERNEL)  # the kernel accepts it
+
+
+def test_infeasible_tiling_is_refused():
+    with pytest.raises(ns.TilingError):
+        pl.predict("910a", 1024, 1024, 1024, (256, 256, 256, 1), design=pl.KERNEL)
+    with pytest.raises(ValueError, match="pipes"):
+        pl.predict(dataclasses.replace(get_profile("910a"), pipes=None), 64, 64, 64, (16, 16, 16, 1))
+
+
+def test_tune_cli_ranks_by_the_model(capsys):
+    assert tune_main(["--device", "910a", "--m", "1024", "--n", "1024", "--k", "1024", "--top", "2", "--json",
+                      "--design", "kernel"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["model_predictions"] and doc["ranked_by"] == "time" and len(doc["rows"]) == 2
+    assert {"bm", "bk", "bn", "n_fused", "model_tflops", "roofline_tflops", "busy"} <= set(doc["rows"][0])
+    assert tune_main(["--device", "910a", "--design", "kernel", "--buffering", "single"]) == 2
+
+
+def test_tune_cli_falls_back_to_the_roofline_without_pipes(tmp_path, capsys):
+    entry = get_profile("910a").to_json()
+    entry.pop("pipes")
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps({"schema": 1, "profiles": {"nopipes": entry}}))
+    assert tune_main(["--profiles", str(path), "--device", "nopipes", "--m", "1024", "--n", "1024", "--k", "1024",
+                      "--top", "2", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert "no 'pipes' table" in captured.err
+    assert json.loads(captured.out)["ranked_by"] == "roofline"
+
+
+def test_plot_fig10(tmp_path, monkeypatch):
+    pytest.importorskip("matplotlib")
+    from sgemm_cube.tuning import plots
+
+    # A few blocks keep the test short; the figure code is the same.
+    monkeypatch.setattr(plots, "fig10_tilings", lambda profile, k=None: [ns.Tiling(176, 64, 176, 44),
+                                                                         ns.Tiling(64, 64, 64, 60)])
+    out = plots.plot_fig10("910a", tmp_path / "fig10.png", m=2048, n=2048, k=2816, progress=False)
+    assert (tmp_path / "fig10.png").stat().st_size > 10_000 and out.endswith("fig10.png")
