@@ -420,7 +420,7 @@ def _max_n_fused(p: Profile, design: Design, bm: int, bk: int, bn: int) -> int:
 def _tiling_ok(p: Profile, design: Design, t: ns.Tiling) -> bool:
     if design.kind == "paper":
         return bool(roofline.feasible(p, t.bm, t.bk, t.bn))
-    status, plan = ns.plan_status(_capacity(p, design), t.bm, t.bk, t.bn, 1, design.terms)
+    status, plan = ns.buffer_plan_status(_capacity(p, design), t.bm, t.bk, t.bn, 1, design.terms)
     if status != ns.Status.OK:
         return False
     if design.l0c_stages == 2:

@@ -586,19 +586,19 @@ void check_plan_limits()
     BufferPlan p{};
     // The paper's 910A tiling, one operand per term at a time, does not fit
     // this kernel's fused plan (three FP32 accumulators of 176 x 176).
-    CHECK(make_plan(a, 176, 64, 176, 44, 3, &p) != Status::kOk, "paper tiling with fused terms");
-    CHECK(make_plan(a, 128, 64, 128, 1, 3, &p) == Status::kOk, "128x64x128 on 910A");
+    CHECK(make_buffer_plan(a, 176, 64, 176, 44, 3, &p) != Status::kOk, "paper tiling with fused terms");
+    CHECK(make_buffer_plan(a, 128, 64, 128, 1, 3, &p) == Status::kOk, "128x64x128 on 910A");
     CHECK(p.l0_stages == 2, "two L0 stages for 128x64");
-    CHECK(make_plan(b, 128, 64, 128, 1, 3, &p) == Status::kL0C, "three 128x128 accumulators exceed 910B L0C");
-    CHECK(make_plan(b, 96, 64, 96, 1, 3, &p) == Status::kOk, "96x64x96 on 910B");
-    CHECK(make_plan(b, 64, 64, 128, 1, 4, &p) == Status::kOk, "four 64x128 accumulators on 910B");
-    CHECK(make_plan(b, 64, 256, 64, 1, 3, &p) == Status::kOk && p.l0_stages == 1, "one L0 stage for 64x256");
-    CHECK(make_plan(b, 16, 24, 16, 1, 3, &p) == Status::kNotAligned, "unaligned bk");
-    CHECK(make_plan(b, 16, 16, 16, 1, 5, &p) == Status::kBadTerms, "five terms");
+    CHECK(make_buffer_plan(b, 128, 64, 128, 1, 3, &p) == Status::kL0C, "three 128x128 accumulators exceed 910B L0C");
+    CHECK(make_buffer_plan(b, 96, 64, 96, 1, 3, &p) == Status::kOk, "96x64x96 on 910B");
+    CHECK(make_buffer_plan(b, 64, 64, 128, 1, 4, &p) == Status::kOk, "four 64x128 accumulators on 910B");
+    CHECK(make_buffer_plan(b, 64, 256, 64, 1, 3, &p) == Status::kOk && p.l0_stages == 1, "one L0 stage for 64x256");
+    CHECK(make_buffer_plan(b, 16, 24, 16, 1, 3, &p) == Status::kNotAligned, "unaligned bk");
+    CHECK(make_buffer_plan(b, 16, 16, 16, 1, 5, &p) == Status::kBadTerms, "five terms");
     const uint32_t nf = max_n_fused(b, 96, 64, 96);
-    CHECK(nf > 0 && make_plan(b, 96, 64, 96, nf, 3, &p) == Status::kOk, "max_n_fused fits");
-    CHECK(make_plan(b, 96, 64, 96, nf + 1, 3, &p) == Status::kL1, "max_n_fused + 1 overflows L1");
-    CHECK(make_plan(a, 128, 64, 128, max_n_fused(a, 128, 64, 128) + 1, 3, &p) == Status::kL1, "910A L1 bound");
+    CHECK(nf > 0 && make_buffer_plan(b, 96, 64, 96, nf, 3, &p) == Status::kOk, "max_n_fused fits");
+    CHECK(make_buffer_plan(b, 96, 64, 96, nf + 1, 3, &p) == Status::kL1, "max_n_fused + 1 overflows L1");
+    CHECK(make_buffer_plan(a, 128, 64, 128, max_n_fused(a, 128, 64, 128) + 1, 3, &p) == Status::kL1, "910A L1 bound");
     Geometry g{};
     CHECK(make_geometry(1, 0, 5, 5, Tiling{16, 16, 16, 1}, 4, 3, b, &g) == Status::kEmpty, "empty");
     CHECK(make_geometry(1, 5, 5, 5, Tiling{16, 16, 16, 1}, 0, 3, b, &g) == Status::kNoCores, "no cores");

@@ -147,7 +147,7 @@ def matmul(a, b, *, sb: int, order: str, keep_lo_lo: bool, out, accumulate: str 
         Only FP16 splits exist on this backend.
     tiling : tuning.Tiling or (bm, bk, bn, n_fused), optional
         Override the tuned tiling (the measured tuner uses this); it must fit
-        the kernel's buffer plan (:func:`.npu_schedule.make_plan`).
+        the kernel's buffer plan (:func:`.npu_schedule.make_buffer_plan`).
 
     Returns
     -------

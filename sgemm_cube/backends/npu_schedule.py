@@ -52,7 +52,7 @@ __all__ = [
     "TilingError",
     "KERNEL_CUBE",
     "capacity_from_profile",
-    "make_plan",
+    "make_buffer_plan",
     "max_n_fused",
     "make_geometry",
     "choose_n_split",
@@ -254,8 +254,8 @@ def max_n_fused(cap: Capacity, bm: int, bk: int, bn: int) -> int:
     return (cap.l1 - b_bytes) // a_tiles
 
 
-def plan_status(cap: Capacity, bm: int, bk: int, bn: int, n_fused: int, terms: int) -> tuple[Status, BufferPlan | None]:
-    """``schedule::make_plan``: the status and, when it is OK, the plan."""
+def buffer_plan_status(cap: Capacity, bm: int, bk: int, bn: int, n_fused: int, terms: int) -> tuple[Status, BufferPlan | None]:
+    """``schedule::make_buffer_plan``: the status and, when it is OK, the plan."""
     if bm <= 0 or bk <= 0 or bn <= 0 or bm % KERNEL_CUBE or bk % KERNEL_CUBE or bn % KERNEL_CUBE or n_fused < 1:
         return Status.NOT_ALIGNED, None
     if terms not in (3, 4):
@@ -284,9 +284,9 @@ def plan_status(cap: Capacity, bm: int, bk: int, bn: int, n_fused: int, terms: i
                                  terms * c_tile, ub)
 
 
-def make_plan(cap: Capacity, bm: int, bk: int, bn: int, n_fused: int, terms: int) -> BufferPlan:
+def make_buffer_plan(cap: Capacity, bm: int, bk: int, bn: int, n_fused: int, terms: int) -> BufferPlan:
     """Buffer plan of a tiling; raises :class:`TilingError` when it does not fit."""
-    status, plan = plan_status(cap, bm, bk, bn, n_fused, terms)
+    status, plan = buffer_plan_status(cap, bm, bk, bn, n_fused, terms)
     if status != Status.OK:
         raise _fail(status, f"tiling {bm}x{bk}x{bn} n_fused={n_fused} with {terms} terms")
     return plan
@@ -318,7 +318,7 @@ def make_geometry(batch: int, m: int, n: int, k: int, tiling: Tiling, cores: int
         raise _fail(Status.TOO_LARGE, f"{rows * nb} C blocks")
     n_split = choose_n_split(rows, nb, cores)
     items = rows * n_split
-    plan = make_plan(cap, bm, bk, bn, n_fused, terms)
+    plan = make_buffer_plan(cap, bm, bk, bn, n_fused, terms)
     return Geometry(batch, m, n, k, mp, np_, kp, bm, bk, bn, mb, nb, kb, n_fused, groups, n_split, items,
                     min(cores, items), terms, plan)
 
@@ -540,7 +540,7 @@ def fit_tiling(cap: Capacity, tiling: Tiling | None, *, k: int, terms: int) -> T
     """
     if tiling is not None:
         bm, bk, bn, nf = (int(x) for x in tiling)
-        status, _ = plan_status(cap, bm, bk, bn, 1, terms)
+        status, _ = buffer_plan_status(cap, bm, bk, bn, 1, terms)
         if status == Status.OK:
             nf = max(1, min(nf, max_n_fused(cap, bm, bk, bn), _ceil_div(_ceil_div(k, KERNEL_CUBE) * KERNEL_CUBE, bk)))
             return Tiling(bm, bk, bn, nf)
@@ -548,7 +548,7 @@ def fit_tiling(cap: Capacity, tiling: Tiling | None, *, k: int, terms: int) -> T
     for bm in range(256, 0, -KERNEL_CUBE):
         for bn in (bm, bm - KERNEL_CUBE):
             for bk in (64, 32, 16):
-                if bn <= 0 or plan_status(cap, bm, bk, bn, 1, terms)[0] != Status.OK:
+                if bn <= 0 or buffer_plan_status(cap, bm, bk, bn, 1, terms)[0] != Status.OK:
                     continue
                 key = (min(bm, bn) * max(bm, bn), bk)
                 if best is None or key > best[0]:

@@ -111,7 +111,7 @@ def test_loader_plumbing_matches_cpu_fallback(model_ext, torch, soc, cores, keep
     out = torch.empty(2, 30, 70).transpose(1, 2)  # non-contiguous (2, 70, 30)
     assert npu.matmul(a, b, sb=12, order="termwise", keep_lo_lo=keep_lo_lo, out=out) is None
     (bm, bk, bn, n_fused), = ext.calls
-    npu_schedule.make_plan(npu_schedule.capacity_from_profile(soc), bm, bk, bn, n_fused, 4 if keep_lo_lo else 3)
+    npu_schedule.make_buffer_plan(npu_schedule.capacity_from_profile(soc), bm, bk, bn, n_fused, 4 if keep_lo_lo else 3)
     for i in range(2):
         want = cpu_fallback.emulated_matmul(a[i].contiguous().numpy(), b[i].numpy(), keep_lo_lo=keep_lo_lo)
         assert np.array_equal(out[i].numpy(), want)
@@ -148,7 +148,7 @@ def test_chosen_tiling_fits_the_plan(soc):
     for m, n, k in [(1, 1, 1), (100, 3000, 17), (4096, 4096, 4096), (8192, 512, 100000)]:
         for terms in (3, 4):
             t = npu.choose_tiling(soc, m, n, k, terms=terms)
-            npu_schedule.make_plan(npu_schedule.capacity_from_profile(soc), t.bm, t.bk, t.bn, t.n_fused, terms)
+            npu_schedule.make_buffer_plan(npu_schedule.capacity_from_profile(soc), t.bm, t.bk, t.bn, t.n_fused, terms)
             assert t.n_fused <= max(1, -(-(-(-k // 16) * 16) // t.bk))
     assert "sgemm_cube.backends._npu_ext" not in sys.modules
 

@@ -142,7 +142,7 @@ def test_tuner_tiling_fits_the_kernel(soc, terms, shape):
     t = tuning.choose_tiling(soc, m, n, k, n_terms=terms, use_table=False,
                              blocking="kernel")
     tiling = ns.Tiling(*t)
-    ns.make_plan(CAP[soc], tiling.bm, tiling.bk, tiling.bn, tiling.n_fused, terms)  # raises if it does not fit
+    ns.make_buffer_plan(CAP[soc], tiling.bm, tiling.bk, tiling.bn, tiling.n_fused, terms)  # raises if it does not fit
     assert ns.fit_tiling(CAP[soc], tiling, k=k, terms=terms) == tiling
 
 
@@ -155,14 +155,14 @@ def test_fit_tiling_repairs_what_does_not_fit(soc):
     assert ns.fit_tiling(cap, ns.Tiling(96, 64, 96, 50), k=100, terms=3).n_fused == 2  # ceil(112 / 64)
     for bad in [ns.Tiling(176, 64, 176, 44), ns.Tiling(24, 64, 96, 1), None]:
         t = ns.fit_tiling(cap, bad, k=4096, terms=4)
-        ns.make_plan(cap, t.bm, t.bk, t.bn, t.n_fused, 4)
+        ns.make_buffer_plan(cap, t.bm, t.bk, t.bn, t.n_fused, 4)
 
 
 def test_plan_rejections_carry_the_reason():
     with pytest.raises(ns.TilingError, match="L0C") as err:
-        ns.make_plan(CAP["910b"], 128, 64, 128, 1, 3)
+        ns.make_buffer_plan(CAP["910b"], 128, 64, 128, 1, 3)
     assert err.value.status == ns.Status.L0C
     with pytest.raises(ns.TilingError, match="L1"):
-        ns.make_plan(CAP["910b"], 96, 64, 96, ns.max_n_fused(CAP["910b"], 96, 64, 96) + 1, 3)
+        ns.make_buffer_plan(CAP["910b"], 96, 64, 96, ns.max_n_fused(CAP["910b"], 96, 64, 96) + 1, 3)
     with pytest.raises(ns.TilingError, match="multiples of 16"):
         ns.make_geometry(1, 8, 8, 8, ns.Tiling(16, 24, 16, 1), 1, 3, CAP["910a"])

@@ -170,7 +170,7 @@ SGEMM_CUBE_HOST_DEVICE uint32_t max_n_fused(const arch::Capacity& cap, uint32_t 
 }
 
 /// Buffer plan of a tiling, and whether it fits the capacities.
-SGEMM_CUBE_HOST_DEVICE Status make_plan(const arch::Capacity& cap, uint32_t bm, uint32_t bk, uint32_t bn,
+SGEMM_CUBE_HOST_DEVICE Status make_buffer_plan(const arch::Capacity& cap, uint32_t bm, uint32_t bk, uint32_t bn,
                                  uint32_t n_fused, uint32_t terms, BufferPlan* plan)
 {
     if (bm == 0 || bk == 0 || bn == 0 || bm % kCube || bk % kCube || bn % kCube || n_fused == 0) {
@@ -285,7 +285,7 @@ SGEMM_CUBE_HOST_DEVICE Status make_geometry(uint32_t batch, uint32_t m, uint32_t
     g.items = uint32_t(rows) * g.n_split;
     g.cores = min_u32(cores, g.items);
     g.terms = terms;
-    const Status status = make_plan(cap, t.bm, t.bk, t.bn, g.n_fused, terms, &g.plan);
+    const Status status = make_buffer_plan(cap, t.bm, t.bk, t.bn, g.n_fused, terms, &g.plan);
     if (status == Status::kOk) {
         *out = g;
     }

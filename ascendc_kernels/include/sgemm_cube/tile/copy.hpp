@@ -43,7 +43,7 @@ __aicore__ inline void CopyL1ToL0A(const LocalTensor<half>& dst, const LocalTens
 {
     AscendC::LoadData2DParams p;
     p.startIndex = 0;
-    p.repeatTimes = uint8_t(rows * cols / schedule::kFractalElems);  // <= 255, checked by make_plan
+    p.repeatTimes = uint8_t(rows * cols / schedule::kFractalElems);  // <= 255, checked by make_buffer_plan
     p.srcStride = 1;   // consecutive fractals
     p.sid = 0;
     p.dstGap = 0;
