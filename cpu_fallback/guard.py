@@ -45,7 +45,6 @@ product (FP32-accurate) exceeds FP32's range, with the sign of that product
 """
 from __future__ import annotations
 
-import math
 from typing import NamedTuple
 
 import numpy as np

@@ -36,8 +36,7 @@ blocks; the result is that core's finishing time.
 """
 from __future__ import annotations
 
-import dataclasses
-import math
+import functools
 from collections import deque
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, NamedTuple, Sequence
@@ -444,24 +443,7 @@ def geometry(profile: Profile | str, m: int, n: int, k: int, tiling: ns.Tiling, 
 
 # ------------------------------------------------------------- vector kernels
 
-_VECTOR_CACHE: dict = {}
-
-
-def _cached(fn):
-    """Memoise a vector-kernel time on its numbers (they do not depend on the GEMM tiling)."""
-    def wrapper(p: Profile, design: Design, *args):
-        key = (fn.__name__, p.key, p.clock_ghz, p.ai_cores, p.hbm_gbps,
-               tuple((k, v) for k, v in p.pipes.to_json().items() if k != "sources"),
-               design, args)
-        if key not in _VECTOR_CACHE:
-            if len(_VECTOR_CACHE) > 4096:
-                _VECTOR_CACHE.clear()
-            _VECTOR_CACHE[key] = fn(p, design, *args)
-        return _VECTOR_CACHE[key]
-    return wrapper
-
-
-@_cached
+@functools.lru_cache(maxsize=1024)  # profiles and designs are hashable; the time does not depend on the tiling
 def _split_cycles(p: Profile, design: Design, strips: int, cols: int) -> float:
     """Core 0's time for the split of a (16 strips) x cols FP32 matrix."""
     tm = _Timing(p, design)
@@ -489,7 +471,7 @@ def _split_cycles(p: Profile, design: Design, strips: int, cols: int) -> float:
     return cycles
 
 
-@_cached
+@functools.lru_cache(maxsize=1024)
 def _combine_cycles(p: Profile, design: Design, total: int) -> float:
     """Core 0's time for the termwise combine of ``total`` elements per term."""
     tm = _Timing(p, design)

@@ -359,7 +359,6 @@ def run_sweep(*, size: int = 8192, reps_ms: float = 300.0, seed: int = 0, config
     ``on_row(result_so_far)`` is called after every variant (to save partial results).
     """
     torch = _torch()
-    from sgemm_cube.backends.cuda import launch
     from sgemm_cube.backends.cuda.split_kernel import split_operand
 
     gen = torch.Generator(device="cuda").manual_seed(seed)

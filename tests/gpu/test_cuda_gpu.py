@@ -21,18 +21,14 @@ covers under the interpreter, on the compiled kernels, plus large sizes:
   cancellation that only bf16x9 resolves; ``scheme="auto"`` is fp16x3, and
   rows spanning 80 binades (class 1) are computed in FP32, accurately.
 """
-import os
 
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
+from tests.gpu import require_gpu
+
+torch = require_gpu()
 pytestmark = pytest.mark.gpu
-if not torch.cuda.is_available():
-    pytest.skip("no CUDA GPU", allow_module_level=True)
-if os.environ.get("TRITON_INTERPRET", "0") == "1":
-    pytest.skip("TRITON_INTERPRET=1: run tests/gpu in its own pytest process", allow_module_level=True)
-pytest.importorskip("triton")
 
 from sgemm_cube import cpu_fallback  # noqa: E402
 import sgemm_cube  # noqa: E402
@@ -42,14 +38,6 @@ from sgemm_cube.backends.cuda import launch  # noqa: E402
 from sgemm_cube.backends.cuda.gemm_kernel import VARIANTS  # noqa: E402
 
 from tests.conftest import draw  # noqa: E402
-
-
-@pytest.fixture(autouse=True)
-def _no_tf32():
-    old = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = False
-    yield
-    torch.backends.cuda.matmul.allow_tf32 = old
 
 
 def _rel(c, ref):

@@ -15,20 +15,16 @@ kernels, with CUDA tensors:
   data copied into a and b (normal, NaN/Inf, 1e30, mixed magnitudes, ...), each replay within
   the guarantee.
 """
-import os
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
+from tests.gpu import require_gpu
+
+torch = require_gpu()
 # numpy/torch warn on the overflow and NaN these data are made of
 pytestmark = [pytest.mark.gpu, pytest.mark.filterwarnings("ignore::RuntimeWarning")]
-if not torch.cuda.is_available():
-    pytest.skip("no CUDA GPU", allow_module_level=True)
-if os.environ.get("TRITON_INTERPRET", "0") == "1":
-    pytest.skip("TRITON_INTERPRET=1: run tests/gpu in its own pytest process", allow_module_level=True)
-pytest.importorskip("triton")
 
 import sgemm_cube  # noqa: E402
 import sgemm_cube.backends.native  # noqa: E402
@@ -44,11 +40,8 @@ SHAPES = [(256, 256, 256), (513, 1024, 257), (1000, 96, 777)]
 
 
 @pytest.fixture(autouse=True)
-def _no_tf32():
-    old = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = False  # native = true FP32 SGEMM
+def _sync_debug_off():
     yield
-    torch.backends.cuda.matmul.allow_tf32 = old
     torch.cuda.set_sync_debug_mode(0)
 
 

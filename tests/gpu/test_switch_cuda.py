@@ -14,19 +14,13 @@ the GPU, with shapes the hybrid rule sends to the emulation (2048^3):
   manually captured CUDA graph run sgemm_cube while the switch is on;
 * nn.TransformerEncoderLayer's fused fast path is routed.
 """
-import os
-
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("triton")
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU"),
-    pytest.mark.skipif(os.environ.get("TRITON_INTERPRET", "0") == "1",
-                       reason="TRITON_INTERPRET=1 makes the kernels run on the CPU: run tests/gpu on its own"),
-]
+from tests.gpu import require_gpu
+
+torch = require_gpu()
+pytestmark = pytest.mark.gpu
 
 import torch.nn.functional as F  # noqa: E402
 
@@ -38,11 +32,8 @@ N = 2048
 
 
 @pytest.fixture(autouse=True)
-def _tf32_off_and_switch_off():
-    old = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = False
+def _switch_off():
     yield
-    torch.backends.cuda.matmul.allow_tf32 = old
     leaked = switch.is_enabled()
     while switch.is_enabled():
         switch.disable()

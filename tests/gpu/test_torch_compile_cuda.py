@@ -17,19 +17,14 @@ claims on the CPU.  Checked here, with Inductor (the default backend):
 """
 import copy
 import importlib.util
-import os
 import pathlib
 
 import pytest
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("triton")
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU"),
-    pytest.mark.skipif(os.environ.get("TRITON_INTERPRET", "0") == "1",
-                       reason="TRITON_INTERPRET=1 makes the kernels run on the CPU: run tests/gpu on its own"),
-]
+from tests.gpu import require_gpu
+
+torch = require_gpu()
+pytestmark = pytest.mark.gpu
 
 import sgemm_cube.nn  # noqa: E402
 from sgemm_cube import switch, torch_ops  # noqa: E402
@@ -43,12 +38,9 @@ FLOOR = 2.0 ** -21
 
 @pytest.fixture(autouse=True)
 def _fresh_compile_state():
-    old = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = False  # native = true FP32 SGEMM
     torch.compiler.reset()
     yield
     torch.compiler.reset()
-    torch.backends.cuda.matmul.allow_tf32 = old
     while switch.is_enabled():
         switch.disable()
 
