@@ -1,23 +1,14 @@
-"""Options normalised once, and the plan a backend runs: scheme, sb, scaling, backend, and why.
+"""Options normalised once (:class:`Request`), and the plan a backend runs (:class:`Plan`).
 
 :func:`sgemm_cube.matmul` turns its keyword options into one :class:`Request`
 (validated here, once, and cached: a call repeats the same options), and the
 backend named by the data's device turns the request and the problem's shape
-into a :class:`Plan` with :func:`make_plan` (no data is read: everything that
-depends on the values is decided on the device, per row and column, by the
-split pass, :mod:`sgemm_cube.cpu_fallback.guard`).  :func:`sgemm_cube.explain` returns
-that same plan.
-
-The decisions:
-
-* ``scheme="auto"`` is ``fp16x3``: with per-line scaling and the plain-FP32
-  recomputation of the lines the split cannot hold (``fixup=True``), it
-  keeps SGEMM's error bound on every finite input, and it is the fastest.
-* ``sb="auto"`` is 12 (the most accurate; with scaling every sb holds the data).
-* ``backend="auto"`` runs native FP32 where the emulation cannot win:
-  ``K < MIN_K`` on every device (the split's own 22-bit rounding makes it
-  2.5-3x less accurate than native there, and native is faster), and on
-  CUDA the measured hybrid rule (``backends/cuda/configs/<gpu>.json``).
+into a :class:`Plan` (:func:`sgemm_cube.backends.base.make_plan` has the
+decisions; no data is read: everything that depends on the values is
+decided on the device, per row and column, by the split pass,
+:mod:`sgemm_cube.cpu_fallback.guard`).  :func:`sgemm_cube.explain` returns
+that same plan.  ``sb="auto"`` is 12 (the most accurate; with scaling every
+sb holds the data).
 """
 from __future__ import annotations
 
@@ -28,11 +19,7 @@ from sgemm_cube.cpu_fallback import ORDERS, SCHEMES, ACCUMULATION_MODELS
 from sgemm_cube.cpu_fallback.guard import SCALES
 from sgemm_cube.cpu_fallback.split import _check_sb
 
-__all__ = ["Request", "Plan", "make_request", "make_plan", "MIN_K"]
-
-#: Below this K, ``backend="auto"`` runs native FP32 on every device.
-MIN_K = 16
-
+__all__ = ["Request", "Plan", "make_request"]
 
 class Request(NamedTuple):
     """The options of one :func:`sgemm_cube.matmul` call, validated (see its docstring)."""
@@ -103,34 +90,3 @@ def make_request(sb=12, scheme: str = "fp16x3", scale="auto", order: str = "term
         raise ValueError(f"accumulate={accumulate!r} selects an arithmetic model of the CPU backend; "
                          f"the {backend!r} backend accumulates as its hardware does (pass accumulate=None)")
     return Request(scheme, sb, scale, order, accumulate, fixup, backend)
-
-
-def make_plan(req: Request, backend: str, schemes, k: int, *, orders=ORDERS, native_reason: str | None = None) -> Plan:
-    """The plan of backend ``backend`` (which implements ``schemes`` and ``orders``) for a product with this K.
-
-    ``native_reason``: the backend's own reason to run native FP32 under
-    ``backend="auto"`` (its measured hybrid rule), or None.
-    """
-    scheme = "fp16x3" if req.scheme == "auto" else req.scheme
-    auto = req.backend == "auto"
-    if req.accumulate is not None and backend != "cpu":
-        raise ValueError(f"accumulate={req.accumulate!r} selects an arithmetic model of the CPU backend; "
-                         f"the {backend!r} backend accumulates as its hardware does (pass accumulate=None)")
-    if auto and k < MIN_K:
-        return Plan("native", req.sb, None, "native",
-                    f"K = {k} < {MIN_K}: the split's 22-bit rounding would cost accuracy and native FP32 is faster")
-    if auto and native_reason:
-        return Plan("native", req.sb, None, "native", native_reason)
-    if scheme not in schemes:
-        if req.scheme == "auto":
-            return Plan("native", req.sb, None, "native",
-                        f"the {backend!r} backend has no {scheme} kernel, so native FP32 runs")
-        raise ValueError(f"the {backend!r} backend implements the schemes {list(schemes)}, not {scheme!r}")
-    if req.order not in orders:
-        raise ValueError(f"the {backend!r} backend implements order={list(orders)}, not {req.order!r}")
-    why = ("as requested" if req.scheme != "auto" else
-           "fp16x3 with per-line power-of-two scaling, and plain FP32 for the lines the split cannot hold, "
-           "keeps SGEMM's error bound and is the fastest scheme")
-    if not req.fixup:
-        why += "; fixup=False: lines whose entries lose bits in the split are NOT recomputed (no guarantee)"
-    return Plan(scheme, req.sb, req.scale, backend, why)

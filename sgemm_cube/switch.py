@@ -284,12 +284,12 @@ def _float32(*tensors) -> bool:
 
 
 def _product(a, b, out=None):
-    """``a @ b`` by sgemm_cube (:func:`sgemm_cube.api._matmul`; its own torch calls reach the originals)."""
-    from .api import _matmul
+    """``a @ b`` by sgemm_cube (:func:`sgemm_cube.product.compute`; its own torch calls reach the originals)."""
+    from .product import compute
 
     _local.depth = getattr(_local, "depth", 0) + 1
     try:
-        return _matmul(_request, a, b, out)
+        return compute(_request, a, b, out)
     finally:
         _local.depth -= 1
 
@@ -332,11 +332,11 @@ def _native(like, batch: int, m: int, n: int, k: int) -> bool:
     key = (like.device, batch, m, n, k)
     native = _native_plans.get(key)
     if native is None:
-        from .api import _plan_for
+        from .product import plan_for
 
         if len(_native_plans) > 4096:  # many shapes (dynamic sequence lengths): start over
             _native_plans.clear()
-        native = _native_plans[key] = _plan_for(_request, like, batch, m, n, k).backend == "native"
+        native = _native_plans[key] = plan_for(_request, like, batch, m, n, k).backend == "native"
     return native
 
 
@@ -362,9 +362,8 @@ def _run_native(original, keyset, args, kwargs):
 
 
 def _functional(original, compute, name, *, inplace=False, out_variant=False, resize_warns=True):
-    from .api import _resize_output
-
     """Wrap ``compute(args) -> result, None (not ours) or _NATIVE`` as a functional, in-place or out= kernel."""
+    from .product import resize_output
     def kernel(keyset, *args, **kwargs):
         result = compute(*args, **kwargs)
         if result is None:
@@ -377,7 +376,7 @@ def _functional(original, compute, name, *, inplace=False, out_variant=False, re
             return args[0]
         if out_variant:
             out = kwargs["out"]
-            _resize_output(out, result.shape, resize_warns)
+            resize_output(out, result.shape, resize_warns)
             out.copy_(result)
             return out
         return result

@@ -42,9 +42,9 @@ import torch
 
 from sgemm_cube.cpu_fallback import ORDERS, split_limits
 
-from . import api
+from . import product as _product_path
 from .plan import make_request
-from ._autograd import matmul_grads
+from ._autograd import gradient_operands, gradients
 from . import switch as _switch
 
 __all__ = ["matmul", "linear", "OP"]
@@ -85,9 +85,9 @@ OP = torch.ops.sgemm_cube.matmul.default
 
 def _product(a, b, rescale: bool, options: dict) -> torch.Tensor:
     # rescale: the API's exact power-of-two scaling of the rows of a and columns of b that need it.
-    # api._matmul, not api.matmul: the operator's own autograd formula records the gradients.
+    # product.compute, not sgemm_cube.matmul: the operator's own autograd formula records the gradients.
     req = make_request(scale="auto" if rescale else None, **options)
-    return api._matmul(req, a, b)
+    return _product_path.compute(req, a, b)
 
 
 def _check_options(sb: int, order: str) -> None:
@@ -122,7 +122,9 @@ def _setup_context(ctx, inputs, keyword_only_inputs, output):
 def _backward(ctx, grad):
     a, b = ctx.saved_tensors
     opts = ctx.options
-    return matmul_grads(lambda x, y: OP(x, y, **opts), a, b, grad, *ctx.needs_input_grad[:2])
+    pair_a, pair_b = gradient_operands(a, b, grad, *ctx.needs_input_grad[:2])
+    return gradients(a, b, None if pair_a is None else OP(*pair_a, **opts),
+                     None if pair_b is None else OP(*pair_b, **opts))
 
 
 _matmul_op.register_autograd(_backward, setup_context=_setup_context)

@@ -13,12 +13,29 @@ of the backend's array kind, with any strides, and writes all of ``out``
 (B, M, N), including the accuracy guarantee's bookkeeping (line statistics,
 scaling, recomputed lines, non-finite inputs), which each backend computes
 from its own operands.
+
+The plan's decisions (:func:`make_plan`, shared by every backend):
+
+* ``scheme="auto"`` is ``fp16x3``: with per-line scaling and the plain-FP32
+  recomputation of the lines the split cannot hold (``fixup=True``), it
+  keeps SGEMM's error bound on every finite input, and it is the fastest.
+* ``backend="auto"`` runs native FP32 where the emulation cannot win:
+  ``K < MIN_K`` on every device (the split's own 22-bit rounding makes it
+  2.5-3x less accurate than native there, and native is faster), and on
+  CUDA the measured hybrid rule (``backends/cuda/configs/<gpu>.json``).
 """
 from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-__all__ = ["Backend"]
+from sgemm_cube.cpu_fallback import ORDERS
+
+from ..plan import Plan, Request
+
+__all__ = ["Backend", "make_plan", "MIN_K"]
+
+#: Below this K, ``backend="auto"`` runs native FP32 on every device.
+MIN_K = 16
 
 
 @runtime_checkable
@@ -41,3 +58,34 @@ class Backend(Protocol):
 
     def run(self, plan, req, a, b, out) -> None:
         """Compute the planned product of 3-D float32 operands into ``out``."""
+
+
+def make_plan(req: Request, backend: str, schemes, k: int, *, orders=ORDERS, native_reason: str | None = None) -> Plan:
+    """The plan of backend ``backend`` (which implements ``schemes`` and ``orders``) for a product with this K.
+
+    ``native_reason``: the backend's own reason to run native FP32 under
+    ``backend="auto"`` (its measured hybrid rule), or None.
+    """
+    scheme = "fp16x3" if req.scheme == "auto" else req.scheme
+    auto = req.backend == "auto"
+    if req.accumulate is not None and backend != "cpu":
+        raise ValueError(f"accumulate={req.accumulate!r} selects an arithmetic model of the CPU backend; "
+                         f"the {backend!r} backend accumulates as its hardware does (pass accumulate=None)")
+    if auto and k < MIN_K:
+        return Plan("native", req.sb, None, "native",
+                    f"K = {k} < {MIN_K}: the split's 22-bit rounding would cost accuracy and native FP32 is faster")
+    if auto and native_reason:
+        return Plan("native", req.sb, None, "native", native_reason)
+    if scheme not in schemes:
+        if req.scheme == "auto":
+            return Plan("native", req.sb, None, "native",
+                        f"the {backend!r} backend has no {scheme} kernel, so native FP32 runs")
+        raise ValueError(f"the {backend!r} backend implements the schemes {list(schemes)}, not {scheme!r}")
+    if req.order not in orders:
+        raise ValueError(f"the {backend!r} backend implements order={list(orders)}, not {req.order!r}")
+    why = ("as requested" if req.scheme != "auto" else
+           "fp16x3 with per-line power-of-two scaling, and plain FP32 for the lines the split cannot hold, "
+           "keeps SGEMM's error bound and is the fastest scheme")
+    if not req.fixup:
+        why += "; fixup=False: lines whose entries lose bits in the split are NOT recomputed (no guarantee)"
+    return Plan(scheme, req.sb, req.scale, backend, why)

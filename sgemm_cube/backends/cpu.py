@@ -37,7 +37,8 @@ from sgemm_cube.cpu_fallback import ACCUMULATION_MODELS, ORDERS, ProductAccumula
 from sgemm_cube.cpu_fallback.accumulate import _PANEL_BYTES
 from sgemm_cube.cpu_fallback.guard import LineStats, line_stats, meta_from_stats, recomputed_lines, scale_lines, unscale
 
-from ..plan import Plan, Request, make_plan
+from ..plan import Plan, Request
+from .base import make_plan
 
 __all__ = ["SCHEMES", "ORDERS", "is_available", "unavailable_reason", "plan", "run", "DEFAULT_ACCUMULATE",
            "MEMORY_BUDGET"]
@@ -76,7 +77,7 @@ def unavailable_reason() -> str:
 
 
 def plan(req: Request, batch: int, m: int, n: int, k: int, like=None) -> Plan:
-    """The plan for a (batch, m, k) @ (batch, k, n) product (:func:`sgemm_cube.plan.make_plan`)."""
+    """The plan for a (batch, m, k) @ (batch, k, n) product (:func:`sgemm_cube.backends.base.make_plan`)."""
     return make_plan(req, "cpu", SCHEMES, k)
 
 

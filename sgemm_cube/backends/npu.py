@@ -199,8 +199,8 @@ def matmul(a, b, *, sb: int, order: str, keep_lo_lo: bool, out, accumulate: str 
 
 
 def plan(req, batch: int, m: int, n: int, k: int, like=None):
-    """The plan for a (batch, m, k) @ (batch, k, n) product (:func:`sgemm_cube.plan.make_plan`)."""
-    from ..plan import make_plan
+    """The plan for a (batch, m, k) @ (batch, k, n) product (:func:`sgemm_cube.backends.base.make_plan`)."""
+    from .base import make_plan
 
     return make_plan(req, "npu", SCHEMES, k, orders=ORDERS)
 

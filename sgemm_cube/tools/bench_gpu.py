@@ -50,16 +50,19 @@ Run on a GPU machine from the repository root::
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime
 import gc
 import json
 import math
 import pathlib
-import platform
 import sys
 import time
 from typing import NamedTuple
+
+from .records import RESULTS_DIR, no_tf32
+from .records import environment as _env
+from .records import rel_error as _rel_err
+from .records import synchronize as _sync
 
 __all__ = ["add_parser", "run", "main", "run_benchmark", "run_sweep", "derive_native_rule",
            "sweep_winners", "host_overhead", "SQUARE_SIZES", "RECT_SHAPES", "SWEEP_CONFIGS",
@@ -68,7 +71,6 @@ __all__ = ["add_parser", "run", "main", "run_benchmark", "run_sweep", "derive_na
            "derive_hybrid_rule", "write_hybrid_config", "no_tf32"]
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]  # the checkout (for --write-config)
-RESULTS_DIR = pathlib.Path("benchmarks") / "results"  # relative to where it runs
 
 SQUARE_SIZES = (256, 512, 1024, 1536, 2048, 3072, 4096, 8192, 16384)
 #: (batch, m, n, k, kind)
@@ -128,12 +130,6 @@ def torch_split_matmul(a, b, sb: int = 12):
     return corr * 2.0 ** -sb + _mm_fp32_out(a_hi, b_hi)
 
 
-def _rel_err(c, ref) -> float:
-    torch = _torch()
-    c = c.reshape(ref.shape).double()
-    if not torch.isfinite(c).all():
-        return float("nan")
-    return float(torch.linalg.norm((c - ref).flatten()) / torch.linalg.norm(ref.flatten()))
 
 
 def _make(batch, m, n, k, dist, broadcast_b, gen):
@@ -292,37 +288,8 @@ def derive_native_rule(rows, *, margin: float = 1.0) -> dict:
     return _fit_thresholds(loses, wins)
 
 
-def _env(device="cuda") -> dict:
-    """Device, versions and command line of this run (for the JSON records)."""
-    torch = _torch()
-    import sgemm_cube
-
-    try:
-        import triton
-
-        triton_version = triton.__version__
-    except ImportError:
-        triton_version = None
-    dev = torch.device(device)
-    gpu = dev.type == "cuda"
-    return {"device": torch.cuda.get_device_name(dev) if gpu else (platform.processor() or platform.machine()),
-            "torch": torch.__version__, "triton": triton_version, "sgemm_cube": sgemm_cube.__version__,
-            "cuda": torch.version.cuda, "python": platform.python_version(),
-            "sms": torch.cuda.get_device_properties(dev).multi_processor_count if gpu else None,
-            "command": " ".join([pathlib.Path(sys.executable).name] + sys.argv),
-            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
 
 
-@contextlib.contextmanager
-def no_tf32():
-    """cuBLAS in true FP32 inside the block (``allow_tf32 = False``); the previous setting after it."""
-    torch = _torch()
-    saved = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = False
-    try:
-        yield
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = saved
 
 
 def run_benchmark(*, sizes=SQUARE_SIZES, rect=True, reps_ms: float = 200.0, seed: int = 0, on_row=None):
@@ -562,10 +529,6 @@ def _matrix_methods(a, b) -> dict:
             "scheme_auto": lambda: sgemm_cube.matmul(a, b, scheme="auto")}
 
 
-def _sync(device) -> None:
-    torch = _torch()
-    if torch.device(device).type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def _gpu_time(fn, rep_ms: float, device) -> float:

@@ -15,7 +15,7 @@ the float64 model:
   fused fast path (``torch._transformer_encoder_layer_fwd``) as well: every
   case reports which path ran, how many products the switch took
   (:func:`sgemm_cube.switch.routed_calls`) and how many sgemm_cube computed
-  (a counter on ``sgemm_cube.api._matmul``, which the switch calls; the
+  (a counter on ``sgemm_cube.product.compute``, which the switch calls; the
   fused kernels are counted with counters on their torch functions);
 * one training step (forward, backward, SGD step) in train mode, native and
   under the switch: time, and the relative error of the parameter gradients
@@ -44,7 +44,10 @@ import pathlib
 import sys
 import time
 
-from .bench_gpu import RESULTS_DIR, _env, _rel_err, _sync, no_tf32
+from .records import RESULTS_DIR, no_tf32
+from .records import environment as _env
+from .records import rel_error as _rel_err
+from .records import synchronize as _sync
 
 __all__ = ["ModelConfig", "FULL", "TINY", "COUNTED", "count_calls", "eval_mode", "build_model", "run_model_bench",
            "format_model_report", "add_model_arguments", "config_from_args", "run", "main"]
@@ -69,7 +72,7 @@ TINY = ModelConfig(layers=2, d_model=64, heads=4, ffn=128, batch=2, tokens=16)
 
 #: Counter name -> (module path, attribute) of the counted function.
 COUNTED = {
-    "products": ("sgemm_cube.api", "_matmul"),         # every product sgemm_cube computes (native plans too)
+    "products": ("sgemm_cube.product", "compute"),        # every product sgemm_cube computes (native plans too)
     "fused_layers": ("torch", "_transformer_encoder_layer_fwd"),  # the encoder layer's fast path
     "fused_mha": ("torch", "_native_multi_head_attention"),       # MultiheadAttention's fast path
 }

@@ -15,7 +15,7 @@ import sgemm_cube
 from sgemm_cube.cpu_fallback import emulated_matmul, split_limits
 from sgemm_cube.backends import BackendUnavailableError
 from sgemm_cube.metrics import reference_matmul64, relative_error
-from sgemm_cube.plan import MIN_K
+from sgemm_cube.backends.base import MIN_K
 
 from tests.conftest import draw
 from tests.guarantee_data import check_guarantee

@@ -292,13 +292,13 @@ def test_matrix_dry_run_on_the_cpu(monkeypatch):
 
 @pytest.mark.slow
 def test_tiny_model_bench_on_the_cpu(tmp_path, capsys):
-    import sgemm_cube.api
+    import sgemm_cube.product
     from sgemm_cube.cli import main
 
-    original = sgemm_cube.api._matmul
+    original = sgemm_cube.product.compute
     assert main(["bench", "--model", "--tiny", "--device", "cpu", "--runs", "1", "--warmup", "0",
                  "--results-dir", str(tmp_path)]) == 0
-    assert sgemm_cube.api._matmul is original  # the counters are gone
+    assert sgemm_cube.product.compute is original  # the counters are gone
     (path,) = tmp_path.glob("model_cpu_*.json")
     record = json.loads(path.read_text())
     assert record["config"]["d_model"] == 64 and record["tiny"] and record["torch"] == torch.__version__

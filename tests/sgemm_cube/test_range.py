@@ -14,7 +14,8 @@ import sgemm_cube
 from sgemm_cube.cpu_fallback import SCHEMES, emulated_matmul
 from sgemm_cube.cpu_fallback.guard import line_meta, line_range
 from sgemm_cube.metrics import reference_matmul64, relative_error, snr_db
-from sgemm_cube.plan import make_plan, make_request
+from sgemm_cube.backends.base import make_plan
+from sgemm_cube.plan import make_request
 
 from tests.conftest import draw
 from tests.guarantee_data import check_guarantee

@@ -18,15 +18,11 @@ Measurements behind every default: ``docs/cuda_design.md``.
 """
 from __future__ import annotations
 
+from .configs import ORDERS, SCHEMES
 from .hybrid import interpreter_active, prefers_native
 
 __all__ = ["SCHEMES", "ORDERS", "is_available", "unavailable_reason", "plan", "run", "matmul", "prefers_native",
            "interpreter_active"]
-
-#: Split schemes this backend has kernels for (:mod:`sgemm_cube.cpu_fallback.schemes`).
-SCHEMES = ("fp16x3", "fp16x4", "bf16x9", "bf16x6")
-#: Both accumulation orders (``gemm_kernel``'s termwise and elementwise variants).
-ORDERS = ("termwise", "elementwise")
 
 
 def unavailable_reason() -> str:
@@ -55,11 +51,11 @@ def is_available() -> bool:
 
 
 def plan(req, batch: int, m: int, n: int, k: int, like=None):
-    """The plan for a (batch, m, k) @ (batch, k, n) product on ``like``'s device (:func:`sgemm_cube.plan.make_plan`).
+    """The plan for a (batch, m, k) @ (batch, k, n) product on ``like``'s device (:func:`sgemm_cube.backends.base.make_plan`).
 
     Under ``backend="auto"`` the measured hybrid rule (:func:`prefers_native`) may choose native FP32.
     """
-    from ...plan import make_plan
+    from ..base import make_plan
 
     native = None
     if req.backend == "auto" and like is not None and prefers_native(batch, m, n, k, like.device):

@@ -55,16 +55,28 @@ from typing import Any, Mapping
 
 from sgemm_cube._jsonio import write_json_atomic
 
-__all__ = ["SCHEMA_VERSION", "KIND", "MODES", "KEYS", "VARIANT_NAMES", "HYBRID_KEYS", "CONFIG_DIR",
+__all__ = ["SCHEMA_VERSION", "KIND", "SCHEMES", "ORDERS", "MODES", "mode_of", "KEYS", "VARIANT_NAMES", "HYBRID_KEYS", "CONFIG_DIR",
            "ConfigError", "validate_config", "validate_document", "load", "defaults", "bucket", "choose",
            "gpu_key", "file_stem", "user_dir", "save"]
 
 SCHEMA_VERSION = 2
 KIND = "sgemm_cube.cuda_configs"
 CONFIG_DIR = pathlib.Path(__file__).with_name("configs")
-#: Config table modes: the FP16 orders, ``lo_lo`` (fp16x4) and the BF16 schemes.
+#: Split schemes the kernels implement (:mod:`sgemm_cube.cpu_fallback.schemes`).
+SCHEMES = ("fp16x3", "fp16x4", "bf16x9", "bf16x6")
+#: Accumulation orders of fp16x3 (``gemm_kernel``'s termwise and elementwise variants).
+ORDERS = ("termwise", "elementwise")
+#: Config table modes: the FP16 orders, ``lo_lo`` (fp16x4) and the BF16 schemes (:func:`mode_of`).
 MODES = ("termwise", "elementwise", "lo_lo", "bf16x9", "bf16x6")
 _BF16_MODES = ("bf16x9", "bf16x6")
+
+
+def mode_of(order: str, scheme: str) -> str:
+    """Config table mode of a product: the FP16 order, ``"lo_lo"`` (fp16x4) or the BF16 scheme's name."""
+    if scheme == "fp16x3":
+        return order
+    return "lo_lo" if scheme == "fp16x4" else scheme
+
 #: ``gemm_kernel.VARIANTS`` (kept here so that validation needs no triton; a test checks they agree).
 VARIANT_NAMES = ("ptr", "tma", "tma_persistent")
 #: Thresholds of the hybrid rule (:func:`.hybrid.prefers_native`).

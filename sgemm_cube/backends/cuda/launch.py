@@ -26,7 +26,6 @@ from sgemm_cube.cpu_fallback import get_scheme
 from sgemm_cube.cpu_fallback.guard import fix_from as _fix_from
 from sgemm_cube.cpu_fallback.guard import line_range
 
-from . import SCHEMES
 from . import configs as _configs
 from .gemm_kernel import VARIANTS, sgemm_cube_kernel
 from .hybrid import device_key, interpreter_active, load_device_table
@@ -90,20 +89,13 @@ class LineOutputs(NamedTuple):
 
 def _scheme(scheme: str, keep_lo_lo: bool) -> str:
     """The scheme that runs: ``keep_lo_lo`` is shorthand for fp16x4."""
-    if scheme not in SCHEMES:
-        raise ValueError(f"unknown scheme {scheme!r}; the cuda backend runs {list(SCHEMES)}")
+    if scheme not in _configs.SCHEMES:
+        raise ValueError(f"unknown scheme {scheme!r}; the cuda backend runs {list(_configs.SCHEMES)}")
     if keep_lo_lo:
         if scheme not in ("fp16x3", "fp16x4"):
             raise ValueError(f"keep_lo_lo is shorthand for scheme='fp16x4'; it does not combine with {scheme!r}")
         return "fp16x4"
     return scheme
-
-
-def _mode(order: str, scheme: str) -> str:
-    """Config table key: the FP16 order, ``"lo_lo"`` (fp16x4) or the BF16 scheme's name."""
-    if scheme == "fp16x3":
-        return order
-    return "lo_lo" if scheme == "fp16x4" else scheme
 
 
 def _tuned(device, m: int, n: int, k: int) -> dict | None:
@@ -158,7 +150,7 @@ def resolve_config(batch: int, m: int, n: int, k: int, device, *, order: str = "
        every 32 elements of K, which the accuracy at small K needs;
     5. ``config`` (checked by :func:`.configs.validate_config`).
     """
-    mode = _mode(order, _scheme(scheme, keep_lo_lo))
+    mode = _configs.mode_of(order, _scheme(scheme, keep_lo_lo))
     if interpreter_active():
         chosen = dict(_INTERPRETER)
     else:

@@ -1,0 +1,266 @@
+"""The one path of a product: operands checked, the backend's plan, and its run.
+
+:func:`compute` is :func:`sgemm_cube.matmul` after its options became a
+validated :class:`~sgemm_cube.plan.Request`: the operands are checked and
+broadcast to 3-D here (NumPy/torch conventions: 1-D operands, batch
+broadcasting, any strides, empty dimensions, ``out=``), the backend of the
+data's device makes the :class:`~sgemm_cube.plan.Plan` and runs it.
+Everything that depends on the values (scaling, which rows and columns the
+split cannot hold, NaN/Inf) is decided by the backend on the device, without
+a round trip to the host.
+
+Every caller that has a request comes here: :mod:`sgemm_cube.api` (public
+functions), :mod:`sgemm_cube._autograd` (gradients), the switch
+(:mod:`sgemm_cube.switch`) and the operator (:mod:`sgemm_cube.torch_ops`).
+This module calls only the backends, never back up.
+"""
+from __future__ import annotations
+
+import math
+import sys
+import warnings
+
+import numpy as np
+
+from .backends import get_backend
+from .plan import Plan, Request
+
+__all__ = ["Problem", "compute", "plan", "plan_for", "select_backend", "resize_output"]
+
+
+def _is_torch(x) -> bool:
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(x, torch.Tensor)
+
+
+def _check_operand(x, name: str, torch_mode: bool):
+    if torch_mode:
+        import torch
+
+        if x.layout != torch.strided:
+            raise TypeError(f"sgemm_cube.matmul takes dense (strided) tensors; {name} is {x.layout}: "
+                            f"convert it with {name}.to_dense()")
+        if x.dtype != torch.float32:
+            raise TypeError(f"sgemm_cube.matmul takes float32 tensors; {name} is {x.dtype}: "
+                            f"convert it with {name}.float() (sgemm_cube emulates FP32 products)")
+        return x
+    if not isinstance(x, np.ndarray):
+        x = np.asarray(x)
+        if x.dtype == np.float64 and x.size:  # a Python list of floats: say what to pass instead
+            raise TypeError(f"sgemm_cube.matmul takes float32 arrays; {name} converts to float64: "
+                            f"pass np.asarray({name}, dtype=np.float32)")
+    if x.dtype != np.float32:
+        raise TypeError(f"sgemm_cube.matmul takes float32 arrays; {name} is {x.dtype}: "
+                        f"convert it with {name}.astype(np.float32) (sgemm_cube emulates FP32 products)")
+    return x
+
+
+def select_backend(a, b=None, backend: str = "auto") -> str:
+    """Name the backend that handles ``a``'s device: NumPy arrays and torch CPU
+    tensors -> ``"cpu"``, CUDA tensors -> ``"cuda"``, Ascend NPU tensors ->
+    ``"npu"`` (its plan may still run ``"native"``: see :func:`explain`).
+    ``b`` is accepted for compatibility; it is on ``a``'s device."""
+    if backend != "auto":
+        return backend
+    if _is_torch(a):
+        kind = a.device.type
+        if kind in ("cuda", "npu"):
+            return kind
+        if kind != "cpu":
+            raise ValueError(f"no sgemm_cube backend for tensors on {a.device}")
+    return "cpu"
+
+
+class Problem:
+    """Operands checked, the problem's sizes, and (on demand) the operands broadcast to 3-D."""
+
+    __slots__ = ("a", "b", "m", "n", "k", "batch", "nb", "result_shape", "torch_mode", "wrap")
+
+    def __init__(self, a, b):
+        torch_mode = _is_torch(a)
+        if torch_mode != _is_torch(b):
+            raise TypeError("sgemm_cube.matmul: a and b must both be NumPy arrays or both torch tensors")
+        a = _check_operand(a, "a", torch_mode)
+        b = _check_operand(b, "b", torch_mode)
+        # Errors of the kind the operands' library raises: torch's RuntimeError, NumPy's ValueError.
+        error = RuntimeError if torch_mode else ValueError
+        if torch_mode and a.device != b.device:
+            raise error(f"Expected all tensors to be on the same device, but got a on {a.device} and "
+                        f"b on {b.device}: move them to one device")
+        if a.ndim == 0 or b.ndim == 0:
+            raise error("sgemm_cube.matmul: operands must have at least one dimension (use * for scalars)")
+        sa, sb = tuple(a.shape), tuple(b.shape)
+        m, k = sa[-2:] if len(sa) > 1 else (1, sa[0])
+        k2, n = sb[-2:] if len(sb) > 1 else (sb[0], 1)
+        if k != k2:
+            raise error(f"sgemm_cube.matmul: shapes {sa} and {sb} cannot be multiplied: "
+                        f"a has {k} columns, b has {k2} rows")
+        if len(sa) <= 2 and len(sb) <= 2:  # the common case, kept cheap
+            batch = ()
+        else:
+            try:
+                batch = tuple(np.broadcast_shapes(sa[:-2], sb[:-2]))
+            except ValueError:
+                raise error(f"sgemm_cube.matmul: batch dimensions of {sa} and {sb} do not broadcast") from None
+        self.a, self.b, self.m, self.n, self.k, self.batch = a, b, m, n, k, batch
+        self.nb = math.prod(batch)
+        self.result_shape = batch + ((m,) if len(sa) > 1 else ()) + ((n,) if len(sb) > 1 else ())
+        self.torch_mode = torch_mode
+        self.wrap = None if torch_mode else _subclass_of(a, b)
+
+    def views(self):
+        """``a`` as (B, M, K) and ``b`` as (B, K, N) views (broadcast batches have stride 0)."""
+        a, b, m, n, k, batch = self.a, self.b, self.m, self.n, self.k, self.batch
+        a2 = a[None, :] if a.ndim == 1 else a
+        b2 = b[:, None] if b.ndim == 1 else b
+        if not batch:
+            return a2[None], b2[None]
+        if self.torch_mode:
+            return (a2.expand(batch + (m, k)).reshape(self.nb, m, k),
+                    b2.expand(batch + (k, n)).reshape(self.nb, k, n))
+        return (np.broadcast_to(a2, batch + (m, k)).reshape(self.nb, m, k),
+                np.broadcast_to(b2, batch + (k, n)).reshape(self.nb, k, n))
+
+
+def _subclass_of(a, b):
+    """The operand whose ndarray subclass the result takes (highest ``__array_priority__``, as NumPy), or None."""
+    subclassed = [x for x in (a, b) if type(x) is not np.ndarray]
+    if not subclassed:
+        return None
+    return max(subclassed, key=lambda x: getattr(x, "__array_priority__", 0.0))
+
+
+def plan(req: Request, a, b) -> Plan:
+    """The plan :func:`compute` runs for ``a @ b`` (:func:`sgemm_cube.explain` returns it)."""
+    return _plan(req, Problem(a, b))
+
+
+def _plan(req: Request, prob: Problem) -> Plan:
+    return plan_for(req, prob.a, prob.nb, prob.m, prob.n, prob.k)
+
+
+def plan_for(req: Request, like, batch: int, m: int, n: int, k: int) -> Plan:
+    """The plan of the backend of ``like``'s device for a (batch, m, k) @ (batch, k, n) product."""
+    return get_backend(select_backend(like, backend=req.backend)).plan(req, batch, m, n, k, like)
+
+
+def compute(req: Request, a, b, out=None):
+    """:func:`sgemm_cube.matmul` with validated options ``req``, without autograd.
+
+    Raises what :func:`sgemm_cube.matmul` documents for the operands and ``out``.
+    """
+    prob = Problem(a, b)
+    out = _check_out(out, prob)
+    chosen = _plan(req, prob)  # also for empty results: an option no backend takes fails on every shape
+    empty = not (prob.m and prob.n and prob.nb)
+    if empty or prob.k == 0:
+        chosen = None
+    if chosen is not None and chosen.backend == "native" and (out is None or not _overlaps(out, prob)):
+        return get_backend("native").matmul(prob.a, prob.b, out=out)  # the library's own call, as it is
+    shape3 = (prob.nb, prob.m, prob.n)
+    res = _direct_view(out, shape3, prob)  # write straight into out when it can
+    if res is None:
+        if prob.torch_mode:
+            import torch
+
+            res = torch.empty(shape3, dtype=torch.float32, device=prob.a.device)
+        else:
+            res = _result_array(shape3, prob)
+    if chosen is None:
+        if not empty:
+            res[...] = 0  # K = 0
+    else:
+        a3, b3 = prob.views()
+        get_backend(chosen.backend).run(chosen, req, a3, b3, res)
+    if out is None:
+        return _wrap(res.reshape(prob.result_shape), prob)
+    if not _same_memory(res, out, prob.torch_mode):
+        out[...] = res.reshape(prob.result_shape)  # NumPy: cast to out's dtype (same_kind, as np.matmul)
+    return out
+
+
+def _wrap(res, prob: "Problem"):
+    """The result as NumPy's matmul gives it: a scalar for 1-D @ 1-D, the operands' ndarray subclass."""
+    if prob.torch_mode:
+        return res
+    if res.ndim == 0:
+        return res[()]  # np.float32
+    if prob.wrap is not None:
+        try:
+            return prob.wrap.__array_wrap__(res, None, False)
+        except TypeError:  # NumPy < 2: (array, context)
+            return prob.wrap.__array_wrap__(res, None)
+    return res
+
+
+def _result_array(shape3, prob: "Problem"):
+    """A new float32 result, with an error naming the user's problem when it does not fit in memory."""
+    try:
+        return np.empty(shape3, np.float32)
+    except MemoryError:
+        gib = math.prod(shape3) * 4 / 2**30
+        raise MemoryError(f"sgemm_cube.matmul: the result of {tuple(prob.a.shape)} @ {tuple(prob.b.shape)} "
+                          f"(float32, shape {prob.result_shape}) needs {gib:.3g} GiB, more than can be "
+                          f"allocated") from None
+
+
+def _same_memory(x, y, torch_mode) -> bool:
+    if torch_mode:
+        return x.data_ptr() == y.data_ptr()
+    return np.shares_memory(x, y) and x.ctypes.data == y.ctypes.data
+
+
+def _overlaps(out, prob: Problem) -> bool:
+    if prob.torch_mode:
+        storages = {t.untyped_storage().data_ptr() for t in (prob.a, prob.b)}
+        return out.untyped_storage().data_ptr() in storages
+    return np.may_share_memory(out, prob.a) or np.may_share_memory(out, prob.b)
+
+
+def _direct_view(out, shape3, prob: Problem):
+    """A (B, M, N) view of ``out`` to compute into, or None (not contiguous, or it overlaps an input)."""
+    if out is None or _overlaps(out, prob):
+        return None
+    if prob.torch_mode:
+        return out.view(shape3) if out.is_contiguous() else None
+    return out.reshape(shape3) if out.flags.c_contiguous and out.dtype == np.float32 else None
+
+
+def resize_output(out, shape, warns: bool = True) -> None:
+    """Resize tensor ``out`` to ``shape`` as PyTorch's ``resize_output`` does (it warns when a non-empty
+    ``out`` changes shape; ``warns=False`` for the kernels that resize silently, such as ``addbmm``)."""
+    if tuple(out.shape) == tuple(shape):
+        return
+    if out.numel() and warns:
+        warnings.warn(f"An output with one or more elements was resized since it had shape {list(out.shape)}, "
+                      f"which does not match the required output shape {list(shape)}. This behavior is "
+                      f"deprecated, and in a future PyTorch release outputs will not be resized unless they "
+                      f"have zero elements. You can explicitly reuse an out tensor t by resizing it, inplace, "
+                      f"to zero elements with t.resize_(0).", UserWarning, stacklevel=4)
+    out.resize_(shape)
+
+
+def _check_out(out, prob: Problem):
+    """``out`` checked as NumPy (ValueError/TypeError) or torch (RuntimeError) would check it."""
+    if out is None:
+        return None
+    if prob.torch_mode:
+        import torch
+
+        if not isinstance(out, torch.Tensor):
+            raise TypeError(f"out must be a torch tensor for tensor operands, got {type(out).__name__}")
+        if out.dtype != torch.float32:
+            raise RuntimeError(f"Expected out tensor to have dtype float, but got {out.dtype} instead")
+        if out.device != prob.a.device:
+            raise RuntimeError(f"Expected out tensor to be on {prob.a.device}, but got {out.device} instead")
+        resize_output(out, prob.result_shape)  # as torch.matmul does
+        return out
+    if not isinstance(out, np.ndarray):
+        raise TypeError(f"out must be a NumPy array for array operands, got {type(out).__name__}")
+    if tuple(out.shape) != prob.result_shape:
+        raise ValueError(f"out has shape {tuple(out.shape)}, the result has shape {prob.result_shape}")
+    if not np.can_cast(np.float32, out.dtype, "same_kind"):
+        raise TypeError(f"Cannot cast sgemm_cube.matmul output from dtype('float32') to {out.dtype!r} "
+                        f"with casting rule 'same_kind'")
+    return out
+

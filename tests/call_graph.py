@@ -1,0 +1,162 @@
+"""The module-level call graph of one call into sgemm_cube, and the two rules a call must follow.
+
+Issue 15's target, "following an operand from ``sgemm_cube.matmul`` to the
+kernel, no module is entered twice", made checkable:
+
+* **One way** (:func:`cycles`): no module calls, directly or through other
+  modules, back into a module that called it.  A call goes down the layers
+  (``api -> product -> backends.cpu -> cpu_fallback.guard -> ...``) and
+  returns; it never comes back up (the old ``api -> plan -> api`` and
+  ``_autograd -> api`` round trips).
+* **One entry per module** (:func:`second_entries`): every module that
+  receives operand data (an array or tensor argument) receives it from one
+  module only.  A loop that calls the same module again from the same place
+  (one K slab after another) is the same entry.
+
+Calls are attributed to modules by each frame's ``__name__``; a frame whose
+caller is outside sgemm_cube (torch's dispatcher calling the operator's
+kernel) is attributed to its nearest sgemm_cube caller, so a round trip
+through torch counts.
+"""
+from __future__ import annotations
+
+import ast
+import collections
+import pathlib
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+#: Source folders and the package names they install as.
+PACKAGES = {"sgemm_cube": "sgemm_cube", "cpu_fallback": "sgemm_cube.cpu_fallback",
+            "tuning": "sgemm_cube.tuning"}
+
+
+def _is_data(value) -> bool:
+    """Operand data: an array or tensor of more than one element."""
+    size = getattr(value, "size", None)
+    if callable(size):  # torch.Tensor.size() is a method
+        numel = getattr(value, "numel", None)
+        return callable(numel) and numel() > 1
+    return isinstance(size, int) and size > 1 and hasattr(value, "ndim")
+
+
+def _ours(frame):
+    name = frame.f_globals.get("__name__", "")
+    return name if name == "sgemm_cube" or name.startswith("sgemm_cube.") else None
+
+
+class CallGraph:
+    """Edges ``caller module -> callee module`` seen while running ``fn()``, with the operand-carrying ones."""
+
+    def __init__(self, fn):
+        self.edges = collections.Counter()
+        self.data_edges = collections.Counter()  # (caller, callee, function name)
+
+        def profile(frame, event, arg):
+            if event != "call":
+                return
+            callee = _ours(frame)
+            if callee is None:
+                return
+            back = frame.f_back
+            while back is not None and _ours(back) is None:
+                back = back.f_back
+            caller = None if back is None else _ours(back)
+            if caller is None or caller == callee:
+                return
+            self.edges[caller, callee] += 1
+            code = frame.f_code
+            names = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
+            if any(_is_data(frame.f_locals.get(n)) for n in names):
+                self.data_edges[caller, callee, code.co_name] += 1
+
+        old = sys.getprofile()
+        sys.setprofile(profile)
+        try:
+            fn()
+        finally:
+            sys.setprofile(old)
+
+    def describe(self) -> str:
+        short = lambda m: m.replace("sgemm_cube.", "")  # noqa: E731
+        return "\n".join(f"{short(c):28s} -> {short(m):28s} {f}" for c, m, f in sorted(self.data_edges))
+
+
+def cycles(edges) -> list[list[str]]:
+    """Strongly connected groups of more than one module in the graph ``edges`` (pairs)."""
+    graph = collections.defaultdict(set)
+    for caller, callee in edges:
+        graph[caller].add(callee)
+    index, low, stack, on_stack, groups = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    for v in list(graph):
+        if v not in index:
+            visit(v)
+    return groups
+
+
+def second_entries(data_edges) -> dict[str, set[str]]:
+    """Modules that receive operand data from more than one module: ``{module: {callers}}``."""
+    callers = collections.defaultdict(set)
+    for caller, callee, _ in data_edges:
+        callers[callee].add(caller)
+    return {m: c for m, c in callers.items() if len(c) > 1}
+
+
+def import_graph() -> set[tuple[str, str]]:
+    """Edges ``importer -> imported`` among the package's modules, lazy (in-function) imports included.
+
+    Read from the source with :mod:`ast`; the deprecated aliases
+    (``sgemm_cube._deprecated``) are left out: they import what they alias.
+    """
+    modules = {}
+    for folder, package in PACKAGES.items():
+        for path in (ROOT / folder).rglob("*.py"):
+            parts = [p for p in path.relative_to(ROOT / folder).with_suffix("").parts if p != "__init__"]
+            modules[".".join([package, *parts])] = (path, path.name == "__init__.py")
+    edges = set()
+    for name, (path, is_package) in modules.items():
+        if "._deprecated" in name:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    parts = name.split(".")[: None if is_package else -1]
+                    parts = parts[: len(parts) - (node.level - 1)]
+                    base = ".".join(parts + ([node.module] if node.module else []))
+                else:
+                    base = node.module or ""
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
+            else:
+                continue
+            for target in targets:
+                if target.split(".")[0] in ("cpu_fallback", "tuning"):
+                    target = "sgemm_cube." + target
+                while target and target not in modules:
+                    target = target.rpartition(".")[0]
+                if target and target != name:
+                    edges.add((name, target))
+    return edges

@@ -1,0 +1,106 @@
+"""A call travels one way: no module calls back up, no module gets the operands from two places.
+
+The rules and how they are measured: ``tests/call_graph.py``.  Each path a
+user's product can take on a CPU is traced (NumPy arrays, torch tensors, the
+switch, autograd, the ``torch.ops.sgemm_cube.matmul`` operator and its
+gradient, ``explain``), and the CUDA backend's under Triton's interpreter
+when ``tests/sgemm_cube/test_cuda_backend.py`` turned it on;
+``tests/gpu/test_call_path_gpu.py`` traces the CUDA path on a GPU.
+"""
+import numpy as np
+import pytest
+
+import sgemm_cube
+from tests.call_graph import CallGraph, cycles, import_graph, second_entries
+
+torch = pytest.importorskip("torch")
+
+
+def _operands(rng, m=24, k=40, n=20):
+    return rng.standard_normal((m, k), dtype=np.float32), rng.standard_normal((k, n), dtype=np.float32)
+
+
+def _cases(a, b):
+    ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+    mixed = a.copy()
+    mixed[0, 0], mixed[1, 1], mixed[2, 2] = 1e30, 1e-30, np.inf  # scaled, recomputed and non-finite lines
+
+    def switch():
+        with sgemm_cube.enabled(devices=("cpu",)):
+            torch.nn.functional.linear(ta, tb.T)
+
+    def grad():
+        x = ta.clone().requires_grad_()
+        sgemm_cube.matmul(x, tb).sum().backward()
+
+    def operator_grad():
+        import sgemm_cube.torch_ops  # noqa: F401 - registers the operator
+
+        x = ta.clone().requires_grad_()
+        torch.ops.sgemm_cube.matmul(x, tb).sum().backward()
+
+    return {
+        "numpy": lambda: sgemm_cube.matmul(a, b),
+        "numpy, out=, every fix-up": lambda: sgemm_cube.matmul(mixed, b, out=np.empty((a.shape[0], b.shape[1]))),
+        "batched torch": lambda: sgemm_cube.matmul(ta.expand(3, *ta.shape), tb),
+        "explain": lambda: sgemm_cube.explain(a, b),
+        "switch": switch,
+        "autograd": grad,
+        "operator with autograd": operator_grad,
+    }
+
+
+@pytest.mark.parametrize("case", list(_cases(*_operands(np.random.default_rng(0)))))
+def test_a_call_travels_one_way(case, rng):
+    fn = _cases(*_operands(rng))[case]
+    fn()  # first call: imports and caches out of the way
+    graph = CallGraph(fn)
+    assert graph.data_edges, "the trace saw no call carrying the operands"
+    assert not cycles(graph.edges), f"modules that call back up:\n{graph.describe()}"
+    assert not second_entries(graph.data_edges), f"modules entered from two places:\n{graph.describe()}"
+
+
+def test_the_cuda_path_travels_one_way_under_the_interpreter(rng):
+    from sgemm_cube.backends.cuda import interpreter_active
+
+    if not interpreter_active():
+        pytest.skip("TRITON_INTERPRET=1 is set by test_cuda_backend.py when it is collected in the same run")
+    a, b = _operands(rng, 20, 48, 18)
+    a[0, 0] = 1e30
+    call = lambda: sgemm_cube.matmul(a, b, backend="cuda")  # noqa: E731
+    call()
+    graph = CallGraph(call)
+    assert any(callee.startswith("sgemm_cube.backends.cuda") for _, callee, _ in graph.data_edges)
+    assert not cycles(graph.edges), graph.describe()
+    assert not second_entries(graph.data_edges), graph.describe()
+
+
+def test_the_path_of_a_numpy_product():
+    """The documented path (README's layout table), as traced: api -> product -> the backend -> the model."""
+    a, b = _operands(np.random.default_rng(1))
+    graph = CallGraph(lambda: sgemm_cube.matmul(a, b))
+    callers = {callee: caller for caller, callee, _ in graph.data_edges}
+    chain, module = [], "sgemm_cube.cpu_fallback.split"
+    while module in callers:
+        chain.append(module)
+        module = callers[module]
+    chain.append(module)
+    assert [m.replace("sgemm_cube.", "") for m in reversed(chain)] == [
+        "api", "product", "backends.cpu", "cpu_fallback.gemm", "cpu_fallback.schemes", "cpu_fallback.split"]
+
+
+def test_no_import_cycles():
+    """No module imports, directly or through others, a module that imports it (lazy imports included)."""
+    assert cycles(import_graph()) == []
+
+
+def test_the_checker_finds_what_it_looks_for():
+    """The rules fail on the shapes they exist to catch (so a pass means something)."""
+    assert cycles([("api", "plan"), ("plan", "api")]) == [["api", "plan"]]
+    assert cycles([("a", "b"), ("b", "c"), ("c", "a"), ("c", "d")]) == [["a", "b", "c"]]
+    assert cycles([("a", "b"), ("a", "c"), ("b", "c")]) == []
+    assert second_entries([("a", "c", "f"), ("b", "c", "g"), ("a", "b", "h")]) == {"c": {"a", "b"}}
+    assert second_entries([("a", "c", "f"), ("a", "c", "g")]) == {}
+    edges = import_graph()
+    assert ("sgemm_cube.api", "sgemm_cube.product") in edges
+    assert ("sgemm_cube.backends.cpu", "sgemm_cube.cpu_fallback.guard") in edges
