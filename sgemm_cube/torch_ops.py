@@ -45,6 +45,7 @@ from sgemm_cube.cpu_fallback import ORDERS, split_limits
 from . import product as _product_path
 from .plan import make_request
 from ._autograd import gradient_operands, gradients
+from . import distributed as _distributed
 from . import switch as _switch
 
 __all__ = ["matmul", "linear", "OP"]
@@ -206,3 +207,7 @@ def linear(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None 
     """
     out = matmul(input, weight.t(), sb, order=order, keep_lo_lo=keep_lo_lo, backend=backend, rescale=rescale)
     return out if bias is None else out + bias
+
+
+# DTensor operands: sharding rules registered when torch.distributed.tensor is (or gets) imported.
+_distributed.install()
