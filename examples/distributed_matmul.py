@@ -205,7 +205,7 @@ def _table(rows) -> str:
     lines = [f"{'case':18s} {'method':22s} {'world':>5s} {'ms':>10s} {'TFLOP/s':>8s} {'rel err':>9s} {'err/bound':>9s}"]
     for r in rows:
         lines.append(f"{r.get('sharding', r.get('case')):18s} {r['method']:22s} {r['world']:5d} {1e3 * r['seconds']:10.2f} "
-                     f"{r.get('tflops', float('nan')):8.2f} {r['rel_err']:9.2e} {r.get('max_err_over_sgemm_bound', float('nan')):9.3f}")
+                     f"{r.get('tflops', float('nan')):8.2f} {r['rel_err']:9.2e} {r.get('max_err_over_sgemm_bound', float('nan')):9.2e}")
     return "\n".join(lines)
 
 

@@ -13,7 +13,7 @@ import traceback
 import torch
 import torch.distributed as dist
 from torch.distributed.device_mesh import init_device_mesh
-from torch.distributed.tensor import DTensor, Replicate, Shard, distribute_tensor
+from torch.distributed.tensor import Replicate, Shard, distribute_tensor
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
 import sgemm_cube  # noqa: E402
