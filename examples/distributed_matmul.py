@@ -182,7 +182,7 @@ def encoder_cases(args, mesh, device) -> list:
     for method in ("native FP32", "sgemm_cube.enabled()"):
         switch = sgemm_cube.enabled(devices=(device.type,)) if method != "native FP32" else _nothing()
         with no_tf32(), torch.no_grad(), switch:
-            y, seconds = _timed(lambda: model(x), args.runs, device)
+            y, seconds = _timed(lambda: _waited(model(x)), args.runs, device)
             calls = sgemm_cube.switch.routed_calls() if method != "native FP32" else {}
         y = y.full_tensor() if isinstance(y, DTensor) else y
         err = float((y.double() - ref).norm() / ref.norm())
@@ -191,6 +191,11 @@ def encoder_cases(args, mesh, device) -> list:
                      "config": dict(layers=cfg.layers, d_model=cfg.d_model, ffn=cfg.ffn, tokens=cfg.batch * cfg.tokens),
                      "seconds": seconds, "rel_err": err, "routed_calls": calls, "routed_on_every_rank": routed})
     return rows
+
+
+def _waited(y):
+    """``y`` with its collective finished: a tensor-parallel output is an ``AsyncCollectiveTensor`` until then."""
+    return y.wait() if hasattr(y, "wait") else y
 
 
 class _nothing:
@@ -227,6 +232,7 @@ def main(argv=None) -> int:
                 args.json.parent.mkdir(parents=True, exist_ok=True)
                 args.json.write_text(json.dumps(record, indent=1) + "\n")
     finally:
+        dist.barrier()  # no rank tears down the group while another still talks in it
         dist.destroy_process_group()
     return 0
 

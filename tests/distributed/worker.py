@@ -114,7 +114,7 @@ def switch_cases(mesh):
     rel = lambda y: float((y.double() - ref).norm() / ref.norm())  # noqa: E731
     model = parallelize_module(mlp(), mesh, plan)
     with sgemm_cube.enabled(devices=("cpu",)), torch.no_grad():
-        y = model(x)
+        y = model(x).wait()  # an AsyncCollectiveTensor until its all-reduce finished
         calls = sgemm_cube.switch.routed_calls()
     out["tp mlp, switch"] = {"routed": calls, "rel_err": rel(y), "native_rel_err": rel(native),
                              "weight_placements": str(model[0].weight.placements)}
@@ -123,7 +123,7 @@ def switch_cases(mesh):
     from sgemm_cube.tools.bench_model import count_calls
 
     with count_calls() as counts:
-        y = model(x)
+        y = model(x)  # used below by autograd, which waits for its all-reduce
     y.sum().backward()
     out["tp mlp, sgemm_cube.nn.Linear"] = {"products": counts["products"], "rel_err": rel(y.detach()),
                                            "native_rel_err": rel(native),
@@ -143,6 +143,7 @@ def main(path):
     dist.all_gather_object(records, record)
     if dist.get_rank() == 0:
         pathlib.Path(path).write_text(json.dumps(records, indent=1))
+    dist.barrier()  # no rank tears down the group while another still talks in it
     dist.destroy_process_group()
 
 
