@@ -31,6 +31,7 @@ under ``sgemm_cube.enabled()``.  ``--json`` writes the record (rank 0).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import pathlib
@@ -116,9 +117,9 @@ def _errors(c: DTensor, a, b, ref_rows: int, device) -> dict:
     rows, cols = _local_rows(c, m, n)
     pick = torch.arange(min(ref_rows, len(rows)))
     got = c.to_local()[pick.to(device)].double()
-    ga, gb = a[rows[pick].to(device)], b[:, cols.to(device)]
-    ref = ga.double() @ gb.double()
-    bound = a.shape[1] * UNIT * (ga.double().abs() @ gb.double().abs())
+    ga, gb = a[rows[pick].to(device)].double(), b[:, cols.to(device)].double()
+    ref = ga @ gb
+    bound = a.shape[1] * UNIT * (ga.abs() @ gb.abs())
     sums = torch.tensor([float(((got - ref) ** 2).sum()), float((ref ** 2).sum())], dtype=torch.float64, device=device)
     dist.all_reduce(sums)
     ratio = torch.tensor([float(((got - ref).abs() / bound.clamp_min(1e-300)).max())], dtype=torch.float64,
@@ -180,7 +181,7 @@ def encoder_cases(args, mesh, device) -> list:
             parallelize_module(layer, mesh, {"linear1": ColwiseParallel(), "linear2": RowwiseParallel()})
     rows = []
     for method in ("native FP32", "sgemm_cube.enabled()"):
-        switch = sgemm_cube.enabled(devices=(device.type,)) if method != "native FP32" else _nothing()
+        switch = sgemm_cube.enabled(devices=(device.type,)) if method != "native FP32" else contextlib.nullcontext()
         with no_tf32(), torch.no_grad(), switch:
             y, seconds = _timed(lambda: _waited(model(x)), args.runs, device)
             calls = sgemm_cube.switch.routed_calls() if method != "native FP32" else {}
@@ -196,14 +197,6 @@ def encoder_cases(args, mesh, device) -> list:
 def _waited(y):
     """``y`` with its collective finished: a tensor-parallel output is an ``AsyncCollectiveTensor`` until then."""
     return y.wait() if hasattr(y, "wait") else y
-
-
-class _nothing:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
 
 
 def _table(rows) -> str:

@@ -132,10 +132,7 @@ def _subclass_of(a, b):
 
 def plan(req: Request, a, b) -> Plan:
     """The plan :func:`compute` runs for ``a @ b`` (:func:`sgemm_cube.explain` returns it)."""
-    return _plan(req, Problem(a, b))
-
-
-def _plan(req: Request, prob: Problem) -> Plan:
+    prob = Problem(a, b)
     return plan_for(req, prob.a, prob.nb, prob.m, prob.n, prob.k)
 
 
@@ -151,7 +148,7 @@ def compute(req: Request, a, b, out=None):
     """
     prob = Problem(a, b)
     out = _check_out(out, prob)
-    chosen = _plan(req, prob)  # also for empty results: an option no backend takes fails on every shape
+    chosen = plan_for(req, prob.a, prob.nb, prob.m, prob.n, prob.k)  # also for empty results: an option no backend takes fails on every shape
     empty = not (prob.m and prob.n and prob.nb)
     if empty or prob.k == 0:
         chosen = None

@@ -9,10 +9,7 @@ blocking for each shape), K-sharded results keep the single-device
 guarantee, gradients flow, and tensor-parallel layers run sgemm_cube.
 """
 import json
-import os
 import pathlib
-import subprocess
-import sys
 
 import pytest
 
@@ -20,18 +17,12 @@ torch = pytest.importorskip("torch")
 if not torch.distributed.is_available():
     pytest.skip("torch.distributed is not built in", allow_module_level=True)
 
+from tests.distributed import torchrun  # noqa: E402
+
 WORKER = pathlib.Path(__file__).with_name("worker.py")
 EXPECTED = {"rows": "(Shard(dim=0),)", "cols": "(Shard(dim=1),)", "k": "(Partial(sum),)",
             "replicated": "(Replicate(),)", "batch": "(Shard(dim=0),)", "batch, b 2-D": "(Shard(dim=0),)",
             "rows of a batch": "(Shard(dim=1),)", "vector a, cols": "(Shard(dim=0),)", "vector b, k": "(Partial(sum),)"}
-
-
-def torchrun(script, *args, nproc=2, timeout=600):
-    """Run ``script`` under ``torchrun --nproc-per-node nproc`` (CPU, gloo); the completed process."""
-    env = dict(os.environ, OMP_NUM_THREADS="1", CUDA_VISIBLE_DEVICES="")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}", str(script),
-           *map(str, args)]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,7 @@ import pathlib
 
 import pytest
 
-from tests.distributed.test_dtensor import torchrun
+from tests.distributed import torchrun
 
 torch = pytest.importorskip("torch")
 EXAMPLE = pathlib.Path(__file__).resolve().parents[2] / "examples" / "distributed_matmul.py"
