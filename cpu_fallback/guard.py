@@ -185,10 +185,19 @@ def scale_lines(x: np.ndarray, t: np.ndarray, axis: int, *, keep_special: bool =
         return np.ldexp(xs.astype(np.float64), te).astype(np.float32)
 
 
-def unscale(c: np.ndarray, ta: np.ndarray, tb: np.ndarray) -> np.ndarray:
-    """``c * 2**-(ta_i + tb_j)`` rounded once to float32 (float64 holds every factor exactly)."""
-    with np.errstate(over="ignore"):
-        return np.ldexp(c.astype(np.float64), -(ta[..., :, None] + tb[..., None, :])).astype(np.float32)
+def unscale(c: np.ndarray, ta: np.ndarray, tb: np.ndarray, alpha: float = 1.0) -> np.ndarray:
+    """``alpha * c * 2**-(ta_i + tb_j)`` rounded once to float32.
+
+    ``alpha`` is taken as float32 (as PyTorch takes a float32 operator's
+    scalar): its 24 bits times ``c``'s 24 bits, times a power of two, are
+    exact in float64, so the float32 rounding is the only one.  NaN times 0
+    and infinity times 0 are NaN, as in IEEE arithmetic.
+    """
+    with np.errstate(over="ignore", invalid="ignore"):
+        c64 = np.ldexp(c.astype(np.float64), -(ta[..., :, None] + tb[..., None, :]))
+        if alpha != 1:
+            c64 *= np.float64(np.float32(alpha))
+        return c64.astype(np.float32)
 
 
 def recomputed_lines(ma: LineMeta, mb: LineMeta, fixup: bool):

@@ -15,6 +15,8 @@ forward's options.
 """
 from __future__ import annotations
 
+import math
+
 import torch
 
 from .product import compute
@@ -41,15 +43,17 @@ def gradient_operands(a, b, grad, need_a: bool = True, need_b: bool = True):
     """
     a2, b2, g2 = _matrix_forms(a, b, grad)
     m, k, n = a2.shape[-2], a2.shape[-1], b2.shape[-1]
+    batch = math.prod(g2.shape[:-2])  # sizes spelled out: reshape(-1, 0) is ambiguous for empty tensors
     pair_a = pair_b = None
     if need_a:
         if a2.dim() == 2 and g2.dim() > 2:  # dA = sum_batch dC_i B_i^T
-            pair_a = (g2.movedim(-2, 0).reshape(m, -1), b2.expand(*g2.shape[:-2], k, n).mT.reshape(-1, k))
+            pair_a = (g2.movedim(-2, 0).reshape(m, batch * n),
+                      b2.expand(*g2.shape[:-2], k, n).mT.reshape(batch * n, k))
         else:
             pair_a = (g2, b2.mT)
     if need_b:
         if b2.dim() == 2 and g2.dim() > 2:  # dB = sum_batch A_i^T dC_i
-            pair_b = (a2.expand(*g2.shape[:-2], m, k).reshape(-1, k).mT, g2.reshape(-1, n))
+            pair_b = (a2.expand(*g2.shape[:-2], m, k).reshape(batch * m, k).mT, g2.reshape(batch * m, n))
         else:
             pair_b = (a2.mT, g2)
     return pair_a, pair_b

@@ -57,7 +57,8 @@ class Plan(NamedTuple):
     reason: str
 
 
-@functools.lru_cache(maxsize=256)
+# typed: 12.0 == 12 and True == 1 must not find each other's entry (the first is refused, the second not)
+@functools.lru_cache(maxsize=256, typed=True)
 def make_request(sb=12, scheme: str = "fp16x3", scale="auto", order: str = "termwise", accumulate=None,
                  keep_lo_lo: bool = False, backend: str = "auto", fixup: bool = True) -> Request:
     """Validate :func:`sgemm_cube.matmul`'s options once; raises ``TypeError``/``ValueError`` naming the option."""

@@ -37,6 +37,10 @@ def _check_operand(x, name: str, torch_mode: bool):
     if torch_mode:
         import torch
 
+        if x.is_nested:
+            raise TypeError(f"sgemm_cube.matmul takes dense (strided) tensors; {name} is a nested tensor: "
+                            f"multiply its components (for t in {name}.unbind()) or pad it with "
+                            f"torch.nested.to_padded_tensor")
         if x.layout != torch.strided:
             raise TypeError(f"sgemm_cube.matmul takes dense (strided) tensors; {name} is {x.layout}: "
                             f"convert it with {name}.to_dense()")
@@ -60,6 +64,8 @@ def select_backend(a, b=None, backend: str = "auto") -> str:
     tensors -> ``"cpu"``, CUDA tensors -> ``"cuda"``, Ascend NPU tensors ->
     ``"npu"`` (its plan may still run ``"native"``: see :func:`explain`).
     ``b`` is accepted for compatibility; it is on ``a``'s device."""
+    if _is_torch(a) and a.device.type == "meta":
+        return "native"  # meta tensors hold no values: torch computes the result's shape (plan_for says so)
     if backend != "auto":
         return backend
     if _is_torch(a):
@@ -138,11 +144,18 @@ def plan(req: Request, a, b) -> Plan:
 
 def plan_for(req: Request, like, batch: int, m: int, n: int, k: int) -> Plan:
     """The plan of the backend of ``like``'s device for a (batch, m, k) @ (batch, k, n) product."""
-    return get_backend(select_backend(like, backend=req.backend)).plan(req, batch, m, n, k, like)
+    name = select_backend(like, backend=req.backend)
+    if name == "native" and _is_torch(like) and like.device.type == "meta":
+        return Plan("native", req.sb, None, "native", "meta tensors hold no values: torch.matmul gives the "
+                    "result's shape and dtype, as it does for meta tensors")
+    return get_backend(name).plan(req, batch, m, n, k, like)
 
 
-def compute(req: Request, a, b, out=None):
+def compute(req: Request, a, b, out=None, *, alpha: float = 1.0):
     """:func:`sgemm_cube.matmul` with validated options ``req``, without autograd.
+
+    ``alpha``: the result is ``alpha * (a @ b)``, each output rounded once
+    (the switch's ``addmm``/``baddbmm``/... scalars; see the backends' ``run``).
 
     Raises what :func:`sgemm_cube.matmul` documents for the operands and ``out``.
     """
@@ -152,7 +165,7 @@ def compute(req: Request, a, b, out=None):
     empty = not (prob.m and prob.n and prob.nb)
     if empty or prob.k == 0:
         chosen = None
-    if chosen is not None and chosen.backend == "native" and (out is None or not _overlaps(out, prob)):
+    if chosen is not None and chosen.backend == "native" and alpha == 1 and (out is None or not _overlaps(out, prob)):
         return get_backend("native").matmul(prob.a, prob.b, out=out)  # the library's own call, as it is
     shape3 = (prob.nb, prob.m, prob.n)
     res = _direct_view(out, shape3, prob)  # write straight into out when it can
@@ -168,7 +181,7 @@ def compute(req: Request, a, b, out=None):
             res[...] = 0  # K = 0
     else:
         a3, b3 = prob.views()
-        get_backend(chosen.backend).run(chosen, req, a3, b3, res)
+        get_backend(chosen.backend).run(chosen, req, a3, b3, res, alpha=alpha)
     if out is None:
         return _wrap(res.reshape(prob.result_shape), prob)
     if not _same_memory(res, out, prob.torch_mode):
@@ -216,7 +229,7 @@ def _overlaps(out, prob: Problem) -> bool:
 
 def _direct_view(out, shape3, prob: Problem):
     """A (B, M, N) view of ``out`` to compute into, or None (not contiguous, or it overlaps an input)."""
-    if out is None or _overlaps(out, prob):
+    if out is None or _overlaps(out, prob) or tuple(out.shape) != prob.result_shape:
         return None
     if prob.torch_mode:
         return out.view(shape3) if out.is_contiguous() else None
@@ -254,7 +267,10 @@ def _check_out(out, prob: Problem):
         return out
     if not isinstance(out, np.ndarray):
         raise TypeError(f"out must be a NumPy array for array operands, got {type(out).__name__}")
-    if tuple(out.shape) != prob.result_shape:
+    core = prob.result_shape[len(prob.batch):]  # as numpy.matmul: out may add leading (loop) dimensions
+    loop = tuple(out.shape[:out.ndim - len(core)])
+    if (out.ndim < len(prob.result_shape) or tuple(out.shape[out.ndim - len(core):]) != core
+            or np.broadcast_shapes(loop, prob.batch) != loop):
         raise ValueError(f"out has shape {tuple(out.shape)}, the result has shape {prob.result_shape}")
     if not np.can_cast(np.float32, out.dtype, "same_kind"):
         raise TypeError(f"Cannot cast sgemm_cube.matmul output from dtype('float32') to {out.dtype!r} "

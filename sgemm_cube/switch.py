@@ -27,21 +27,33 @@ switch was turned on (they replay the kernels they recorded).  A call it
 cannot take as it is (shapes or devices that do not match, ``out`` of another
 dtype) goes to PyTorch's own kernel, so the errors and warnings are PyTorch's.
 
-Semantics are PyTorch's: ``beta * input + alpha * (A @ B)`` with BLAS's
-conventions (``beta == 0``: ``input`` is not read, NaN in it does not
-propagate; ``alpha == 0``: the product is not computed), ``input``
-broadcast as PyTorch broadcasts it, ``out=`` resized as PyTorch resizes it,
-in-place ops write into ``self``, results contiguous.  Results within each
+Semantics are PyTorch's: ``beta * input + alpha * (A @ B)``, with
+``alpha`` applied before the product's one rounding (so it overflows only
+where ``alpha`` times the exact product does); ``beta == 0``: ``input`` is
+not read, NaN in it does not propagate; ``alpha == 0``: the product is not
+computed, except by the kernels that PyTorch's own compute it with
+(:data:`PRODUCT_AT_ZERO_ALPHA`: their NaN and infinities reach the result);
+on the CPU an infinite ``beta * input`` wins over a product whose operands
+are finite, as PyTorch's CPU kernels give it; ``input`` broadcast as
+PyTorch broadcasts it, ``out=`` resized as PyTorch resizes it, in-place ops
+write into ``self``, results contiguous.  Calls with an empty operand (no
+product to compute) go to PyTorch's kernels, whose shapes for them are
+their own (``addmv`` of an empty matrix keeps ``input``'s shape).  Results within each
 product follow sgemm_cube's guarantee (SGEMM's error bound on any finite
 data); shapes where native FP32 is as accurate and faster (``K < 16``, the
 measured hybrid rule on CUDA) run PyTorch's own kernel, as in
 :func:`sgemm_cube.matmul`.
 
-:func:`enable` and :func:`disable` count: the first :func:`enable` registers
-the kernels, the last :func:`disable` removes them, which restores the
-previous kernels exactly (the dispatcher keeps them).  Both take a lock, so
-threads may nest them freely; the replacement is process-wide (every thread,
-autograd's too).  :func:`bypass` sends one thread's calls to the original
+:func:`enable` and :func:`disable` count, take a lock, and only flip what
+the kernels route: threads may turn the switch on and off while others
+compute.  The first :func:`enable` for a device registers sgemm_cube's
+kernels for it, and they stay: while the switch is off they pass every call
+to the kernel they replaced (the same results, for a few microseconds of
+Python per call).  Unregistering kernels while other threads run them
+crashes PyTorch's dispatcher (measured: TypeErrors, AttributeErrors and
+internal asserts), so only :func:`restore`, called with the switch off and
+no other thread computing, gives PyTorch its kernels back.  The
+replacement is process-wide (every thread, autograd's too).  :func:`bypass` sends one thread's calls to the original
 kernels.  ``SGEMM_CUBE_ENABLE=1`` in the environment turns the switch on when
 this module is imported.  This module imports torch only when the switch is
 turned on; it needs torch >= 2.9 (``torch.library.get_kernel``).
@@ -54,7 +66,8 @@ import os
 import threading
 import warnings
 
-__all__ = ["enable", "disable", "enabled", "is_enabled", "bypass", "routed_devices", "routed_calls", "ENV_VAR", "OPERATORS"]
+__all__ = ["enable", "disable", "enabled", "is_enabled", "bypass", "restore", "routed_devices", "routed_calls",
+           "ENV_VAR", "OPERATORS", "PRODUCT_AT_ZERO_ALPHA"]
 
 #: Environment variable read at import: ``1`` / ``true`` / ``yes`` / ``on`` turns the switch on.
 ENV_VAR = "SGEMM_CUBE_ENABLE"
@@ -73,12 +86,20 @@ _DISPATCH_KEYS = {"cpu": "CPU", "cuda": "CUDA", "npu": "PrivateUse1"}
 #: The GELU of ``_addmm_activation(use_gelu=True)`` per device, as PyTorch's kernels compute it.
 _GELU_APPROXIMATION = {"cpu": "none", "cuda": "tanh", "npu": "tanh"}
 
+#: Per device, the operators (every overload) whose PyTorch kernel computes the product when
+#: ``alpha == 0`` and multiplies it by 0, so that NaN and infinities in the operands give NaN; the
+#: others skip the product.  Measured with torch 2.13 on the CPU (K = 4, 16, 64) and torch 2.11 on an
+#: H200 (``tests/sgemm_cube/test_torch_switch.py`` checks the CPU's against PyTorch on every run).
+PRODUCT_AT_ZERO_ALPHA = {"cpu": frozenset({"baddbmm"}), "cuda": frozenset({"baddbmm"}),
+                         "npu": frozenset({"baddbmm"})}
+
 _lock = threading.RLock()
 _count = 0
 _options: dict | None = None    # enable()'s arguments while on
 _request = None                 # the validated options of every product (sgemm_cube.plan.Request)
 _devices: frozenset = frozenset()
-_library = None                 # the torch.library.Library holding the replacements
+_library = None                 # the torch.library.Library holding the replacements (kept once registered)
+_registered: set = set()        # device types whose kernels _library holds
 _originals: dict = {}           # (operator, device type) -> the kernel it replaced
 _local = threading.local()      # .depth > 0: this thread's calls go to the originals (see bypass)
 _calls = collections.Counter()  # operator -> calls sgemm_cube computed since the switch was turned on
@@ -135,7 +156,7 @@ def enable(*, sb: int = 12, order: str = "termwise", keep_lo_lo: bool = False, r
     sgemm_cube.BackendUnavailableError
         A listed device's backend cannot run here.
     """
-    global _count, _options, _request, _devices, _library
+    global _count, _options, _request, _devices
     from .plan import make_request
 
     import torch
@@ -157,29 +178,56 @@ def enable(*, sb: int = 12, order: str = "termwise", keep_lo_lo: bool = False, r
             warnings.warn("sgemm_cube's switch routes no device: no CUDA or NPU backend can run here "
                           "(see sgemm_cube.available_backends()); pass devices=('cpu',) to route CPU "
                           "tensors to the CPU model", UserWarning, stacklevel=2)
-        _options, _request, _devices = options, request, chosen
+        _register(chosen)
+        _options, _request = options, request
         _calls.clear()
         _native_plans.clear()
-        _library = _register(chosen)
+        _devices = chosen  # last: from here on the kernels route these devices' calls
         _count = 1
 
 
 def disable() -> None:
-    """Undo one :func:`enable`; the last one removes sgemm_cube's kernels (PyTorch's own come back).
+    """Undo one :func:`enable`; after the last one every call goes to PyTorch's own kernels.
+
+    sgemm_cube's kernels stay registered and pass the calls on (so that
+    other threads may compute meanwhile); :func:`restore` removes them.
 
     Raises
     ------
     RuntimeError
         The switch is off.
     """
-    global _count, _library, _devices
+    global _count, _devices
     with _lock:
         if not _count:
             raise RuntimeError("sgemm_cube.disable() called while the switch is off")
         _count -= 1
         if not _count:
+            _devices = frozenset()
+
+
+def restore() -> None:
+    """Remove sgemm_cube's kernels from PyTorch's dispatcher: PyTorch's own are called directly again.
+
+    While the switch is off, sgemm_cube's kernels only pass calls on to
+    PyTorch's (a few microseconds of Python each); this takes even that
+    away.  Call it with the switch off and **no other thread running
+    PyTorch operators**: the dispatcher does not support removing kernels
+    while they run.  A later :func:`enable` registers them again.
+
+    Raises
+    ------
+    RuntimeError
+        The switch is on.
+    """
+    global _library
+    with _lock:
+        if _count:
+            raise RuntimeError("sgemm_cube.switch.restore() called while the switch is on; disable() it first")
+        if _library is not None:
             _library._destroy()  # the dispatcher reinstates the kernels registered before ours
-            _library, _devices = None, frozenset()
+            _library = None
+            _registered.clear()
             _originals.clear()
 
 
@@ -251,20 +299,26 @@ def _present(device: str) -> bool:
     return bool(module is not None and module.is_available())
 
 
-def _register(devices):
+def _register(devices) -> None:
+    """Register sgemm_cube's kernels for the devices that do not have them yet (they stay: module docstring)."""
+    global _library
     import torch
 
-    library = torch.library.Library("aten", "IMPL")
+    new = sorted(set(devices) - _registered)
+    if not new:
+        return
+    if _library is None:
+        _library = torch.library.Library("aten", "IMPL")
     with warnings.catch_warnings():
         # "Overriding a previously registered kernel": that is the point.
         warnings.filterwarnings("ignore", message="(?s).*Overriding a previously registered kernel")
-        for dev in sorted(devices):
+        for dev in new:
             key = _DISPATCH_KEYS[dev]
             for name in OPERATORS:
                 original = torch.library.get_kernel(f"aten::{name}", key)
                 _originals[name, dev] = original
-                library.impl(name, _IMPLEMENTATIONS[name](original, dev, name), key, with_keyset=True)
-    return library
+                _library.impl(name, _IMPLEMENTATIONS[name](original, dev, name), key, with_keyset=True)
+            _registered.add(dev)
 
 
 # ---- the kernels ------------------------------------------------------------------------------
@@ -275,6 +329,7 @@ def _register(devices):
 # original with the same arguments.
 
 def _float32(*tensors) -> bool:
+    """Whether the tensors are float32 on one device, outside sgemm_cube's own calls and :func:`bypass`."""
     import torch
 
     if getattr(_local, "depth", 0):
@@ -283,13 +338,21 @@ def _float32(*tensors) -> bool:
     return all(t.dtype == torch.float32 and t.device == device for t in tensors)
 
 
-def _product(a, b, out=None):
-    """``a @ b`` by sgemm_cube (:func:`sgemm_cube.product.compute`; its own torch calls reach the originals)."""
+def _nonempty(*tensors) -> bool:
+    """Whether the operands hold elements.  An empty operand leaves no product to compute, and PyTorch's
+    kernels give such calls shapes of their own (``addmv`` of a (0, K) matrix keeps ``input``'s shape):
+    those calls go to PyTorch."""
+    return all(t.numel() for t in tensors)
+
+
+def _product(a, b, alpha=1.0):
+    """``alpha * (a @ b)`` by sgemm_cube, rounded once (:func:`sgemm_cube.product.compute`; its own torch
+    calls reach the originals)."""
     from .product import compute
 
     _local.depth = getattr(_local, "depth", 0) + 1
     try:
-        return compute(_request, a, b, out)
+        return compute(_request, a, b, alpha=float(alpha))
     finally:
         _local.depth -= 1
 
@@ -301,26 +364,50 @@ def _broadcasts(input, shape) -> bool:
     return all(s in (1, t) for s, t in zip(reversed(input.shape), reversed(shape)))
 
 
-def _update(input, a, b, beta, alpha, shape, product=_product):
-    """``beta * input + alpha * (a @ b)`` of ``shape`` with BLAS's conventions for zero alpha and beta."""
+def _update(input, a, b, beta, alpha, shape, name, product=_product):
+    """``beta * input + alpha * (a @ b)`` of ``shape``, with PyTorch's conventions for zero alpha and beta.
+
+    ``alpha`` multiplies the product before its one rounding; ``alpha == 0``
+    computes the product only for the operators of
+    :data:`PRODUCT_AT_ZERO_ALPHA`; ``beta == 0`` does not read ``input``.
+    """
     import torch
 
-    if alpha != 0:
-        res = product(a, b)
-        if alpha != 1:
-            res.mul_(alpha)
+    device = a.device.type
+    if alpha != 0 or name.partition(".")[0].rstrip("_") in PRODUCT_AT_ZERO_ALPHA.get(device, ()):
+        res = product(a, b, alpha)
     else:
         res = torch.zeros(shape, dtype=torch.float32, device=a.device)  # the product is not computed
     if beta != 0:
         res.add_(input, alpha=beta)  # input broadcast; not read at all when beta == 0
+        if device == "cpu" and alpha != 0:
+            res = _infinite_input_wins(res, input, beta, a, b, product is _summed_product)
     return res
 
 
-def _summed_product(b1, b2):
-    """``sum_i b1[i] @ b2[i]`` as one product over K' = batch * K (addbmm): one rounding of the sum."""
+def _infinite_input_wins(res, input, beta, a, b, summed: bool):
+    """Where ``beta * input`` is infinite and the product's operands are finite, the result is
+    ``beta * input`` (the exact product is finite, however large), as PyTorch's CPU kernels give it;
+    an overflowed product would otherwise meet the infinity of the other sign as NaN.  CPU only:
+    whether ``input`` holds an infinity is a host read."""
+    import torch
+
+    infinite = torch.isinf(input)
+    if not bool(infinite.any()):
+        return res
+    rows = torch.isfinite(a).all(-1)                      # (..., M), or (M,) for addmv's matrix
+    cols = torch.isfinite(b).all(-2) if b.dim() > 1 else torch.isfinite(b).all()
+    if summed:                                            # addbmm: a line is finite in every batch
+        rows, cols = rows.all(0), cols.all(0)
+    finite = rows[..., :, None] & cols[..., None, :] if b.dim() > 1 else rows
+    return torch.where(finite & infinite, input * beta, res)
+
+
+def _summed_product(b1, b2, alpha=1.0):
+    """``alpha * sum_i b1[i] @ b2[i]`` as one product over K' = batch * K (addbmm): one rounding of the sum."""
     batch, m, k = b1.shape
     n = b2.shape[-1]
-    return _product(b1.permute(1, 0, 2).reshape(m, batch * k), b2.reshape(batch * k, n))
+    return _product(b1.permute(1, 0, 2).reshape(m, batch * k), b2.reshape(batch * k, n), alpha)
 
 
 #: compute()'s answer for a product sgemm_cube's plan runs in native FP32: PyTorch's own kernel runs it.
@@ -361,10 +448,14 @@ def _run_native(original, keyset, args, kwargs):
         return original.call_boxed(keyset, *args, **kwargs)
 
 
-def _functional(original, compute, name, *, inplace=False, out_variant=False, resize_warns=True):
-    """Wrap ``compute(args) -> result, None (not ours) or _NATIVE`` as a functional, in-place or out= kernel."""
+def _functional(original, compute, device, name, *, inplace=False, out_variant=False, resize_warns=True):
+    """Wrap ``compute(args) -> result, None (not ours) or _NATIVE`` as a functional, in-place or out= kernel
+    that passes every call to ``original`` while the switch does not route ``device``."""
     from .product import resize_output
+
     def kernel(keyset, *args, **kwargs):
+        if device not in _devices:  # the switch is off (or routes other devices): PyTorch's kernel
+            return original.call_boxed(keyset, *args, **kwargs)
         result = compute(*args, **kwargs)
         if result is None:
             return original.call_boxed(keyset, *args, **kwargs)
@@ -388,12 +479,13 @@ def _mm(original, device, name, *, batched=False, out_variant=False):
 
     def compute(self, mat2, out=None):
         if not (_float32(self, mat2, *(() if out is None else (out,))) and self.dim() == ndim
-                and mat2.dim() == ndim and self.shape[-1] == mat2.shape[-2] and self.shape[:-2] == mat2.shape[:-2]):
+                and mat2.dim() == ndim and self.shape[-1] == mat2.shape[-2] and self.shape[:-2] == mat2.shape[:-2]
+                and _nonempty(self, mat2)):
             return None
         if _native(self, self.shape[0] if batched else 1, self.shape[-2], mat2.shape[-1], self.shape[-1]):
             return _NATIVE
         return _product(self, mat2)
-    return _functional(original, compute, name, out_variant=out_variant)
+    return _functional(original, compute, device, name, out_variant=out_variant)
 
 
 def _addmm(original, device, name, *, inplace=False, out_variant=False, activation=False):
@@ -403,25 +495,26 @@ def _addmm(original, device, name, *, inplace=False, out_variant=False, activati
         import torch
 
         if not (_float32(self, mat1, mat2, *(() if out is None else (out,))) and mat1.dim() == 2
-                and mat2.dim() == 2 and mat1.shape[1] == mat2.shape[0]):
+                and mat2.dim() == 2 and mat1.shape[1] == mat2.shape[0] and _nonempty(mat1, mat2)):
             return None
         shape = (mat1.shape[0], mat2.shape[1])
         if not (tuple(self.shape) == shape if inplace else _broadcasts(self, shape)):
             return None
         if _native(mat1, 1, shape[0], shape[1], mat1.shape[1]):
             return _NATIVE
-        res = _update(self, mat1, mat2, beta, alpha, shape)
+        res = _update(self, mat1, mat2, beta, alpha, shape, name)
         if activation:
             res = torch.nn.functional.gelu(res, approximate=gelu) if use_gelu else res.relu_()
         return res
-    return _functional(original, compute, name, inplace=inplace, out_variant=out_variant)
+    return _functional(original, compute, device, name, inplace=inplace, out_variant=out_variant)
 
 
 def _batched(original, device, name, *, summed=False, inplace=False, out_variant=False):
     """``baddbmm`` (a batch of products) or, ``summed``, ``addbmm`` (their sum, as one product over batch * K)."""
     def compute(self, batch1, batch2, *, beta=1, alpha=1, out=None):
         if not (_float32(self, batch1, batch2, *(() if out is None else (out,))) and batch1.dim() == 3
-                and batch2.dim() == 3 and batch1.shape[0] == batch2.shape[0] and batch1.shape[2] == batch2.shape[1]):
+                and batch2.dim() == 3 and batch1.shape[0] == batch2.shape[0] and batch1.shape[2] == batch2.shape[1]
+                and _nonempty(batch1, batch2)):
             return None
         batch, m, k = batch1.shape
         shape = (m, batch2.shape[2]) if summed else (batch, m, batch2.shape[2])
@@ -429,34 +522,36 @@ def _batched(original, device, name, *, summed=False, inplace=False, out_variant
             return None
         if _native(batch1, 1, m, shape[-1], batch * k) if summed else _native(batch1, *shape, k):
             return _NATIVE
-        return _update(self, batch1, batch2, beta, alpha, shape, product=_summed_product if summed else _product)
+        return _update(self, batch1, batch2, beta, alpha, shape, name,
+                       product=_summed_product if summed else _product)
     # addbmm's out= resizes silently (PyTorch's kernel resizes it directly, without resize_output's warning)
-    return _functional(original, compute, name, inplace=inplace, out_variant=out_variant, resize_warns=not summed)
+    return _functional(original, compute, device, name, inplace=inplace, out_variant=out_variant,
+                       resize_warns=not summed)
 
 
 def _addmv(original, device, name, *, inplace=False, out_variant=False):
     def compute(self, mat, vec, *, beta=1, alpha=1, out=None):
         if not (_float32(self, mat, vec, *(() if out is None else (out,))) and mat.dim() == 2 and vec.dim() == 1
-                and mat.shape[1] == vec.shape[0]):
+                and mat.shape[1] == vec.shape[0] and _nonempty(mat, vec)):
             return None
         shape = (mat.shape[0],)
         if not (tuple(self.shape) == shape if inplace else _broadcasts(self, shape)):
             return None
         if _native(mat, 1, shape[0], 1, mat.shape[1]):
             return _NATIVE
-        return _update(self, mat, vec, beta, alpha, shape)
-    return _functional(original, compute, name, inplace=inplace, out_variant=out_variant)
+        return _update(self, mat, vec, beta, alpha, shape, name)
+    return _functional(original, compute, device, name, inplace=inplace, out_variant=out_variant)
 
 
 def _dot(original, device, name, *, out_variant=False):
     def compute(self, tensor, out=None):
         if not (_float32(self, tensor, *(() if out is None else (out,))) and self.dim() == 1 and tensor.dim() == 1
-                and self.shape == tensor.shape):
+                and self.shape == tensor.shape and _nonempty(self)):
             return None
         if _native(self, 1, 1, 1, self.shape[0]):
             return _NATIVE
         return _product(self, tensor)
-    return _functional(original, compute, name, out_variant=out_variant)
+    return _functional(original, compute, device, name, out_variant=out_variant)
 
 
 def _variant(factory, **flags):

@@ -56,8 +56,14 @@ class Backend(Protocol):
     def plan(self, req, batch: int, m: int, n: int, k: int, like=None):
         """The :class:`~sgemm_cube.plan.Plan` for a (batch, m, k) @ (batch, k, n) product on ``like``'s device."""
 
-    def run(self, plan, req, a, b, out) -> None:
-        """Compute the planned product of 3-D float32 operands into ``out``."""
+    def run(self, plan, req, a, b, out, alpha: float = 1.0) -> None:
+        """Compute ``alpha`` times the planned product of 3-D float32 operands into ``out``.
+
+        ``alpha`` (taken as float32, as PyTorch takes a float32 operator's
+        scalar) multiplies each output before its final rounding, so that
+        ``alpha * (a @ b)`` overflows only where the exact value does (the
+        switch's ``addmm(..., alpha=...)``).
+        """
 
 
 def make_plan(req: Request, backend: str, schemes, k: int, *, orders=ORDERS, native_reason: str | None = None) -> Plan:

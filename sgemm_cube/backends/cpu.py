@@ -161,10 +161,10 @@ def _line_meta(x: np.ndarray, axis: int, plan: Plan, fixup: bool):
     return meta_from_stats(stats, scheme=plan.scheme, sb=plan.sb, scale=plan.scale, fixup=fixup)
 
 
-def _unscaled(c, ta, tb, room: int):
-    """Yield ``(r, unscale(c[r], ta[r], tb))`` over row blocks ``r`` of 2-D ``c`` whose temporaries fit ``room`` bytes."""
+def _unscaled(c, ta, tb, room: int, alpha: float):
+    """Yield ``(r, unscale(c[r], ta[r], tb, alpha))`` over row blocks ``r`` of 2-D ``c`` whose temporaries fit ``room`` bytes."""
     for r in _slices(c.shape[0], room // (_UNSCALE_BYTES * max(1, c.shape[1]))):
-        yield r, unscale(c[r], ta[r], tb)
+        yield r, unscale(c[r], ta[r], tb, alpha)
 
 
 def _scaled_copy(x: np.ndarray, t: np.ndarray, axis: int) -> np.ndarray:
@@ -182,8 +182,8 @@ def _scaled_copy(x: np.ndarray, t: np.ndarray, axis: int) -> np.ndarray:
     return out
 
 
-def _emulate(plan: Plan, req: Request, a, b, ma, mb, out, tiling: _Tiling) -> None:
-    """Steps 2-3 for every batch entry, output tile and K slab (:func:`_tiling`)."""
+def _emulate(plan: Plan, req: Request, a, b, ma, mb, out, tiling: _Tiling, alpha: float) -> None:
+    """Steps 2-3 for every batch entry, output tile and K slab (:func:`_tiling`); the result times ``alpha``."""
     _, m, k = a.shape
     n = b.shape[2]
     for i in range(a.shape[0]):
@@ -196,16 +196,17 @@ def _emulate(plan: Plan, req: Request, a, b, ma, mb, out, tiling: _Tiling) -> No
                                          scheme=plan.scheme)
                 for ks in _slices(k, tiling.depth):
                     acc.add(scale_lines(a[i, rows, ks], ta, -1), scale_lines(b[i, ks, cols], tb, -2))
-                if ta.any() or tb.any():
+                if ta.any() or tb.any() or alpha != 1:
                     tile = out[i, rows, cols]
-                    for r, values in _unscaled(acc.result(), ta, tb, MEMORY_BUDGET - tiling.acc_bytes):
+                    for r, values in _unscaled(acc.result(), ta, tb, MEMORY_BUDGET - tiling.acc_bytes, alpha):
                         tile[r] = values
                 else:  # unscaling by 2**0 would give the same values back
                     out[i, rows, cols] = acc.result()
 
 
-def _recompute(a, b, ma, mb, out, i: int, rows, cols) -> None:
-    """Step 4 for batch entry ``i``: FP32 products of the scaled lines (NaN/Inf kept), unscaled with one rounding.
+def _recompute(a, b, ma, mb, out, i: int, rows, cols, alpha: float) -> None:
+    """Step 4 for batch entry ``i``: FP32 products of the scaled lines (NaN/Inf kept), unscaled (and times
+    ``alpha``) with one rounding.
 
     Rows first, then columns (their crossings take the column's value), as
     one ``numpy.matmul`` each over the whole K, of operands laid out as
@@ -215,14 +216,16 @@ def _recompute(a, b, ma, mb, out, i: int, rows, cols) -> None:
     """
     xa = _scaled_copy(a[i], ma.t[i], -1)
     xb = _scaled_copy(b[i], mb.t[i], -2)
-    if rows.size:
-        product = np.matmul(xa[rows, :], xb)
-        for r, values in _unscaled(product, ma.t[i, rows], mb.t[i], MEMORY_BUDGET):
-            out[i, rows[r], :] = values
-    if cols.size:
-        product = np.matmul(xa, xb[:, cols])
-        for r, values in _unscaled(product, ma.t[i], mb.t[i, cols], MEMORY_BUDGET):
-            out[i, r][:, cols] = values
+    # Native FP32 on NaN/Inf warns ("invalid value encountered in matmul"); its NaN is the answer.
+    with np.errstate(invalid="ignore", over="ignore"):
+        if rows.size:
+            product = np.matmul(xa[rows, :], xb)
+            for r, values in _unscaled(product, ma.t[i, rows], mb.t[i], MEMORY_BUDGET, alpha):
+                out[i, rows[r], :] = values
+        if cols.size:
+            product = np.matmul(xa, xb[:, cols])
+            for r, values in _unscaled(product, ma.t[i], mb.t[i, cols], MEMORY_BUDGET, alpha):
+                out[i, r][:, cols] = values
 
 
 def _recompute_bytes(a, b, rows, cols) -> int:
@@ -243,8 +246,10 @@ def _out_of_memory(a_shape, b_shape, need: int) -> str:
             f"in smaller slabs")
 
 
-def run(plan: Plan, req: Request, a, b, out) -> None:
-    """``out[i] = a[i] @ b[i]`` for (B, M, K) and (B, K, N) float32 operands, into (B, M, N) ``out``.
+def run(plan: Plan, req: Request, a, b, out, alpha: float = 1.0) -> None:
+    """``out[i] = alpha * (a[i] @ b[i])`` for (B, M, K) and (B, K, N) float32 operands, into (B, M, N) ``out``.
+
+    ``alpha`` (float32) multiplies each output before its one rounding.
 
     Temporaries stay within :data:`MEMORY_BUDGET` (module docstring); a
     MemoryError is re-raised naming the product and the memory it needs.
@@ -255,9 +260,9 @@ def run(plan: Plan, req: Request, a, b, out) -> None:
     try:
         ma = _line_meta(a, -1, plan, req.fixup)
         mb = _line_meta(b, -2, plan, req.fixup)
-        _emulate(plan, req, a, b, ma, mb, out, tiling)
+        _emulate(plan, req, a, b, ma, mb, out, tiling, alpha)
         for i, rows, cols in recomputed_lines(ma, mb, req.fixup):
             need = max(need, _recompute_bytes(a, b, rows, cols))
-            _recompute(a, b, ma, mb, out, i, rows, cols)
+            _recompute(a, b, ma, mb, out, i, rows, cols, alpha)
     except MemoryError as exc:
         raise MemoryError(_out_of_memory(a.shape, b.shape, need)) from exc

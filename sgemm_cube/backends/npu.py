@@ -205,7 +205,7 @@ def plan(req, batch: int, m: int, n: int, k: int, like=None):
     return make_plan(req, "npu", SCHEMES, k, orders=ORDERS)
 
 
-def run(plan, req, a, b, out) -> None:
+def run(plan, req, a, b, out, alpha: float = 1.0) -> None:
     """The guarantee's bookkeeping around the AscendC kernels (:mod:`sgemm_cube.cpu_fallback.guard`).
 
     **Synchronises**: until the AscendC split computes the line exponents and
@@ -213,13 +213,15 @@ def run(plan, req, a, b, out) -> None:
     operands (one device-to-host copy of each per call).  Then, on the
     device: the lines scaled by their powers of two (NaN/Inf as 0), the
     kernels (:func:`matmul`), the unscaling (float64, one rounding), and the
-    listed lines' outputs in FP32 on scaled lines with ``torch.matmul``.
+    listed lines' outputs in FP32 on scaled lines with ``torch.matmul``; ``alpha`` (float32)
+    multiplies every output before its one rounding.
     The cube never sees a value the split cannot hold: NaN, infinities and
     (after scaling) entries at or above ``split_limits(sb).max_abs`` go to
     the kernels as 0 -- their lines are class 2, always recomputed in FP32
     -- so 910A's saturation mode and 910B's IEEE mode give the same result.
     Untested on hardware, like the kernels.
     """
+    import numpy as np
     import torch
 
     from sgemm_cube.cpu_fallback import split_limits
@@ -241,15 +243,16 @@ def run(plan, req, a, b, out) -> None:
 
     matmul(scaled(a, ta[:, :, None], False), scaled(b, tb[:, None, :], False), sb=plan.sb, order=req.order,
            keep_lo_lo=plan.scheme == "fp16x4", out=out)
-    if ma.t.any() or mb.t.any():
-        out.copy_((out.double() * torch.exp2(-(ta[:, :, None] + tb[:, None, :]))).float())
+    alpha = float(np.float32(alpha))  # as PyTorch takes a float32 operator's scalar
+    if ma.t.any() or mb.t.any() or alpha != 1:
+        out.copy_((out.double() * torch.exp2(-(ta[:, :, None] + tb[:, None, :])) * alpha).float())
     for i, rows, cols in recomputed_lines(ma, mb, req.fixup):
         xa, xb = scaled(a[i], ta[i][:, None], True), scaled(b[i], tb[i][None, :], True)
         if rows.size:
             r = torch.as_tensor(rows, device=a.device)
-            c = torch.matmul(xa[r], xb).double() * torch.exp2(-(ta[i][r][:, None] + tb[i][None, :]))
+            c = torch.matmul(xa[r], xb).double() * torch.exp2(-(ta[i][r][:, None] + tb[i][None, :])) * alpha
             out[i, r, :] = c.float()
         if cols.size:
             q = torch.as_tensor(cols, device=a.device)
-            c = torch.matmul(xa, xb[:, q]).double() * torch.exp2(-(ta[i][:, None] + tb[i][q][None, :]))
+            c = torch.matmul(xa, xb[:, q]).double() * torch.exp2(-(ta[i][:, None] + tb[i][q][None, :])) * alpha
             out[i][:, q] = c.float()

@@ -12,14 +12,19 @@ repeats the key checks on CUDA):
 * composites whose products cannot be isolated that way (attention, encoder
   layers, bilinear) are routed: the switch takes their products and the
   result changes, keeping FP32 accuracy against float64;
-* ``alpha``/``beta``/bias semantics, ``out=``, in-place ops, zero-size shapes,
+* ``alpha``/``beta``/bias semantics (alpha before the product's rounding, zero
+  alpha and beta and infinite inputs as PyTorch's CPU kernels), ``out=``,
+  in-place ops, zero-size shapes and empty operands,
   errors (type and message identical to PyTorch's), other dtypes untouched;
 * gradients, ``torch.compile`` (no graph breaks; the switch acts when the
   compiled code runs), ``vmap``, functions bound before ``enable()``;
-* turning it off restores PyTorch's kernels exactly; enable/disable nest and
-  count across threads; :func:`bypass` is per thread;
+* turning it off gives PyTorch's kernels' results (its kernels stay registered
+  and pass calls on; :func:`restore` removes them); enable/disable nest and
+  count across threads, and may be toggled while other threads compute;
+  :func:`bypass` is per thread;
 * ``SGEMM_CUBE_ENABLE`` is read at import; importing sgemm_cube does not import torch.
 """
+import collections
 import os
 import subprocess
 import sys
@@ -319,6 +324,113 @@ def test_inplace_with_aliased_operands(rng):
     assert res is c and torch.equal(c, expected)
 
 
+#: Every operator with scalars, as a call on (input, mat1, mat2) 2-D operands of K columns.
+SCALED_CALLS = {
+    "addmm": lambda c, a, b, **kw: torch.addmm(c, a, b, **kw),
+    "addmm.out": lambda c, a, b, **kw: torch.addmm(c, a, b, out=torch.empty(0), **kw),
+    "addmm_": lambda c, a, b, **kw: c.clone().addmm_(a, b, **kw),
+    "_addmm_activation relu": lambda c, a, b, **kw: torch._addmm_activation(c, a, b, **kw),
+    "_addmm_activation gelu": lambda c, a, b, **kw: torch._addmm_activation(c, a, b, use_gelu=True, **kw),
+    "baddbmm": lambda c, a, b, **kw: torch.baddbmm(c[None], a[None], b[None], **kw)[0],
+    "baddbmm.out": lambda c, a, b, **kw: torch.baddbmm(c[None], a[None], b[None], out=torch.empty(0), **kw)[0],
+    "baddbmm_": lambda c, a, b, **kw: c[None].clone().baddbmm_(a[None], b[None], **kw)[0],
+    "addbmm": lambda c, a, b, **kw: torch.addbmm(c, torch.stack([a, torch.zeros_like(a)]), torch.stack([b, b]), **kw),
+    "addbmm_": lambda c, a, b, **kw: c.clone().addbmm_(torch.stack([a, torch.zeros_like(a)]), torch.stack([b, b]), **kw),
+    "addmv": lambda c, a, b, **kw: torch.addmv(c[:, 0], a, b[:, 0], **kw)[:, None],
+    "addmv_": lambda c, a, b, **kw: c[:, 0].clone().addmv_(a, b[:, 0], **kw)[:, None],
+}
+
+
+def _routed(call, *args, **kw):
+    """``call`` with the switch on: its result, and how many calls sgemm_cube computed."""
+    with on():
+        got = call(*args, **kw)
+        return got, sum(switch.routed_calls().values())
+
+
+@pytest.mark.parametrize("name", list(SCALED_CALLS))
+def test_alpha_scales_the_product_before_its_rounding(name):
+    """alpha * (A @ B) overflows only where the exact value does: with A = B = 1.5e19 (K = 16) the
+    product (3.6e39) is beyond FP32's range, 0.05 times it (1.8e38) is not.  The switch gives the
+    finite value within SGEMM's bound of the exact one, on every operator; PyTorch's CPU kernels give
+    it for addmm, addbmm and _addmm_activation and overflow to inf for baddbmm and addmv (they apply
+    alpha to the rounded sum).  GELU gets a negative product: GELU(-1.8e38) is -0 in PyTorch, where
+    GELU(-inf) would be NaN."""
+    gelu = name.endswith("gelu")
+    a, b = torch.full((3, 16), -1.5e19 if gelu else 1.5e19), torch.full((16, 2), 1.5e19)
+    c = torch.zeros(3, 2)
+    call = SCALED_CALLS[name]
+    native = call(c, a, b, alpha=0.05)
+    got, routed = _routed(call, c, a, b, alpha=0.05)
+    assert routed >= 1 and torch.isfinite(got).all()
+    if gelu:
+        assert torch.equal(got, native) and not got.any()
+        return
+    alpha = float(np.float32(0.05))
+    exact = alpha * (a.double() @ b.double())
+    bound = 3 * 16 * 2.0 ** -24 * alpha * (a.double().abs() @ b.double().abs())
+    assert ((got.double() - exact).abs() <= bound).all(), (got, exact)
+
+
+@pytest.mark.parametrize("name", list(SCALED_CALLS))
+@pytest.mark.parametrize("k", [16, 64])
+def test_zero_alpha_propagates_nan_where_torch_does(rng, name, k):
+    """alpha = 0 with NaN and infinities in the operands: PyTorch's CPU kernels skip the product, except
+    baddbmm's, which multiply it by 0 (NaN).  The switch follows each one (``PRODUCT_AT_ZERO_ALPHA``)."""
+    a, b = torch.from_numpy(rng.standard_normal((3, k)).astype(np.float32)), selection(rng, k, 2)
+    a[0, 1], a[1, 2] = float("nan"), float("inf")
+    c = exact_addend(rng, 3, 2)
+    call = SCALED_CALLS[name]
+    native = call(c, a, b, alpha=0, beta=2)
+    got, _ = _routed(call, c, a, b, alpha=0, beta=2)
+    assert torch.equal(got.isnan(), native.isnan()) and torch.equal(got.isinf(), native.isinf())
+    assert torch.equal(torch.nan_to_num(got), torch.nan_to_num(native))
+    computes = name.partition(".")[0].rstrip("_").split(" ")[0] in switch.PRODUCT_AT_ZERO_ALPHA["cpu"]
+    assert bool(native.isnan().any()) == computes  # the table says what PyTorch does
+
+
+@pytest.mark.parametrize("name", [n for n in SCALED_CALLS if "gelu" not in n])
+def test_an_infinite_input_wins_over_a_finite_product(name):
+    """beta * input + A @ B where the exact product is finite but beyond FP32's range: an infinite
+    input gives its infinity, the exact answer (as PyTorch's addmm and addbmm give it on the CPU;
+    its baddbmm and addmv round the product to inf first and give inf - inf = NaN); where an
+    operand holds an infinity, IEEE arithmetic decides (NaN against the other sign)."""
+    a, b = torch.full((3, 16), 1.5e19), torch.full((16, 2), 1.5e19)
+    a[2, 5] = float("inf")
+    c = torch.zeros(3, 2)
+    c[0, 0], c[1, 0], c[2, 0], c[2, 1] = -float("inf"), float("inf"), -float("inf"), 1.0
+    call = SCALED_CALLS[name]
+    got, routed = _routed(call, c, a, b)
+    assert routed >= 1
+    relu = name.endswith("relu")
+    expected = torch.tensor([[-float("inf"), float("inf")], [float("inf"), float("inf")],
+                             [float("nan"), float("inf")]])[:, :got.shape[1]]
+    expected = expected.relu() if relu else expected
+    assert torch.equal(got.isnan(), expected.isnan()) and torch.equal(torch.nan_to_num(got), torch.nan_to_num(expected))
+    if name.partition(".")[0].rstrip("_").split(" ")[0] in ("addmm", "_addmm_activation", "addbmm"):
+        assert torch.equal(torch.nan_to_num(call(c, a, b)), torch.nan_to_num(got))  # PyTorch's own answer
+
+
+@pytest.mark.parametrize("input_shape", [(1,), (), (3,), (0,)])
+@pytest.mark.parametrize("mat_shape", [(0, 32), (3, 0), (0, 0), (3, 32)])
+def test_empty_operands_are_pytorchs_calls(input_shape, mat_shape):
+    """addmv of an empty matrix keeps ``input``'s own shape in PyTorch ((1,) for a (0, 32) matrix): calls
+    with an empty operand have no product to compute and go to PyTorch's kernel, shapes, errors and all."""
+    def call():
+        return torch.addmv(torch.full(input_shape, 2.0), torch.ones(mat_shape), torch.ones(mat_shape[1]), beta=3)
+    try:
+        native = call()
+    except RuntimeError as exc:
+        with on(), pytest.raises(RuntimeError, match=str(exc)[:20]):
+            call()
+        return
+    with on():
+        got = call()
+        routed = sum(switch.routed_calls().values())
+    assert got.shape == native.shape and torch.equal(got, native)
+    assert routed == (1 if 0 not in mat_shape else 0)
+
+
 CALLS_TORCH_REJECTS = {
     "matmul shapes": lambda: torch.matmul(torch.ones(3, 20), torch.ones(19, 2)),
     "@ shapes": lambda: torch.ones(3, 20) @ torch.ones(19, 2),
@@ -524,6 +636,55 @@ def test_threads_nest_and_restore(rng):
         t.join()
     assert not errors and len(results) == 20 and all(results)
     assert not switch.is_enabled() and torch.equal(a @ p, a @ p) and not torch.equal(a @ p, expected)
+
+
+def test_toggling_while_other_threads_compute(rng):
+    """A server turns the switch on and off while other threads multiply: every call finishes, with
+    sgemm_cube's result or PyTorch's (the kernels stay registered and pass calls on while off)."""
+    a, p = data(rng, 6, K), selection(rng, K, 5)
+    c = exact_addend(rng, 6, 5)
+    native, emulated = (a @ p, torch.addmm(c, a, p)), (round22(a) @ p, c + round22(a) @ p)
+    errors, done, seen = [], threading.Event(), collections.Counter()
+
+    def compute():
+        try:
+            while not done.is_set():
+                x = a.clone().requires_grad_()
+                mm, addmm = x @ p, torch.addmm(c, x, p)
+                (mm.sum() + addmm.sum()).backward()
+                for got, nat, emu in zip((mm.detach(), addmm.detach()), native, emulated):
+                    seen["native" if torch.equal(got, nat) else "sgemm_cube" if torch.equal(got, emu) else "other"] += 1
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(repr(exc))
+
+    workers = [threading.Thread(target=compute) for _ in range(2)]
+    for t in workers:
+        t.start()
+    try:
+        for _ in range(400):
+            switch.enable(devices=("cpu",))
+            switch.disable()
+    finally:
+        done.set()
+        for t in workers:
+            t.join(timeout=120)
+    assert not errors, errors[:3]
+    assert seen["other"] == 0 and seen["native"] + seen["sgemm_cube"] > 0, seen
+    assert torch.equal(a @ p, native[0])  # off: PyTorch's kernel's result
+
+
+def test_restore_gives_pytorch_its_kernels_back(rng):
+    a, p = data(rng, 6, K), selection(rng, K, 5)
+    with on():
+        pass
+    assert switch._library is not None  # registered once, kept while off
+    switch.restore()
+    assert switch._library is None and torch.equal(a @ p, a @ p)
+    with on():
+        assert torch.equal(a @ p, round22(a) @ p)
+        with pytest.raises(RuntimeError, match="disable"):
+            switch.restore()
+    switch.restore()
 
 
 def test_bypass_is_per_thread(rng):

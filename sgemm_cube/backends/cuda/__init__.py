@@ -63,8 +63,8 @@ def plan(req, batch: int, m: int, n: int, k: int, like=None):
     return make_plan(req, "cuda", SCHEMES, k, orders=ORDERS, native_reason=native)
 
 
-def run(plan, req, a, b, out) -> None:
-    """Run ``plan`` on (B, M, K) and (B, K, N) float32 tensors into (B, M, N) ``out``: three launches, no sync."""
+def run(plan, req, a, b, out, alpha: float = 1.0) -> None:
+    """Run ``plan`` on (B, M, K) and (B, K, N) float32 tensors into (B, M, N) ``out`` (times ``alpha``): no sync."""
     import warnings
 
     import torch
@@ -77,10 +77,11 @@ def run(plan, req, a, b, out) -> None:
             a, b, out = torch.from_numpy(a), torch.from_numpy(b), torch.from_numpy(out)
     if out.shape[2] > 1 and out.stride(2) != 1:
         res = torch.empty(out.shape, dtype=out.dtype, device=out.device)
-        _run(a, b, res, sb=plan.sb, order=req.order, scheme=plan.scheme, scale=plan.scale, fixup=req.fixup)
+        _run(a, b, res, sb=plan.sb, order=req.order, scheme=plan.scheme, scale=plan.scale, fixup=req.fixup,
+             alpha=alpha)
         out.copy_(res)
         return
-    _run(a, b, out, sb=plan.sb, order=req.order, scheme=plan.scheme, scale=plan.scale, fixup=req.fixup)
+    _run(a, b, out, sb=plan.sb, order=req.order, scheme=plan.scheme, scale=plan.scale, fixup=req.fixup, alpha=alpha)
 
 
 def matmul(a, b, *, out, **options) -> None:

@@ -33,9 +33,10 @@ __all__ = ["fp32_dot", "fixup_program"]
 
 
 @triton.jit
-def fp32_dot(x_ptr, x_off, x_valid, x_t, stride_xk, y_ptr, y_off, y_valid, y_t, stride_yk, K,
+def fp32_dot(x_ptr, x_off, x_valid, x_t, stride_xk, y_ptr, y_off, y_valid, y_t, stride_yk, K, alpha,
              ROWS: tl.constexpr, COLS: tl.constexpr, BLOCK_K: tl.constexpr):
-    """sum_k x[r, k] * y[k, c] in FP32 (IEEE FMA) on lines scaled by 2**x_t[r] and 2**y_t[c], unscaled once.
+    """alpha * sum_k x[r, k] * y[k, c] in FP32 (IEEE FMA) on lines scaled by 2**x_t[r] and 2**y_t[c], unscaled
+    (and times the float32 ``alpha``) with one rounding.
 
     x rows at ``x_ptr + x_off[r]``, y columns at ``y_ptr + y_off[c]``.
     """
@@ -55,7 +56,8 @@ def fp32_dot(x_ptr, x_off, x_valid, x_t, stride_xk, y_ptr, y_off, y_valid, y_t, 
         # error grows like BLOCK_K + K / BLOCK_K instead of K (fma(p, 1, acc): a plain `acc + dot`
         # would be fused back into one long chain).
         acc = tl.fma(tl.dot(x, y, input_precision="ieee"), 1.0, acc)
-    return (acc.to(tl.float64) * pow2_f64(-(x_t[:, None] + y_t[None, :]))).to(tl.float32)
+    # 24 bits of acc times 24 of alpha times a power of two: exact in float64, rounded once to FP32.
+    return (acc.to(tl.float64) * (pow2_f64(-(x_t[:, None] + y_t[None, :])) * tl.cast(alpha, tl.float64))).to(tl.float32)
 
 
 @triton.jit
@@ -94,7 +96,7 @@ def _fix_lines(p, num_programs, item_base,
                x_ptr, stride_xb, stride_xl, stride_xk,
                y_ptr, stride_yb, stride_yk, stride_yo,
                c_ptr, stride_cb, stride_cl, stride_co,
-               x_meta, n_lines, y_meta, y_batched, n_batch, n_other, K,
+               x_meta, n_lines, y_meta, y_batched, n_batch, n_other, K, alpha,
                SKIP_LISTED: tl.constexpr,
                FIX_FROM: tl.constexpr, BLOCK_L: tl.constexpr, GROUP: tl.constexpr, BLOCK_O: tl.constexpr,
                BLOCK_K: tl.constexpr, NB_CHUNK: tl.constexpr):
@@ -125,7 +127,7 @@ def _fix_lines(p, num_programs, item_base,
             acc = fp32_dot(x_ptr + tl.cast(bl, tl.int64) * stride_xb, lines.to(tl.int64) * stride_xl, valid, x_t,
                            stride_xk,
                            y_ptr + tl.cast(bo, tl.int64) * stride_yb, offs_o.to(tl.int64) * stride_yo, o_in, y_t,
-                           stride_yk, K, GROUP, BLOCK_O, BLOCK_K)
+                           stride_yk, K, alpha, GROUP, BLOCK_O, BLOCK_K)
             keep = valid[:, None] & o_in[None, :]
             if SKIP_LISTED:
                 keep = keep & (y_cls < FIX_FROM)[None, :]
@@ -143,7 +145,7 @@ def fixup_program(p, num_programs,
                   c_ptr, stride_cb, stride_cm,
                   a_count, a_list, a_blocks, a_meta,
                   b_count, b_list, b_blocks, b_meta,
-                  batch, M, N, K,
+                  batch, M, N, K, alpha,
                   FIX_FROM: tl.constexpr, BLOCK_LA: tl.constexpr, BLOCK_LB: tl.constexpr,
                   GROUP: tl.constexpr, BLOCK_O: tl.constexpr, BLOCK_K: tl.constexpr):
     """Fix-up program ``p`` of ``num_programs``: the listed rows of A, then the listed columns of B.
@@ -156,7 +158,7 @@ def fixup_program(p, num_programs,
                       a_ptr, stride_ab, stride_am, stride_ak,
                       b_ptr, stride_bb, stride_bk, stride_bn,
                       c_ptr, stride_cb, stride_cm, 1,
-                      a_meta, M, b_meta, b_batched, batch, N, K, False,
+                      a_meta, M, b_meta, b_batched, batch, N, K, alpha, False,
                       FIX_FROM, BLOCK_LA, GROUP, BLOCK_O, BLOCK_K, 256)
     # Columns of B: c^T = b^T a^T, skipping the rows the first pass wrote.
     _fix_lines(p, num_programs, item,
@@ -164,5 +166,5 @@ def fixup_program(p, num_programs,
                b_ptr, stride_bb, stride_bn, stride_bk,
                a_ptr, stride_ab, stride_ak, stride_am,
                c_ptr, stride_cb, 1, stride_cm,
-               b_meta, N, a_meta, a_batched, batch, M, K, True,
+               b_meta, N, a_meta, a_batched, batch, M, K, alpha, True,
                FIX_FROM, BLOCK_LB, GROUP, BLOCK_O, BLOCK_K, 256)

@@ -91,7 +91,7 @@ def _load_tile(src, row, col, ld, USE_TMA: tl.constexpr, UPCAST: tl.constexpr,
 @triton.jit
 def _compute_tile(tile, a_src, b_src, c_ptr, M, N, k_steps, num_pid_m, num_pid_n,
                   a_plane_rows, a_batch_rows, b_plane_rows, b_batch_rows, lda, ldb, stride_cb, stride_cm,
-                  meta_a, meta_a_batch, meta_b, meta_b_batch,
+                  meta_a, meta_a_batch, meta_b, meta_b_batch, alpha,
                   FIX_FROM: tl.constexpr, SCALE: tl.constexpr, TERMWISE: tl.constexpr, SLICES: tl.constexpr, TOP_LEVEL: tl.constexpr,
                   FLUSH_STEPS: tl.constexpr, SPLIT_CORR: tl.constexpr, USE_TMA: tl.constexpr,
                   UPCAST: tl.constexpr, MERGE_LEVELS: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
@@ -184,10 +184,11 @@ def _compute_tile(tile, a_src, b_src, c_ptr, M, N, k_steps, num_pid_m, num_pid_n
     else:
         c = hh
 
-    # Undo the lines' power-of-two scaling, rounding once (float64 holds every factor exactly): the
-    # scaled sums never overflow, so the result overflows exactly where the product exceeds FP32's range.
-    if tl.max(tl.abs(t_a), axis=0) + tl.max(tl.abs(t_b), axis=0) > 0:
-        c = (c.to(tl.float64) * pow2_f64(-(t_a[:, None] + t_b[None, :]))).to(tl.float32)
+    # Undo the lines' power-of-two scaling and multiply by alpha, rounding once (float64 holds every
+    # factor and their product exactly: 24 bits of c, 24 of alpha): the scaled sums never overflow, so
+    # the result overflows exactly where alpha times the product exceeds FP32's range.
+    if (tl.max(tl.abs(t_a), axis=0) + tl.max(tl.abs(t_b), axis=0) > 0) | (alpha != 1.0):
+        c = (c.to(tl.float64) * (pow2_f64(-(t_a[:, None] + t_b[None, :])) * tl.cast(alpha, tl.float64))).to(tl.float32)
     # Outputs of listed lines belong to the fix-up programs.
     keep = (m_in & (cls_a < FIX_FROM))[:, None] & (n_in & (cls_b < FIX_FROM))[None, :]
     c_tile = c_ptr + bidx.to(tl.int64) * stride_cb
@@ -201,7 +202,7 @@ def sgemm_cube_kernel(a_src, b_src, c_ptr,
                       stride_cb, stride_cm,
                       a_ptr, stride_ab, stride_am, stride_ak, b_ptr, stride_bb, stride_bk, stride_bn, K,
                       meta_a, meta_a_batch, meta_b, meta_b_batch,
-                      a_count, a_list, a_blocks, b_count, b_list, b_blocks, fix_programs,
+                      a_count, a_list, a_blocks, b_count, b_list, b_blocks, fix_programs, alpha,
                       FIX_FROM: tl.constexpr, BLOCK_LA: tl.constexpr, BLOCK_LB: tl.constexpr,
                       SCALE: tl.constexpr, TERMWISE: tl.constexpr, SLICES: tl.constexpr, TOP_LEVEL: tl.constexpr,
                       FLUSH_STEPS: tl.constexpr, SPLIT_CORR: tl.constexpr, USE_TMA: tl.constexpr,
@@ -225,6 +226,7 @@ def sgemm_cube_kernel(a_src, b_src, c_ptr,
     a_ptr, b_ptr (+ strides), K : the original FP32 operands (batch stride 0 to broadcast).
     meta_a, meta_b : packed line integers (Ba, M) and (Bb, N); meta_*_batch their batch stride (0 to broadcast).
     a_count, a_list, a_blocks (and b_*) : the split pass's per-block lists of recomputed lines.
+    alpha : float32 factor of every output, applied before its one rounding (1.0: the product).
     FIX_FROM : smallest line class recomputed in FP32 (1, or 2 with fixup=False).
     SCALE : factor between consecutive levels, 2**-sb (FP16) or 1 (BF16).
     SLICES, TOP_LEVEL : slices per operand (2 FP16, 3 BF16) and the highest
@@ -249,18 +251,18 @@ def sgemm_cube_kernel(a_src, b_src, c_ptr,
                       c_ptr, stride_cb, stride_cm,
                       a_count, a_list, a_blocks, meta_a,
                       b_count, b_list, b_blocks, meta_b,
-                      batch, M, N, K,
+                      batch, M, N, K, alpha,
                       FIX_FROM, BLOCK_LA, BLOCK_LB, 32, 64, 32)
     elif PERSISTENT:
         for tile in tl.range(pid, num_pid_m * num_pid_n * batch, num_programs):
             _compute_tile(tile, a_src, b_src, c_ptr, M, N, k_steps, num_pid_m, num_pid_n,
                           a_plane_rows, a_batch_rows, b_plane_rows, b_batch_rows, lda, ldb, stride_cb, stride_cm,
-                          meta_a, meta_a_batch, meta_b, meta_b_batch,
+                          meta_a, meta_a_batch, meta_b, meta_b_batch, alpha,
                           FIX_FROM, SCALE, TERMWISE, SLICES, TOP_LEVEL, FLUSH_STEPS, SPLIT_CORR, USE_TMA, UPCAST,
                           MERGE_LEVELS, WARP_SPECIALIZE, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M)
     else:
         _compute_tile(pid, a_src, b_src, c_ptr, M, N, k_steps, num_pid_m, num_pid_n,
                       a_plane_rows, a_batch_rows, b_plane_rows, b_batch_rows, lda, ldb, stride_cb, stride_cm,
-                      meta_a, meta_a_batch, meta_b, meta_b_batch,
+                      meta_a, meta_a_batch, meta_b, meta_b_batch, alpha,
                       FIX_FROM, SCALE, TERMWISE, SLICES, TOP_LEVEL, FLUSH_STEPS, SPLIT_CORR, USE_TMA, UPCAST,
                       MERGE_LEVELS, WARP_SPECIALIZE, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M)

@@ -19,6 +19,7 @@ import functools
 import math
 from typing import NamedTuple
 
+import numpy as np
 import torch
 import triton
 
@@ -197,7 +198,8 @@ class _Ref(NamedTuple):
     ``role``: ``"a"``, ``"b"``, ``"out"``, ``"ws"`` (``offset`` bytes into the
     workspace, ``dtype`` and ``shape`` of the piece), ``"desc"`` (a TMA
     descriptor of a workspace piece, ``block`` its block shape) or
-    ``"mat_t"`` (per-call exponents of ``scale="matrix"``, ``offset`` 0 for A, 1 for B).
+    ``"mat_t"`` (per-call exponents of ``scale="matrix"``, ``offset`` 0 for A, 1 for B) or ``"alpha"``
+    (the call's float32 factor of the outputs).
     """
 
     role: str
@@ -352,7 +354,8 @@ def _problem(a_shape, a_strides, b_shape, b_strides, out_strides, device, *, sb:
             _Ref("a"), a_strides[0], a_strides[1], a_strides[2], _Ref("b"), b_strides[0], b_strides[1], b_strides[2],
             k,
             a_ints[0], m if ba > 1 else 0, b_ints[0], n if bb > 1 else 0,
-            a_ints[2], a_ints[1], a_ints[2].shape[1], b_ints[2], b_ints[1], b_ints[2].shape[1], fix_programs)
+            a_ints[2], a_ints[1], a_ints[2].shape[1], b_ints[2], b_ints[1], b_ints[2].shape[1], fix_programs,
+            _Ref("alpha"))
     constexprs = dict(
         FIX_FROM=fix_from, BLOCK_LA=la, BLOCK_LB=lb,
         SCALE=sch.level_scale(sb), TERMWISE=order == "termwise", SLICES=slices,
@@ -375,11 +378,11 @@ def _view(ws: torch.Tensor, ref: _Ref) -> torch.Tensor:
 class _Memory:
     """The memory of one call, resolved to tensors (first call, interpreter) or to addresses (cached calls)."""
 
-    def __init__(self, a, b, out, ws, mat_t):
-        self.a, self.b, self.out, self.ws, self.mat_t = a, b, out, ws, mat_t
+    def __init__(self, a, b, out, ws, mat_t, alpha=1.0):
+        self.a, self.b, self.out, self.ws, self.mat_t, self.alpha = a, b, out, ws, mat_t, alpha
 
     def tensor(self, ref: _Ref):
-        if ref.role in ("a", "b", "out"):
+        if ref.role in ("a", "b", "out", "alpha"):
             return getattr(self, ref.role)
         if ref.role == "mat_t":
             return self.mat_t[ref.offset]
@@ -413,12 +416,12 @@ def _matrix_exponents(x: torch.Tensor, top: int) -> torch.Tensor:
     return torch.where(big > 0, top - e, torch.zeros_like(e)).to(torch.int32)
 
 
-def _memory(prob: _Problem, a, b, out, scale) -> _Memory:
+def _memory(prob: _Problem, a, b, out, scale, alpha: float = 1.0) -> _Memory:
     ws = torch.empty(prob.ws_bytes, dtype=torch.uint8, device=a.device)
     mat_t = None
     if scale == "matrix":
         mat_t = (_matrix_exponents(_unique_batch(a), prob.top), _matrix_exponents(_unique_batch(b), prob.top))
-    return _Memory(a, b, out, ws, mat_t)
+    return _Memory(a, b, out, ws, mat_t, alpha)
 
 
 class _Cached:
@@ -440,7 +443,9 @@ class _Cached:
             self.templates.append((args, patches))
         self.descs = {}
 
-    def _address(self, ref: _Ref, a, b, out, ws_ptr):
+    def _address(self, ref: _Ref, a, b, out, ws_ptr, alpha):
+        if ref.role == "alpha":
+            return alpha
         if ref.role == "ws":
             return ws_ptr + ref.offset
         if ref.role == "desc":
@@ -455,13 +460,13 @@ class _Cached:
             return desc
         return (a if ref.role == "a" else b if ref.role == "b" else out).data_ptr()
 
-    def __call__(self, a, b, out):
+    def __call__(self, a, b, out, alpha: float = 1.0):
         ws = torch.empty(self.prob.ws_bytes, dtype=torch.uint8, device=a.device)
         ws_ptr = ws.data_ptr()
         stream = torch._C._cuda_getCurrentRawStream(a.get_device())  # what Triton's own dispatch reads
         for (args, patches), launch, kernel in zip(self.templates, self.prob.launches, self.kernels):
             for i, ref in patches:
-                args[i] = self._address(ref, a, b, out, ws_ptr)
+                args[i] = self._address(ref, a, b, out, ws_ptr, alpha)
             g = launch.grid
             kernel.run(g[0], g[1] if len(g) > 1 else 1, 1, stream, kernel.function, kernel.packed_metadata,
                        None, None, None, *args)
@@ -556,8 +561,10 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor, sb: int = 12,
 
 
 def run(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *, sb: int, order: str, scheme: str, scale,
-        fixup: bool, flush_k: int | None = None, config: dict | None = None) -> None:
+        fixup: bool, flush_k: int | None = None, config: dict | None = None, alpha: float = 1.0) -> None:
     """:func:`matmul` without the argument checks (the public API has made them): three launches, no sync.
+
+    ``alpha``: ``out = alpha * (a @ b)``, each output rounded once (``alpha`` taken as float32).
 
     The launches of a product are prepared once per (shapes, strides, operand
     alignment, options, device) and replayed with new addresses afterwards
@@ -568,6 +575,8 @@ def run(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *, sb: int, order: 
     if batch == 0 or m == 0 or n == 0 or k == 0:
         out.zero_()
         return
+    if alpha != 1:
+        alpha = float(np.float32(alpha))  # the kernels take it as float32, as PyTorch's float32 kernels do
     fix = _fix_from(fixup)
     fast = (a.is_cuda and config is None and flush_k is None and scale != "matrix")
     if fast:
@@ -575,11 +584,11 @@ def run(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *, sb: int, order: 
                b.data_ptr() % 16, out.data_ptr() % 16, sb, order, scheme, scale, fix)
         cached = _CACHE.get(key)
         if cached is not None:
-            cached(a, b, out)
+            cached(a, b, out, alpha)
             return
     prob = _problem(tuple(a.shape), a.stride(), tuple(b.shape), b.stride(), out.stride(), a.device, sb=sb,
                     order=order, scheme=scheme, scale=scale, fix_from=fix, flush_k=flush_k, config=config)
-    mem = _memory(prob, a, b, out, scale)
+    mem = _memory(prob, a, b, out, scale, alpha)
     kernels = [_launch_slow(launch, mem) for launch in prob.launches]
     if fast and all(kernels):
         if len(_CACHE) >= _CACHE_LIMIT:
