@@ -231,4 +231,9 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    status = main()
+    # Skip interpreter finalization: gloo's threads can abort a process there after the group is gone
+    # ("terminate called without an active exception"; pytorch/pytorch#179291).  All output is flushed.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)

@@ -54,15 +54,18 @@ def matmul(a, b, sb: int | str = 12, *, scheme: str = "fp16x3", scale: str | Non
     FP32 (``cpu_fallback/guard.py``).  All of it is decided on the device:
     on CUDA a call launches three kernels and never waits for the GPU.
 
-    **Guarantee** (default options, any finite float32 data, any backend):
+    **Guarantee** (default options, any finite float32 data, any device):
     every output satisfies SGEMM's componentwise error bound,
     ``|C - C64| <= 3 * K * 2**-24 * (|a| @ |b|)`` (plus ``K * 2**-149`` for
-    underflow); the relative Frobenius error against float64 was within
-    twice native FP32's on every case tested (a measured property, not a
-    bound; on random data it is 3-7x smaller).  NaN and
-    infinities propagate as in native SGEMM; a result overflows where the
-    exact product leaves FP32's range, with its sign.  Only ``fixup=False``
-    gives the guarantee up.
+    underflow).  With an emulating backend named and ``K < 16`` the split's
+    own rounding makes it ``max(3K, K + 14) * 2**-24 * (|a| @ |b|)``.
+    Measured, not bounded: the relative Frobenius error against float64 was
+    within twice that of FP32 recursive summation on every generator tested,
+    and 3-7x smaller than native SGEMM's on random data.  NaN and infinities
+    propagate as in native SGEMM; from ``K = 16`` a result overflows where
+    the exact product leaves FP32's range, with its sign (below, ``"auto"``
+    runs native SGEMM, whose sums can overflow part-way).  Only
+    ``fixup=False`` gives the guarantee up.
 
     Parameters
     ----------

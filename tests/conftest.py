@@ -36,6 +36,20 @@ if "TRITON_INTERPRET" not in os.environ:
         pass
 
 
+def _subnormals_survive() -> bool:
+    """Whether float32 arithmetic keeps subnormals here: a process running with flush-to-zero or
+    denormals-are-zero (a library built with -ffast-math, ``torch.set_flush_denormal(True)``) changes
+    every FP32 result near underflow, the tests' references included."""
+    tiny = np.float32(2.0 ** -140)
+    return bool(tiny * np.float32(0.5) > 0 and np.float32(2.0 ** -126) - np.float32(2.0 ** -126 * 1.5) != 0)
+
+
+def pytest_sessionstart(session):
+    if not _subnormals_survive():
+        raise pytest.UsageError("float32 subnormals flush to zero in this process (FTZ/DAZ): the accuracy "
+                                "tests' references and the underflow generators assume IEEE arithmetic")
+
+
 _SEED_ENV = os.environ.get("SGEMM_CUBE_TEST_SEED", "").strip()
 
 

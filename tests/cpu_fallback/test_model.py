@@ -121,3 +121,29 @@ def test_bf16_three_slices_are_exact_above_2_pow_minus_110(rng):
     assert np.all(np.isfinite(np.concatenate(s)))
     top = split_slices(np.array([3.4028235e38, -3.4e38], np.float32), get_scheme("bf16x9"), 12)
     assert np.all(np.isfinite(np.concatenate(top)))  # no overflow near FLT_MAX
+
+
+def test_unscale_times_alpha_rounds_once(rng):
+    """``unscale(c, ta, tb, alpha)``: alpha (taken as float32) times c times 2**-(ta + tb), one rounding to
+    FP32 -- the correctly rounded value of the exact product, overflowing only where it exceeds FP32's range;
+    0 * NaN and 0 * inf are NaN."""
+    from fractions import Fraction
+
+    from sgemm_cube.cpu_fallback.guard import unscale
+
+    c = (rng.standard_normal((6, 5)) * 2.0 ** rng.integers(-20, 20, (6, 5))).astype(np.float32)
+    c[0, 0] = np.float32(3.0e38)
+    ta, tb = rng.integers(-40, 40, 6).astype(np.int32), rng.integers(-40, 40, 5).astype(np.int32)
+    ta[0], tb[0] = 0, 0
+    for alpha in (0.05, 1.0 / 3.0, 7.0, -1e-3):
+        a32 = Fraction(float(np.float32(alpha)))
+        got = unscale(c, ta, tb, alpha)
+        for i in range(6):
+            for j in range(5):
+                exact = Fraction(float(c[i, j])) * a32 * Fraction(2) ** int(-(ta[i] + tb[j]))
+                with np.errstate(over="ignore"):
+                    want = np.float32(float(exact)) if abs(exact) < 2 ** 1000 else np.float32(np.inf * np.sign(exact))
+                assert got[i, j] == want, (alpha, i, j, got[i, j], want)
+    special = np.array([[np.nan, np.inf, 2.0]], np.float32)
+    zero = unscale(special, np.zeros(1, np.int32), np.zeros(3, np.int32), 0.0)
+    assert np.isnan(zero[0, :2]).all() and zero[0, 2] == 0

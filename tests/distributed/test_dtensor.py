@@ -55,11 +55,14 @@ def test_each_sharding_takes_its_rule_and_computes_with_sgemm_cube(records, case
 
 
 def test_k_sharded_products_against_float64_beside_native(records):
-    """The FP32 reduction of the partial sums: measured against float64, native FP32 on the same sharding beside."""
+    """The FP32 reduction of the partial sums: measured against float64, FP32 recursive summation the limit's
+    baseline, native FP32 on the same sharding beside."""
     for r in records:
         for name in ("k", "k, mixed", "vector b, k", "vector b, k, mixed"):
             got = r["sharding"][name]
-            assert got["rel_err"] <= 2.0 * got["native_rel_err"], (name, got)  # the README's measured property
+            # the README's measured property, against FP32 recursive summation (the same on every host;
+            # native on the same sharding, this host's BLAS, is recorded beside)
+            assert got["rel_err"] <= 2.0 * max(got["fp32_rel_err"], 2.0 ** -24), (name, got)
 
 
 def test_gradients_through_dtensor(records):
@@ -77,7 +80,7 @@ def test_the_switch_runs_sgemm_cube_on_every_shard(records):
         assert s["matmul"]["routed"].get("mm", 0) >= 1 and s["matmul"]["local_equals_sgemm_cube"]
         tp = s["tp mlp, switch"]
         assert tp["routed"].get("addmm", 0) >= 2 and tp["weight_placements"] == "(Shard(dim=0),)"
-        assert tp["rel_err"] <= 2.0 * tp["native_rel_err"]
+        assert tp["rel_err"] <= 2.0 * max(tp["fp32_rel_err"], 2.0 ** -24), tp
 
 
 def test_tensor_parallel_sgemm_cube_linear_layers(records):

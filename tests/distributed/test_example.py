@@ -30,4 +30,6 @@ def test_the_example_runs_and_checks_itself(tmp_path, nproc):
     if nproc == 2:
         (native, switched) = [r for r in rows if r.get("case") == "encoder forward"]
         assert switched["routed_on_every_rank"] is True and sum(switched["routed_calls"].values()) > 0
-        assert switched["rel_err"] <= 2.0 * native["rel_err"]
+        # FP32 accuracy, a limit the same on every host (native runs this host's kernels; it is recorded
+        # beside): measured 1.07e-7, native 1.24e-7
+        assert switched["rel_err"] <= 2.0 ** -21, (switched["rel_err"], native["rel_err"])

@@ -8,6 +8,8 @@ the GPU, with shapes the hybrid rule sends to the emulation (2048^3):
   the ATen operators and the public functions that reach them, ``out=``
   and in-place variants included, and the GELU epilogue of
   ``_addmm_activation`` as cuBLAS computes it;
+* ``alpha`` applied before the one rounding (GEMM epilogue and fix-up
+  programs), and NaN at ``alpha = 0`` exactly where PyTorch's CUDA kernels give it;
 * small products (``mv``, ``dot``, skinny shapes) are taken by the switch and
   run by cuBLAS, as the hybrid rule says (same bits as with the switch off);
 * ``torch.compile`` (default and ``mode="reduce-overhead"``: CUDA graphs) and a
@@ -112,6 +114,56 @@ def test_gelu_epilogue_is_cublass(rng):
     with switch.enabled():
         got = torch._addmm_activation(c, a, p, use_gelu=True)
     assert torch.equal(got, F.gelu(round22(a) @ p + c, approximate=approx))
+
+
+#: Operators with scalars on (input, mat1, mat2) N x N operands (the hybrid rule emulates these shapes).
+SCALED = {
+    "addmm": lambda c, a, b, **kw: torch.addmm(c, a, b, **kw),
+    "addmm_": lambda c, a, b, **kw: c.clone().addmm_(a, b, **kw),
+    "baddbmm": lambda c, a, b, **kw: torch.baddbmm(c[None], a[None], b[None], **kw)[0],
+    "baddbmm_": lambda c, a, b, **kw: c[None].clone().baddbmm_(a[None], b[None], **kw)[0],
+    "addbmm": lambda c, a, b, **kw: torch.addbmm(c, torch.stack([a, torch.zeros_like(a)]), torch.stack([b, b]), **kw),
+    "_addmm_activation": lambda c, a, b, **kw: torch._addmm_activation(c, a, b, **kw),
+}
+
+
+@pytest.mark.parametrize("name", list(SCALED))
+def test_alpha_scales_before_the_rounding_on_cuda(rng, name):
+    """The GEMM epilogue and the fix-up programs multiply by alpha before their one rounding: a product
+    beyond FP32's range times a small alpha is finite and within SGEMM's bound (cuBLAS's is printed)."""
+    a, b = torch.full((N, N), 1.5e19, device="cuda"), torch.full((N, N), 1.5e19, device="cuda")
+    a[3, 7] = 2.0 ** -140  # row 3 spans ~200 binades: computed by the fix-up programs
+    c = torch.zeros(N, N, device="cuda")
+    call = SCALED[name]
+    native = call(c, a, b, alpha=1e-4)
+    with switch.enabled():
+        got = call(c, a, b, alpha=1e-4)
+        assert switch.routed_calls()
+    alpha = float(np.float32(1e-4))
+    exact = alpha * (a.double() @ b.double())
+    bound = 3 * N * 2.0 ** -24 * alpha * (a.double().abs() @ b.double().abs())
+    print(f"{name}: cuBLAS finite {bool(torch.isfinite(native).all())}, switch finite {bool(torch.isfinite(got).all())}")
+    assert torch.isfinite(got).all() and ((got.double() - exact).abs() <= bound).all()
+    x, p = data(rng, N, N), selection(rng, N, N)  # an exact alpha keeps the fingerprint
+    with switch.enabled():
+        half = call(torch.zeros(N, N, device="cuda"), x, p, alpha=0.5)
+    assert torch.equal(half, (0.5 * (round22(x) @ p)).relu() if name == "_addmm_activation" else 0.5 * (round22(x) @ p))
+
+
+@pytest.mark.parametrize("name", list(SCALED))
+def test_zero_alpha_propagates_nan_where_cublas_does(rng, name):
+    """alpha = 0 with NaN in an operand: the switch gives NaN exactly where PyTorch's CUDA kernel does, and
+    switch.PRODUCT_AT_ZERO_ALPHA["cuda"] says which kernels compute the product."""
+    a, p = data(rng, N, N), selection(rng, N, N)
+    a[0, 1], a[1, 2] = float("nan"), float("inf")
+    c = addend(rng, N, N)
+    call = SCALED[name]
+    native = call(c, a, p, alpha=0, beta=2)
+    with switch.enabled():
+        got = call(c, a, p, alpha=0, beta=2)
+    print(f"{name}: PyTorch's CUDA kernel at alpha=0 gives NaN: {bool(native.isnan().any())}")
+    assert torch.equal(got.isnan(), native.isnan()) and torch.equal(torch.nan_to_num(got), torch.nan_to_num(native))
+    assert bool(native.isnan().any()) == (name.rstrip("_") in switch.PRODUCT_AT_ZERO_ALPHA["cuda"])
 
 
 @pytest.mark.parametrize("call", [lambda a, v: torch.mv(a, v), lambda a, v: torch.dot(a[0], v),

@@ -202,5 +202,9 @@ def test_the_cube_never_sees_what_the_split_cannot_hold(model_ext, torch, scale)
     limit = split_limits(12).max_abs
     assert torch.isfinite(xa).all() and torch.isfinite(xb).all()
     assert xa.abs().max() < limit and xb.abs().max() < limit
-    msg = check_guarantee(out[0].numpy(), a[0], b[0])
+    # The guarantee, elementwise.  Not the Frobenius comparison: the norm is all one output, (7, 2) (row 7
+    # times 1e6, column 2 times 1e30), so it compares two single roundings.  With scale="auto" both lines
+    # are scaled and emulated there: 3.6e-7 relative (the same on every host; 0.06 of the elementwise
+    # bound), against 9.9e-9 for FP32 recursive summation, 36x; with scale=None both are recomputed in FP32.
+    msg = check_guarantee(out[0].numpy(), a[0], b[0], frobenius=False)
     assert not msg, msg

@@ -19,7 +19,8 @@ def test_backend_module_follows_the_protocol(name):
     assert set(mod.SCHEMES) <= set(SCHEMES) | {"native"} and mod.SCHEMES
     assert set(mod.ORDERS) <= set(ORDERS) and mod.ORDERS
     assert list(inspect.signature(mod.plan).parameters) == ["req", "batch", "m", "n", "k", "like"]
-    assert list(inspect.signature(mod.run).parameters) == ["plan", "req", "a", "b", "out"]
+    assert list(inspect.signature(mod.run).parameters) == ["plan", "req", "a", "b", "out", "alpha"]
+    assert inspect.signature(mod.run).parameters["alpha"].default == 1.0
     assert isinstance(mod.is_available(), bool) and isinstance(mod.unavailable_reason(), str)
     assert mod.is_available() == (mod.unavailable_reason() == "")
 

@@ -151,9 +151,10 @@ def test_unscaling_and_scaled_copies_in_blocks(monkeypatch, rng):
     """
     c = rng.standard_normal((50, 7)).astype(np.float32)
     ta, tb = rng.integers(-30, 30, 50).astype(np.int32), rng.integers(-30, 30, 7).astype(np.int32)
-    blocks = list(cpu._unscaled(c, ta, tb, 1 << 10))
-    assert len(blocks) > 1
-    assert _same_bits(np.concatenate([v for _, v in blocks]), unscale(c, ta, tb))
+    for alpha in (1.0, 0.05):
+        blocks = list(cpu._unscaled(c, ta, tb, 1 << 10, alpha))
+        assert len(blocks) > 1
+        assert _same_bits(np.concatenate([v for _, v in blocks]), unscale(c, ta, tb, alpha))
     monkeypatch.setattr(cpu, "MEMORY_BUDGET", 1 << 10)
     base = rng.standard_normal((40, 30)).astype(np.float32) * np.float32(1e30)
     base[3, 4], base[7, 0] = np.nan, -np.inf

@@ -66,6 +66,7 @@ from sgemm_cube.backends.cuda import hybrid, launch  # noqa: E402
 from sgemm_cube.backends.cuda.gemm_kernel import VARIANTS  # noqa: E402
 
 from tests.conftest import draw  # noqa: E402
+from tests.guarantee_data import fp32_matmul  # noqa: E402
 
 # NumPy and the interpreter warn on the NaN/Inf and overflow some of these data are made of.
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
@@ -102,7 +103,7 @@ def _check_against_model(a, b, c, **opts):
     bound = (2 * a.shape[1] + slack) * 2.0 ** -24 * (np.abs(a64) @ np.abs(b64))
     assert np.all(np.abs(c.astype(np.float64) - model) <= bound)
     ref = a64 @ b64
-    err, err32 = _rel(c, ref), _rel(a @ b, ref)
+    err, err32 = _rel(c, ref), _rel(fp32_matmul(a, b), ref)
     assert err <= 2 * err32 + 2.0 ** -21, (err, err32)
 
 
@@ -340,7 +341,7 @@ def test_nonfinite_inputs_give_native_special_values(rng, fixup):
     a[3, 5], b[7, 2] = np.inf, np.nan
     b[5, 4] = 0.0  # inf * 0: NaN at (3, 4), as in native SGEMM
     c = _run(a, b, fixup=fixup)[0]
-    native = a @ b
+    native = fp32_matmul(a, b)
     assert np.array_equal(_special_pattern(c), _special_pattern(native))
     assert np.isnan(c[3, 4]) and np.isnan(c[:, 2]).all()
     finite = np.isfinite(native)
@@ -663,7 +664,7 @@ def test_bf16_through_the_public_api(rng, scheme):
     a[1, 4, 5] = np.inf
     c = sgemm_cube.matmul(_t(a), _t(b), backend="cuda", scheme=scheme)
     assert isinstance(c, torch.Tensor) and c.shape == (2, 13, 11)
-    native = a @ b
+    native = fp32_matmul(a, b)
     assert np.array_equal(_special_pattern(c.numpy()), _special_pattern(native))
     _check_against_model(a[0], b, c.numpy()[0], scheme=scheme)
 
@@ -723,4 +724,4 @@ def test_bf16x9_keeps_the_smallest_levels():
     assert np.all(nine == exact) and np.all(nine == cpu_fallback.emulated_matmul(a, b, scheme="bf16x9"))
     assert np.all(six == cpu_fallback.emulated_matmul(a, b, scheme="bf16x6"))
     assert np.all(np.abs(six.astype(np.float64) - exact) >= 2.0 ** -27)
-    assert np.all((a @ b) != exact)
+    assert np.all(fp32_matmul(a, b) != exact)  # FP32 rounds x * x first (an FMA would not)

@@ -312,13 +312,16 @@ _INPLACE_SHAPES = {  # TestMatmulInplace.SHAPES, sizes cut down (the 10**5 / 10*
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("a_shape,b_shape", _INPLACE_SHAPES.values(), ids=_INPLACE_SHAPES)
 def test_inplace_shapes_float32(a_shape, b_shape, backend):
-    """TestMatmulInplace.test_shapes as ``matmul(a, b, out=a)`` in float32 (``a @= b``): same object,
-    NumPy's values; ValueError where the result's shape is not a's."""
+    """TestMatmulInplace.test_shapes as ``matmul(a, b, out=a)`` in float32: same object, NumPy's values,
+    and a ValueError where ``numpy.matmul`` raises one.  (NumPy's ``a @= b`` refuses more shapes than
+    ``matmul(a, b, out=a)``: out may add loop dimensions, so a (3,) ``a`` holds a 1-D @ 1-D scalar
+    three times, and a (3, 3) one a (3, 3) @ (3,) product in each row.)"""
     a = np.arange(np.prod(a_shape), dtype=np.float32).reshape(a_shape) / 64
     b = np.arange(np.prod(b_shape), dtype=np.float32).reshape(b_shape) / 64
-    ref = np.matmul(a, b)
     mm = _mm(backend)
-    if ref.shape != a_shape:
+    try:
+        ref = np.matmul(a.copy(), b, out=a.copy())
+    except ValueError:
         with pytest.raises(ValueError):
             mm(a, b, out=a)
         return

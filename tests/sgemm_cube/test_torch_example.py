@@ -31,7 +31,9 @@ def test_loss_curves_agree(example, rng):
     curves = example.run(steps=40, devices=("cpu",), seed=int(rng.integers(2 ** 31)), log=lambda *_: None)
     dev = {label.split()[0]: d.max() for label, d in example.deviation(curves).items()}
     assert not (curves["sgemm_cube FP32 (cpu)"] == curves["native FP32 (cpu)"]).all()  # the switch did act
-    assert dev["sgemm_cube"] <= max(3 * dev["native"], 1e-6), dev
+    # FP32 accuracy, a limit the same on every host (native runs this host's kernels, printed beside):
+    # measured 4.0e-7 to 5.2e-7 across AVX2 and AVX-512 kernels
+    assert dev["sgemm_cube"] <= 1e-6, dev
     assert dev["autocast"] >= 100 * dev["sgemm_cube"], dev
     assert not switch.is_enabled()
 

@@ -29,6 +29,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 import warnings
 
 import numpy as np
@@ -294,7 +295,10 @@ def test_composites_are_routed(node_seed, name):
     assert not torch.equal(got, native)
     ref = run(torch.float64)
     err, err_native = relative_error(got.double(), ref), relative_error(native.double(), ref)
-    assert err <= 2 * err_native, (err, err_native)
+    # FP32 accuracy, a limit the same on every host (native runs this host's kernels, whose rounding
+    # differs between CPUs, so it is printed, not used): over 20 seeds each composite measured 0.4e-7 to
+    # 2.1e-7, native 0.4e-7 to 2.2e-7 (the softmax and the other non-GEMM steps carry most of it).
+    assert err <= 2.0 ** -21, (err, err_native)
 
 
 # ---- PyTorch's semantics ------------------------------------------------------------------------
@@ -360,11 +364,10 @@ def test_alpha_scales_the_product_before_its_rounding(name):
     a, b = torch.full((3, 16), -1.5e19 if gelu else 1.5e19), torch.full((16, 2), 1.5e19)
     c = torch.zeros(3, 2)
     call = SCALED_CALLS[name]
-    native = call(c, a, b, alpha=0.05)
     got, routed = _routed(call, c, a, b, alpha=0.05)
     assert routed >= 1 and torch.isfinite(got).all()
-    if gelu:
-        assert torch.equal(got, native) and not got.any()
+    if gelu:  # -0 (the exact GELU of -1.8e38 in FP32), as PyTorch's CPU addmm gives it with MKL
+        assert not got.any() and torch.signbit(got).all(), got
         return
     alpha = float(np.float32(0.05))
     exact = alpha * (a.double() @ b.double())
@@ -407,8 +410,6 @@ def test_an_infinite_input_wins_over_a_finite_product(name):
                              [float("nan"), float("inf")]])[:, :got.shape[1]]
     expected = expected.relu() if relu else expected
     assert torch.equal(got.isnan(), expected.isnan()) and torch.equal(torch.nan_to_num(got), torch.nan_to_num(expected))
-    if name.partition(".")[0].rstrip("_").split(" ")[0] in ("addmm", "_addmm_activation", "addbmm"):
-        assert torch.equal(torch.nan_to_num(call(c, a, b)), torch.nan_to_num(got))  # PyTorch's own answer
 
 
 @pytest.mark.parametrize("input_shape", [(1,), (), (3,), (0,)])
@@ -554,7 +555,10 @@ def test_compiled_code_follows_the_switch_when_it_runs(rng):
         compiled_on = torch.compile(lambda x, w: x @ w, fullgraph=True)
         got2 = compiled_on(a, p)
     assert sum(calls.values()) >= 2
-    assert torch.equal(got, f(round22(a), p, c)) and not torch.equal(got, native)
+    # compiled against compiled: Inductor's own code for the pointwise part need not match eager bit for
+    # bit (with ATEN_CPU_CAPABILITY=avx2 on an AVX-512 CPU, torch 2.13's compiled f differs from eager f
+    # by up to 2.7, switch or no switch)
+    assert torch.equal(got, compiled(round22(a), p, c)) and not torch.equal(got, native)
     assert torch.equal(got2, round22(a) @ p)
     assert torch.equal(compiled(a, p, c), native)  # off again
 
@@ -661,9 +665,12 @@ def test_toggling_while_other_threads_compute(rng):
     for t in workers:
         t.start()
     try:
-        for _ in range(400):
+        toggles, start = 0, time.monotonic()
+        # 400 toggles, and on until the workers computed while it went on (however slow the machine)
+        while toggles < 400 or (sum(seen.values()) < 20 and time.monotonic() - start < 120 and not errors):
             switch.enable(devices=("cpu",))
             switch.disable()
+            toggles += 1
     finally:
         done.set()
         for t in workers:
