@@ -34,11 +34,12 @@ not read, NaN in it does not propagate; ``alpha == 0``: the product is not
 computed, except by the kernels that PyTorch's own compute it with
 (:data:`PRODUCT_AT_ZERO_ALPHA`: their NaN and infinities reach the result);
 on the CPU an infinite ``beta * input`` wins over a product whose operands
-are finite, as PyTorch's CPU kernels give it; ``input`` broadcast as
-PyTorch broadcasts it, ``out=`` resized as PyTorch resizes it, in-place ops
-write into ``self``, results contiguous.  Calls with an empty operand (no
-product to compute) go to PyTorch's kernels, whose shapes for them are
-their own (``addmv`` of an empty matrix keeps ``input``'s shape).  Results within each
+are finite (the exact answer: PyTorch's CPU addmm gives it); ``input``
+broadcast as PyTorch broadcasts it, ``out=`` resized as PyTorch resizes it,
+in-place ops write into ``self``, results contiguous.  Calls with an empty
+operand (no product to compute) go to PyTorch's kernels, whose shapes for
+them are their own (``addmv`` of an empty matrix keeps ``input``'s shape).
+Results within each
 product follow sgemm_cube's guarantee (SGEMM's error bound on any finite
 data); shapes where native FP32 is as accurate and faster (``K < 16``, the
 measured hybrid rule on CUDA) run PyTorch's own kernel, as in
@@ -388,9 +389,9 @@ def _update(input, a, b, beta, alpha, shape, name, product=_product):
 
 def _infinite_input_wins(res, input, beta, a, b, summed: bool):
     """Where ``beta * input`` is infinite and the product's operands are finite, the result is
-    ``beta * input`` (the exact product is finite, however large), as PyTorch's CPU kernels give it;
-    an overflowed product would otherwise meet the infinity of the other sign as NaN.  CPU only:
-    whether ``input`` holds an infinity is a host read."""
+    ``beta * input`` (the exact product is finite, however large), as PyTorch's CPU addmm and addbmm
+    give it (its baddbmm and addmv give NaN); an overflowed product would otherwise meet the infinity
+    of the other sign as NaN.  CPU only: whether ``input`` holds an infinity is a host read."""
     import torch
 
     infinite = torch.isinf(input)
@@ -400,7 +401,7 @@ def _infinite_input_wins(res, input, beta, a, b, summed: bool):
     cols = torch.isfinite(b).all(-2) if b.dim() > 1 else torch.isfinite(b).all()
     if summed:                                            # addbmm: a line is finite in every batch
         rows, cols = rows.all(0), cols.all(0)
-    finite = rows[..., :, None] & cols[..., None, :] if b.dim() > 1 else rows
+    finite = rows[..., :, None] & cols[..., None, :] if b.dim() > 1 else rows & cols
     return torch.where(finite & infinite, input * beta, res)
 
 

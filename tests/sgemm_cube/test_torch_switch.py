@@ -412,6 +412,19 @@ def test_an_infinite_input_wins_over_a_finite_product(name):
     assert torch.equal(got.isnan(), expected.isnan()) and torch.equal(torch.nan_to_num(got), torch.nan_to_num(expected))
 
 
+def test_an_infinite_vector_entry_is_not_a_finite_product():
+    """addmv: an infinity in the vector makes the product infinite (IEEE), so it meets an infinite input of
+    the other sign as NaN; a finite vector leaves the input's infinity."""
+    mat, vec = torch.full((3, 16), 1.5e19), torch.full((16,), 1.5e19)
+    inp = torch.full((3,), -float("inf"))
+    with on():
+        finite = torch.addmv(inp, mat, vec)
+        vec[4] = float("inf")
+        infinite = torch.addmv(inp, mat, vec)
+        assert sum(switch.routed_calls().values()) == 2
+    assert (finite == -float("inf")).all() and infinite.isnan().all()
+
+
 @pytest.mark.parametrize("input_shape", [(1,), (), (3,), (0,)])
 @pytest.mark.parametrize("mat_shape", [(0, 32), (3, 0), (0, 0), (3, 32)])
 def test_empty_operands_are_pytorchs_calls(input_shape, mat_shape):
