@@ -518,3 +518,20 @@ def test_fixup_false_makes_no_infinity_from_finite_data(data, backend):
     if not np.isfinite(c).all():
         bad.append(f"nextafter(2**64, 0) squared: {c}")
     assert not bad, f"{bad}\n{data.seed}"
+
+
+@pytest.mark.parametrize("backend", [CPU, AUTO, AUTO_TORCH])
+def test_overflow_keeps_its_sign_from_k_16_and_is_native_below(backend):
+    """The README's example: [1e30, 1e30] @ [2e30, -1e30] is 1e60 exactly, +inf in FP32.  Padded with zeros
+    to K = 16 the emulation (scaled lines, one rounding) gives +inf.  Under "auto" with K = 2 native FP32
+    runs, and what it gives depends on the host's kernel: a sum of rounded products overflows part-way
+    (inf - inf = NaN: OpenBLAS and torch here), a chain of FMAs gives inf."""
+    a = np.zeros((1, 16), np.float32)
+    b = np.zeros((16, 1), np.float32)
+    a[0, :2], b[:2, 0] = [1e30, 1e30], [2e30, -1e30]
+    emulated = _run(backend, a, b)
+    assert emulated[0, 0] == np.inf
+    if backend != "cpu":
+        a2, b2 = a[:, :2].copy(), b[:2].copy()
+        assert np.array_equal(_run(backend, a2, b2), _native(backend, a2, b2), equal_nan=True)  # native, K = 2
+        assert not np.isfinite(_native(backend, a2, b2)).any()
