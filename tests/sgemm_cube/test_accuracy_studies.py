@@ -284,9 +284,14 @@ def test_progress_falls_back_to_plain_iteration_without_tqdm(monkeypatch):
 
 
 def test_unavailable_backend_is_a_clear_error(tmp_path, capsys, monkeypatch):
+    import sgemm_cube.backends as backends
     from sgemm_cube.backends import cuda
 
     monkeypatch.setattr(cuda, "unavailable_reason", lambda: "no GPU here (test)")
+    # The registry remembers a backend that ran (the Triton interpreter's, after the CUDA tests): forget
+    # it, or the study would run in full on the interpreter (order-dependent: it ran for minutes after
+    # tests/sgemm_cube/test_torch_switch.py)
+    monkeypatch.delitem(backends._ready, "cuda", raising=False)
     assert main(["condition", "--backend", "cuda", "--out", str(tmp_path), "--no-progress"]) == 2
     assert "no GPU here (test)" in capsys.readouterr().err
     assert not any(tmp_path.iterdir())

@@ -1,0 +1,925 @@
+// Executable, host-side stand-in for the AscendC basic API calls of the
+// SGEMM-cube kernels: the same names, types and chip gates as the
+// declarations-only stand-in (../mock_ascendc/kernel_operator.h), with bodies
+// that execute on host memory and feed the flag/race checker (exec_state.h).
+//
+// Semantics follow the asc-devkit documentation (cannmirror/asc-devkit,
+// docs/zh/api/SIMD-API/基础API/, abbreviated "docs:" below) and, for the 910A
+// L0C -> UB copy, the behaviour of impl/basic_api/dav_c100/
+// kernel_operator_data_copy_impl.h (copy_matrix_cc_to_ubuf on the V pipe).
+// What is NOT modelled: timing, 910A float saturation mode, denormal flushing
+// of the vector unit, round modes other than the ones listed in Cast, bank
+// conflicts, the TPipe queue machinery (the kernels use plain TBufs).
+//
+// Mmad's accumulation inside a call is a compile-time choice:
+//   SGEMM_CUBE_EXEC_MMAD_ACCUMULATE=0 (default) "cube16": each 16-long K chunk
+//       (one fractal of K) summed exactly, rounded once to FP32 (nearest even),
+//       added to the accumulator with one FP32 round-to-nearest add, chunks in
+//       K order (cpu_fallback/accumulate.py, model "cube16");
+//   SGEMM_CUBE_EXEC_MMAD_ACCUMULATE=1 "sequential": one FP32 add per product in
+//       K order (model "sequential").
+#ifndef SGEMM_CUBE_EXEC_ASCENDC_KERNEL_OPERATOR_H
+#define SGEMM_CUBE_EXEC_ASCENDC_KERNEL_OPERATOR_H
+
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+#include "exec_state.h"
+#include "sgemm_cube/arch/arch.hpp"
+
+#if !defined(__NPU_ARCH__)
+#error "exec AscendC: define __NPU_ARCH__ as bisheng does: 1001 (Ascend910A, dav-c100) or 2201 (Ascend910B*, dav-c220)"
+#elif (__NPU_ARCH__ != 1001) && (__NPU_ARCH__ != 2201)
+#error "exec AscendC: only __NPU_ARCH__ 1001 (Ascend910A) and 2201 (Ascend910B*) are modelled"
+#endif
+
+#ifndef SGEMM_CUBE_EXEC_MMAD_ACCUMULATE
+#define SGEMM_CUBE_EXEC_MMAD_ACCUMULATE 0
+#endif
+
+#ifndef __aicore__
+#define __aicore__
+#endif
+#ifndef __host_aicore__
+#define __host_aicore__
+#endif
+#ifndef __global__
+#define __global__
+#endif
+#ifndef __gm__
+#define __gm__
+#endif
+#define GM_ADDR __gm__ uint8_t*
+
+using half = _Float16;
+enum pipe_t { PIPE_S, PIPE_V, PIPE_M, PIPE_MTE1, PIPE_MTE2, PIPE_MTE3, PIPE_ALL, PIPE_FIX };
+enum class QuantMode_t { NoQuant, F322F16, F322BF16, DEQF16, VDEQF16, QF322B8_PRE, VQF322B8_PRE, REQ8, VREQ8 };
+enum class pad_t : uint8_t { PAD_NONE };
+
+enum KernelMetaType : uint8_t {
+    KERNEL_TYPE_AIV_ONLY, KERNEL_TYPE_AIC_ONLY, KERNEL_TYPE_MIX_AIV_1_0, KERNEL_TYPE_MIX_AIC_1_0,
+    KERNEL_TYPE_MIX_AIC_1_1, KERNEL_TYPE_MIX_AIC_1_2, KERNEL_TYPE_AICORE, KERNEL_TYPE_VECTORCORE,
+    KERNEL_TYPE_MIX_AICORE, KERNEL_TYPE_MIX_VECTOR_CORE, KERNEL_TYPE_MAX,
+};
+#define KERNEL_TASK_TYPE_DEFAULT(value) (void)(value)
+
+namespace AscendC {
+constexpr int32_t MIX = 0;
+constexpr int32_t AIC = 1;
+constexpr int32_t AIV = 2;
+}  // namespace AscendC
+// The harness runs every kernel body on every core it launches (as a MIX build).
+constexpr int32_t g_coreType = AscendC::MIX;
+#define ASCEND_IS_AIV constexpr(g_coreType == AscendC::AIV)
+#define ASCEND_IS_AIC constexpr(g_coreType == AscendC::AIC)
+
+namespace ascend_exec {
+#if __NPU_ARCH__ == 1001
+using ExecArch = sgemm_cube::arch::Ascend910A;
+#else
+using ExecArch = sgemm_cube::arch::Ascend910B;
+#endif
+/// Capacities of the build's chip (arch.hpp), set before main runs.
+struct CapacityInit {
+    CapacityInit()
+    {
+        State& s = st();
+        s.cap[kL1] = ExecArch::kL1Bytes;
+        s.cap[kL0A] = ExecArch::kL0ABytes;
+        s.cap[kL0B] = ExecArch::kL0BBytes;
+        s.cap[kL0C] = ExecArch::kL0CBytes;
+        s.cap[kUB] = ExecArch::kUbBytes;
+    }
+};
+inline CapacityInit g_capacity_init;
+}  // namespace ascend_exec
+
+namespace AscendC {
+
+enum class TPosition : uint8_t {
+    GM, A1, A2, B1, B2, C1, C2, CO1, CO2, VECIN, VECOUT, VECCALC,
+    LCM = VECCALC, SPM, SHM = SPM, TSCM, C2PIPE2GM, C2PIPE2LOCAL, MAX,
+};
+enum class HardEvent : uint8_t {
+    MTE2_MTE1, MTE1_MTE2, MTE1_M, M_MTE1, MTE2_V, V_MTE2, MTE3_V, V_MTE3, M_V, V_M, V_V,
+    MTE3_MTE1, MTE1_MTE3, MTE1_V, MTE2_M, M_MTE2, V_MTE1, M_FIX, FIX_M, MTE3_MTE2, MTE2_MTE3,
+    S_V, V_S, S_MTE2, MTE2_S, S_MTE3, MTE3_S, MTE2_FIX, FIX_MTE2, FIX_S, M_S, FIX_MTE3,
+    MTE1_FIX, FIX_MTE1, FIX_FIX, MAX,
+};
+enum class RoundMode : uint8_t {
+    CAST_NONE = 0, CAST_RINT, CAST_FLOOR, CAST_CEIL, CAST_ROUND, CAST_TRUNC, CAST_ODD, UNKNOWN = 0xFF,
+};
+enum class DeqScale : uint8_t { DEQ_NONE = 0, DEQ, VDEQ, DEQ8, VDEQ8, DEQ16, VDEQ16 };
+enum class BlockMode : uint8_t {
+    BLOCK_MODE_NORMAL = 0, BLOCK_MODE_MATRIX, BLOCK_MODE_VECTOR, BLOCK_MODE_SMALL_CHANNEL, BLOCK_MODE_DEPTHWISE,
+};
+
+// docs: Memory矢量计算/数据搬运/GM与UB数据搬运/GM与UB高维切分数据搬运(DataCopy).md (DataCopyParams: blockCount bursts of blockLen 32-byte
+// blocks; srcStride/dstStride = gap from the end of one burst to the start of the next, 32 B)
+struct DataCopyParams {
+    DataCopyParams() {}
+    DataCopyParams(const uint16_t count, const uint16_t len, const uint16_t srcStrideIn, const uint16_t dstStrideIn)
+        : blockCount(count), blockLen(len), srcStride(srcStrideIn), dstStride(dstStrideIn) {}
+    uint16_t blockCount = 1;
+    uint16_t blockLen = 0;
+    union {
+        uint16_t srcGap = 0;
+        uint16_t srcStride;
+    };
+    union {
+        uint16_t dstGap = 0;
+        uint16_t dstStride;
+    };
+};
+struct DataCopyEnhancedParams {
+    DataCopyEnhancedParams() {}
+    BlockMode blockMode = BlockMode::BLOCK_MODE_NORMAL;
+    DeqScale deqScale = DeqScale::DEQ_NONE;
+    uint64_t deqValue = 0;
+    uint8_t sidStoreMode = 0;
+    bool isRelu = false;
+    pad_t padMode = pad_t::PAD_NONE;
+    uint64_t padValue = 0;
+    uint64_t deqTensorAddr = 0;
+};
+// docs: 矩阵计算（ISASI）/数据搬运/L0-Buffer/LoadData_2D.md
+struct LoadData2DParams {
+    LoadData2DParams() {}
+    uint16_t startIndex = 0;
+    uint16_t dstGap = 0;
+    uint16_t srcStride = 0;
+    bool ifTranspose = 0;
+    uint8_t repeatTimes = 0;
+    uint8_t sid = 0;
+    uint8_t addrMode = 0;
+};
+// docs: 矩阵计算（ISASI）/Mmad计算/Mmad.md
+struct MmadParams {
+    MmadParams() {}
+    uint16_t m = 0;
+    uint16_t n = 0;
+    uint16_t k = 0;
+    bool isBias = false;
+    int32_t fmOffset = 0;
+    bool enSsparse = false;
+    bool enWinogradA = false;
+    bool enWinogradB = false;
+    uint8_t unitFlag = 0;
+    bool kDirectionAlign = false;
+    bool cmatrixSource = false;
+    bool cmatrixInitVal = true;
+};
+enum class CO2Layout : uint8_t { NZ = 0, ROW_MAJOR, COLUMN_MAJOR };
+struct FixpipeConfig {
+    CO2Layout format;
+    constexpr FixpipeConfig(CO2Layout format_) : format(format_) {}
+};
+constexpr FixpipeConfig CFG_NZ = {CO2Layout::NZ};
+constexpr FixpipeConfig CFG_ROW_MAJOR = {CO2Layout::ROW_MAJOR};
+constexpr FixpipeConfig CFG_COLUMN_MAJOR = {CO2Layout::COLUMN_MAJOR};
+// docs: 矩阵计算（ISASI）/矩阵计算的搬出/L0C到GM数据搬运（Fixpipe）.md
+struct FixpipeParamsV220 {
+    FixpipeParamsV220() {}
+    uint16_t nSize = 0;
+    uint16_t mSize = 0;
+    uint16_t srcStride = 0;
+    uint32_t dstStride = 0;
+    QuantMode_t quantPre = QuantMode_t::NoQuant;
+    uint64_t deqScalar = 0;
+    uint16_t ndNum = 1;
+    uint16_t srcNdStride = 0;
+    uint16_t dstNdStride = 0;
+    bool reluEn = false;
+    uint8_t unitFlag = 0;
+    bool isChannelSplit = false;
+};
+
+// ----------------------------------------------------------------- tensors
+/// A local tensor: (buffer, byte offset, end of the TBuf region it came from).
+template <typename T>
+class LocalTensor {
+public:
+    LocalTensor() {}
+    LocalTensor(int mem, uint32_t off, uint32_t lim) : mem_(mem), off_(off), lim_(lim) {}
+    template <typename U>
+    LocalTensor<U> ReinterpretCast() const
+    {
+        return LocalTensor<U>(mem_, off_, lim_);
+    }
+    LocalTensor operator[](const uint32_t offset) const
+    {
+        return LocalTensor(mem_, off_ + uint32_t(offset * sizeof(T)), lim_);
+    }
+    // ---- stand-in internals
+    int mem_ = -1;
+    uint32_t off_ = 0;
+    uint32_t lim_ = 0;
+    /// Bounds-checked host pointer to `bytes` bytes from `byte_off` past this tensor's start.
+    uint8_t* bytes(uint64_t byte_off, uint64_t n, const char* what) const
+    {
+        using namespace ascend_exec;
+        if (mem_ < 0) {
+            fatal("%s: uninitialised LocalTensor", what);
+        }
+        const uint64_t a = uint64_t(off_) + byte_off;
+        if (a + n > lim_ || a + n > st().cap[mem_]) {
+            fatal("%s: %s access [%llu, %llu) outside the buffer region [.., %u) (capacity %u) (kernel %s, core %lld)",
+                  what, mem_name(mem_), (unsigned long long)a, (unsigned long long)(a + n), lim_, st().cap[mem_],
+                  st().kernel.c_str(), (long long)st().block_idx);
+        }
+        return st().mem[mem_].data() + a;
+    }
+    void touch(uint64_t byte_off, uint64_t n, int pipe, bool write, const char* what) const
+    {
+        bytes(byte_off, n, what);
+        ascend_exec::access_local(mem_, uint64_t(off_) + byte_off, n, pipe, write);
+    }
+};
+
+template <typename T>
+class GlobalTensor {
+public:
+    GlobalTensor() {}
+    void SetGlobalBuffer(__gm__ T* buffer, uint64_t bufferSize)
+    {
+        ptr_ = buffer;
+        (void)bufferSize;
+    }
+    void SetGlobalBuffer(__gm__ T* buffer) { ptr_ = buffer; }
+    GlobalTensor operator[](const uint64_t offset) const
+    {
+        GlobalTensor g;
+        g.ptr_ = ptr_ + offset;
+        return g;
+    }
+    T* ptr_ = nullptr;
+    uint8_t* bytes(uint64_t byte_off, uint64_t n, const char* what) const
+    {
+        uint8_t* p = reinterpret_cast<uint8_t*>(ptr_) + byte_off;
+        ascend_exec::check_gm(p, n, what);
+        return p;
+    }
+};
+
+// ------------------------------------------------------------ TPipe, TBuf
+template <TPosition pos = TPosition::LCM>
+class TBuf {
+public:
+    TBuf() = default;
+    template <typename T>
+    LocalTensor<T> Get()
+    {
+        return LocalTensor<T>(mem_, off_, off_ + len_);
+    }
+    template <typename T>
+    LocalTensor<T> Get(uint32_t len)
+    {
+        return LocalTensor<T>(mem_, off_, off_ + len * uint32_t(sizeof(T)));
+    }
+    int mem_ = -1;
+    uint32_t off_ = 0, len_ = 0;
+};
+
+constexpr int mem_of(TPosition p)
+{
+    switch (p) {
+        case TPosition::A1: case TPosition::B1: case TPosition::C1: return ascend_exec::kL1;
+        case TPosition::A2: return ascend_exec::kL0A;
+        case TPosition::B2: return ascend_exec::kL0B;
+        case TPosition::CO1: return ascend_exec::kL0C;
+        case TPosition::VECIN: case TPosition::VECOUT: case TPosition::VECCALC: case TPosition::CO2:
+            return ascend_exec::kUB;
+        default: return -1;
+    }
+}
+
+// docs (path not verified): TPipe InitBuffer (buffers allocated one after the other, 32-byte aligned)
+class TPipe {
+public:
+    TPipe()
+    {
+        for (int m = 0; m < ascend_exec::kMems; ++m) {
+            ascend_exec::st().alloc[m] = 0;
+        }
+    }
+    ~TPipe() {}
+    template <TPosition pos>
+    bool InitBuffer(TBuf<pos>& buf, uint32_t len)
+    {
+        using namespace ascend_exec;
+        constexpr int m = mem_of(pos);
+        static_assert(m > 0, "TBuf position not modelled");
+        State& s = st();
+        const uint32_t off = (s.alloc[m] + 31u) / 32u * 32u;
+        if (uint64_t(off) + len > s.cap[m]) {
+            fatal("InitBuffer: %u bytes at %u exceed %s (%u bytes)", len, off, mem_name(m), s.cap[m]);
+        }
+        buf.mem_ = m;
+        buf.off_ = off;
+        buf.len_ = len;
+        s.alloc[m] = off + len;
+        return true;
+    }
+    void Destroy() {}
+};
+
+// ------------------------------------------------------- system variables
+// docs (path not verified): GetBlockNum, GetBlockIdx
+inline int64_t GetBlockNum() { return ascend_exec::st().block_num; }
+inline int64_t GetBlockIdx() { return ascend_exec::st().block_idx; }
+
+// ------------------------------------------------------------------- sync
+// docs: 同步控制/核内同步/SetFlag-WaitFlag(ISASI).md (PipeBarrier: same folder, path not verified)
+constexpr int event_src(HardEvent e)
+{
+    using namespace ascend_exec;
+    switch (e) {
+        case HardEvent::MTE2_MTE1: case HardEvent::MTE2_V: case HardEvent::MTE2_M: case HardEvent::MTE2_MTE3:
+        case HardEvent::MTE2_S: case HardEvent::MTE2_FIX: return kMTE2;
+        case HardEvent::MTE1_MTE2: case HardEvent::MTE1_M: case HardEvent::MTE1_V: case HardEvent::MTE1_MTE3:
+        case HardEvent::MTE1_FIX: return kMTE1;
+        case HardEvent::M_MTE1: case HardEvent::M_V: case HardEvent::M_MTE2: case HardEvent::M_FIX:
+        case HardEvent::M_S: return kM;
+        case HardEvent::V_MTE2: case HardEvent::V_MTE3: case HardEvent::V_M: case HardEvent::V_V:
+        case HardEvent::V_MTE1: case HardEvent::V_S: return kV;
+        case HardEvent::MTE3_V: case HardEvent::MTE3_MTE1: case HardEvent::MTE3_MTE2: case HardEvent::MTE3_S:
+            return kMTE3;
+        case HardEvent::FIX_M: case HardEvent::FIX_MTE2: case HardEvent::FIX_S: case HardEvent::FIX_MTE3:
+        case HardEvent::FIX_MTE1: case HardEvent::FIX_FIX: return kFIX;
+        case HardEvent::S_V: case HardEvent::S_MTE2: case HardEvent::S_MTE3: return kS;
+        default: return -1;
+    }
+}
+constexpr int event_dst(HardEvent e)
+{
+    using namespace ascend_exec;
+    switch (e) {
+        case HardEvent::MTE1_MTE2: case HardEvent::V_MTE2: case HardEvent::M_MTE2: case HardEvent::MTE3_MTE2:
+        case HardEvent::S_MTE2: case HardEvent::FIX_MTE2: return kMTE2;
+        case HardEvent::MTE2_MTE1: case HardEvent::M_MTE1: case HardEvent::MTE3_MTE1: case HardEvent::V_MTE1:
+        case HardEvent::FIX_MTE1: return kMTE1;
+        case HardEvent::MTE1_M: case HardEvent::V_M: case HardEvent::MTE2_M: case HardEvent::FIX_M: return kM;
+        case HardEvent::MTE2_V: case HardEvent::MTE3_V: case HardEvent::M_V: case HardEvent::V_V:
+        case HardEvent::MTE1_V: case HardEvent::S_V: return kV;
+        case HardEvent::V_MTE3: case HardEvent::MTE1_MTE3: case HardEvent::MTE2_MTE3: case HardEvent::S_MTE3:
+        case HardEvent::FIX_MTE3: return kMTE3;
+        case HardEvent::M_FIX: case HardEvent::MTE2_FIX: case HardEvent::MTE1_FIX: case HardEvent::FIX_FIX:
+            return kFIX;
+        case HardEvent::V_S: case HardEvent::MTE2_S: case HardEvent::MTE3_S: case HardEvent::FIX_S:
+        case HardEvent::M_S: return kS;
+        default: return -1;
+    }
+}
+
+template <HardEvent event>
+inline void SetFlag(int32_t eventID)
+{
+    static_assert(event_src(event) >= 0 && event_dst(event) >= 0, "event not modelled");
+#if __NPU_ARCH__ == 1001
+    static_assert(event_src(event) != ascend_exec::kFIX && event_dst(event) != ascend_exec::kFIX,
+                  "910A (dav-c100) has no FIX pipe");
+#endif
+    ascend_exec::set_flag(int(event), event_src(event), eventID);
+}
+template <HardEvent event>
+inline void WaitFlag(int32_t eventID)
+{
+    static_assert(event_src(event) >= 0 && event_dst(event) >= 0, "event not modelled");
+    ascend_exec::wait_flag(int(event), event_dst(event), eventID);
+}
+constexpr int pipe_index(pipe_t p)
+{
+    using namespace ascend_exec;
+    return p == PIPE_S ? kS : p == PIPE_V ? kV : p == PIPE_M ? kM : p == PIPE_MTE1 ? kMTE1
+         : p == PIPE_MTE2 ? kMTE2 : p == PIPE_MTE3 ? kMTE3 : p == PIPE_FIX ? kFIX : -1;
+}
+template <pipe_t pipe>
+inline void PipeBarrier()
+{
+    ascend_exec::barrier(pipe_index(pipe), pipe == PIPE_ALL);
+}
+
+// ----------------------------------------------------------------- atomics
+// docs (path not verified): SetAtomicAdd, SetAtomicNone (MTE3 UB -> GM and FIX L0C -> GM add into GM)
+template <typename T>
+inline void SetAtomicAdd()
+{
+    static_assert(std::is_same<T, float>::value, "atomic add modelled for float only");
+    ascend_exec::st().atomic_add = true;
+    ascend_exec::st().atomic_bytes = sizeof(T);
+}
+inline void DisableDmaAtomic() { ascend_exec::st().atomic_add = false; }
+inline void SetAtomicNone() { ascend_exec::st().atomic_add = false; }
+
+// ----------------------------------------------------------- data movement
+namespace exec_detail {
+inline void check_params(const DataCopyParams& p, const char* what)
+{
+    if (p.blockCount == 0 || p.blockCount > 4095 || p.blockLen == 0) {
+        ascend_exec::fatal("%s: DataCopyParams blockCount %u (1..4095) blockLen %u (>= 1)", what, p.blockCount,
+                           p.blockLen);
+    }
+}
+/// Store `n` bytes into GM, honouring the atomic-add mode (float add, round to nearest).
+inline void gm_store(uint8_t* dst, const uint8_t* src, uint64_t n, int pipe)
+{
+    ascend_exec::State& s = ascend_exec::st();
+    ascend_exec::access_gm(dst, n, pipe, true, s.atomic_add);
+    if (!s.atomic_add) {
+        std::memcpy(dst, src, n);
+        return;
+    }
+    for (uint64_t i = 0; i < n; i += 4) {
+        float a, b;
+        std::memcpy(&a, dst + i, 4);
+        std::memcpy(&b, src + i, 4);
+        a = a + b;
+        std::memcpy(dst + i, &a, 4);
+    }
+}
+}  // namespace exec_detail
+
+// docs: Memory矢量计算/数据搬运/GM与UB数据搬运/GM与UB高维切分数据搬运(DataCopy).md; 矩阵计算（ISASI）/数据搬运/
+// L1-Buffer/GMToL1高维切分数据搬运（DataCopy）.md.  GM -> L1 / UB on MTE2.
+template <typename T>
+inline void DataCopy(const LocalTensor<T>& dst, const GlobalTensor<T>& src, const DataCopyParams& p)
+{
+    exec_detail::check_params(p, "DataCopy GM->local");
+    if (dst.mem_ != ascend_exec::kL1 && dst.mem_ != ascend_exec::kUB) {
+        ascend_exec::fatal("DataCopy GM->%s not modelled", ascend_exec::mem_name(dst.mem_));
+    }
+    ascend_exec::begin_op(ascend_exec::kMTE2);
+    const uint64_t len = uint64_t(p.blockLen) * 32;
+    for (uint32_t i = 0; i < p.blockCount; ++i) {
+        const uint64_t so = i * (len + uint64_t(p.srcStride) * 32), d = i * (len + uint64_t(p.dstStride) * 32);
+        const uint8_t* sp = src.bytes(so, len, "DataCopy GM->local (src)");
+        ascend_exec::access_gm(sp, len, ascend_exec::kMTE2, false);
+        dst.touch(d, len, ascend_exec::kMTE2, true, "DataCopy GM->local (dst)");
+        std::memcpy(dst.bytes(d, len, "DataCopy"), sp, len);
+    }
+}
+// docs: Memory矢量计算/数据搬运/GM与UB数据搬运/GM与UB高维切分数据搬运(DataCopy).md.  UB -> GM on MTE3
+// (atomic add when enabled).
+template <typename T>
+inline void DataCopy(const GlobalTensor<T>& dst, const LocalTensor<T>& src, const DataCopyParams& p)
+{
+    exec_detail::check_params(p, "DataCopy local->GM");
+    if (src.mem_ != ascend_exec::kUB) {
+        ascend_exec::fatal("DataCopy %s->GM not modelled", ascend_exec::mem_name(src.mem_));
+    }
+    ascend_exec::begin_op(ascend_exec::kMTE3);
+    const uint64_t len = uint64_t(p.blockLen) * 32;
+    for (uint32_t i = 0; i < p.blockCount; ++i) {
+        const uint64_t so = i * (len + uint64_t(p.srcStride) * 32), d = i * (len + uint64_t(p.dstStride) * 32);
+        src.touch(so, len, ascend_exec::kMTE3, false, "DataCopy local->GM (src)");
+        uint8_t* dp = dst.bytes(d, len, "DataCopy local->GM (dst)");
+        exec_detail::gm_store(dp, src.bytes(so, len, "DataCopy"), len, ascend_exec::kMTE3);
+    }
+}
+// docs: Memory矢量计算/数据搬运/UB与UB数据搬运/UBToUB高维切分数据搬运(DataCopy).md.  UB -> UB on the vector
+// pipe (32-byte units as above).
+template <typename T>
+inline void DataCopy(const LocalTensor<T>& dst, const LocalTensor<T>& src, const DataCopyParams& p)
+{
+    exec_detail::check_params(p, "DataCopy local->local");
+    if (src.mem_ != ascend_exec::kUB || dst.mem_ != ascend_exec::kUB) {
+        ascend_exec::fatal("DataCopy %s->%s not modelled", ascend_exec::mem_name(src.mem_),
+                           ascend_exec::mem_name(dst.mem_));
+    }
+    ascend_exec::begin_op(ascend_exec::kV);
+    const uint64_t len = uint64_t(p.blockLen) * 32;
+    for (uint32_t i = 0; i < p.blockCount; ++i) {
+        const uint64_t so = i * (len + uint64_t(p.srcStride) * 32), d = i * (len + uint64_t(p.dstStride) * 32);
+        src.touch(so, len, ascend_exec::kV, false, "DataCopy UB->UB (src)");
+        dst.touch(d, len, ascend_exec::kV, true, "DataCopy UB->UB (dst)");
+        std::memmove(dst.bytes(d, len, "DataCopy"), src.bytes(so, len, "DataCopy"), len);
+    }
+}
+// docs: Memory矢量计算/数据搬运/GM与UB数据搬运/GM与UB连续数据搬运(DataCopy).md (count form: count * sizeof(T) must be 32-byte aligned)
+template <typename T>
+inline DataCopyParams count_params(uint32_t count)
+{
+    if ((uint64_t(count) * sizeof(T)) % 32 != 0) {
+        ascend_exec::fatal("DataCopy: %u elements of %zu bytes is not a whole number of 32-byte blocks", count,
+                           sizeof(T));
+    }
+    return DataCopyParams(1, uint16_t(uint64_t(count) * sizeof(T) / 32), 0, 0);
+}
+template <typename T>
+inline void DataCopy(const LocalTensor<T>& dst, const GlobalTensor<T>& src, const uint32_t count)
+{
+    DataCopy(dst, src, count_params<T>(count));
+}
+template <typename T>
+inline void DataCopy(const GlobalTensor<T>& dst, const LocalTensor<T>& src, const uint32_t count)
+{
+    DataCopy(dst, src, count_params<T>(count));
+}
+template <typename T>
+inline void DataCopy(const LocalTensor<T>& dst, const LocalTensor<T>& src, const uint32_t count)
+{
+    DataCopy(dst, src, count_params<T>(count));
+}
+// docs: 矩阵计算（ISASI）/矩阵计算的搬出/L0C到UB数据搬运（DataCopy）.md table 4, as
+// impl/basic_api/dav_c100/kernel_operator_data_copy_impl.h issues it (copy_matrix_cc_to_ubuf,
+// V pipe): BLOCK_MODE_MATRIX, float: blockLen and srcStride in 1024-byte fractals, dstStride in
+// 32-byte blocks.  910A only.
+template <typename T>
+inline void DataCopy(const LocalTensor<T>& dst, const LocalTensor<T>& src, const DataCopyParams& p,
+                     const DataCopyEnhancedParams& e)
+{
+#if __NPU_ARCH__ != 1001
+    ascend_exec::fatal("DataCopy with DataCopyEnhancedParams (L0C -> UB) is modelled for 910A only");
+#endif
+    if (src.mem_ != ascend_exec::kL0C || dst.mem_ != ascend_exec::kUB || e.blockMode != BlockMode::BLOCK_MODE_MATRIX) {
+        ascend_exec::fatal("enhanced DataCopy: only L0C -> UB with BLOCK_MODE_MATRIX is modelled");
+    }
+    static_assert(sizeof(T) == 4, "L0C -> UB block mode modelled for 32-bit data");
+    exec_detail::check_params(p, "DataCopy L0C->UB");
+    ascend_exec::begin_op(ascend_exec::kV);
+    const uint64_t len = uint64_t(p.blockLen) * 1024;
+    for (uint32_t i = 0; i < p.blockCount; ++i) {
+        const uint64_t so = i * (len + uint64_t(p.srcStride) * 1024), d = i * (len + uint64_t(p.dstStride) * 32);
+        src.touch(so, len, ascend_exec::kV, false, "DataCopy L0C->UB (src)");
+        dst.touch(d, len, ascend_exec::kV, true, "DataCopy L0C->UB (dst)");
+        std::memcpy(dst.bytes(d, len, "DataCopy"), src.bytes(so, len, "DataCopy"), len);
+    }
+}
+
+// docs: 矩阵计算（ISASI）/数据搬运/L0-Buffer/LoadData_2D.md.  L1 -> L0A/L0B on MTE1: repeatTimes
+// fractals of 512 B; source fractal i at startIndex + i * srcStride (head to head, 512 B units),
+// destination fractal i at i * (1 + dstGap) (dstGap: tail to head); ifTranspose transposes each
+// 16x16 fractal (16-bit types only).  Layouts: docs 矩阵计算分形介绍/关键分形格式详解.md.
+template <typename T>
+inline void LoadData(const LocalTensor<T>& dst, const LocalTensor<T>& src, const LoadData2DParams& p)
+{
+    if (src.mem_ != ascend_exec::kL1 || (dst.mem_ != ascend_exec::kL0A && dst.mem_ != ascend_exec::kL0B)) {
+        ascend_exec::fatal("LoadData %s -> %s not modelled", ascend_exec::mem_name(src.mem_),
+                           ascend_exec::mem_name(dst.mem_));
+    }
+    if (p.ifTranspose && sizeof(T) != 2) {
+        ascend_exec::fatal("LoadData: ifTranspose is for 16-bit types only");
+    }
+    if (p.addrMode != 0) {
+        ascend_exec::fatal("LoadData: addrMode %u not modelled", p.addrMode);
+    }
+    ascend_exec::begin_op(ascend_exec::kMTE1);
+    for (uint32_t i = 0; i < p.repeatTimes; ++i) {
+        const uint64_t so = (uint64_t(p.startIndex) + uint64_t(i) * p.srcStride) * 512;
+        const uint64_t d = uint64_t(i) * (1 + uint64_t(p.dstGap)) * 512;
+        src.touch(so, 512, ascend_exec::kMTE1, false, "LoadData (src)");
+        dst.touch(d, 512, ascend_exec::kMTE1, true, "LoadData (dst)");
+        const uint8_t* sp = src.bytes(so, 512, "LoadData");
+        uint8_t* dp = dst.bytes(d, 512, "LoadData");
+        if (!p.ifTranspose) {
+            std::memmove(dp, sp, 512);
+        } else {
+            uint16_t tmp[256];
+            std::memcpy(tmp, sp, 512);
+            uint16_t out[256];
+            for (int r = 0; r < 16; ++r) {
+                for (int c = 0; c < 16; ++c) {
+                    out[c * 16 + r] = tmp[r * 16 + c];
+                }
+            }
+            std::memcpy(dp, out, 512);
+        }
+    }
+}
+
+namespace exec_detail {
+/// FP16 value as an integer multiple of 2^-24 (exact).
+inline int64_t half_scaled(half h) { return int64_t(std::ldexp(double(h), 24)); }
+/// Round v * 2^-48 (v exact) to FP32, nearest even.
+inline float round_scaled_i128(__int128 v)
+{
+    if (v == 0) {
+        return 0.0f;
+    }
+    const bool neg = v < 0;
+    unsigned __int128 mag = neg ? (unsigned __int128)(-v) : (unsigned __int128)v;
+    int len = 0;
+    for (unsigned __int128 t = mag; t != 0; t >>= 1) {
+        ++len;
+    }
+    double r;
+    if (len <= 24) {
+        r = std::ldexp(double(uint64_t(mag)), -48);
+    } else {
+        const int shift = len - 24;
+        uint64_t q = uint64_t(mag >> shift);
+        const unsigned __int128 rem = mag & ((((unsigned __int128)1) << shift) - 1);
+        const unsigned __int128 halfway = ((unsigned __int128)1) << (shift - 1);
+        if (rem > halfway || (rem == halfway && (q & 1))) {
+            ++q;
+        }
+        r = std::ldexp(double(q), shift - 48);
+    }
+    return float(neg ? -r : r);
+}
+}  // namespace exec_detail
+
+// docs: 矩阵计算（ISASI）/Mmad计算/Mmad.md.  On the M pipe: C (m x n, FP32, Nz in L0C) = (init ? 0 : C)
+// + A (m x k, FP16, Zz in L0A) * B (k x n, FP16, Zn in L0B), init = cmatrixInitVal && !isBias.
+template <typename T, typename U, typename S>
+inline void Mmad(const LocalTensor<T>& dst, const LocalTensor<U>& fm, const LocalTensor<S>& filter,
+                 const MmadParams& p)
+{
+    static_assert(std::is_same<T, float>::value && std::is_same<U, half>::value && std::is_same<S, half>::value,
+                  "Mmad modelled for half x half -> float");
+    if (dst.mem_ != ascend_exec::kL0C || fm.mem_ != ascend_exec::kL0A || filter.mem_ != ascend_exec::kL0B) {
+        ascend_exec::fatal("Mmad operands must be L0C, L0A, L0B");
+    }
+#if __NPU_ARCH__ == 1001
+    if (p.cmatrixSource) {
+        ascend_exec::fatal("Mmad: cmatrixSource must be false on 910A");
+    }
+#endif
+    if (p.m > 4095 || p.n > 4095 || p.k > 4095) {
+        ascend_exec::fatal("Mmad: m/n/k above 4095");
+    }
+    const uint32_t m1 = (p.m + 15) / 16, n1 = (p.n + 15) / 16, k1 = (p.k + 15) / 16;
+    const bool init = p.cmatrixInitVal && !p.isBias;
+    ascend_exec::begin_op(ascend_exec::kM, m1 * n1 >= 10);
+    fm.touch(0, uint64_t(m1) * k1 * 512, ascend_exec::kM, false, "Mmad (A)");
+    filter.touch(0, uint64_t(k1) * n1 * 512, ascend_exec::kM, false, "Mmad (B)");
+    if (!init) {
+        dst.touch(0, uint64_t(m1) * n1 * 1024, ascend_exec::kM, false, "Mmad (C in)");
+    }
+    dst.touch(0, uint64_t(m1) * n1 * 1024, ascend_exec::kM, true, "Mmad (C out)");
+    const half* a = reinterpret_cast<const half*>(fm.bytes(0, uint64_t(m1) * k1 * 512, "Mmad"));
+    const half* b = reinterpret_cast<const half*>(filter.bytes(0, uint64_t(k1) * n1 * 512, "Mmad"));
+    float* c = reinterpret_cast<float*>(dst.bytes(0, uint64_t(m1) * n1 * 1024, "Mmad"));
+    for (uint32_t i = 0; i < p.m; ++i) {
+        for (uint32_t j = 0; j < p.n; ++j) {
+            float& acc = c[((j / 16) * m1 + i / 16) * 256 + (i % 16) * 16 + j % 16];
+            if (init) {
+                acc = 0.0f;
+            }
+            for (uint32_t kc = 0; kc < k1; ++kc) {
+#if SGEMM_CUBE_EXEC_MMAD_ACCUMULATE == 0
+                __int128 sum = 0;
+#endif
+                for (uint32_t kk = kc * 16; kk < (kc + 1) * 16 && kk < p.k; ++kk) {
+                    const half x = a[((i / 16) * k1 + kk / 16) * 256 + (i % 16) * 16 + kk % 16];
+                    const half y = b[((kk / 16) * n1 + j / 16) * 256 + (j % 16) * 16 + kk % 16];
+#if SGEMM_CUBE_EXEC_MMAD_ACCUMULATE == 0
+                    sum += (__int128)exec_detail::half_scaled(x) * exec_detail::half_scaled(y);
+#else
+                    acc = acc + float(x) * float(y);  // the product is exact in FP32
+#endif
+                }
+#if SGEMM_CUBE_EXEC_MMAD_ACCUMULATE == 0
+                acc = acc + exec_detail::round_scaled_i128(sum);
+#endif
+            }
+        }
+    }
+}
+
+// docs: 矩阵计算（ISASI）/矩阵计算的搬出/L0C到GM数据搬运（Fixpipe）.md and 关键特性说明/NZ2ND.md.
+// 910B only (declared for __NPU_ARCH__ 2201).  On the FIX pipe, CFG_ROW_MAJOR = NZ2ND:
+// dst[r * dstStride + c] = src[(c / 16) * srcStride * 16 + r * 16 + c % 16]; NoQuant keeps FP32;
+// atomic add into GM when enabled.
+#if __NPU_ARCH__ == 2201
+template <typename T, typename U, const FixpipeConfig& config = CFG_ROW_MAJOR>
+inline void Fixpipe(const GlobalTensor<T>& dst, const LocalTensor<U>& src, const FixpipeParamsV220& p)
+{
+    static_assert(std::is_same<T, float>::value && std::is_same<U, float>::value, "Fixpipe modelled for float");
+    static_assert(config.format == CO2Layout::ROW_MAJOR, "Fixpipe modelled for CFG_ROW_MAJOR (NZ2ND) only");
+    if (src.mem_ != ascend_exec::kL0C) {
+        ascend_exec::fatal("Fixpipe source must be L0C");
+    }
+    if (p.nSize % 16 != 0 || p.nSize == 0 || p.mSize == 0 || p.quantPre != QuantMode_t::NoQuant || p.ndNum != 1 ||
+        p.reluEn || p.srcStride < p.mSize || p.srcStride % 16 != 0) {
+        ascend_exec::fatal("Fixpipe: nSize %u mSize %u srcStride %u ndNum %u quant %d relu %d not modelled/invalid",
+                           p.nSize, p.mSize, p.srcStride, p.ndNum, int(p.quantPre), int(p.reluEn));
+    }
+    ascend_exec::begin_op(ascend_exec::kFIX);
+    const uint64_t src_bytes = uint64_t(p.nSize / 16) * p.srcStride * 16 * 4;
+    src.touch(0, src_bytes, ascend_exec::kFIX, false, "Fixpipe (src)");
+    const float* s = reinterpret_cast<const float*>(src.bytes(0, src_bytes, "Fixpipe"));
+    for (uint32_t r = 0; r < p.mSize; ++r) {
+        float row[4096];
+        for (uint32_t c = 0; c < p.nSize; ++c) {
+            row[c] = s[(c / 16) * uint64_t(p.srcStride) * 16 + r * 16 + c % 16];
+        }
+        uint8_t* dp = dst.bytes(uint64_t(r) * p.dstStride * 4, uint64_t(p.nSize) * 4, "Fixpipe (dst)");
+        exec_detail::gm_store(dp, reinterpret_cast<const uint8_t*>(row), uint64_t(p.nSize) * 4, ascend_exec::kFIX);
+    }
+}
+#else
+template <typename T>
+struct FixpipeV220OnDavC100 {
+    static constexpr bool kDeclared = false;
+};
+template <typename T, typename U, const FixpipeConfig& config = CFG_ROW_MAJOR>
+void Fixpipe(const GlobalTensor<T>&, const LocalTensor<U>&, const FixpipeParamsV220&)
+{
+    static_assert(FixpipeV220OnDavC100<T>::kDeclared,
+                  "Fixpipe(GlobalTensor, LocalTensor, FixpipeParamsV220) is not available on __NPU_ARCH__ 1001");
+}
+#endif
+
+// ------------------------------------------------------ vector (count mode)
+namespace exec_detail {
+template <typename D, typename F>
+inline void vec_unary(const LocalTensor<D>& dst, int32_t count, const char* what, F f)
+{
+    if (count <= 0 || dst.mem_ != ascend_exec::kUB) {
+        ascend_exec::fatal("%s: count %d must be positive, destination in UB", what, count);
+    }
+    ascend_exec::begin_op(ascend_exec::kV);
+    f();
+}
+template <typename T>
+inline T* vptr(const LocalTensor<T>& t, int32_t count, bool write, const char* what)
+{
+    if (t.mem_ != ascend_exec::kUB) {
+        ascend_exec::fatal("%s: operand not in UB", what);
+    }
+    t.touch(0, uint64_t(count) * sizeof(T), ascend_exec::kV, write, what);
+    return reinterpret_cast<T*>(t.bytes(0, uint64_t(count) * sizeof(T), what));
+}
+template <typename T, typename F>
+inline void binary(const LocalTensor<T>& dst, const LocalTensor<T>& a, const LocalTensor<T>& b, int32_t count,
+                   const char* what, F f)
+{
+    vec_unary(dst, count, what, [&] {
+        // read both sources, then write (in-place operands allowed)
+        T* pa = vptr(a, count, false, what);
+        T* pb = vptr(b, count, false, what);
+        T* pd = vptr(dst, count, true, what);
+        for (int32_t i = 0; i < count; ++i) {
+            pd[i] = f(pa[i], pb[i]);
+        }
+    });
+}
+
+/// FP32 -> FP16 with an AscendC round mode.
+inline uint16_t f32_to_f16_bits(float x, RoundMode mode)
+{
+    uint32_t b;
+    std::memcpy(&b, &x, 4);
+    const uint16_t sign = uint16_t((b >> 16) & 0x8000u);
+    const uint32_t e = (b >> 23) & 0xFF, man = b & 0x7FFFFF;
+    if (e == 0xFF) {
+        return uint16_t(sign | (man ? 0x7E00u : 0x7C00u));
+    }
+    if (e == 0 && man == 0) {
+        return sign;
+    }
+    // |x| = M * 2^E
+    uint64_t M = e ? (man | 0x800000u) : man;
+    int E = (e ? int(e) : 1) - 150;
+    int len = 64 - __builtin_clzll(M);
+    int flog = len - 1 + E;
+    int Q = flog - 10 < -24 ? -24 : flog - 10;  // quantum of the FP16 result
+    uint64_t q;
+    bool inexact = false, above_half = false, at_half = false;
+    if (Q <= E) {
+        q = M << (E - Q);
+    } else {
+        const int sh = Q - E;
+        if (sh >= 64) {
+            q = 0;
+            inexact = true;
+        } else {
+            q = M >> sh;
+            const uint64_t rem = M & ((uint64_t(1) << sh) - 1);
+            const uint64_t halfway = uint64_t(1) << (sh - 1);
+            inexact = rem != 0;
+            above_half = rem > halfway;
+            at_half = rem == halfway;
+        }
+    }
+    const bool neg = sign != 0;
+    bool up = false;
+    switch (mode) {
+        case RoundMode::CAST_NONE:  // "CAST_RINT when the conversion loses precision" (Cast.md)
+        case RoundMode::CAST_RINT: up = above_half || (at_half && (q & 1)); break;
+        case RoundMode::CAST_ROUND: up = above_half || at_half; break;
+        case RoundMode::CAST_FLOOR: up = inexact && neg; break;
+        case RoundMode::CAST_CEIL: up = inexact && !neg; break;
+        case RoundMode::CAST_TRUNC: up = false; break;
+        case RoundMode::CAST_ODD:
+            if (inexact) {
+                q |= 1;
+            }
+            break;
+        default: ascend_exec::fatal("Cast: round mode %d not modelled", int(mode));
+    }
+    if (up) {
+        ++q;
+    }
+    while (q >= 2048) {
+        q >>= 1;
+        ++Q;
+    }
+    if (q == 0) {
+        return sign;
+    }
+    const bool to_inf = mode == RoundMode::CAST_NONE || mode == RoundMode::CAST_RINT || mode == RoundMode::CAST_ROUND ||
+                        (mode == RoundMode::CAST_FLOOR && neg) || (mode == RoundMode::CAST_CEIL && !neg);
+    if (q < 1024) {
+        return uint16_t(sign | q);  // subnormal (Q == -24)
+    }
+    const int biased = Q + 10 + 15;
+    if (biased >= 31) {
+        return uint16_t(sign | (to_inf ? 0x7C00u : 0x7BFFu));
+    }
+    return uint16_t(sign | (uint32_t(biased) << 10) | uint32_t(q - 1024));
+}
+}  // namespace exec_detail
+
+// docs (path not verified): Duplicate
+template <typename T>
+inline void Duplicate(const LocalTensor<T>& dst, const T& scalarValue, const int32_t& count)
+{
+    exec_detail::vec_unary(dst, count, "Duplicate", [&] {
+        T* d = exec_detail::vptr(dst, count, true, "Duplicate");
+        for (int32_t i = 0; i < count; ++i) {
+            d[i] = scalarValue;
+        }
+    });
+}
+// docs: Memory矢量计算/基础算术/Add.md
+template <typename T>
+inline void Add(const LocalTensor<T>& dst, const LocalTensor<T>& src0, const LocalTensor<T>& src1, const int32_t& count)
+{
+    static_assert(std::is_same<T, float>::value, "Add modelled for float");
+    exec_detail::binary(dst, src0, src1, count, "Add", [](T x, T y) { return T(x + y); });
+}
+// docs: Memory矢量计算/基础算术/Sub.md (int32: two's complement wrap)
+template <typename T>
+inline void Sub(const LocalTensor<T>& dst, const LocalTensor<T>& src0, const LocalTensor<T>& src1, const int32_t& count)
+{
+    exec_detail::binary(dst, src0, src1, count, "Sub", [](T x, T y) {
+        if constexpr (std::is_integral<T>::value) {
+            return T(typename std::make_unsigned<T>::type(x) - typename std::make_unsigned<T>::type(y));
+        } else {
+            return T(x - y);
+        }
+    });
+}
+// docs: Memory矢量计算/逻辑计算/And.md (16-bit integer types)
+template <typename T>
+inline void And(const LocalTensor<T>& dst, const LocalTensor<T>& src0, const LocalTensor<T>& src1, const int32_t& count)
+{
+    static_assert(std::is_integral<T>::value && sizeof(T) == 2, "And takes int16/uint16");
+    exec_detail::binary(dst, src0, src1, count, "And", [](T x, T y) { return T(x & y); });
+}
+// docs: Memory矢量计算/基础算术/Max.md
+template <typename T>
+inline void Max(const LocalTensor<T>& dst, const LocalTensor<T>& src0, const LocalTensor<T>& src1, const int32_t& count)
+{
+    exec_detail::binary(dst, src0, src1, count, "Max", [](T x, T y) { return x > y ? x : y; });
+}
+// docs: Memory矢量计算/基础算术/Muls.md
+template <typename T, bool isSetMask = true>
+inline void Muls(const LocalTensor<T>& dst, const LocalTensor<T>& src, const T& scalarValue, const int32_t& count)
+{
+    static_assert(std::is_same<T, float>::value, "Muls modelled for float");
+    exec_detail::vec_unary(dst, count, "Muls", [&] {
+        T* s = exec_detail::vptr(src, count, false, "Muls");
+        T* d = exec_detail::vptr(dst, count, true, "Muls");
+        for (int32_t i = 0; i < count; ++i) {
+            d[i] = s[i] * scalarValue;
+        }
+    });
+}
+// docs: Memory矢量计算/类型转换/Cast.md (float -> half with the round modes above; half -> float exact,
+// CAST_NONE)
+template <typename T, typename U>
+inline void Cast(const LocalTensor<T>& dst, const LocalTensor<U>& src, const RoundMode& roundMode, const uint32_t count)
+{
+    exec_detail::vec_unary(dst, int32_t(count), "Cast", [&] {
+        U* s = exec_detail::vptr(src, int32_t(count), false, "Cast");
+        T* d = exec_detail::vptr(dst, int32_t(count), true, "Cast");
+        if constexpr (std::is_same<T, half>::value && std::is_same<U, float>::value) {
+#if __NPU_ARCH__ == 1001
+            if (roundMode != RoundMode::CAST_NONE && roundMode != RoundMode::CAST_ODD) {
+                ascend_exec::fatal("Cast float->half on 910A supports CAST_NONE and CAST_ODD only (Cast.md)");
+            }
+#endif
+            for (uint32_t i = 0; i < count; ++i) {
+                const uint16_t h = exec_detail::f32_to_f16_bits(s[i], roundMode);
+                std::memcpy(&d[i], &h, 2);
+            }
+        } else if constexpr (std::is_same<T, float>::value && std::is_same<U, half>::value) {
+            if (roundMode != RoundMode::CAST_NONE) {
+                ascend_exec::fatal("Cast half->float: only CAST_NONE modelled");
+            }
+            for (uint32_t i = 0; i < count; ++i) {
+                d[i] = float(s[i]);
+            }
+        } else {
+            static_assert(std::is_same<T, void>::value, "Cast modelled for float <-> half only");
+        }
+    });
+}
+
+}  // namespace AscendC
+
+#endif  // SGEMM_CUBE_EXEC_ASCENDC_KERNEL_OPERATOR_H

@@ -1,0 +1,180 @@
+// Host harness: runs the real SGEMM-cube device code (kernel/sgemm_cube_kernels.cpp) on the
+// executable AscendC stand-in of this directory, launched the way host/binding.cpp does:
+// launch plan (host/launch_plan.hpp), zero padding, split A, split B, GEMM, combine in place
+// over the HH buffer, slice.
+//
+// Build (per chip, like tests/ascendc_kernels/test_ascend_kernel_sources.py):
+//   g++ -std=c++17 -O1 -D__NPU_ARCH__=2201 -DSGEMM_CUBE_SOC_910B
+//       -I ascendc_kernels/tests/exec_ascendc -I ascendc_kernels/include -I ascendc_kernels/host
+//       -I ascendc_kernels/kernel ascendc_kernels/tests/exec_ascendc/run_kernels.cpp -o run_kernels
+// Usage: run_kernels IN OUT
+//   IN:  12 little-endian int64 (batch, m, n, k, sb, keep_lo_lo, bm, bk, bn, n_fused, cube_cores,
+//        vector_cores), then A (batch*m*k float32), B (batch*k*n float32), row-major.
+//   OUT: C (batch*m*n float32), then A_hi, A_lo (batch*mp*kp FP16 bits, Zz), B_hi, B_lo
+//        (batch*kp*np, Zz), as the split kernel wrote them.
+//   stdout: the checker's report (CHECK-ERROR lines, CHECK-SUMMARY); exit status 0 when clean,
+//   1 when the checker found errors, 2 on a fatal error (out of bounds, bad parameters).
+#include "kernel_operator.h"
+
+#include "sgemm_cube_kernels.cpp"  // the real device code, from -I .../kernel
+
+#include "launch_plan.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <new>
+#include <vector>
+
+namespace {
+
+template <typename F>
+void launch(const char* name, uint32_t blocks, F body)
+{
+    ascend_exec::begin_kernel(name);
+    for (uint32_t core = 0; core < blocks; ++core) {
+        ascend_exec::begin_core(core, blocks);
+        body();
+        ascend_exec::end_core();
+    }
+}
+
+/// GM buffers are 512-byte aligned, as the device allocator's are (the race checker's
+/// 32-byte shadow blocks must not straddle two buffers).
+template <typename T>
+struct AlignedAllocator {
+    using value_type = T;
+    AlignedAllocator() = default;
+    template <typename U>
+    AlignedAllocator(const AlignedAllocator<U>&) {}
+    T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T) + 1, std::align_val_t(512))); }
+    void deallocate(T* p, size_t) { ::operator delete(p, std::align_val_t(512)); }
+    template <typename U>
+    bool operator==(const AlignedAllocator<U>&) const { return true; }
+    template <typename U>
+    bool operator!=(const AlignedAllocator<U>&) const { return false; }
+};
+template <typename T>
+using GmVector = std::vector<T, AlignedAllocator<T>>;
+
+template <typename T>
+GmVector<T> padded(const std::vector<float>& x, uint32_t batch, uint32_t rows, uint32_t cols, uint32_t prow,
+                      uint32_t pcol)
+{
+    GmVector<T> out(size_t(batch) * prow * pcol, T(0));
+    for (uint32_t b = 0; b < batch; ++b) {
+        for (uint32_t r = 0; r < rows; ++r) {
+            for (uint32_t c = 0; c < cols; ++c) {
+                out[(size_t(b) * prow + r) * pcol + c] = x[(size_t(b) * rows + r) * cols + c];
+            }
+        }
+    }
+    return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv)
+{
+    using namespace sgemm_cube;
+    if (argc != 3) {
+        std::fprintf(stderr, "usage: %s IN OUT\n", argv[0]);
+        return 64;
+    }
+    FILE* in = std::fopen(argv[1], "rb");
+    if (!in) {
+        std::perror(argv[1]);
+        return 64;
+    }
+    int64_t h[12];
+    if (std::fread(h, 8, 12, in) != 12) {
+        std::fprintf(stderr, "short header\n");
+        return 64;
+    }
+    const uint32_t batch = uint32_t(h[0]), m = uint32_t(h[1]), n = uint32_t(h[2]), k = uint32_t(h[3]);
+    const int sb = int(h[4]);
+    const bool keep_lo_lo = h[5] != 0;
+    const schedule::Tiling tiling{uint32_t(h[6]), uint32_t(h[7]), uint32_t(h[8]), uint32_t(h[9])};
+    const uint32_t cube_cores = uint32_t(h[10]), vector_cores = uint32_t(h[11]);
+    std::vector<float> a(size_t(batch) * m * k), b(size_t(batch) * k * n);
+    if (std::fread(a.data(), 4, a.size(), in) != a.size() || std::fread(b.data(), 4, b.size(), in) != b.size()) {
+        std::fprintf(stderr, "short data\n");
+        return 64;
+    }
+    std::fclose(in);
+
+#if __NPU_ARCH__ == 1001
+    const arch::Capacity cap = arch::capacity<arch::Ascend910A>();
+#else
+    const arch::Capacity cap = arch::capacity<arch::Ascend910B>();
+#endif
+    host::LaunchPlan plan{};
+    const schedule::Status status =
+        host::make_launch_plan(cap, batch, m, n, k, tiling, cube_cores, vector_cores, keep_lo_lo, &plan);
+    if (status != schedule::Status::kOk) {
+        std::fprintf(stderr, "launch plan: %s\n", schedule::status_message(status));
+        return 65;
+    }
+    const schedule::Geometry& g = plan.geometry;
+
+    // binding.cpp: zero padding to multiples of 16, then the device buffers.
+    GmVector<float> a_src = padded<float>(a, batch, m, k, g.mp, g.kp);
+    GmVector<float> b_src = padded<float>(b, batch, k, n, g.kp, g.np);
+    GmVector<half> a_parts(2 * plan.a_part_elems), b_parts(2 * plan.b_part_elems);
+    GmVector<float> terms(size_t(plan.terms) * plan.term_elems);
+    // Poison the outputs: anything a kernel fails to write shows up.
+    const half poison_h = half(-7.0f);
+    for (auto& v : a_parts) v = poison_h;
+    for (auto& v : b_parts) v = poison_h;
+    for (auto& v : terms) v = std::nanf("");
+    ascend_exec::register_gm(a_src.data(), a_src.size() * 4);
+    ascend_exec::register_gm(b_src.data(), b_src.size() * 4);
+    ascend_exec::register_gm(a_parts.data(), plan.a_part_elems * 2);
+    ascend_exec::register_gm(a_parts.data() + plan.a_part_elems, plan.a_part_elems * 2);
+    ascend_exec::register_gm(b_parts.data(), plan.b_part_elems * 2);
+    ascend_exec::register_gm(b_parts.data() + plan.b_part_elems, plan.b_part_elems * 2);
+    void* term_ptr[schedule::kMaxTerms] = {nullptr, nullptr, nullptr, nullptr};
+    for (uint32_t t = 0; t < plan.terms; ++t) {
+        term_ptr[t] = terms.data() + size_t(t) * plan.term_elems;
+        ascend_exec::register_gm(term_ptr[t], plan.term_elems * 4);
+    }
+    auto gm = [](void* p) { return reinterpret_cast<GM_ADDR>(p); };
+    void* a_hi = a_parts.data();
+    void* a_lo = a_parts.data() + plan.a_part_elems;
+    void* b_hi = b_parts.data();
+    void* b_lo = b_parts.data() + plan.b_part_elems;
+    const float scale = std::ldexp(1.0f, sb);
+    const float inv_scale = std::ldexp(1.0f, -sb);
+
+    launch("split_a", plan.split_a.cores, [&] {
+        sgemm_cube_split(gm(a_src.data()), gm(a_hi), gm(a_lo), g.batch, g.mp, g.kp, vector_cores, scale);
+    });
+    launch("split_b", plan.split_b.cores, [&] {
+        sgemm_cube_split(gm(b_src.data()), gm(b_hi), gm(b_lo), g.batch, g.kp, g.np, vector_cores, scale);
+    });
+    launch("gemm", plan.gemm_blocks, [&] {
+        sgemm_cube_gemm(gm(a_hi), gm(a_lo), gm(b_hi), gm(b_lo), gm(term_ptr[0]), gm(term_ptr[1]), gm(term_ptr[2]),
+                        gm(term_ptr[3]), g.batch, g.m, g.n, g.k, g.bm, g.bk, g.bn, g.n_fused, cube_cores, plan.terms);
+    });
+    launch("combine", plan.combine.cores, [&] {
+        sgemm_cube_combine(gm(term_ptr[0]), gm(term_ptr[1]), gm(term_ptr[2]), gm(term_ptr[3]), gm(term_ptr[0]),
+                           plan.term_elems, vector_cores, keep_lo_lo ? 1u : 0u, inv_scale);
+    });
+
+    FILE* out = std::fopen(argv[2], "wb");
+    if (!out) {
+        std::perror(argv[2]);
+        return 64;
+    }
+    const float* c = terms.data();
+    for (uint32_t bb = 0; bb < batch; ++bb) {
+        for (uint32_t r = 0; r < m; ++r) {
+            std::fwrite(c + (size_t(bb) * g.mp + r) * g.np, 4, n, out);
+        }
+    }
+    std::fwrite(a_parts.data(), 2, a_parts.size(), out);
+    std::fwrite(b_parts.data(), 2, b_parts.size(), out);
+    std::fclose(out);
+    std::printf("GEOMETRY mp=%u np=%u kp=%u mb=%u nb=%u kb=%u n_fused=%u groups=%u cores=%u l0_stages=%u\n", g.mp,
+                g.np, g.kp, g.mb, g.nb, g.kb, g.n_fused, g.groups, g.cores, g.plan.l0_stages);
+    return ascend_exec::report(stdout);
+}

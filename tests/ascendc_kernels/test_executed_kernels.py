@@ -1,0 +1,309 @@
+"""Execute the AscendC device code on the host and check it bit for bit.
+
+``ascendc_kernels/tests/exec_ascendc/`` holds an executable stand-in for the
+AscendC basic API calls the kernels make (host memory for GM, per-core byte
+arrays for L1/L0A/L0B/L0C/UB, a flag and race checker) and a harness,
+``run_kernels.cpp``, that includes the real ``kernel/sgemm_cube_kernels.cpp``
+and runs split A, split B, GEMM and combine the way ``host/binding.cpp``
+launches them.  It is built with g++ once per chip (``__NPU_ARCH__`` and the
+SoC macro from ``test_ascend_kernel_sources.CHIPS``).
+
+Checked here:
+* split output (hi/lo, Zz) bit-identical to ``cpu_fallback.split``;
+* C bit-identical to ``cpu_fallback.emulated_matmul(order="termwise",
+  accumulate="cube16")`` when K fits one resident group, and to
+  ``npu_schedule.simulate`` / ``grouped_reference`` always, on both chips;
+* the flag/race checker is clean;
+* Mmad's in-fractal accumulation order is visible (a "sequential" build
+  matches the sequential model, not cube16);
+* planted bugs in a copy of the kernel sources make the run fail.
+"""
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sgemm_cube.backends import npu_schedule as ns
+from sgemm_cube.cpu_fallback import emulated_matmul, split, split_limits
+
+from .test_ascend_kernel_sources import CHIPS, KERNELS
+
+EXEC = KERNELS / "tests" / "exec_ascendc"
+HARNESS = EXEC / "run_kernels.cpp"
+PROFILE = {"910A": "910a", "910B": "910b"}
+
+
+def _gxx() -> str:
+    gxx = shutil.which("g++")
+    if gxx is None:
+        pytest.skip("g++ not found")
+    return gxx
+
+
+def build(out: Path, soc: str, *, src_root: Path = KERNELS, defines=()) -> Path:
+    arch, macro = CHIPS[soc]
+    cmd = [_gxx(), "-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror", f"-D__NPU_ARCH__={arch}", f"-D{macro}"]
+    cmd += [f"-D{d}" for d in defines]
+    cmd += ["-I", str(EXEC), "-I", str(src_root / "include"), "-I", str(KERNELS / "host"),
+            "-I", str(src_root / "kernel"), str(HARNESS), "-o", str(out)]
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    assert res.returncode == 0, f"build for {soc} failed:\n{res.stderr[-4000:]}"
+    return out
+
+
+@pytest.fixture(scope="module")
+def binaries(tmp_path_factory):
+    d = tmp_path_factory.mktemp("exec_ascendc")
+    return {soc: build(d / f"run_{soc}", soc) for soc in CHIPS}
+
+
+def _zz_decode(flat: np.ndarray, batch: int, rows: int, cols: int) -> np.ndarray:
+    """Zz (16x16 fractals, row of fractals by row of fractals, each row-major) -> row-major."""
+    x = flat.reshape(batch, rows // 16, cols // 16, 16, 16)
+    return x.transpose(0, 1, 3, 2, 4).reshape(batch, rows, cols)
+
+
+def _pad16(x: int) -> int:
+    return -(-x // 16) * 16
+
+
+class Run:
+    def __init__(self, proc, c, parts):
+        self.rc, self.stdout, self.stderr = proc.returncode, proc.stdout, proc.stderr
+        self.c, self.parts = c, parts
+
+    @property
+    def clean(self) -> bool:
+        return self.rc == 0 and "CHECK-SUMMARY errors=0 " in self.stdout
+
+
+def run(binary: Path, a, b, *, sb=12, keep_lo_lo=False, tiling=(32, 32, 32, 4), cube=4, vector=4,
+        workdir: Path) -> Run:
+    batch, m, k = a.shape
+    n = b.shape[2]
+    hdr = np.array([batch, m, n, k, sb, int(keep_lo_lo), *tiling, cube, vector], np.int64)
+    inp, outp = workdir / "in.bin", workdir / "out.bin"
+    inp.write_bytes(hdr.tobytes() + np.ascontiguousarray(a, np.float32).tobytes()
+                    + np.ascontiguousarray(b, np.float32).tobytes())
+    if outp.exists():
+        outp.unlink()
+    proc = subprocess.run([str(binary), str(inp), str(outp)], capture_output=True, text=True, timeout=120)
+    if proc.returncode not in (0, 1) or not outp.exists():
+        return Run(proc, None, None)
+    raw = outp.read_bytes()
+    mp, np_, kp = _pad16(m), _pad16(n), _pad16(k)
+    c = np.frombuffer(raw, np.float32, batch * m * n).reshape(batch, m, n)
+    off = batch * m * n * 4
+    parts = []
+    for rows, cols in ((mp, kp), (mp, kp), (kp, np_), (kp, np_)):
+        cnt = batch * rows * cols
+        parts.append(_zz_decode(np.frombuffer(raw, np.float16, cnt, off), batch, rows, cols))
+        off += cnt * 2
+    return Run(proc, c, parts)
+
+
+def _same_bits(x: np.ndarray, y: np.ndarray) -> bool:
+    return x.shape == y.shape and np.array_equal(np.asarray(x).view(np.uint32), np.asarray(y).view(np.uint32))
+
+
+def _diff(x, y) -> str:
+    bad = np.argwhere(x.view(np.uint32) != y.view(np.uint32))
+    i = tuple(bad[0])
+    return f"{len(bad)} of {x.size} differ; first at {i}: {x[i]!r} vs {y[i]!r}"
+
+
+def references(a, b, *, sb, keep_lo_lo, tiling, cube, soc, accumulate="cube16"):
+    """(simulate, grouped_reference, emulated or None when K spans several groups)."""
+    t = ns.Tiling(*tiling)
+    sim = ns.simulate(a, b, sb=sb, keep_lo_lo=keep_lo_lo, tiling=t, cap=ns.capacity_from_profile(PROFILE[soc]),
+                      cores=cube, accumulate=accumulate)
+    batch, m, k = a.shape
+    kb = -(-_pad16(k) // t.bk)
+    group_k = min(t.n_fused, kb) * t.bk
+    grouped = np.stack([ns.grouped_reference(a[i], b[i], sb=sb, keep_lo_lo=keep_lo_lo, group_k=group_k,
+                                             accumulate=accumulate) for i in range(batch)])
+    emulated = None
+    if kb <= t.n_fused:
+        clean = lambda x: np.where(np.isfinite(x), x, np.float32(0))  # noqa: E731 (the split's contract)
+        emulated = np.stack([emulated_matmul(clean(a[i]), clean(b[i]), sb=sb, order="termwise",
+                                             accumulate=accumulate, keep_lo_lo=keep_lo_lo,
+                                             scheme="fp16x4" if keep_lo_lo else "fp16x3") for i in range(batch)])
+    return sim, grouped, emulated
+
+
+def _fed_like_npu_run(x: np.ndarray, sb: int) -> np.ndarray:
+    """sgemm_cube/backends/npu.py run(): NaN, Inf and |x| >= split_limits(sb).max_abs go in as 0."""
+    max_abs = np.float32(split_limits(sb).max_abs)
+    with np.errstate(invalid="ignore"):
+        return np.where(np.abs(x) < max_abs, x, np.float32(0)).astype(np.float32)
+
+
+# (name, batch, m, n, k, sb, keep_lo_lo, tiling (bm, bk, bn, n_fused), cube cores, vector cores)
+CASES = [
+    ("one_group_tails", 1, 40, 50, 70, 12, False, (32, 32, 32, 4), 4, 4),
+    ("aligned_fp16x4", 1, 32, 48, 64, 12, True, (32, 32, 16, 2), 3, 5),
+    ("groups3_tails", 1, 33, 47, 150, 12, False, (32, 32, 32, 2), 4, 4),
+    ("groups5_sb8_fp16x4", 1, 17, 31, 300, 8, True, (16, 64, 16, 1), 2, 3),
+    ("batch2_groups2_sb16", 2, 20, 36, 50, 16, False, (16, 16, 32, 2), 3, 2),
+    ("batch3_one_group_sb10_fp16x4", 3, 24, 18, 40, 10, True, (16, 16, 16, 3), 5, 7),
+    ("wide_split_tiles", 1, 18, 300, 20, 12, False, (16, 16, 64, 2), 2, 2),
+]
+
+
+def _operands(rng, batch, m, n, k, spread=True):
+    a = rng.standard_normal((batch, m, k)).astype(np.float32)
+    b = rng.standard_normal((batch, k, n)).astype(np.float32)
+    if spread:  # several binades, so that the accumulation order matters
+        a *= np.exp2(rng.integers(-6, 7, a.shape)).astype(np.float32)
+        b *= np.exp2(rng.integers(-6, 7, b.shape)).astype(np.float32)
+    return a, b
+
+
+@pytest.mark.parametrize("soc", sorted(CHIPS))
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_kernels_bit_exact(binaries, case, soc, tmp_path):
+    name, batch, m, n, k, sb, keep, tiling, cube, vector = case
+    rng = np.random.default_rng(sum(name.encode()))
+    a, b = _operands(rng, batch, m, n, k)
+    r = run(binaries[soc], a, b, sb=sb, keep_lo_lo=keep, tiling=tiling, cube=cube, vector=vector, workdir=tmp_path)
+    assert r.clean, f"{soc} {name}: rc={r.rc}\n{r.stdout[-3000:]}\n{r.stderr[-2000:]}"
+    # the split kernel against cpu_fallback.split
+    for x, (hi, lo), rows, cols in ((a, r.parts[0:2], _pad16(m), _pad16(k)), (b, r.parts[2:4], _pad16(k), _pad16(n))):
+        padded = np.zeros((batch, rows, cols), np.float32)
+        padded[:, : x.shape[1], : x.shape[2]] = x
+        ehi, elo = split(padded, sb)
+        assert np.array_equal(hi.view(np.uint16), ehi.view(np.uint16)), "split hi differs"
+        assert np.array_equal(lo.view(np.uint16), elo.view(np.uint16)), "split lo differs"
+    sim, grouped, emulated = references(a, b, sb=sb, keep_lo_lo=keep, tiling=tiling, cube=cube, soc=soc)
+    assert _same_bits(sim, grouped)
+    assert _same_bits(r.c, sim), f"{soc} {name} vs simulate: {_diff(r.c, sim)}"
+    if emulated is not None:
+        assert _same_bits(r.c, emulated), f"{soc} {name} vs emulated_matmul: {_diff(r.c, emulated)}"
+
+
+@pytest.mark.parametrize("soc", sorted(CHIPS))
+@pytest.mark.parametrize("feed", ["raw", "npu_run"])
+def test_special_values(binaries, soc, feed, tmp_path):
+    """NaN, Inf and overflowing lines: raw (the split zeroes non-finite values itself) or fed the
+    way npu.py's run() feeds them (also zeroing |x| >= split_limits(sb).max_abs)."""
+    sb = 12
+    rng = np.random.default_rng(7)
+    a, b = _operands(rng, 1, 35, 33, 100)
+    a[0, 3, :] = np.nan
+    a[0, 5, 7] = np.inf
+    a[0, 6, 9] = -np.inf
+    b[0, 11, 4] = np.nan
+    b[0, :, 20] = -np.inf
+    big = np.float32(split_limits(sb).max_abs)
+    a[0, 8, 2] = big * 4  # overflow: not representable by the split
+    b[0, 30, 30] = -big * 2
+    a[0, 9, 3] = np.nextafter(big, np.float32(0))  # largest value the split holds
+    if feed == "raw":
+        # Overflowing finite values are outside the kernels' contract: only NaN / Inf are fed raw.
+        a[0, 8, 2] = b[0, 30, 30] = 0
+    else:
+        a, b = _fed_like_npu_run(a, sb), _fed_like_npu_run(b, sb)
+    tiling = (16, 32, 32, 2)
+    r = run(binaries[soc], a, b, sb=sb, tiling=tiling, cube=3, vector=3, workdir=tmp_path)
+    assert r.clean, r.stdout[-3000:] + r.stderr[-2000:]
+    sim, grouped, _ = references(a, b, sb=sb, keep_lo_lo=False, tiling=tiling, cube=3, soc=soc)
+    assert np.isfinite(r.c).all()
+    assert _same_bits(r.c, sim), _diff(r.c, sim)
+    assert _same_bits(r.c, grouped)
+
+
+def test_accumulation_order_is_visible(binaries, tmp_path):
+    """A build with Mmad accumulating one FP32 add per product ("sequential") matches that model and
+    not cube16: the bit-exact checks above do test the cube16 in-fractal order."""
+    seq = build(tmp_path / "run_seq", "910B", defines=["SGEMM_CUBE_EXEC_MMAD_ACCUMULATE=1"])
+    rng = np.random.default_rng(3)
+    a, b = _operands(rng, 1, 32, 32, 64)
+    tiling = (32, 64, 32, 1)
+    r16 = run(binaries["910B"], a, b, tiling=tiling, workdir=tmp_path)
+    rsq = run(seq, a, b, tiling=tiling, workdir=tmp_path)
+    assert r16.clean and rsq.clean
+    _, _, e16 = references(a, b, sb=12, keep_lo_lo=False, tiling=tiling, cube=4, soc="910B")
+    _, _, esq = references(a, b, sb=12, keep_lo_lo=False, tiling=tiling, cube=4, soc="910B", accumulate="sequential")
+    assert not _same_bits(e16, esq), "operands do not separate the two models"
+    assert _same_bits(r16.c, e16) and _same_bits(rsq.c, esq)
+    assert not _same_bits(rsq.c, e16)
+
+
+# ---------------------------------------------------------------- planted bugs
+# (name, file under ascendc_kernels/, pattern, replacement, chips)
+PLANTED = [
+    ("l0b_load_not_transposed", "include/sgemm_cube/tile/copy.hpp",
+     "p.ifTranspose = true;", "p.ifTranspose = false;", ["910B"]),
+    ("gm_a_gap_off_by_one_block", "include/sgemm_cube/schedule/schedule.hpp",
+     "return FractalRuns{rows / kCube, cols, g.kp - cols};",
+     "return FractalRuns{rows / kCube, cols, g.kp - cols + 1};", ["910B"]),
+    ("l0a_load_src_stride_2", "include/sgemm_cube/tile/copy.hpp",
+     "p.srcStride = 1;   // consecutive fractals", "p.srcStride = 2;", ["910B"]),
+    ("l1_b_offset_one_fractal_off", "include/sgemm_cube/schedule/schedule.hpp",
+     "return p.l1_b + (slot * kParts + part) * p.b_tile;",
+     "return p.l1_b + (slot * kParts + part) * p.b_tile + 512;", ["910B"]),
+    ("split_ub_row_offset_off_by_one_row", "include/sgemm_cube/schedule/schedule.hpp",
+     "split_ub_row_offset(uint32_t r) { return r * kCube; }",
+     "split_ub_row_offset(uint32_t r) { return (r + 1) * kCube; }", ["910A"]),
+    ("waitflag_b_slot_removed", "include/sgemm_cube/schedule/schedule.hpp",
+     "        v.wait(Sync::kMte2ToMte1, Event::kBSlot0 + int32_t(cur.b_slot));\n        v.load_l0(cur);",
+     "        v.load_l0(cur);", ["910A", "910B"]),
+    ("waitflag_combine_mte2_v_removed", "include/sgemm_cube/kernel/combine_kernel.hpp",
+     "        AscendC::WaitFlag<AscendC::HardEvent::MTE2_V>(0);\n", "", ["910B"]),
+    ("pipe_barrier_v_removed_in_split", "include/sgemm_cube/kernel/split_kernel.hpp",
+     "// hi = fp16(x)\n            AscendC::PipeBarrier<PIPE_V>();", "// hi = fp16(x)", ["910A"]),
+    ("l0c_accumulator_shared_by_two_terms", "include/sgemm_cube/schedule/schedule.hpp",
+     "l0c_offset(const BufferPlan& p, uint32_t term) { return term * p.c_tile; }",
+     "l0c_offset(const BufferPlan& p, uint32_t term) { return (term == kHiLo ? kLoHi : term) * p.c_tile; }",
+     ["910A", "910B"]),
+    ("pipe_barrier_m_removed_small_mmad", "include/sgemm_cube/tile/copy.hpp",
+     "        AscendC::PipeBarrier<PIPE_M>();\n", "", ["910B"]),
+    ("waitflag_without_setflag", "include/sgemm_cube/kernel/combine_kernel.hpp",
+     "    AscendC::WaitFlag<AscendC::HardEvent::MTE3_MTE2>(0);\n}",
+     "    AscendC::WaitFlag<AscendC::HardEvent::MTE3_MTE2>(0);\n    AscendC::WaitFlag<AscendC::HardEvent::MTE3_MTE2>(0);\n}",
+     ["910B"]),
+]
+# Bugs that sequential execution computes correctly: only the flag checker can see them, and it must
+# name them (fragments of its report).
+CHECKER_ONLY = {
+    "waitflag_b_slot_removed": ["race RAW on L1: MTE1 access not ordered after MTE2 access", "while the flag is still set",
+                                "left set"],
+    "waitflag_combine_mte2_v_removed": ["race RAW on UB: V access not ordered after MTE2 access"],
+    "pipe_barrier_v_removed_in_split": ["race RAW on UB: V access not ordered after V access"],
+    "waitflag_without_setflag": ["with no earlier matching SetFlag"],
+    "pipe_barrier_m_removed_small_mmad": ["race RAW on L0C: M access not ordered after M access"],
+}
+PLANTED_PARAMS = [(p[0], soc) for p in PLANTED for soc in p[4]]
+
+
+@pytest.mark.parametrize("name,soc", PLANTED_PARAMS, ids=[f"{n}-{s}" for n, s in PLANTED_PARAMS])
+def test_planted_bug_fails(name, soc, tmp_path):
+    _, rel, pattern, replacement, _ = next(p for p in PLANTED if p[0] == name)
+    root = tmp_path / "src"
+    shutil.copytree(KERNELS / "include", root / "include")
+    shutil.copytree(KERNELS / "kernel", root / "kernel")
+    target = root / rel
+    text = target.read_text()
+    assert pattern in text, f"planted bug {name}: pattern not found in {rel}"
+    target.write_text(text.replace(pattern, replacement, 1))
+    binary = build(tmp_path / "run_bug", soc, src_root=root)
+    rng = np.random.default_rng(11)
+    # K spans two groups and two column blocks per core: every buffer is reused.
+    a, b = _operands(rng, 1, 40, 64, 80)
+    tiling, cube = (32, 32, 32, 2), 2
+    r = run(binary, a, b, tiling=tiling, cube=cube, vector=2, workdir=tmp_path)
+    if r.rc == 2:
+        assert "EXEC-ASCENDC FATAL" in r.stderr
+        return
+    sim, _, _ = references(a, b, sb=12, keep_lo_lo=False, tiling=tiling, cube=cube, soc=soc)
+    wrong = r.c is None or not _same_bits(r.c, sim)
+    if name in CHECKER_ONLY:
+        assert r.rc == 1 and not wrong, f"{name}: rc={r.rc}, wrong numbers: {wrong}\n{r.stdout[-2000:]}"
+        for fragment in CHECKER_ONLY[name]:
+            assert fragment in r.stdout, f"{name}: checker report lacks {fragment!r}:\n{r.stdout[-3000:]}"
+        return
+    assert wrong or not r.clean, f"planted bug {name} on {soc} went unnoticed:\n{r.stdout[-2000:]}"
