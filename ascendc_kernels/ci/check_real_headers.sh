@@ -10,8 +10,8 @@
 # Argument: the AscendC root, i.e. the folder holding include/kernel_operator.h,
 # include/basic_api/ and impl/basic_api/ (an asc-devkit checkout, or
 # $ASCEND_HOME_PATH/asc of a CANN 8.x install).  OUTDIR (default: a temporary
-# folder) receives real_headers_910A.txt and real_headers_910B.txt, the full
-# compiler output for each chip.
+# folder) receives real_headers_<pass>.txt, the full compiler output of each
+# pass: 910A, 910B, 910B_cube, 910B_vec (below).
 #
 # What it is: the device compile mode of the headers (no ASCENDC_CPU_DEBUG:
 # the CPU-debug mode needs CANN's closed stub_def.h / stub_fun.h from
@@ -24,17 +24,36 @@
 # in through the advanced API, is generated the way the CANN build does
 # (impl/adv_api/cmake/scripts/gen_kernel_tiling_data_def.py).
 #
+# Passes: 910A; and 910B three times.  bisheng compiles a 910B kernel once per
+# core type (--cce-aicore-arch=dav-c220-cube and dav-c220-vec, see
+# cmake/asc/legacy_modules/bisheng_intf.cmake), each compile defining its core
+# macros, spelled out as asc-devkit's own g++ builds of the 910B1_AIC / _AIV
+# unit tests spell them (tests/api/*/CMakeLists.txt):
+#   910B_cube  __DAV_C220__ __DAV_C220_CUBE__ __DAV_CUBE__
+#   910B_vec   __DAV_C220__ __DAV_C220_VEC__ __DAV_VEC__
+# impl/utils/sys_macros.h turns __DAV_CUBE__ / __DAV_VEC__ (with __NPU_ARCH__
+# 2201) into `constexpr int32_t g_coreType = AscendC::AIC` / `AIV`, and
+# ASCEND_IS_AIC / ASCEND_IS_AIV into `constexpr(g_coreType == AscendC::AIC)` /
+# `(.. AIV)`, so `if ASCEND_IS_AIC { .. }` is an `if constexpr`.  The 910B pass
+# defines neither macro: g_coreType = AscendC::MIX, both conditions are false,
+# and every such body inside a template (the headers' Fixpipe, ReduceMax,
+# Compare, .. and whatever of ours sits in one) is discarded unchecked.  The
+# cube and vector passes compile those bodies, plus the headers'
+# `#if defined(__DAV_CUBE__)` / `__DAV_VEC__` code; 910B (common path) stays
+# as the third view.  Each pass compiles all three entry points, also the
+# one whose KERNEL_TASK_TYPE_DEFAULT names the other core type (bisheng need
+# not compile that one for this core): an error seen only there is worth a
+# look before it is called a bug (none today).
+#
 # What it cannot see: anything bisheng checks beyond C++ (address spaces are
 # erased, so a __gm__ / __ubuf__ pointer mix-up passes; [aicore]/[host]
-# calling rules; intrinsic argument types, which are catch-alls), and code
-# paths the headers compile only under __DAV_C220_CUBE__ / __DAV_C220_VEC__
-# (bisheng compiles 910B kernels once per core type; this check defines
-# neither, so it sees the headers' common path).
+# calling rules; intrinsic argument types, which are catch-alls).
 #
 # Exit status: 1 when any error is in our sources or comes from an
 # instantiation that starts in them; errors wholly inside the headers are
 # header-setup artefacts of this stand-in and are listed, not failed on
-# (expected: asc_dump redefinitions for 910B, from the erased address spaces).
+# (expected: asc_dump redefinitions in every 910B pass, from the erased
+# address spaces).
 set -u -o pipefail
 
 ASC=${1:?usage: check_real_headers.sh <asc-devkit checkout or CANN asc dir> [outdir]}
@@ -70,14 +89,17 @@ for d in impl/adv_api impl/basic_api impl/c_api impl/basic_api/reg_compute impl/
 done
 
 status=0
-for chip in 910A 910B; do
-    case $chip in
-        910A) arch=1001 ;;
-        910B) arch=2201 ;;
+for pass in 910A 910B 910B_cube 910B_vec; do
+    chip=${pass%%_*}
+    case $pass in
+        910A) arch=1001 core=() ;;
+        910B) arch=2201 core=() ;;
+        910B_cube) arch=2201 core=(-D__DAV_C220__ -D__DAV_C220_CUBE__ -D__DAV_CUBE__) ;;
+        910B_vec) arch=2201 core=(-D__DAV_C220__ -D__DAV_C220_VEC__ -D__DAV_VEC__) ;;
     esac
-    log="$OUT/real_headers_$chip.txt"
+    log="$OUT/real_headers_$pass.txt"
     "$CXX" -std=c++17 -fsyntax-only -fmax-errors=0 -w \
-        -D__NPU_ARCH__=$arch -DSGEMM_CUBE_SOC_$chip \
+        -D__NPU_ARCH__=$arch "${core[@]}" -DSGEMM_CUBE_SOC_$chip \
         -include "$HERE/real_headers/bisheng_builtins.h" \
         "${INC[@]}" -I "$KERNELS/include" "$KERNELS/kernel/sgemm_cube_kernels.cpp" >"$log" 2>&1
     rc=$?
@@ -88,7 +110,7 @@ for chip in 910A 910B; do
         /error:/ { if (index($0, k) || ctx) n++; ctx = 0 }
         END { print n + 0 }' "$log")
     total=$(grep -c "error:" "$log")
-    echo "== $chip (__NPU_ARCH__=$arch): g++ exit $rc, $total errors, $ours in or through our sources -> $log"
+    echo "== $pass (__NPU_ARCH__=$arch${core[*]:+ ${core[*]}}): g++ exit $rc, $total errors, $ours in or through our sources -> $log"
     grep "error:" "$log" | sed "s|$ASC/||; s|$KERNELS/||" | sort | uniq -c | sort -rn | head -40
     if [[ $ours -gt 0 ]]; then
         status=1

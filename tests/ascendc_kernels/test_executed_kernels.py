@@ -21,8 +21,6 @@ Checked here:
 from __future__ import annotations
 
 import shutil
-import subprocess
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -30,80 +28,14 @@ import pytest
 from sgemm_cube.backends import npu_schedule as ns
 from sgemm_cube.cpu_fallback import emulated_matmul, split, split_limits
 
+from .executed import PROFILE, build, pad16, run, zz_decode
 from .test_ascend_kernel_sources import CHIPS, KERNELS
-
-EXEC = KERNELS / "tests" / "exec_ascendc"
-HARNESS = EXEC / "run_kernels.cpp"
-PROFILE = {"910A": "910a", "910B": "910b"}
-
-
-def _gxx() -> str:
-    gxx = shutil.which("g++")
-    if gxx is None:
-        pytest.skip("g++ not found")
-    return gxx
-
-
-def build(out: Path, soc: str, *, src_root: Path = KERNELS, defines=()) -> Path:
-    arch, macro = CHIPS[soc]
-    cmd = [_gxx(), "-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror", f"-D__NPU_ARCH__={arch}", f"-D{macro}"]
-    cmd += [f"-D{d}" for d in defines]
-    cmd += ["-I", str(EXEC), "-I", str(src_root / "include"), "-I", str(KERNELS / "host"),
-            "-I", str(src_root / "kernel"), str(HARNESS), "-o", str(out)]
-    res = subprocess.run(cmd, capture_output=True, text=True)
-    assert res.returncode == 0, f"build for {soc} failed:\n{res.stderr[-4000:]}"
-    return out
 
 
 @pytest.fixture(scope="module")
 def binaries(tmp_path_factory):
     d = tmp_path_factory.mktemp("exec_ascendc")
     return {soc: build(d / f"run_{soc}", soc) for soc in CHIPS}
-
-
-def _zz_decode(flat: np.ndarray, batch: int, rows: int, cols: int) -> np.ndarray:
-    """Zz (16x16 fractals, row of fractals by row of fractals, each row-major) -> row-major."""
-    x = flat.reshape(batch, rows // 16, cols // 16, 16, 16)
-    return x.transpose(0, 1, 3, 2, 4).reshape(batch, rows, cols)
-
-
-def _pad16(x: int) -> int:
-    return -(-x // 16) * 16
-
-
-class Run:
-    def __init__(self, proc, c, parts):
-        self.rc, self.stdout, self.stderr = proc.returncode, proc.stdout, proc.stderr
-        self.c, self.parts = c, parts
-
-    @property
-    def clean(self) -> bool:
-        return self.rc == 0 and "CHECK-SUMMARY errors=0 " in self.stdout
-
-
-def run(binary: Path, a, b, *, sb=12, keep_lo_lo=False, tiling=(32, 32, 32, 4), cube=4, vector=4,
-        workdir: Path) -> Run:
-    batch, m, k = a.shape
-    n = b.shape[2]
-    hdr = np.array([batch, m, n, k, sb, int(keep_lo_lo), *tiling, cube, vector], np.int64)
-    inp, outp = workdir / "in.bin", workdir / "out.bin"
-    inp.write_bytes(hdr.tobytes() + np.ascontiguousarray(a, np.float32).tobytes()
-                    + np.ascontiguousarray(b, np.float32).tobytes())
-    if outp.exists():
-        outp.unlink()
-    proc = subprocess.run([str(binary), str(inp), str(outp)], capture_output=True, text=True, timeout=120)
-    if proc.returncode not in (0, 1) or not outp.exists():
-        return Run(proc, None, None)
-    raw = outp.read_bytes()
-    mp, np_, kp = _pad16(m), _pad16(n), _pad16(k)
-    c = np.frombuffer(raw, np.float32, batch * m * n).reshape(batch, m, n)
-    off = batch * m * n * 4
-    parts = []
-    for rows, cols in ((mp, kp), (mp, kp), (kp, np_), (kp, np_)):
-        cnt = batch * rows * cols
-        parts.append(_zz_decode(np.frombuffer(raw, np.float16, cnt, off), batch, rows, cols))
-        off += cnt * 2
-    return Run(proc, c, parts)
 
 
 def _same_bits(x: np.ndarray, y: np.ndarray) -> bool:
@@ -122,7 +54,7 @@ def references(a, b, *, sb, keep_lo_lo, tiling, cube, soc, accumulate="cube16"):
     sim = ns.simulate(a, b, sb=sb, keep_lo_lo=keep_lo_lo, tiling=t, cap=ns.capacity_from_profile(PROFILE[soc]),
                       cores=cube, accumulate=accumulate)
     batch, m, k = a.shape
-    kb = -(-_pad16(k) // t.bk)
+    kb = -(-pad16(k) // t.bk)
     group_k = min(t.n_fused, kb) * t.bk
     grouped = np.stack([ns.grouped_reference(a[i], b[i], sb=sb, keep_lo_lo=keep_lo_lo, group_k=group_k,
                                              accumulate=accumulate) for i in range(batch)])
@@ -172,7 +104,7 @@ def test_kernels_bit_exact(binaries, case, soc, tmp_path):
     r = run(binaries[soc], a, b, sb=sb, keep_lo_lo=keep, tiling=tiling, cube=cube, vector=vector, workdir=tmp_path)
     assert r.clean, f"{soc} {name}: rc={r.rc}\n{r.stdout[-3000:]}\n{r.stderr[-2000:]}"
     # the split kernel against cpu_fallback.split
-    for x, (hi, lo), rows, cols in ((a, r.parts[0:2], _pad16(m), _pad16(k)), (b, r.parts[2:4], _pad16(k), _pad16(n))):
+    for x, (hi, lo), rows, cols in ((a, r.parts[0:2], pad16(m), pad16(k)), (b, r.parts[2:4], pad16(k), pad16(n))):
         padded = np.zeros((batch, rows, cols), np.float32)
         padded[:, : x.shape[1], : x.shape[2]] = x
         ehi, elo = split(padded, sb)

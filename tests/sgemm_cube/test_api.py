@@ -243,13 +243,15 @@ def test_out_of_range_data_are_accurate_not_errors(rng, backend):
 
 def test_fixup_false_keeps_the_papers_split_and_its_loss(rng):
     """fixup=False (no scaling either) is the paper's algorithm: rows whose entries lose bits in the
-    split (sb=0 and entries below 0.125) are NOT recomputed, and the documented accuracy is lost."""
+    split (sb=0 and entries below 0.125) are NOT recomputed, and the documented accuracy is lost.
+    Measured over 300 seeds against FP32 recursive summation: 5.5x its error at least, 10.4x median,
+    and 6.4e-7 relative at least (the limits below: 4x and 2**-21)."""
     a, b = draw(rng, "normal", (8, 32), scale_exp=-6), draw(rng, "normal", (32, 4))
     ref = reference_matmul64(a, b)
     native = relative_error(fp32_matmul(a, b), ref)
     paper = sgemm_cube.matmul(a, b, 0, scale=None, fixup=False)
     assert np.array_equal(paper, emulated_matmul(a, b, sb=0))
-    assert relative_error(paper, ref) > 10 * native
+    assert relative_error(paper, ref) > max(4 * native, 2.0 ** -21), (relative_error(paper, ref), native)
     # the defaults: accurate (the rows are scaled into the split's range, or recomputed in FP32)
     assert relative_error(sgemm_cube.matmul(a, b, 0), ref) <= 2 * max(native, 2.0 ** -24)
     # without scaling, fixup=True computes those rows in plain FP32

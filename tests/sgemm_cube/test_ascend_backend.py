@@ -2,12 +2,17 @@
 
 No NPU, torch_npu or CANN exists here, so this checks what such a machine
 sees: the backend says exactly what is missing, and asking for it raises
-that.  The loader's own plumbing (contiguous copies, non-contiguous ``out``,
-the tiling it passes to the extension) is exercised against a stand-in
-extension that runs the schedule model (:mod:`npu_schedule`) on CPU tensors.
+that.  The loader's own plumbing and ``npu.run``'s bookkeeping (contiguous
+copies, non-contiguous ``out``, the tiling it passes to the extension, what
+the cube is fed) are exercised against a stand-in extension that runs the
+real kernels in the executable AscendC stand-in
+(``ascendc_kernels/tests/exec_ascendc``, through the entry points
+``host/binding.cpp`` calls, the flag checker clean), or the schedule model
+(:mod:`npu_schedule`) where no g++ is found.
 """
 from __future__ import annotations
 
+import shutil
 import sys
 from pathlib import Path
 
@@ -90,10 +95,30 @@ def _load_check_on_npu():
 _ModelExtension = _load_check_on_npu().ModelExtension
 
 
+@pytest.fixture(scope="module")
+def executed_kernels(tmp_path_factory):
+    """The real kernels built with g++ against the executable AscendC stand-in, per chip (None without g++)."""
+    if shutil.which("g++") is None:
+        return None
+    from tests.ascendc_kernels.executed import build
+    from tests.ascendc_kernels.test_ascend_kernel_sources import CHIPS
+
+    out = tmp_path_factory.mktemp("exec_ascendc")
+    return {soc.lower(): build(out / f"run_{soc}", soc) for soc in CHIPS}
+
+
 @pytest.fixture
-def model_ext(monkeypatch, torch):
+def model_ext(monkeypatch, torch, executed_kernels, tmp_path):
+    """Install a stand-in for the compiled extension: the real kernels executed in the AscendC stand-in
+    (through the entry points host/binding.cpp calls; the flag checker must stay clean), or, without g++,
+    the schedule model."""
     def install(soc: str, cores: int):
-        ext = _ModelExtension(soc, cores)
+        if executed_kernels is None:
+            ext = _ModelExtension(soc, cores)
+        else:
+            from tests.ascendc_kernels.executed import ExecutedExtension
+
+            ext = ExecutedExtension(soc, cores, executed_kernels[soc], tmp_path)
         monkeypatch.setattr(npu, "unavailable_reason", lambda: "")
         monkeypatch.setattr(npu, "_extension", lambda: ext)
         return ext

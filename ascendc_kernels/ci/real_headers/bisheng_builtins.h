@@ -25,13 +25,14 @@
 //    Register types of the reg_compute API (MaskReg, AddrReg, vector_bool,
 //    vector_align, vector_address) are opaque.
 //  * intrinsics: every builtin function the headers call for __NPU_ARCH__ 1001
-//    and 2201 (collected from g++'s "not declared" diagnostics on the headers,
-//    asc-devkit commit 0da921b9, 2026-07-23).  Their signatures are not
-//    public, so each is a catch-all template: the check verifies OUR calls
-//    into the AscendC API (argument types, overloads, which APIs exist on
-//    which chip), not the API's calls into the compiler.  Those whose value
-//    the headers use return int64_t (get_*, bit counts) or a value
-//    convertible to anything (scalar conv_*, ld_dev).
+//    and, in each of the script's three 910B passes (common path, cube core,
+//    vector core), for 2201; collected from g++'s "not declared" diagnostics
+//    on the headers, asc-devkit commit 0da921b9, 2026-07-23.  Their
+//    signatures are not public, so each is a catch-all template: the check
+//    verifies OUR calls into the AscendC API (argument types, overloads,
+//    which APIs exist on which chip), not the API's calls into the compiler.
+//    Those whose value the headers use return int64_t (get_*, bit counts) or
+//    a value convertible to anything (scalar conv_*, ld_dev).
 //  * globals: `block_idx`, `block_num` (dav_c100 reads them as variables).
 #ifndef SGEMM_CUBE_CI_REAL_HEADERS_BISHENG_BUILTINS_H
 #define SGEMM_CUBE_CI_REAL_HEADERS_BISHENG_BUILTINS_H
@@ -164,6 +165,14 @@ struct SgcBuiltinValue {
     X(vconv_s642s32) X(vconv_s82f16) X(vconv_u82f16) X(vcopy) X(vdiv) X(vector_dup) X(vexp) X(vgather) \
     X(vld_va_reg) X(vln) X(vmax) X(vmin) X(vmul) X(vmulconv_f162s8) X(vmulconv_f162u8) X(vmuls) X(vnot) X(vor) \
     X(vrec) X(vreducev2) X(vrelu) X(vrsqrt) X(vsel) X(vsqrt) X(vsub) X(vtranspose) X(wait_flag) X(wait_flag_dev)
+// Reached only by the 910B cube pass (copy_matrix_cc_to_gm: Fixpipe's
+// `if ASCEND_IS_AIC` body and the `#if defined(__DAV_CUBE__)` L0C dump) or the
+// vector pass (the rest, through `if ASCEND_IS_AIV` bodies: ReduceMax,
+// BlockReduceSum/Max, Compare/CompareScalar, Maxs, Mins, ShiftRight); every
+// call is a statement (`return f(...)` in a void function at most).
+#define SGC_SPLIT_CORE_VOID_BUILTINS(X) \
+    X(copy_matrix_cc_to_gm) X(vcgadd) X(vcgmax) X(vcmax) X(vcmpv_ge) X(vcmpv_gt) X(vcmpv_le) X(vcmpv_lt) \
+    X(vcmpv_ne) X(vcmpvs_ge) X(vcmpvs_gt) X(vcmpvs_le) X(vcmpvs_lt) X(vcmpvs_ne) X(vmaxs) X(vmins) X(vshr)
 #define SGC_I64_BUILTINS(X) \
     X(bcnt0) X(bcnt1) X(clz) X(get_acc_val) X(get_arch_ver) X(get_block_idx) X(get_block_num) X(get_coreid) \
     X(get_ctrl) X(get_icache_prl_st) X(get_imm) X(get_max_min_cnt) X(get_pc) X(get_rsvd_cnt) X(get_st_atomic_cfg) \
@@ -173,6 +182,7 @@ struct SgcBuiltinValue {
     X(conv_f322f16o) X(conv_f322s32a) X(conv_f322s32c) X(conv_f322s32f) X(conv_f322s32r) X(ld_dev)
 
 SGC_VOID_BUILTINS(SGC_BUILTIN_VOID)
+SGC_SPLIT_CORE_VOID_BUILTINS(SGC_BUILTIN_VOID)
 SGC_I64_BUILTINS(SGC_BUILTIN_I64)
 SGC_VALUE_BUILTINS(SGC_BUILTIN_VALUE)
 

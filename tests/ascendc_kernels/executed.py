@@ -1,0 +1,118 @@
+"""The AscendC kernels executed on the host: build the harness of ``ascendc_kernels/tests/exec_ascendc/``
+for a chip, run one product through it, and stand in for the compiled ``_npu_ext`` with it.
+
+Shared by ``test_executed_kernels.py`` (the kernels against the models) and
+``tests/sgemm_cube/test_ascend_backend.py`` (``npu.run``'s bookkeeping around the executed kernels).
+"""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import types
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from .test_ascend_kernel_sources import CHIPS, KERNELS
+
+EXEC = KERNELS / "tests" / "exec_ascendc"
+HARNESS = EXEC / "run_kernels.cpp"
+#: chip as ``CHIPS`` names it -> the ``tuning/profiles/ascend.json`` name
+PROFILE = {"910A": "910a", "910B": "910b"}
+
+
+def _gxx() -> str:
+    gxx = shutil.which("g++")
+    if gxx is None:
+        pytest.skip("g++ not found")
+    return gxx
+
+
+def build(out: Path, soc: str, *, src_root: Path = KERNELS, defines=()) -> Path:
+    arch, macro = CHIPS[soc]
+    cmd = [_gxx(), "-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror", f"-D__NPU_ARCH__={arch}", f"-D{macro}"]
+    cmd += [f"-D{d}" for d in defines]
+    cmd += ["-I", str(EXEC), "-I", str(src_root / "include"), "-I", str(KERNELS / "host"),
+            "-I", str(src_root / "kernel"), str(HARNESS), "-o", str(out)]
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    assert res.returncode == 0, f"build for {soc} failed:\n{res.stderr[-4000:]}"
+    return out
+
+
+def zz_decode(flat: np.ndarray, batch: int, rows: int, cols: int) -> np.ndarray:
+    """Zz (16x16 fractals, row of fractals by row of fractals, each row-major) -> row-major."""
+    x = flat.reshape(batch, rows // 16, cols // 16, 16, 16)
+    return x.transpose(0, 1, 3, 2, 4).reshape(batch, rows, cols)
+
+
+def pad16(x: int) -> int:
+    return -(-x // 16) * 16
+
+
+class Run:
+    def __init__(self, proc, c, parts):
+        self.rc, self.stdout, self.stderr = proc.returncode, proc.stdout, proc.stderr
+        self.c, self.parts = c, parts
+
+    @property
+    def clean(self) -> bool:
+        return self.rc == 0 and "CHECK-SUMMARY errors=0 " in self.stdout
+
+
+def run(binary: Path, a, b, *, sb=12, keep_lo_lo=False, tiling=(32, 32, 32, 4), cube=4, vector=4,
+        workdir: Path) -> Run:
+    batch, m, k = a.shape
+    n = b.shape[2]
+    hdr = np.array([batch, m, n, k, sb, int(keep_lo_lo), *tiling, cube, vector], np.int64)
+    inp, outp = workdir / "in.bin", workdir / "out.bin"
+    inp.write_bytes(hdr.tobytes() + np.ascontiguousarray(a, np.float32).tobytes()
+                    + np.ascontiguousarray(b, np.float32).tobytes())
+    if outp.exists():
+        outp.unlink()
+    proc = subprocess.run([str(binary), str(inp), str(outp)], capture_output=True, text=True, timeout=120)
+    if proc.returncode not in (0, 1) or not outp.exists():
+        return Run(proc, None, None)
+    raw = outp.read_bytes()
+    mp, np_, kp = pad16(m), pad16(n), pad16(k)
+    c = np.frombuffer(raw, np.float32, batch * m * n).reshape(batch, m, n)
+    off = batch * m * n * 4
+    parts = []
+    for rows, cols in ((mp, kp), (mp, kp), (kp, np_), (kp, np_)):
+        cnt = batch * rows * cols
+        parts.append(zz_decode(np.frombuffer(raw, np.float16, cnt, off), batch, rows, cols))
+        off += cnt * 2
+    return Run(proc, c, parts)
+
+
+def vector_cores(soc: str, cube_cores: int) -> int:
+    """Vector cores of a chip with ``cube_cores`` cube cores, as ``host/binding.cpp`` counts them (910A: the
+    same cores; 910B: two AIV per AIC)."""
+    return cube_cores if soc.upper() == "910A" else 2 * cube_cores
+
+
+class ExecutedExtension(types.ModuleType):
+    """Stands in for the compiled ``_npu_ext`` by running the real kernels in the executable stand-in.
+
+    Same interface as ``ascendc_kernels/tests/check_on_npu.ModelExtension`` (``soc()``, ``matmul(a, b,
+    out, sb, keep_lo_lo, bm, bk, bn, n_fused)``, ``calls``); every run must leave the flag checker clean.
+    """
+
+    def __init__(self, soc: str, cores: int, binary: Path, workdir: Path):
+        super().__init__("sgemm_cube.backends._npu_ext")
+        self._soc, self._cores, self._binary, self._workdir, self.calls = soc, cores, binary, workdir, []
+
+    def soc(self) -> str:
+        return self._soc
+
+    def matmul(self, a, b, out, sb, keep_lo_lo, bm, bk, bn, n_fused):
+        import torch
+
+        assert a.is_contiguous() and b.is_contiguous() and out.is_contiguous()
+        assert a.dtype == b.dtype == out.dtype == torch.float32
+        self.calls.append((bm, bk, bn, n_fused))
+        r = run(self._binary, a.cpu().numpy(), b.cpu().numpy(), sb=sb, keep_lo_lo=keep_lo_lo,
+                tiling=(bm, bk, bn, n_fused), cube=self._cores, vector=vector_cores(self._soc, self._cores),
+                workdir=self._workdir)
+        assert r.clean, f"the executed kernels failed (rc={r.rc}):\n{r.stdout[-3000:]}\n{r.stderr[-2000:]}"
+        out.copy_(torch.from_numpy(r.c.copy()))
