@@ -76,6 +76,7 @@ def _fed_like_npu_run(x: np.ndarray, sb: int) -> np.ndarray:
 
 # (name, batch, m, n, k, sb, keep_lo_lo, tiling (bm, bk, bn, n_fused), cube cores, vector cores)
 CASES = [
+    ("one_fractal", 1, 16, 16, 16, 12, False, (16, 16, 16, 1), 1, 1),  # the bring-up's first check
     ("one_group_tails", 1, 40, 50, 70, 12, False, (32, 32, 32, 4), 4, 4),
     ("aligned_fp16x4", 1, 32, 48, 64, 12, True, (32, 32, 16, 2), 3, 5),
     ("groups3_tails", 1, 33, 47, 150, 12, False, (32, 32, 32, 2), 4, 4),
