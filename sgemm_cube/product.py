@@ -269,8 +269,12 @@ def _check_out(out, prob: Problem):
         raise TypeError(f"out must be a NumPy array for array operands, got {type(out).__name__}")
     core = prob.result_shape[len(prob.batch):]  # as numpy.matmul: out may add leading (loop) dimensions
     loop = tuple(out.shape[:out.ndim - len(core)])
-    if (out.ndim < len(prob.result_shape) or tuple(out.shape[out.ndim - len(core):]) != core
-            or np.broadcast_shapes(loop, prob.batch) != loop):
+    try:
+        fits = (out.ndim >= len(prob.result_shape) and tuple(out.shape[out.ndim - len(core):]) == core
+                and np.broadcast_shapes(loop, prob.batch) == loop)
+    except ValueError:  # loop dimensions that do not broadcast
+        fits = False
+    if not fits:
         raise ValueError(f"out has shape {tuple(out.shape)}, the result has shape {prob.result_shape}")
     if not np.can_cast(np.float32, out.dtype, "same_kind"):
         raise TypeError(f"Cannot cast sgemm_cube.matmul output from dtype('float32') to {out.dtype!r} "

@@ -275,9 +275,10 @@ def test_out_with_more_loop_dimensions_is_filled_as_numpy_does(rng, out_shape):
     assert np.array_equal(out, np.broadcast_to(sgemm_cube.matmul(a, b), out_shape))
 
 
-@pytest.mark.parametrize("out_shape", [(3, 1, 2), (1, 2), (2, 3, 3)])
-def test_out_numpy_refuses_is_refused(out_shape):
-    a, b = np.ones((3, 20), np.float32), np.ones((20, 2), np.float32)
+@pytest.mark.parametrize("a_shape,out_shape", [((3, 20), (3, 1, 2)), ((3, 20), (1, 2)), ((3, 20), (2, 3, 3)),
+                                               ((2, 3, 20), (3, 3, 2))])
+def test_out_numpy_refuses_is_refused(a_shape, out_shape):
+    a, b = np.ones(a_shape, np.float32), np.ones((20, 2), np.float32)
     with pytest.raises(ValueError):
         np.matmul(a, b, out=np.zeros(out_shape, np.float32))
     with pytest.raises(ValueError, match="shape"):
