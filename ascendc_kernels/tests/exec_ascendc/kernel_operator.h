@@ -21,6 +21,7 @@
 #ifndef SGEMM_CUBE_EXEC_ASCENDC_KERNEL_OPERATOR_H
 #define SGEMM_CUBE_EXEC_ASCENDC_KERNEL_OPERATOR_H
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
@@ -51,6 +52,12 @@
 #define __gm__
 #endif
 #define GM_ADDR __gm__ uint8_t*
+// For public samples (tests/exec_ascendc/samples): the cube-core kernel attribute, erased like __aicore__.
+#ifndef __cube__
+#define __cube__
+#endif
+// docs: 同步控制/核内同步/SetFlag-WaitFlag(ISASI).md (event ids; global names as in the real headers)
+enum event_t : int32_t { EVENT_ID0 = 0, EVENT_ID1, EVENT_ID2, EVENT_ID3, EVENT_ID4, EVENT_ID5, EVENT_ID6, EVENT_ID7 };
 
 using half = _Float16;
 enum pipe_t { PIPE_S, PIPE_V, PIPE_M, PIPE_MTE1, PIPE_MTE2, PIPE_MTE3, PIPE_ALL, PIPE_FIX };
@@ -146,6 +153,11 @@ struct DataCopyEnhancedParams {
 // docs: 矩阵计算（ISASI）/数据搬运/L0-Buffer/LoadData_2D.md
 struct LoadData2DParams {
     LoadData2DParams() {}
+    // (constructor of include/basic_api/kernel_struct_mm.h, used by public samples)
+    LoadData2DParams(const uint16_t startIndexIn, const uint8_t repeatTimesIn, const uint16_t srcStrideIn,
+                     const uint8_t sidIn, const uint16_t dstGapIn, const bool ifTransposeIn, const uint8_t addrModeIn)
+        : startIndex(startIndexIn), dstGap(dstGapIn), srcStride(srcStrideIn), ifTranspose(ifTransposeIn),
+          repeatTimes(repeatTimesIn), sid(sidIn), addrMode(addrModeIn) {}
     uint16_t startIndex = 0;
     uint16_t dstGap = 0;
     uint16_t srcStride = 0;
@@ -157,6 +169,15 @@ struct LoadData2DParams {
 // docs: 矩阵计算（ISASI）/Mmad计算/Mmad.md
 struct MmadParams {
     MmadParams() {}
+    // (constructors of include/basic_api/kernel_struct_mm.h, used by public samples)
+    MmadParams(const uint16_t mIn, const uint16_t nIn, const uint16_t kIn, const bool isBiasIn, const int32_t fmOffsetIn,
+               const bool enSsparseIn, const bool enWinogradAIn, const bool enWinogradBIn)
+        : m(mIn), n(nIn), k(kIn), isBias(isBiasIn), fmOffset(fmOffsetIn), enSsparse(enSsparseIn),
+          enWinogradA(enWinogradAIn), enWinogradB(enWinogradBIn) {}
+    MmadParams(const uint16_t mIn, const uint16_t nIn, const uint16_t kIn, const uint8_t unitFlagIn,
+               const bool cmatrixSourceIn, const bool cmatrixInitValIn)
+        : m(mIn), n(nIn), k(kIn), unitFlag(unitFlagIn), cmatrixSource(cmatrixSourceIn),
+          cmatrixInitVal(cmatrixInitValIn) {}
     uint16_t m = 0;
     uint16_t n = 0;
     uint16_t k = 0;
@@ -181,6 +202,17 @@ constexpr FixpipeConfig CFG_COLUMN_MAJOR = {CO2Layout::COLUMN_MAJOR};
 // docs: 矩阵计算（ISASI）/矩阵计算的搬出/L0C到GM数据搬运（Fixpipe）.md
 struct FixpipeParamsV220 {
     FixpipeParamsV220() {}
+    // (constructors of include/basic_api/kernel_struct_fixpipe.h, used by public samples)
+    FixpipeParamsV220(const uint16_t nSizeIn, const uint16_t mSizeIn, const uint16_t srcStrideIn,
+                      const uint32_t dstStrideIn, const bool reluEnIn)
+        : nSize(nSizeIn), mSize(mSizeIn), srcStride(srcStrideIn), dstStride(dstStrideIn), reluEn(reluEnIn) {}
+    FixpipeParamsV220(const uint16_t nSizeIn, const uint16_t mSizeIn, const uint16_t srcStrideIn,
+                      const uint32_t dstStrideIn, const bool reluEnIn, const QuantMode_t quantPreIn,
+                      const int64_t deqScalarIn, const uint16_t ndNumIn, const uint16_t srcNdStrideIn,
+                      const uint16_t dstNdStrideIn, const uint8_t unitFlagIn, const bool isChannelSplitIn = false)
+        : nSize(nSizeIn), mSize(mSizeIn), srcStride(srcStrideIn), dstStride(dstStrideIn), quantPre(quantPreIn),
+          deqScalar(uint64_t(deqScalarIn)), ndNum(ndNumIn), srcNdStride(srcNdStrideIn), dstNdStride(dstNdStrideIn),
+          reluEn(reluEnIn), unitFlag(unitFlagIn), isChannelSplit(isChannelSplitIn) {}
     uint16_t nSize = 0;
     uint16_t mSize = 0;
     uint16_t srcStride = 0;
@@ -196,12 +228,18 @@ struct FixpipeParamsV220 {
 };
 
 // ----------------------------------------------------------------- tensors
+constexpr int mem_of(TPosition p);
 /// A local tensor: (buffer, byte offset, end of the TBuf region it came from).
 template <typename T>
 class LocalTensor {
 public:
     LocalTensor() {}
     LocalTensor(int mem, uint32_t off, uint32_t lim) : mem_(mem), off_(off), lim_(lim) {}
+    // docs: 资源管理/内存管理/LocalMemAllocator (LocalTensor(pos, addr, tileSize) as kernel_tensor_impl.h's
+    // LocalMemAllocator::Alloc builds it): addr in bytes from the buffer's start, tileSize in elements.
+    // A position without a modelled buffer (C2: bias table, ...) gives a tensor that aborts when used.
+    LocalTensor(TPosition pos, uint32_t addr, uint32_t tileSize)
+        : mem_(mem_of(pos) > 0 ? mem_of(pos) : -1), off_(addr), lim_(addr + tileSize * uint32_t(sizeof(T))) {}
     template <typename U>
     LocalTensor<U> ReinterpretCast() const
     {
@@ -683,9 +721,23 @@ inline void Mmad(const LocalTensor<T>& dst, const LocalTensor<U>& fm, const Loca
 // dst[r * dstStride + c] = src[(c / 16) * srcStride * 16 + r * 16 + c % 16]; NoQuant keeps FP32;
 // atomic add into GM when enabled.
 #if __NPU_ARCH__ == 2201
+namespace exec_detail {
+template <typename T, typename U, const FixpipeConfig& config>
+void fixpipe_v220_samples(const GlobalTensor<T>& dst, const LocalTensor<U>& src, const FixpipeParamsV220& p);
+}  // namespace exec_detail
 template <typename T, typename U, const FixpipeConfig& config = CFG_ROW_MAJOR>
 inline void Fixpipe(const GlobalTensor<T>& dst, const LocalTensor<U>& src, const FixpipeParamsV220& p)
 {
+    // Public samples (samples/): other output types, layouts and parameters go to fixpipe_v220_samples
+    // (end of this file); what the SGEMM-cube kernels call takes the path below, unchanged.
+    if constexpr (!std::is_same<T, float>::value || !std::is_same<U, float>::value ||
+                  config.format != CO2Layout::ROW_MAJOR) {
+        exec_detail::fixpipe_v220_samples<T, U, config>(dst, src, p);
+    } else {
+    if ((p.nSize % 16 != 0 || p.reluEn) && p.nSize != 0 && p.quantPre == QuantMode_t::NoQuant && p.ndNum == 1) {
+        exec_detail::fixpipe_v220_samples<T, U, config>(dst, src, p);
+        return;
+    }
     static_assert(std::is_same<T, float>::value && std::is_same<U, float>::value, "Fixpipe modelled for float");
     static_assert(config.format == CO2Layout::ROW_MAJOR, "Fixpipe modelled for CFG_ROW_MAJOR (NZ2ND) only");
     if (src.mem_ != ascend_exec::kL0C) {
@@ -707,6 +759,7 @@ inline void Fixpipe(const GlobalTensor<T>& dst, const LocalTensor<U>& src, const
         }
         uint8_t* dp = dst.bytes(uint64_t(r) * p.dstStride * 4, uint64_t(p.nSize) * 4, "Fixpipe (dst)");
         exec_detail::gm_store(dp, reinterpret_cast<const uint8_t*>(row), uint64_t(p.nSize) * 4, ascend_exec::kFIX);
+    }
     }
 }
 #else
@@ -919,6 +972,199 @@ inline void Cast(const LocalTensor<T>& dst, const LocalTensor<U>& src, const Rou
         }
     });
 }
+
+
+// ===================================================================================================
+// Calls of public AscendC samples (asc-devkit examples/01_simd_cpp_api, run by
+// ci/run_public_samples.sh through tests/exec_ascendc/samples/), not made by the SGEMM-cube kernels.
+// Paths "docs:" as above, i.e. docs/zh/api/SIMD-API/基础API/ of asc-devkit.
+// ===================================================================================================
+
+// docs: 工具接口/系统初始化/InitSocState.md (resets global state; nothing to do on the host)
+inline void InitSocState() {}
+constexpr uint32_t ONE_BLK_SIZE = 32;
+template <typename T, typename U>
+struct IsSameType {
+    static constexpr bool value = std::is_same<T, U>::value;
+};
+/// 4-bit integer type (declared only: no call with it is modelled).
+struct int4b_t {
+    uint8_t storage;
+};
+
+// docs: 资源管理/内存管理/LocalMemAllocator/LocalMemAllocator.md (impl/basic_api/kernel_tensor_impl.h:
+// Alloc<pos, T>(tileSize) places tensors one after the other from address 0 of the buffer, no alignment).
+enum class Hardware : uint8_t { GM, UB, L1, L0A, L0B, L0C, BIAS, FIXBUF, MAX };
+template <Hardware hard = Hardware::UB>
+class LocalMemAllocator {
+public:
+    LocalMemAllocator() {}
+    uint32_t GetCurAddr() const { return head_; }
+    template <TPosition pos, class DataType>
+    LocalTensor<DataType> Alloc(uint32_t tileSize)
+    {
+        LocalTensor<DataType> t(pos, head_, tileSize);
+        head_ += uint32_t(sizeof(DataType)) * tileSize;
+        return t;
+    }
+
+private:
+    uint32_t head_ = 0;
+};
+
+// docs: 矩阵计算（ISASI）/矩阵计算的搬入/矩阵数据搬入至L1-Buffer/GMToL1随路转换-ND2NZ搬运（DataCopy）.md
+struct Nd2NzParams {
+    Nd2NzParams() {}
+    Nd2NzParams(const uint16_t ndNumIn, const uint16_t nValueIn, const uint16_t dValueIn,
+                const uint16_t srcNdMatrixStrideIn, const uint16_t srcDValueIn, const uint16_t dstNzC0StrideIn,
+                const uint16_t dstNzNStrideIn, const uint16_t dstNzMatrixStrideIn)
+        : ndNum(ndNumIn), nValue(nValueIn), dValue(dValueIn), srcNdMatrixStride(srcNdMatrixStrideIn),
+          srcDValue(srcDValueIn), dstNzC0Stride(dstNzC0StrideIn), dstNzNStride(dstNzNStrideIn),
+          dstNzMatrixStride(dstNzMatrixStrideIn) {}
+    uint16_t ndNum = 0;
+    uint16_t nValue = 0;
+    uint16_t dValue = 0;
+    uint16_t srcNdMatrixStride = 0;
+    uint16_t srcDValue = 0;
+    uint16_t dstNzC0Stride = 0;
+    uint16_t dstNzNStride = 0;
+    uint16_t dstNzMatrixStride = 0;
+};
+/// GM -> L1 on MTE2, ND -> NZ: element (nd, r, c) of the source (at nd * srcNdMatrixStride + r * srcDValue + c)
+/// goes to nd * dstNzMatrixStride + (c / C0) * dstNzC0Stride * C0 + r * dstNzNStride * C0 + c % C0 (elements,
+/// C0 = 32 / sizeof(T)); columns dValue .. ceil(dValue, C0) - 1 of each written row are zero; rows are not
+/// padded.  Any of ndNum, nValue, dValue zero: no operation.
+template <typename T>
+inline void DataCopy(const LocalTensor<T>& dst, const GlobalTensor<T>& src, const Nd2NzParams& p)
+{
+    static_assert(sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4, "Nd2Nz modelled for 8/16/32-bit types");
+    if (dst.mem_ != ascend_exec::kL1) {
+        ascend_exec::fatal("DataCopy Nd2Nz: destination must be L1 (A1/B1)");
+    }
+    if (p.ndNum == 0 || p.nValue == 0 || p.dValue == 0) {
+        return;
+    }
+    if (p.ndNum > 4095 || p.nValue > 16384 || p.srcDValue == 0 || p.dstNzC0Stride == 0 || p.dstNzNStride == 0 ||
+        p.dstNzC0Stride > 16384 || p.dstNzNStride > 16384 || p.dstNzMatrixStride > 16384) {
+        ascend_exec::fatal("DataCopy Nd2Nz: parameters outside the documented ranges");
+    }
+    ascend_exec::begin_op(ascend_exec::kMTE2);
+    const uint32_t c0 = 32 / sizeof(T);
+    const uint32_t dpad = (p.dValue + c0 - 1) / c0 * c0;
+    for (uint32_t nd = 0; nd < p.ndNum; ++nd) {
+        for (uint32_t r = 0; r < p.nValue; ++r) {
+            const uint64_t so = (uint64_t(nd) * p.srcNdMatrixStride + uint64_t(r) * p.srcDValue) * sizeof(T);
+            const uint8_t* sp = src.bytes(so, uint64_t(p.dValue) * sizeof(T), "DataCopy Nd2Nz (src)");
+            ascend_exec::access_gm(sp, uint64_t(p.dValue) * sizeof(T), ascend_exec::kMTE2, false);
+            for (uint32_t cb = 0; cb < dpad / c0; ++cb) {
+                const uint64_t d = (uint64_t(nd) * p.dstNzMatrixStride + uint64_t(cb) * p.dstNzC0Stride * c0 +
+                                    uint64_t(r) * p.dstNzNStride * c0) * sizeof(T);
+                dst.touch(d, 32, ascend_exec::kMTE2, true, "DataCopy Nd2Nz (dst)");
+                uint8_t* dp = dst.bytes(d, 32, "DataCopy Nd2Nz");
+                const uint32_t n = std::min<uint32_t>(c0, p.dValue - cb * c0);
+                std::memset(dp, 0, 32);
+                std::memcpy(dp, sp + uint64_t(cb) * 32, uint64_t(n) * sizeof(T));
+            }
+        }
+    }
+}
+
+// docs: 矩阵计算（ISASI）/矩阵计算的搬入/矩阵数据搬入至L0-Buffer/LoadDataWithTranspose.md
+struct LoadData2dTransposeParams {
+    LoadData2dTransposeParams() {}
+    LoadData2dTransposeParams(const uint16_t startIndexIn, const uint8_t repeatTimesIn, const uint16_t srcStrideIn,
+                              const uint16_t dstGapIn, const uint16_t dstfracGapIn, const uint8_t addrModeIn = 0)
+        : startIndex(startIndexIn), repeatTimes(repeatTimesIn), srcStride(srcStrideIn), dstGap(dstGapIn),
+          dstFracGap(dstfracGapIn), addrMode(addrModeIn) {}
+    uint16_t startIndex = 0;
+    uint8_t repeatTimes = 0;
+    uint16_t srcStride = 0;
+    uint16_t dstGap = 0;
+    uint16_t dstFracGap = 0;
+    uint8_t addrMode = 0;
+};
+/// 16-bit types only (one 16x16 fractal per iteration, dstFracGap without effect): iteration i transposes the
+/// source fractal at (startIndex + i * srcStride) * 512 B into i * (1 + dstGap) * 512 B.  L1 -> L0A/L0B, MTE1.
+template <typename T>
+inline void LoadDataWithTranspose(const LocalTensor<T>& dst, const LocalTensor<T>& src,
+                                  const LoadData2dTransposeParams& p)
+{
+    static_assert(sizeof(T) == 2, "LoadDataWithTranspose modelled for 16-bit types only");
+    if (p.addrMode != 0) {
+        ascend_exec::fatal("LoadDataWithTranspose: addrMode %u not modelled", p.addrMode);
+    }
+    LoadData2DParams q;
+    q.startIndex = p.startIndex;
+    q.repeatTimes = p.repeatTimes;
+    q.srcStride = p.srcStride;
+    q.dstGap = p.dstGap;
+    q.ifTranspose = true;
+    LoadData(dst, src, q);  // the same per-fractal movement (LoadData_2D.md, ifTranspose)
+}
+/// Declared for samples' unmodelled branches (Load3D v2, LoadData 2D v2); no call is modelled.
+template <typename T>
+struct LoadData3DParamsV2;
+struct LoadData2DParamsV2;
+
+namespace exec_detail {
+// docs: 矩阵计算（ISASI）/矩阵计算的搬出/L0C到GM数据搬运（Fixpipe）.md (FixpipeParamsV220, 910B).
+// From L0C (FP32, NZ: fractal column j at j * srcStride * 16 elements) to GM on FIX:
+//   CFG_ROW_MAJOR (NZ2ND): dst[r * dstStride + c]                       (dstStride in elements),
+//   CFG_NZ:                dst[(c / 16) * dstStride * 32 / sizeof(T) + r * 16 + c % 16]  (dstStride in 32 B);
+// r < mSize, c < nSize; reluEn: max(x, 0); quantPre NoQuant (float out) or F322F16 (half out, round to nearest
+// even).  ndNum 1 only.
+template <typename T, typename U, const FixpipeConfig& config>
+void fixpipe_v220_samples(const GlobalTensor<T>& dst, const LocalTensor<U>& src, const FixpipeParamsV220& p)
+{
+    static_assert(std::is_same<U, float>::value, "Fixpipe (samples): L0C data modelled as float");
+    static_assert((std::is_same<T, float>::value || std::is_same<T, half>::value) &&
+                      (config.format == CO2Layout::ROW_MAJOR || config.format == CO2Layout::NZ),
+                  "Fixpipe (samples): float or half output, CFG_ROW_MAJOR or CFG_NZ");
+    if (src.mem_ != ascend_exec::kL0C) {
+        ascend_exec::fatal("Fixpipe source must be L0C");
+    }
+    const bool quant_ok = std::is_same<T, float>::value ? p.quantPre == QuantMode_t::NoQuant
+                                                        : p.quantPre == QuantMode_t::F322F16;
+    if (!quant_ok || p.nSize == 0 || p.mSize == 0 || p.ndNum != 1 || p.srcStride < p.mSize || p.srcStride % 16 != 0 ||
+        p.isChannelSplit || (config.format == CO2Layout::NZ && p.nSize % 16 != 0)) {
+        ascend_exec::fatal("Fixpipe (samples): nSize %u mSize %u srcStride %u ndNum %u quant %d not modelled/invalid",
+                           p.nSize, p.mSize, p.srcStride, p.ndNum, int(p.quantPre));
+    }
+    ascend_exec::begin_op(ascend_exec::kFIX);
+    const uint32_t n1 = (p.nSize + 15) / 16;
+    const uint64_t src_bytes = uint64_t(n1 - 1) * p.srcStride * 64 + uint64_t(p.mSize) * 64;
+    src.touch(0, src_bytes, ascend_exec::kFIX, false, "Fixpipe (src)");
+    const float* s = reinterpret_cast<const float*>(src.bytes(0, src_bytes, "Fixpipe"));
+    for (uint32_t r = 0; r < p.mSize; ++r) {
+        for (uint32_t c = 0; c < p.nSize; ++c) {
+            float x = s[(c / 16) * uint64_t(p.srcStride) * 16 + r * 16 + c % 16];
+            if (p.reluEn && x < 0.0f) {
+                x = 0.0f;
+            }
+            T y;
+            if constexpr (std::is_same<T, half>::value) {
+                const uint16_t h = f32_to_f16_bits(x, RoundMode::CAST_RINT);
+                std::memcpy(&y, &h, 2);
+            } else {
+                y = x;
+            }
+            const uint64_t di = config.format == CO2Layout::ROW_MAJOR
+                                    ? uint64_t(r) * p.dstStride + c
+                                    : uint64_t(c / 16) * p.dstStride * 32 / sizeof(T) + r * 16 + c % 16;
+            uint8_t* dp = dst.bytes(di * sizeof(T), sizeof(T), "Fixpipe (dst)");
+            if (std::is_same<T, float>::value) {
+                gm_store(dp, reinterpret_cast<const uint8_t*>(&y), sizeof(T), ascend_exec::kFIX);
+            } else {
+                if (ascend_exec::st().atomic_add) {
+                    ascend_exec::fatal("Fixpipe (samples): atomic add with half output not modelled");
+                }
+                ascend_exec::access_gm(dp, sizeof(T), ascend_exec::kFIX, true, false);
+                std::memcpy(dp, &y, sizeof(T));
+            }
+        }
+    }
+}
+}  // namespace exec_detail
 
 }  // namespace AscendC
 
