@@ -132,12 +132,18 @@ def test_planted_misuse_fails_exactly_on_the_chips_that_lack_the_api(name, soc):
 def test_every_stand_in_declaration_names_its_real_header():
     """Every top-level declaration of the stand-in has, in the nearest comment above it (before
     a blank line) or on its own line, the asc-devkit header it was read from (or "compiler
-    built-in").  Whether the cited header is the right one is for review, not for this test."""
-    text = (MOCK / "kernel_operator.h").read_text()
-    lines = text[text.index("// ------------------------------------------------------------ qualifiers"):].splitlines()
+    built-in").  Whether the cited header is the right one is for review, not for this test.  The
+    types shared with the executable stand-in (``tests/ascendc_types.h``) are checked the same way."""
     decl = re.compile(r"^(struct|class|enum|using|constexpr|#define|[A-Za-z_][\w:<>]*\s+[\w:]+\s*\()")
     cite = re.compile(r"(from: (include|impl)/[\w/|]+\.h|compiler built-in)")
     missing = []
+    text = ""
+    lines = []
+    for path, start in ((KERNELS / "tests" / "ascendc_types.h", "// -------------------------------------------------"
+                         "----------- qualifiers"), (MOCK / "kernel_operator.h", '#include "../ascendc_types.h"')):
+        part = path.read_text()
+        text += part
+        lines += [""] + part[part.index(start):].splitlines()  # a blank line: no comment block spans files
     for i, line in enumerate(lines):
         if not decl.match(line) or cite.search(line):
             continue

@@ -191,6 +191,18 @@ inline void begin_kernel(const char* name)
     s.gm_shadow.clear();
 }
 
+/// Run ``body`` (one core's program) once per block, cores in turn, as a launch on ``blocks`` cores would.
+template <typename F>
+void launch(const char* name, uint32_t blocks, F body)
+{
+    begin_kernel(name);
+    for (uint32_t core = 0; core < blocks; ++core) {
+        begin_core(core, blocks);
+        body();
+        end_core();
+    }
+}
+
 /// One data operation on pipe p starts: its timestamp.
 inline void begin_op(int p, bool ordered = false)
 {

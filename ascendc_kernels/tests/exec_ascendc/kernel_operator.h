@@ -39,19 +39,8 @@
 #define SGEMM_CUBE_EXEC_MMAD_ACCUMULATE 0
 #endif
 
-#ifndef __aicore__
-#define __aicore__
-#endif
-#ifndef __host_aicore__
-#define __host_aicore__
-#endif
-#ifndef __global__
-#define __global__
-#endif
-#ifndef __gm__
-#define __gm__
-#endif
-#define GM_ADDR __gm__ uint8_t*
+#include "../ascendc_types.h"  // qualifiers, built-ins, enums, parameter structs (shared with mock_ascendc/)
+
 // For public samples (tests/exec_ascendc/samples): the cube-core kernel attribute, erased like __aicore__.
 #ifndef __cube__
 #define __cube__
@@ -59,23 +48,6 @@
 // docs: 同步控制/核内同步/SetFlag-WaitFlag(ISASI).md (event ids; global names as in the real headers)
 enum event_t : int32_t { EVENT_ID0 = 0, EVENT_ID1, EVENT_ID2, EVENT_ID3, EVENT_ID4, EVENT_ID5, EVENT_ID6, EVENT_ID7 };
 
-using half = _Float16;
-enum pipe_t { PIPE_S, PIPE_V, PIPE_M, PIPE_MTE1, PIPE_MTE2, PIPE_MTE3, PIPE_ALL, PIPE_FIX };
-enum class QuantMode_t { NoQuant, F322F16, F322BF16, DEQF16, VDEQF16, QF322B8_PRE, VQF322B8_PRE, REQ8, VREQ8 };
-enum class pad_t : uint8_t { PAD_NONE };
-
-enum KernelMetaType : uint8_t {
-    KERNEL_TYPE_AIV_ONLY, KERNEL_TYPE_AIC_ONLY, KERNEL_TYPE_MIX_AIV_1_0, KERNEL_TYPE_MIX_AIC_1_0,
-    KERNEL_TYPE_MIX_AIC_1_1, KERNEL_TYPE_MIX_AIC_1_2, KERNEL_TYPE_AICORE, KERNEL_TYPE_VECTORCORE,
-    KERNEL_TYPE_MIX_AICORE, KERNEL_TYPE_MIX_VECTOR_CORE, KERNEL_TYPE_MAX,
-};
-#define KERNEL_TASK_TYPE_DEFAULT(value) (void)(value)
-
-namespace AscendC {
-constexpr int32_t MIX = 0;
-constexpr int32_t AIC = 1;
-constexpr int32_t AIV = 2;
-}  // namespace AscendC
 // The harness runs every kernel body on every core it launches (as a MIX build).
 constexpr int32_t g_coreType = AscendC::MIX;
 #define ASCEND_IS_AIV constexpr(g_coreType == AscendC::AIV)
@@ -103,129 +75,6 @@ inline CapacityInit g_capacity_init;
 }  // namespace ascend_exec
 
 namespace AscendC {
-
-enum class TPosition : uint8_t {
-    GM, A1, A2, B1, B2, C1, C2, CO1, CO2, VECIN, VECOUT, VECCALC,
-    LCM = VECCALC, SPM, SHM = SPM, TSCM, C2PIPE2GM, C2PIPE2LOCAL, MAX,
-};
-enum class HardEvent : uint8_t {
-    MTE2_MTE1, MTE1_MTE2, MTE1_M, M_MTE1, MTE2_V, V_MTE2, MTE3_V, V_MTE3, M_V, V_M, V_V,
-    MTE3_MTE1, MTE1_MTE3, MTE1_V, MTE2_M, M_MTE2, V_MTE1, M_FIX, FIX_M, MTE3_MTE2, MTE2_MTE3,
-    S_V, V_S, S_MTE2, MTE2_S, S_MTE3, MTE3_S, MTE2_FIX, FIX_MTE2, FIX_S, M_S, FIX_MTE3,
-    MTE1_FIX, FIX_MTE1, FIX_FIX, MAX,
-};
-enum class RoundMode : uint8_t {
-    CAST_NONE = 0, CAST_RINT, CAST_FLOOR, CAST_CEIL, CAST_ROUND, CAST_TRUNC, CAST_ODD, UNKNOWN = 0xFF,
-};
-enum class DeqScale : uint8_t { DEQ_NONE = 0, DEQ, VDEQ, DEQ8, VDEQ8, DEQ16, VDEQ16 };
-enum class BlockMode : uint8_t {
-    BLOCK_MODE_NORMAL = 0, BLOCK_MODE_MATRIX, BLOCK_MODE_VECTOR, BLOCK_MODE_SMALL_CHANNEL, BLOCK_MODE_DEPTHWISE,
-};
-
-// docs: Memory矢量计算/数据搬运/GM与UB数据搬运/GM与UB高维切分数据搬运(DataCopy).md (DataCopyParams: blockCount bursts of blockLen 32-byte
-// blocks; srcStride/dstStride = gap from the end of one burst to the start of the next, 32 B)
-struct DataCopyParams {
-    DataCopyParams() {}
-    DataCopyParams(const uint16_t count, const uint16_t len, const uint16_t srcStrideIn, const uint16_t dstStrideIn)
-        : blockCount(count), blockLen(len), srcStride(srcStrideIn), dstStride(dstStrideIn) {}
-    uint16_t blockCount = 1;
-    uint16_t blockLen = 0;
-    union {
-        uint16_t srcGap = 0;
-        uint16_t srcStride;
-    };
-    union {
-        uint16_t dstGap = 0;
-        uint16_t dstStride;
-    };
-};
-struct DataCopyEnhancedParams {
-    DataCopyEnhancedParams() {}
-    BlockMode blockMode = BlockMode::BLOCK_MODE_NORMAL;
-    DeqScale deqScale = DeqScale::DEQ_NONE;
-    uint64_t deqValue = 0;
-    uint8_t sidStoreMode = 0;
-    bool isRelu = false;
-    pad_t padMode = pad_t::PAD_NONE;
-    uint64_t padValue = 0;
-    uint64_t deqTensorAddr = 0;
-};
-// docs: 矩阵计算（ISASI）/数据搬运/L0-Buffer/LoadData_2D.md
-struct LoadData2DParams {
-    LoadData2DParams() {}
-    // (constructor of include/basic_api/kernel_struct_mm.h, used by public samples)
-    LoadData2DParams(const uint16_t startIndexIn, const uint8_t repeatTimesIn, const uint16_t srcStrideIn,
-                     const uint8_t sidIn, const uint16_t dstGapIn, const bool ifTransposeIn, const uint8_t addrModeIn)
-        : startIndex(startIndexIn), dstGap(dstGapIn), srcStride(srcStrideIn), ifTranspose(ifTransposeIn),
-          repeatTimes(repeatTimesIn), sid(sidIn), addrMode(addrModeIn) {}
-    uint16_t startIndex = 0;
-    uint16_t dstGap = 0;
-    uint16_t srcStride = 0;
-    bool ifTranspose = 0;
-    uint8_t repeatTimes = 0;
-    uint8_t sid = 0;
-    uint8_t addrMode = 0;
-};
-// docs: 矩阵计算（ISASI）/Mmad计算/Mmad.md
-struct MmadParams {
-    MmadParams() {}
-    // (constructors of include/basic_api/kernel_struct_mm.h, used by public samples)
-    MmadParams(const uint16_t mIn, const uint16_t nIn, const uint16_t kIn, const bool isBiasIn, const int32_t fmOffsetIn,
-               const bool enSsparseIn, const bool enWinogradAIn, const bool enWinogradBIn)
-        : m(mIn), n(nIn), k(kIn), isBias(isBiasIn), fmOffset(fmOffsetIn), enSsparse(enSsparseIn),
-          enWinogradA(enWinogradAIn), enWinogradB(enWinogradBIn) {}
-    MmadParams(const uint16_t mIn, const uint16_t nIn, const uint16_t kIn, const uint8_t unitFlagIn,
-               const bool cmatrixSourceIn, const bool cmatrixInitValIn)
-        : m(mIn), n(nIn), k(kIn), unitFlag(unitFlagIn), cmatrixSource(cmatrixSourceIn),
-          cmatrixInitVal(cmatrixInitValIn) {}
-    uint16_t m = 0;
-    uint16_t n = 0;
-    uint16_t k = 0;
-    bool isBias = false;
-    int32_t fmOffset = 0;
-    bool enSsparse = false;
-    bool enWinogradA = false;
-    bool enWinogradB = false;
-    uint8_t unitFlag = 0;
-    bool kDirectionAlign = false;
-    bool cmatrixSource = false;
-    bool cmatrixInitVal = true;
-};
-enum class CO2Layout : uint8_t { NZ = 0, ROW_MAJOR, COLUMN_MAJOR };
-struct FixpipeConfig {
-    CO2Layout format;
-    constexpr FixpipeConfig(CO2Layout format_) : format(format_) {}
-};
-constexpr FixpipeConfig CFG_NZ = {CO2Layout::NZ};
-constexpr FixpipeConfig CFG_ROW_MAJOR = {CO2Layout::ROW_MAJOR};
-constexpr FixpipeConfig CFG_COLUMN_MAJOR = {CO2Layout::COLUMN_MAJOR};
-// docs: 矩阵计算（ISASI）/矩阵计算的搬出/L0C到GM数据搬运（Fixpipe）.md
-struct FixpipeParamsV220 {
-    FixpipeParamsV220() {}
-    // (constructors of include/basic_api/kernel_struct_fixpipe.h, used by public samples)
-    FixpipeParamsV220(const uint16_t nSizeIn, const uint16_t mSizeIn, const uint16_t srcStrideIn,
-                      const uint32_t dstStrideIn, const bool reluEnIn)
-        : nSize(nSizeIn), mSize(mSizeIn), srcStride(srcStrideIn), dstStride(dstStrideIn), reluEn(reluEnIn) {}
-    FixpipeParamsV220(const uint16_t nSizeIn, const uint16_t mSizeIn, const uint16_t srcStrideIn,
-                      const uint32_t dstStrideIn, const bool reluEnIn, const QuantMode_t quantPreIn,
-                      const int64_t deqScalarIn, const uint16_t ndNumIn, const uint16_t srcNdStrideIn,
-                      const uint16_t dstNdStrideIn, const uint8_t unitFlagIn, const bool isChannelSplitIn = false)
-        : nSize(nSizeIn), mSize(mSizeIn), srcStride(srcStrideIn), dstStride(dstStrideIn), quantPre(quantPreIn),
-          deqScalar(uint64_t(deqScalarIn)), ndNum(ndNumIn), srcNdStride(srcNdStrideIn), dstNdStride(dstNdStrideIn),
-          reluEn(reluEnIn), unitFlag(unitFlagIn), isChannelSplit(isChannelSplitIn) {}
-    uint16_t nSize = 0;
-    uint16_t mSize = 0;
-    uint16_t srcStride = 0;
-    uint32_t dstStride = 0;
-    QuantMode_t quantPre = QuantMode_t::NoQuant;
-    uint64_t deqScalar = 0;
-    uint16_t ndNum = 1;
-    uint16_t srcNdStride = 0;
-    uint16_t dstNdStride = 0;
-    bool reluEn = false;
-    uint8_t unitFlag = 0;
-    bool isChannelSplit = false;
-};
 
 // ----------------------------------------------------------------- tensors
 constexpr int mem_of(TPosition p);

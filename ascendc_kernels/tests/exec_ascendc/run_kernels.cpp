@@ -27,17 +27,6 @@
 
 namespace {
 
-template <typename F>
-void launch(const char* name, uint32_t blocks, F body)
-{
-    ascend_exec::begin_kernel(name);
-    for (uint32_t core = 0; core < blocks; ++core) {
-        ascend_exec::begin_core(core, blocks);
-        body();
-        ascend_exec::end_core();
-    }
-}
-
 /// GM buffers are 512-byte aligned, as the device allocator's are (the race checker's
 /// 32-byte shadow blocks must not straddle two buffers).
 template <typename T>
@@ -145,17 +134,17 @@ int main(int argc, char** argv)
     const float scale = std::ldexp(1.0f, sb);
     const float inv_scale = std::ldexp(1.0f, -sb);
 
-    launch("split_a", plan.split_a.cores, [&] {
+    ascend_exec::launch("split_a", plan.split_a.cores, [&] {
         sgemm_cube_split(gm(a_src.data()), gm(a_hi), gm(a_lo), g.batch, g.mp, g.kp, vector_cores, scale);
     });
-    launch("split_b", plan.split_b.cores, [&] {
+    ascend_exec::launch("split_b", plan.split_b.cores, [&] {
         sgemm_cube_split(gm(b_src.data()), gm(b_hi), gm(b_lo), g.batch, g.kp, g.np, vector_cores, scale);
     });
-    launch("gemm", plan.gemm_blocks, [&] {
+    ascend_exec::launch("gemm", plan.gemm_blocks, [&] {
         sgemm_cube_gemm(gm(a_hi), gm(a_lo), gm(b_hi), gm(b_lo), gm(term_ptr[0]), gm(term_ptr[1]), gm(term_ptr[2]),
                         gm(term_ptr[3]), g.batch, g.m, g.n, g.k, g.bm, g.bk, g.bn, g.n_fused, cube_cores, plan.terms);
     });
-    launch("combine", plan.combine.cores, [&] {
+    ascend_exec::launch("combine", plan.combine.cores, [&] {
         sgemm_cube_combine(gm(term_ptr[0]), gm(term_ptr[1]), gm(term_ptr[2]), gm(term_ptr[3]), gm(term_ptr[0]),
                            plan.term_elems, vector_cores, keep_lo_lo ? 1u : 0u, inv_scale);
     });

@@ -63,17 +63,7 @@ inline void write_file(const std::string& path, const GmBuffer& b)
     std::fclose(f);
 }
 
-/// Run `body` once per block, as <<<blocks, ...>>> would.
-template <typename F>
-void launch(const char* name, uint32_t blocks, F body)
-{
-    ascend_exec::begin_kernel(name);
-    for (uint32_t core = 0; core < blocks; ++core) {
-        ascend_exec::begin_core(core, blocks);
-        body();
-        ascend_exec::end_core();
-    }
-}
+using ascend_exec::launch;  // one core after another, as <<<blocks, ...>>> would
 
 inline int finish() { return ascend_exec::report(stdout); }
 
