@@ -48,9 +48,11 @@ def _configure(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--buffering", choices=("double", "single"), default="double",
                    help="with --design paper: the double-buffered pipeline or the single-buffered one of Fig. 6(a)")
     p.add_argument("--terms", type=int, choices=(3, 4), default=3, help="FP16 products per emulated GEMM")
-    p.add_argument("--design", choices=("paper", "kernel"), default="paper",
-                   help="blocking of the paper's Algorithm 1 (one pass per term; reproduces Eq. 10) or of this "
-                        "package's AscendC kernel (hi and lo resident together, one accumulator per term)")
+    p.add_argument("--design", choices=("paper", "kernel", "kernel-per-term"), default="paper",
+                   help="blocking of the paper's Algorithm 1 (one pass per term; reproduces Eq. 10), of this "
+                        "package's AscendC kernel with all terms in one pass (hi and lo resident together, one "
+                        "accumulator per term), or of that kernel with one pass per term (split and combine "
+                        "counted)")
     p.add_argument("--min-l0-intensity", type=float, default=0.5, metavar="FRACTION",
                    help="drop blocks whose bm*bn/(bm+bn) is below this fraction of the best (0 = keep all)")
     p.add_argument("--profiles", metavar="FILE", action="append", default=[],
@@ -113,9 +115,10 @@ def _print_header(args, profile, out) -> None:
 def _print_model(args, profile, design, rows, out) -> None:
     shown = profile
     if design.kind == "kernel":  # Eq. 10 as the kernel's buffers make it
-        shown = dataclasses.replace(profile, blocking=kernel_blocking(profile, n_terms=args.terms))
+        shown = dataclasses.replace(profile, blocking=kernel_blocking(profile, n_terms=args.terms,
+                                                                      per_term=design.per_term))
     _print_header(args, shown, out)
-    what = f"{design.kind} design" + (f", {design.buffering} buffering" if design.kind == "paper" else "")
+    what = f"{args.design} design" + (f", {design.buffering} buffering" if design.kind == "paper" else "")
     print(f"{args.m} x {args.n} x {args.k}, {args.terms} FP16 products, {what}, ranked by "
           f"{'the pipeline model' if args.sort == 'time' else 'roofline traffic'}:", file=out)
     print(f"{'#':>3} {'bm':>4} {'bk':>4} {'bn':>4} {'N_fused':>7} {'TFLOP/s':>8} {'ms':>8}  "
@@ -177,15 +180,19 @@ def run(args: argparse.Namespace, *, out=None) -> int:
         profile = get_profile(args.device, extra=extra)
         if min(args.m, args.n, args.k) < 1 or args.top < 1:
             raise ValueError("--m, --n, --k and --top must be positive")
-        if args.design == "kernel" and args.buffering == "single":
+        kernel = args.design.startswith("kernel")
+        if kernel and args.buffering == "single":
             raise ValueError("the kernel design is double-buffered; --buffering single applies to --design paper")
-        design = pipeline.Design(args.design, args.buffering, args.terms)
+        per_term = args.design == "kernel-per-term"
+        design = pipeline.Design("kernel" if kernel else "paper", args.buffering, args.terms, per_term=per_term,
+                                 fused_combine=kernel)
         if profile.pipes is None:
             # A user profile without the pipe table: the roofline alone.
             print(f"sgemm-cube tune: note: profile {profile.key!r} has no 'pipes' table; ranking by the roofline",
                   file=sys.stderr)
-            if args.design == "kernel":
-                profile = dataclasses.replace(profile, blocking=kernel_blocking(profile, n_terms=args.terms))
+            if kernel:
+                profile = dataclasses.replace(profile, blocking=kernel_blocking(profile, n_terms=args.terms,
+                                                                                per_term=per_term))
             rows = rank(profile, args.m, args.n, args.k, n_terms=args.terms, buffering=args.buffering,
                         sort=args.sort, min_l0_intensity=args.min_l0_intensity, top=args.top)
             model_rows = None

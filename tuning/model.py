@@ -160,23 +160,31 @@ def _with_blocking(p: Profile, blocking: Blocking | None) -> Profile:
     return p if blocking is None else dataclasses.replace(p, blocking=blocking)
 
 
-def kernel_blocking(profile: Profile | str, *, n_terms: int = 3) -> Blocking:
+def kernel_blocking(profile: Profile | str, *, n_terms: int = 3, per_term: bool = False) -> Blocking:
     """Blocking constants of this package's AscendC kernel (``ascendc_kernels/``).
 
-    Unlike the paper's one pass per term, that kernel keeps the hi and lo
-    parts of every block together (4 bytes per operand element in L1, L0A
-    and L0B, two L0 stages, two B buffers) and runs all ``n_terms`` products
-    in one pass, each into its own FP32 accumulator in L0C (``4 * n_terms``
-    bytes per C element).  Where C leaves through UB (910A) the epilogue holds
-    three FP32 tiles there (12 bytes per element) next to the profile's UB
-    reserve.  One budget, the smallest C-path buffer less that reserve,
-    bounds the larger of the two needs: never looser than the kernel's own
-    per-buffer checks.
+    By default (``per_term=False``) that kernel keeps the hi and lo parts of
+    every block together (4 bytes per operand element in L1, L0A and L0B,
+    two L0 stages, two B buffers) and runs all ``n_terms`` products in one
+    pass, each into its own FP32 accumulator in L0C (``4 * n_terms`` bytes
+    per C element).  Where C leaves through UB (910A) the epilogue holds two
+    or three FP32 tiles there (the bound uses three: 12 bytes per element)
+    next to the profile's UB reserve.  One budget, the smallest C-path
+    buffer less that reserve, bounds the larger of the two needs: never
+    looser than the kernel's own per-buffer checks.
+
+    ``per_term=True`` is its other mode, the paper's: one pass per term with
+    one FP16 plane (2 bytes per operand element) and one accumulator (4
+    bytes per C element; 8 on 910A, for the NZ copy and one ND tile in UB).
     """
     p = get_profile(profile)
     if n_terms not in (3, 4):
         raise ValueError(f"n_terms must be 3 or 4, got {n_terms}")
-    c_bytes = max(4 * n_terms, 12 if "ub" in p.c_path else 0)
+    through_ub = "ub" in p.c_path
+    if per_term:
+        return Blocking(operand_bytes=2, l0_stages=2, b_buffers=2, c_bytes_per_element=8 if through_ub else 4,
+                        c_reserved_bytes=p.blocking.c_reserved_bytes, fused_terms=False)
+    c_bytes = max(4 * n_terms, 12 if through_ub else 0)
     return Blocking(operand_bytes=4, l0_stages=2, b_buffers=2, c_bytes_per_element=c_bytes,
                     c_reserved_bytes=p.blocking.c_reserved_bytes, fused_terms=True)
 
@@ -467,26 +475,31 @@ def choose_tiling(
     defaults).  The returned ``n_fused`` never exceeds ``ceil(k / bk)``.
 
     ``blocking`` names the kernel design the tiling is for: ``"kernel"``
-    (default) this package's AscendC kernel (:func:`kernel_blocking`),
-    ``"paper"`` the profile's own rows (the paper's Algorithm 1), or any
-    :class:`~sgemm_cube.tuning.hardware.Blocking`.
+    (default) this package's AscendC kernel with all terms in one pass
+    (:func:`kernel_blocking`), ``"kernel-per-term"`` the same kernel with one
+    pass per term (the returned tiling has ``per_term=True``), ``"paper"``
+    the profile's own rows (the paper's Algorithm 1), or any
+    :class:`~sgemm_cube.tuning.hardware.Blocking`.  A table entry is used
+    only for the mode it was measured in.  Which mode is faster for a shape
+    is the pipeline model's call: :func:`sgemm_cube.tuning.pipeline.best_kernel`.
     """
     base = get_profile(profile_name)
-    if blocking == "kernel":
-        blocking = kernel_blocking(base, n_terms=n_terms)
+    per_term = blocking == "kernel-per-term"
+    if blocking in ("kernel", "kernel-per-term"):
+        blocking = kernel_blocking(base, n_terms=n_terms, per_term=per_term)
     elif blocking == "paper":
         blocking = None
     elif not isinstance(blocking, Blocking):
-        raise ValueError(f"blocking must be 'kernel', 'paper' or a Blocking, got {blocking!r}")
+        raise ValueError(f"blocking must be 'kernel', 'kernel-per-term', 'paper' or a Blocking, got {blocking!r}")
     p = _with_blocking(base, blocking)
     if use_table:
         from . import table  # late: table validates Ascend entries with this module
 
         cfg = table.lookup(p.name, m, n, k, backend="ascend")
-        if cfg is not None:
+        if cfg is not None and bool(cfg.get("per_term", False)) == per_term:
             bm, bk, bn = cfg["bm"], cfg["bk"], cfg["bn"]
             if bool(feasible(p, bm, bk, bn)):
                 nf = min(int(n_fused(p, bm, bk, bn)), -(-k // bk), cfg.get("n_fused", 1 << 30))
-                return Tiling(bm, bk, bn, nf)
+                return Tiling(bm, bk, bn, nf, per_term)
     best = rank(p, m, n, k, n_terms=n_terms, top=1)[0]
-    return Tiling(best.bm, best.bk, best.bn, best.n_fused)
+    return Tiling(best.bm, best.bk, best.bn, best.n_fused, per_term)

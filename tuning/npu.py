@@ -6,9 +6,10 @@ runner; on an NPU machine run::
 
     python -m sgemm_cube.tuning.npu --device 910b --top 8 --out tuning/tables/
 
-For each shape it ranks the blocks feasible for this package's kernel
-(:func:`sgemm_cube.tuning.model.rank` with :func:`sgemm_cube.tuning.model.kernel_blocking`),
-runs the ``top`` best through the AscendC kernel, checks each result against
+For each shape it ranks the blocks feasible for this package's kernel in
+each of its two GEMM modes (all terms in one pass, one pass per term:
+:func:`sgemm_cube.tuning.model.rank` with :func:`sgemm_cube.tuning.model.kernel_blocking`),
+runs the ``top`` best of each mode through the AscendC kernel, checks each result against
 a float64 reference (relative Frobenius error at most ``max_error_ratio``
 times the native FP32 product's on 910B, or than 1e-5 where no native FP32
 cube exists), times the accepted ones, and stores the fastest tiling per
@@ -72,7 +73,7 @@ def tune(
     seed: int = 0,
     progress: bool = True,
 ) -> TuningTable:
-    """Time the ``top`` model-ranked tilings of each shape; return the table (not saved).
+    """Time the ``top`` model-ranked tilings of each shape and kernel mode; return the table (not saved).
 
     ``runner(a, b, out, tiling)`` computes the emulated product of 3-D
     operands into ``out``; ``sync()`` waits for the device (default
@@ -90,7 +91,7 @@ def tune(
     native = p.cube_fp32_tflops is not None if native_available is None else native_available
     table = TuningTable(p.name, "ascend", environment={"torch": torch.__version__, "profile": p.key})
     gen = torch.Generator(device="cpu").manual_seed(seed)
-    bar = tqdm(total=len(shapes) * top, desc=f"tuning {p.name}", unit="tiling", disable=not progress,
+    bar = tqdm(total=len(shapes) * 2 * top, desc=f"tuning {p.name}", unit="tiling", disable=not progress,
                file=sys.stderr)
     try:
         for m, n, k in shapes:
@@ -104,9 +105,11 @@ def tune(
                 limit = max_error_ratio * float(torch.linalg.norm(c32 - ref) / torch.linalg.norm(ref))
             out = torch.empty(1, m, n, device=device)
             best = None
-            for row in rank(p, m, n, k, top=top, blocking=kernel_blocking(p)):
+            rows = [(row, per_term) for per_term in (False, True)
+                    for row in rank(p, m, n, k, top=top, blocking=kernel_blocking(p, per_term=per_term))]
+            for row, per_term in rows:
                 bar.update(1)
-                tiling = Tiling(row.bm, row.bk, row.bn, row.n_fused)
+                tiling = Tiling(row.bm, row.bk, row.bn, row.n_fused, per_term)
                 try:
                     runner(a, b, out, tiling)
                     sync()

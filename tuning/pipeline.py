@@ -28,9 +28,10 @@ is served by L2 for a fitted fraction ``shared_l2_hit``.  ``flag_latency_cycles`
 (a SetFlag reaching its WaitFlag) is the second and last fitted parameter.
 
 The whole product is the sequence of kernels the package launches: for the
-``kernel`` design the split of A and of B, the GEMM and the combine; for the
-``paper`` design (Algorithm 1) one GEMM pass per product term with FP16
-operands in GM.  Every core runs the same program on its own items, so the
+``kernel`` design the split of A and of B, the GEMM (all terms in one pass, or
+with ``per_term`` one pass per term) and the combine (unless the GEMM's
+epilogue combined); for the ``paper`` design (Algorithm 1) one GEMM pass per
+product term with FP16 operands in GM.  Every core runs the same program on its own items, so the
 model replays core 0, which has the most items (round-robin) and full
 blocks; the result is that core's finishing time.
 """
@@ -53,7 +54,9 @@ __all__ = [
     "PAPER_DOUBLE",
     "PAPER_SINGLE",
     "KERNEL",
+    "KERNEL_PER_TERM",
     "Prediction",
+    "best_kernel",
     "Ranked",
     "feasible_tilings",
     "geometry",
@@ -85,11 +88,14 @@ class Design:
     Attributes
     ----------
     kind : {"kernel", "paper"}
-        ``kernel``: this package's kernels (hi and lo planes of each block
-        together in L1/L0, every term in one pass into its own accumulator,
-        separate split and combine kernels).  ``paper``: Algorithm 1, one pass
-        per term over FP16 planes, C read, added and written through UB at
-        every K group.
+        ``kernel``: this package's kernels (split, GEMM, combine).  ``paper``:
+        Algorithm 1, one pass per term over FP16 planes, C read, added and
+        written through UB at every K group, no split or combine counted.
+    per_term : bool
+        ``kernel`` only: the GEMM's mode (``Tiling.per_term``).  False: hi
+        and lo planes of each block together in L1/L0, every term in one pass
+        into its own accumulator.  True: one pass per term, one plane and
+        one accumulator resident (larger blocks fit).
     buffering : {"double", "single"}
         ``double``: ``run_core`` (two B slots in L1, two L0 stages).
         ``single``: the paper's Fig. 6(a): ``run_core`` with one B buffer
@@ -111,9 +117,11 @@ class Design:
     combine_double : bool
         Combine kernel with two UB stages (proposed change).
     fused_combine : bool
-        With a single K group, the combine runs in the GEMM's epilogue: the
-        terms are combined in UB (910A) and one FP32 C is written; no term
-        buffers, no combine pass (proposed change).
+        Where the kernel's geometry allows it (910A, one K group, fused
+        terms: ``Geometry.combine_in_epilogue``) the combine runs in the
+        GEMM's epilogue: the terms are combined in UB and one FP32 C is
+        written; no term buffers, no combine pass (the kernel as it is;
+        ``False`` models it before this change).
     """
 
     kind: str = "kernel"
@@ -123,7 +131,8 @@ class Design:
     prefetch_a: bool = False
     split_strips: bool = True
     combine_double: bool = False
-    fused_combine: bool = False
+    fused_combine: bool = True
+    per_term: bool = False
 
     def __post_init__(self):
         if self.kind not in ("kernel", "paper"):
@@ -134,27 +143,29 @@ class Design:
             raise ValueError(f"terms must be 3 or 4, got {self.terms}")
         if self.l0c_stages not in (1, 2):
             raise ValueError(f"l0c_stages must be 1 or 2, got {self.l0c_stages}")
-        if self.kind == "paper" and (self.combine_double or self.fused_combine):
-            raise ValueError("combine options apply to the kernel design only")
+        if self.kind == "paper" and (self.combine_double or self.per_term):
+            raise ValueError("combine and pass options apply to the kernel design only")
 
     @property
     def parts(self) -> int:
         """Operand planes held per block (hi and lo together, or one plane)."""
-        return 2 if self.kind == "kernel" else 1
+        return 2 if self.kind == "kernel" and not self.per_term else 1
 
     @property
     def passes(self) -> int:
+        """Replays of the GEMM program (the kernel's program holds its own per-term passes)."""
         return 1 if self.kind == "kernel" else self.terms
 
     @property
     def mmads(self) -> int:
-        """Cube products per K step."""
-        return self.terms if self.kind == "kernel" else 1
+        """Cube products (and accumulators written back) per K step."""
+        return self.terms if self.kind == "kernel" and not self.per_term else 1
 
 
-PAPER_DOUBLE = Design("paper", "double")
-PAPER_SINGLE = Design("paper", "single")
+PAPER_DOUBLE = Design("paper", "double", fused_combine=False)
+PAPER_SINGLE = Design("paper", "single", fused_combine=False)
 KERNEL = Design("kernel")
+KERNEL_PER_TERM = Design("kernel", per_term=True)
 
 
 class Prediction(NamedTuple):
@@ -392,9 +403,12 @@ class _GemmTiming(_Timing):
         if d.kind == "paper" and not s.first_group:
             # Algorithm 1 accumulates C through UB: read it, add, write it back.
             stage += self.gm_read(tile, m, active) + self.vector(2 * tile)
-        if d.fused_combine and self.g.groups == 1:
-            # Terms combined in UB (3-4 vector ops per element), one C written.
-            return terms * stage + 4 * self.vector(tile) + write
+        if d.kind == "kernel" and d.fused_combine and self.g.combine_in_epilogue:
+            # StoreCombined: every accumulator L0C -> UB, 3 (4 with LL) adds and
+            # scalings of the NZ tiles, one NZ -> ND reorder, one C written.
+            to_ub = tile / pp.l0c_out_bytes_per_cycle
+            reorder = (n // 16) * self.vector(tile / (n // 16))
+            return terms * to_ub + (3 if terms == 3 else 5) * self.vector(tile) + reorder + write
         return stage + (terms - 1) * max(stage, write) + write
 
 
@@ -413,13 +427,14 @@ def _capacity(p: Profile, design: Design) -> ns.Capacity:
 def _max_n_fused(p: Profile, design: Design, bm: int, bk: int, bn: int) -> int:
     if design.kind == "paper":
         return int(roofline.n_fused(p, bm, bk, bn))
-    return ns.max_n_fused(_capacity(p, design), bm, bk, bn)
+    return ns.max_n_fused(_capacity(p, design), bm, bk, bn, design.parts)
 
 
 def _tiling_ok(p: Profile, design: Design, t: ns.Tiling) -> bool:
     if design.kind == "paper":
         return bool(roofline.feasible(p, t.bm, t.bk, t.bn))
-    status, plan = ns.buffer_plan_status(_capacity(p, design), t.bm, t.bk, t.bn, 1, design.terms)
+    status, plan = ns.buffer_plan_status(_capacity(p, design), t.bm, t.bk, t.bn, 1, design.terms,
+                                         design.per_term)
     if status != ns.Status.OK:
         return False
     if design.l0c_stages == 2:
@@ -438,7 +453,8 @@ def geometry(profile: Profile | str, m: int, n: int, k: int, tiling: ns.Tiling, 
         raise ns.TilingError(ns.Status.L0C, f"tiling {tuple(t)} does not fit {p.name} for the {design.kind} design"
                                             f"{' with two accumulator sets' if design.l0c_stages == 2 else ''}")
     nf = max(1, min(t.n_fused, _max_n_fused(p, design, t.bm, t.bk, t.bn)))
-    return ns.make_geometry(batch, m, n, k, t._replace(n_fused=nf), p.ai_cores, design.terms, _capacity(p, design))
+    return ns.make_geometry(batch, m, n, k, t._replace(n_fused=nf, per_term=design.per_term), p.ai_cores,
+                            design.terms, _capacity(p, design))
 
 
 # ------------------------------------------------------------- vector kernels
@@ -583,12 +599,67 @@ def predict(profile: Profile | str, m: int, n: int, k: int, tiling, *, design: D
     if design.kind == "kernel":
         phases["split_a"] = _split_cycles(p, design, batch * g.mp // 16, g.kp) / hz
         phases["split_b"] = _split_cycles(p, design, batch * g.kp // 16, g.np) / hz
-        if not (design.fused_combine and g.groups == 1):
+        if not (design.fused_combine and g.combine_in_epilogue):
             phases["combine"] = _combine_cycles(p, design, batch * g.mp * g.np) / hz
     seconds = sum(phases.values())
     return Prediction(seconds, 2.0 * batch * m * n * k / seconds / 1e12, phases,
                       {pipe: b / cycles for pipe, b in busy.items() if b > 0},
-                      ns.Tiling(g.bm, g.bk, g.bn, g.n_fused), g.groups)
+                      ns.Tiling(g.bm, g.bk, g.bn, g.n_fused, design.per_term), g.groups)
+
+
+def _kernel_candidates(p: Profile, design: Design, k: int) -> list[ns.Tiling]:
+    """A few tilings per K block size: the two with the most cube work per element copied to L0
+    (:func:`sgemm_cube.tuning.model.l0_intensity`) and the two largest square ones."""
+    by_bk: dict = {}
+    for t in feasible_tilings(p, design=design, k=k):
+        by_bk.setdefault(t.bk, []).append(t)
+    out = []
+    for bk in sorted(by_bk):
+        ts = sorted(by_bk[bk], key=lambda t: (t.bm * t.bn / (t.bm + t.bn), -abs(t.bm - t.bn)), reverse=True)
+        squares = [t for t in ts if t.bm == t.bn]
+        out += ts[:2] + [sq for sq in squares[:2] if sq not in ts[:2]]
+    return out
+
+
+def best_kernel(profile: Profile | str, m: int, n: int, k: int, *, terms: int = 3,
+                batch: int = 1) -> tuple[ns.Tiling, dict]:
+    """The kernel's tiling for one product: which GEMM mode, with which blocks (MODEL PREDICTION).
+
+    A measured tuning-table entry for the shape wins (:mod:`sgemm_cube.tuning.table`).
+    Otherwise, for each mode of the kernel (all terms in one pass; one pass
+    per term) a few candidate blocks per K block size (the two with the most
+    cube work per element copied to L0 and the two largest square ones) are timed
+    by this model on one round of block rows and one K group, and the three
+    best of them on the whole product (split, GEMM, combine or the
+    epilogue's); the fastest wins.  A screen, not :func:`rank`'s search.
+
+    Returns the tiling and ``{"fused": Prediction, "per_term": Prediction}``
+    (each mode's best; empty when a table entry answered).
+    """
+    from . import table
+
+    p = get_profile(profile)
+    cap = ns.capacity_from_profile(p)
+    cfg = table.lookup(p.name, m, n, k, backend="ascend")
+    if cfg is not None:
+        measured = ns.Tiling(cfg["bm"], cfg["bk"], cfg["bn"], cfg.get("n_fused", 1 << 30),
+                             bool(cfg.get("per_term", False)))
+        return ns.fit_tiling(cap, measured, k=k, terms=terms), {}
+    predictions = {}
+    for mode, per_term in (("fused", False), ("per_term", True)):
+        design = Design("kernel", terms=terms, per_term=per_term)
+        candidates = _kernel_candidates(p, design, k)
+        # rank()'s screen: one round of block rows, one K group; then the whole product for the best three.
+        short = [predict(p, min(m, t.bm * p.ai_cores), n, min(k, t.bk * t.n_fused), t, design=design).tflops
+                 for t in candidates]
+        best3 = [candidates[i] for i in np.argsort(-np.asarray(short), kind="stable")[:3]]
+        timed = [predict(p, m, n, k, t, design=design, batch=batch) for t in best3]
+        if timed:
+            predictions[mode] = max(timed, key=lambda pr: pr.tflops)
+    if not predictions:
+        raise ValueError(f"no tiling of the kernel fits {p.name}")
+    best = max(predictions.values(), key=lambda pr: pr.tflops)
+    return best.tiling, predictions
 
 
 def feasible_tilings(profile: Profile | str, *, design: Design = KERNEL, k: int | None = None,
@@ -608,7 +679,7 @@ def feasible_tilings(profile: Profile | str, *, design: Design = KERNEL, k: int 
                     continue
                 if k is not None:
                     nf = min(nf, -(-(-(-k // 16) * 16) // bk))
-                out.append(t._replace(n_fused=nf))
+                out.append(t._replace(n_fused=nf, per_term=design.per_term))
     return out
 
 

@@ -39,7 +39,7 @@ def calibration(out=sys.stdout) -> None:
         d = pl.Design("paper", buffering)
         t, best = _best(p, m, n, k, d)
         at = pl.predict(p, m, n, k, PAPER_FIG10_BEST, design=d).tflops
-        print(f"| {buffering} | {PAPER_FIG10_PEAKS[buffering]} | {best:.1f} at {tuple(t)} | {at:.1f} |", file=out)
+        print(f"| {buffering} | {PAPER_FIG10_PEAKS[buffering]} | {best:.1f} at {tuple(t)[:4]} | {at:.1f} |", file=out)
     print("\nSensitivity to the unknown m, n (k = 2816):\n", file=out)
     print("| m = n | best double (model) | at (176, 64, 176, 44) | best single (model) |", file=out)
     print("| --- | --- | --- | --- |", file=out)
@@ -47,7 +47,7 @@ def calibration(out=sys.stdout) -> None:
         td, bd = _best(p, s, s, k, pl.PAPER_DOUBLE)
         ts, bs = _best(p, s, s, k, pl.PAPER_SINGLE)
         at = pl.predict(p, s, s, k, PAPER_FIG10_BEST, design=pl.PAPER_DOUBLE).tflops
-        print(f"| {s} | {bd:.1f} at {tuple(td)} | {at:.1f} | {bs:.1f} at {tuple(ts)} |", file=out)
+        print(f"| {s} | {bd:.1f} at {tuple(td)[:4]} | {at:.1f} | {bs:.1f} at {tuple(ts)[:4]} |", file=out)
 
 
 def fig11(out=sys.stdout) -> None:
@@ -66,13 +66,15 @@ def fig11(out=sys.stdout) -> None:
 
 
 CHANGES = {
-    "split: row-wise Zz loads, one burst per part, 2 UB stages (done)": {},
-    "before it: 32 DataCopys of 32-byte bursts per tile, 1 UB stage": {"split_strips": False},
+    "the kernel as it is (all terms in one pass)": {},
+    "before the split change: 32 DataCopys of 32-byte bursts per tile, 1 UB stage": {"split_strips": False},
+    "before the epilogue combine: a combine pass always": {"fused_combine": False},
+    "one pass per term (`per_term`), at its own best tiling": {"per_term": True},
     "combine with 2 UB stages": {"combine_double": True},
-    "combine in the GEMM epilogue (one K group only)": {"fused_combine": True},
     "L0C double buffering (two accumulator sets)": {"l0c_stages": 2},
     "next A group prefetched tile by tile": {"prefetch_a": True},
 }
+_OWN_TILING = ("l0c_stages", "per_term")  # changes that move the best tiling: ranked anew
 SHAPES = ((8192, 8192, 8192), (4096, 4096, 4096), (8192, 8192, 1024), (256, 8192, 8192), (2048, 2048, 16384))
 
 
@@ -87,12 +89,39 @@ def changes(profile_key: str = "910a", out=sys.stdout) -> None:
         d = dataclasses.replace(pl.KERNEL, **kw)
         cells = []
         for s in SHAPES:
-            t = pl.rank(p, *s, design=d, top=1)[0].tiling if kw.get("l0c_stages") == 2 else base_tilings[s]
+            t = pl.rank(p, *s, design=d, top=1)[0].tiling if set(kw) & set(_OWN_TILING) else base_tilings[s]
             v = pl.predict(p, *s, t, design=d).tflops
             cells.append(f"{v:.1f}" if not kw else f"{v:.1f} ({(v / base[s] - 1) * 100:+.0f}%)")
         print(f"| {name} | " + " | ".join(cells) + " |", file=out)
     print("\nTilings (model's best for the kernel as it is): "
-          + ", ".join(f"{'x'.join(map(str, s))}: {tuple(t)}" for s, t in base_tilings.items()), file=out)
+          + ", ".join(f"{'x'.join(map(str, s))}: {tuple(t)[:4]}" for s, t in base_tilings.items()), file=out)
+
+
+MODE_SHAPES = (CALIBRATION_SHAPE, (16384, 16384, 2816), (8192, 8192, 8192), (4096, 4096, 4096),
+               (8192, 8192, 1024))
+
+
+def modes(out=sys.stdout) -> None:
+    """The kernel's two GEMM modes at the paper's shapes and 8192^3, and the tuner's pick."""
+    print("\n### The kernel's GEMM modes: all terms in one pass, or one pass per term (TFLOP/s of the whole "
+          "product)\n", file=out)
+    print("| chip | shape | one pass: best tiling | one pass per term: best tiling | "
+          "per term at (176, 64, 176, 44) | tuner's pick (`best_kernel`) |", file=out)
+    print("| --- | --- | --- | --- | --- | --- |", file=out)
+    for key in ("910a", "910b"):
+        p = get_profile(key)
+        for s in MODE_SHAPES:
+            fused = pl.rank(p, *s, design=pl.KERNEL, top=1)[0]
+            per_term = pl.rank(p, *s, design=pl.KERNEL_PER_TERM, top=1)[0]
+            try:
+                paper = f"{pl.predict(p, *s, PAPER_FIG10_BEST, design=pl.KERNEL_PER_TERM).tflops:.1f}"
+            except ValueError:
+                paper = "does not fit"
+            pick, preds = pl.best_kernel(p, *s)
+            mode = "per term" if pick.per_term else "one pass"
+            print(f"| {p.name} | {'x'.join(map(str, s))} | {fused.tflops:.1f} at {tuple(fused.tiling)[:4]} | "
+                  f"{per_term.tflops:.1f} at {tuple(per_term.tiling)[:4]} | {paper} | {mode}, "
+                  f"{max(v.tflops for v in preds.values()):.1f} at {tuple(pick)[:4]} |", file=out)
 
 
 def outlook_910b(out=sys.stdout) -> None:
@@ -103,11 +132,13 @@ def outlook_910b(out=sys.stdout) -> None:
           "paper's design: predicted |", file=out)
     print("| --- | --- | --- | --- | --- | --- |", file=out)
     for s in ((4096, 4096, 4096), (8192, 8192, 8192), (16384, 16384, 16384)):
-        r = pl.rank(p, *s, design=pl.KERNEL, top=1)[0]
+        r = max((pl.rank(p, *s, design=d, top=1)[0] for d in (pl.KERNEL, pl.KERNEL_PER_TERM)),
+                key=lambda row: row.tflops)
         q = pl.rank(p, *s, design=pl.PAPER_DOUBLE, top=1)[0]
-        print(f"| {'x'.join(map(str, s))} | {tuple(r.tiling)} | {r.tflops:.1f} | "
+        mode = ", per term" if r.tiling.per_term else ""
+        print(f"| {'x'.join(map(str, s))} | {tuple(r.tiling)[:4]}{mode} | {r.tflops:.1f} | "
               f"{r.tflops / (p.cube_fp16_tflops / 3) * 100:.0f}% | {r.tflops / p.cube_fp32_tflops:.2f}x | "
-              f"{q.tflops:.1f} at {tuple(q.tiling)} |", file=out)
+              f"{q.tflops:.1f} at {tuple(q.tiling)[:4]} |", file=out)
 
 
 def main() -> int:
@@ -115,6 +146,7 @@ def main() -> int:
     fig11()
     changes("910a")
     changes("910b")
+    modes()
     outlook_910b()
     return 0
 

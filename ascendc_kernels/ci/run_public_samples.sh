@@ -19,12 +19,12 @@
 #   5. the sample's own scripts/verify_result.py decides "matched" (its tolerance), and the
 #      outputs are also compared bit for bit ("exact", with the largest absolute difference).
 # A case whose driver does not build is listed with the first compiler error (usually an API
-# or type the stand-in does not model, by design: e.g. Load3D v2, int8/float Mmad).
+# or type the stand-in does not model, by design: e.g. int8/float Mmad, bias tables, quantisation).
 #
 # Arguments: the asc-devkit checkout (the folder holding examples/01_simd_cpp_api); optionally a
 # CATLASS checkout (no CATLASS example has a driver yet: listed as not run); OUTDIR (default: a
 # temporary folder) keeps every case's build log, run log, inputs and outputs.
-# Environment: CXX (g++), PYTHON (python3, with numpy).
+# Environment: CXX (g++), PYTHON (python3, with numpy; ml_dtypes for the mmad sample's bfloat16).
 # Exit status: 0 when every case that is expected to run ran and matched, 1 otherwise, 2 on usage.
 set -u -o pipefail
 
@@ -54,10 +54,10 @@ mkdir -p "$OUT"
 CASES=(
 "matmul_basic_api|00_introduction/02_matrix/matmul_basic_api|matmul_basic_api.asc|matmul_basic_api||float16|1|Nd2Nz, LoadData2D (B transposed), Mmad, Fixpipe F322F16, 2 blocks"
 "load_data_l12l0 #6|03_basic_api/03_matrix_compute/load_data_l12l0|load_data_l12l0.asc|load_data_l12l0|6|float32|1|half; A [m,k] Load2D, B [n,k] Load2D; m,n,k = 40,50,70"
-"load_data_l12l0 #7|03_basic_api/03_matrix_compute/load_data_l12l0|load_data_l12l0.asc|load_data_l12l0|7|float32|0|half; A via Load3D v2 (not modelled)"
+"load_data_l12l0 #7|03_basic_api/03_matrix_compute/load_data_l12l0|load_data_l12l0.asc|load_data_l12l0|7|float32|1|half; A [m,k]: L1->L0A via Load3D v2, B [n,k] Load2D"
 "load_data_l12l0 #8|03_basic_api/03_matrix_compute/load_data_l12l0|load_data_l12l0.asc|load_data_l12l0|8|float32|1|half; A [k,m], B [k,n]: Load2D ifTranspose"
 "load_data_l12l0 #9|03_basic_api/03_matrix_compute/load_data_l12l0|load_data_l12l0.asc|load_data_l12l0|9|float32|1|half; A [k,m], B [k,n]: LoadDataWithTranspose"
-"load_data_l12l0 #10|03_basic_api/03_matrix_compute/load_data_l12l0|load_data_l12l0.asc|load_data_l12l0|10|float32|0|half; transposes via Load3D v2 (not modelled)"
+"load_data_l12l0 #10|03_basic_api/03_matrix_compute/load_data_l12l0|load_data_l12l0.asc|load_data_l12l0|10|float32|1|half; A [k,m], B [k,n]: transposes via Load3D v2 (L0A enTranspose, L0B)"
 "fixpipe_l0c2gm #1|03_basic_api/03_matrix_compute/fixpipe_l0c2gm|fixpipe_l0c2gm.asc|fixpipe_l0c2gm|1|float32|1|CFG_NZ float; K in 2 Mmad rounds (accumulate)"
 "fixpipe_l0c2gm #2|03_basic_api/03_matrix_compute/fixpipe_l0c2gm|fixpipe_l0c2gm.asc|fixpipe_l0c2gm|2|float32|1|CFG_ROW_MAJOR (NZ2ND) float"
 "fixpipe_l0c2gm #4|03_basic_api/03_matrix_compute/fixpipe_l0c2gm|fixpipe_l0c2gm.asc|fixpipe_l0c2gm|4|int8|0|QF322B8_PRE scalar quant (not modelled)"
@@ -68,7 +68,8 @@ CASES=(
 "data_copy_gm2l1 #3|03_basic_api/00_data_movement/data_copy_gm2l1|data_copy_gm2l1.asc|-||float32|0|Dn2Nz: dav-3510 only (the sample asserts on 2201)"
 "data_copy_gm2l1 #4|03_basic_api/00_data_movement/data_copy_gm2l1|data_copy_gm2l1.asc|data_copy_gm2l1|4|float32|0|bias: L1->BT (C2) copy and Mmad with bias (not modelled)"
 "data_copy_gm2l1 #5|03_basic_api/00_data_movement/data_copy_gm2l1|data_copy_gm2l1.asc|data_copy_gm2l1|5|int8|0|VQF322B8_PRE vector quant (not modelled)"
-"mmad #1-#4|03_basic_api/03_matrix_compute/mmad|mmad.asc|-||float32|0|no FP16 scenario: int8, bf16, float, int4 (Mmad modelled for half only)"
+"mmad #2|03_basic_api/03_matrix_compute/mmad|mmad.asc|mmad|2|float32|1|bfloat16 (the 16-bit scenario): Nd2Nz, LoadData 2D, two Mmads (accumulate), Fixpipe NZ2ND"
+"mmad #1, #3, #4|03_basic_api/03_matrix_compute/mmad|mmad.asc|-||float32|0|int8 with a bias table, float with a bias tensor, int4: Mmad modelled for 16-bit floats only"
 "fixpipe_l0c2gm #7|03_basic_api/03_matrix_compute/fixpipe_l0c2gm|fixpipe_l0c2gm.asc|fixpipe_l0c2gm|7|float32|0|isChannelSplit (not modelled)"
 )
 

@@ -1,7 +1,7 @@
 // pybind11 module `sgemm_cube.backends._npu_ext`: torch_npu tensors in, the
 // three SGEMM-cube kernels launched on the current NPU stream.
 //
-//   matmul(a, b, out, sb, keep_lo_lo, bm, bk, bn, n_fused) -> None
+//   matmul(a, b, out, sb, keep_lo_lo, bm, bk, bn, n_fused, per_term=False) -> None
 //       a (B, M, K), b (B, K, N), out (B, M, N): float32, contiguous, same NPU.
 //       Every launch goes through torch_npu's task queue (OpCommand::RunOpApiV2)
 //       so it is ordered with the framework's own operators on that stream.
@@ -92,7 +92,7 @@ std::string device_soc(int64_t device)
 }
 
 void matmul(const at::Tensor& a, const at::Tensor& b, at::Tensor& out, int64_t sb, bool keep_lo_lo, int64_t bm,
-            int64_t bk, int64_t bn, int64_t n_fused)
+            int64_t bk, int64_t bn, int64_t n_fused, bool per_term)
 {
     const at::Device device = a.device();
     check_operand(a, "a", device);
@@ -118,7 +118,7 @@ void matmul(const at::Tensor& a, const at::Tensor& b, at::Tensor& out, int64_t s
     const Cores cores = device_cores(int32_t(device.index()));
     LaunchPlan plan{};
     const schedule::Tiling tiling{checked_u32(bm, "bm"), checked_u32(bk, "bk"), checked_u32(bn, "bn"),
-                                  checked_u32(n_fused, "n_fused")};
+                                  checked_u32(n_fused, "n_fused"), per_term ? 1u : 0u};
     const schedule::Status status =
         make_launch_plan(built_capacity(), checked_u32(batch, "batch"), checked_u32(m, "m"), checked_u32(n, "n"),
                          checked_u32(k, "k"), tiling, cores.cube, cores.vector, keep_lo_lo, &plan);
@@ -135,12 +135,12 @@ void matmul(const at::Tensor& a, const at::Tensor& b, at::Tensor& out, int64_t s
     const at::Tensor a_parts = at::empty({2, int64_t(plan.a_part_elems)}, half_opts);  // [hi, lo]
     const at::Tensor b_parts = at::empty({2, int64_t(plan.b_part_elems)}, half_opts);
     // The HH term accumulates straight into `out` when no padding is needed;
-    // the combine kernel then overwrites it in place with C.
+    // the combine kernel (or the GEMM's epilogue) then overwrites it with C.
     const bool direct = !plan.padded_c;
-    const int64_t extra_terms = int64_t(plan.terms) - (direct ? 1 : 0);
+    const int64_t extra_terms = int64_t(plan.term_buffers) - (direct ? 1 : 0);
     const at::Tensor terms = at::empty({extra_terms, int64_t(plan.term_elems)}, a.options());
     void* term_ptr[schedule::kMaxTerms] = {nullptr, nullptr, nullptr, nullptr};
-    for (uint32_t t = 0; t < plan.terms; ++t) {
+    for (uint32_t t = 0; t < plan.term_buffers; ++t) {
         term_ptr[t] = (direct && t == 0) ? out.data_ptr() : terms[int64_t(t) - (direct ? 1 : 0)].data_ptr();
     }
     void* a_hi = a_parts[0].data_ptr();
@@ -165,13 +165,16 @@ void matmul(const at::Tensor& a, const at::Tensor& b, at::Tensor& out, int64_t s
         (void)terms;
         return int(launch_gemm(plan.gemm_blocks, stream, a_hi, a_lo, b_hi, b_lo, term_ptr[0], term_ptr[1],
                                term_ptr[2], term_ptr[3], g.batch, g.m, g.n, g.k, g.bm, g.bk, g.bn, g.n_fused,
-                               cores.cube, plan.terms));
+                               tiling.per_term, cores.cube, plan.terms, inv_scale));
     });
-    enqueue("SgemmCubeCombine", [=]() -> int {
-        (void)terms;
-        return int(launch_combine(plan.combine.cores, stream, term_ptr[0], term_ptr[1], term_ptr[2], term_ptr[3],
-                                  term_ptr[0], plan.term_elems, cores.vector, keep_lo_lo ? 1u : 0u, inv_scale));
-    });
+    if (plan.launch_combine) {
+        enqueue("SgemmCubeCombine", [=]() -> int {
+            (void)terms;
+            return int(launch_combine(plan.combine.cores, stream, term_ptr[0], term_ptr[1], term_ptr[2],
+                                      term_ptr[3], term_ptr[0], plan.term_elems, cores.vector,
+                                      keep_lo_lo ? 1u : 0u, inv_scale));
+        });
+    }
     if (!direct) {
         const at::Tensor c = terms[0].view({batch, int64_t(g.mp), int64_t(g.np)});
         out.copy_(c.narrow(1, 0, m).narrow(2, 0, n));
@@ -187,7 +190,7 @@ PYBIND11_MODULE(_npu_ext, m)
     m.doc() = "SGEMM-cube AscendC kernels (split, cube GEMM, termwise combine) for torch_npu tensors";
     m.def("matmul", &sgemm_cube::host::matmul, pybind11::arg("a"), pybind11::arg("b"), pybind11::arg("out"),
           pybind11::arg("sb"), pybind11::arg("keep_lo_lo"), pybind11::arg("bm"), pybind11::arg("bk"),
-          pybind11::arg("bn"), pybind11::arg("n_fused"),
+          pybind11::arg("bn"), pybind11::arg("n_fused"), pybind11::arg("per_term") = false,
           "out[b] = A[b] B[b] emulated in FP32 from FP16 cube products (all tensors float32, contiguous, on one NPU)");
     m.def("soc", &sgemm_cube::host::built_soc, "SoC family the device code was built for ('910a' or '910b')");
     m.def("device_soc", &sgemm_cube::host::device_soc, pybind11::arg("device") = 0,

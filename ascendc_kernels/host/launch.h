@@ -20,10 +20,12 @@ const char* built_soc();
 uint32_t launch_split(uint32_t blocks, aclrtStream stream, void* x, void* hi, void* lo, uint32_t batch, uint32_t rows,
                       uint32_t cols, uint32_t plan_cores, float scale);
 
-/// GEMM kernel: one FP32 term buffer per product term (c_ll unused with 3 terms).
+/// GEMM kernel: one FP32 term buffer per product term (c_ll unused with 3 terms), or C in c_hh
+/// when the launch plan combines in the epilogue (then only c_hh is touched).
 uint32_t launch_gemm(uint32_t blocks, aclrtStream stream, void* a_hi, void* a_lo, void* b_hi, void* b_lo, void* c_hh,
                      void* c_lh, void* c_hl, void* c_ll, uint32_t batch, uint32_t m, uint32_t n, uint32_t k,
-                     uint32_t bm, uint32_t bk, uint32_t bn, uint32_t n_fused, uint32_t plan_cores, uint32_t terms);
+                     uint32_t bm, uint32_t bk, uint32_t bn, uint32_t n_fused, uint32_t per_term,
+                     uint32_t plan_cores, uint32_t terms, float inv_scale);
 
 /// Combine kernel: out = termwise combination of the term buffers (out may be c_hh).
 uint32_t launch_combine(uint32_t blocks, aclrtStream stream, void* c_hh, void* c_lh, void* c_hl, void* c_ll,

@@ -9,6 +9,9 @@
 //   2. gemm   (cube):   one FP32 buffer per product term (batch, mp, np);
 //   3. combine (vector): C = ((LL 2^-sb + LH) + HL) 2^-sb + HH, in place
 //      over the HH buffer, which is `out` itself when no padding is needed.
+// When the geometry combines in the GEMM's epilogue (910A, one K group, fused
+// passes) the GEMM writes C into the HH buffer, no other term buffer exists
+// and the combine is not launched.
 #ifndef SGEMM_CUBE_HOST_LAUNCH_PLAN_HPP
 #define SGEMM_CUBE_HOST_LAUNCH_PLAN_HPP
 
@@ -29,6 +32,8 @@ struct LaunchPlan {
     uint64_t a_part_elems;     ///< FP16 elements of A_hi (= of A_lo): batch * mp * kp
     uint64_t b_part_elems;     ///< FP16 elements of B_hi (= of B_lo): batch * kp * np
     uint64_t term_elems;       ///< FP32 elements of one term buffer: batch * mp * np
+    uint32_t term_buffers;     ///< term buffers the GEMM writes: terms, or 1 (C) with the epilogue combine
+    bool launch_combine;       ///< false when the GEMM's epilogue combined the terms
     schedule::SplitGeometry split_a;
     schedule::SplitGeometry split_b;
     schedule::CombineGeometry combine;
@@ -58,6 +63,8 @@ inline schedule::Status make_launch_plan(const arch::Capacity& cap, uint32_t bat
     p.a_part_elems = uint64_t(batch) * g.mp * g.kp;
     p.b_part_elems = uint64_t(batch) * g.kp * g.np;
     p.term_elems = uint64_t(batch) * g.mp * g.np;
+    p.term_buffers = g.combine_in_epilogue ? 1u : p.terms;
+    p.launch_combine = !g.combine_in_epilogue;
     p.split_a = schedule::make_split_geometry(batch, g.mp, g.kp, vector_cores);
     p.split_b = schedule::make_split_geometry(batch, g.kp, g.np, vector_cores);
     p.combine = schedule::make_combine_geometry(p.term_elems, vector_cores);

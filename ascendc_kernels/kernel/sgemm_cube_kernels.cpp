@@ -3,8 +3,8 @@
 // Built for one SoC at a time: CMake defines SGEMM_CUBE_SOC_910A or _910B.
 //
 //   sgemm_cube_split    vector  FP32 -> FP16 hi/lo in Zz fractal layout
-//   sgemm_cube_gemm     cube    one FP32 buffer per product term
-//   sgemm_cube_combine  vector  termwise combination into C
+//   sgemm_cube_gemm     cube    one FP32 buffer per product term (910A, one K group: C)
+//   sgemm_cube_combine  vector  termwise combination into C (not launched when the GEMM wrote C)
 //
 // NOT COMPILED OR RUN IN THIS REPOSITORY'S CI: no CANN toolkit there.  The
 // index arithmetic these kernels use (schedule.hpp) is compiled with g++ and
@@ -36,7 +36,8 @@ extern "C" __global__ __aicore__ void sgemm_cube_gemm(GM_ADDR a_hi, GM_ADDR a_lo
                                                       GM_ADDR c_hh, GM_ADDR c_lh, GM_ADDR c_hl, GM_ADDR c_ll,
                                                       uint32_t batch, uint32_t m, uint32_t n, uint32_t k,
                                                       uint32_t bm, uint32_t bk, uint32_t bn, uint32_t n_fused,
-                                                      uint32_t plan_cores, uint32_t terms)
+                                                      uint32_t per_term, uint32_t plan_cores, uint32_t terms,
+                                                      float inv_scale)
 {
 #if defined(SGEMM_CUBE_SOC_910B)
     KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIC_ONLY);  // cube cores only
@@ -53,8 +54,9 @@ extern "C" __global__ __aicore__ void sgemm_cube_gemm(GM_ADDR a_hi, GM_ADDR a_lo
     gm.c[sgemm_cube::schedule::kLoHi] = reinterpret_cast<__gm__ float*>(c_lh);
     gm.c[sgemm_cube::schedule::kHiLo] = reinterpret_cast<__gm__ float*>(c_hl);
     gm.c[sgemm_cube::schedule::kLoLo] = reinterpret_cast<__gm__ float*>(c_ll);  // unused unless terms == 4
+    gm.inv_scale = inv_scale;
     sgemm_cube::kernel::RunGemm<Soc>(gm, sgemm_cube::kernel::GemmArgs{batch, m, n, k, bm, bk, bn, n_fused,
-                                                                       plan_cores, terms});
+                                                                       per_term, plan_cores, terms});
 }
 
 extern "C" __global__ __aicore__ void sgemm_cube_combine(GM_ADDR c_hh, GM_ADDR c_lh, GM_ADDR c_hl, GM_ADDR c_ll,

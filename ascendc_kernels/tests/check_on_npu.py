@@ -71,16 +71,16 @@ class ModelExtension(types.ModuleType):
     def soc(self) -> str:
         return self._soc
 
-    def matmul(self, a, b, out, sb, keep_lo_lo, bm, bk, bn, n_fused):
+    def matmul(self, a, b, out, sb, keep_lo_lo, bm, bk, bn, n_fused, per_term=False):
         import torch
 
         from sgemm_cube.backends import npu_schedule
 
         assert a.is_contiguous() and b.is_contiguous() and out.is_contiguous()
         assert a.dtype == b.dtype == out.dtype == torch.float32
-        self.calls.append((bm, bk, bn, n_fused))
+        self.calls.append((bm, bk, bn, n_fused, bool(per_term)))
         c = npu_schedule.simulate(a.cpu().numpy(), b.cpu().numpy(), sb=sb, keep_lo_lo=keep_lo_lo,
-                                  tiling=npu_schedule.Tiling(bm, bk, bn, n_fused),
+                                  tiling=npu_schedule.Tiling(bm, bk, bn, n_fused, bool(per_term)),
                                   cap=npu_schedule.capacity_from_profile(self._soc), cores=self._cores)
         out.copy_(torch.from_numpy(c))
 
@@ -114,7 +114,7 @@ class Case(NamedTuple):
     n: int
     k: int
     make: Callable          # rng, m, n, k -> (a, b) float32
-    tiling: tuple | None = None   # run the kernels alone with this (bm, bk, bn, n_fused)
+    tiling: tuple | None = None   # run the kernels alone with this (bm, bk, bn, n_fused[, per_term])
     quick: bool = True      # part of --quick
     model: bool = True      # small enough for the CPU model on the NPU host
 
@@ -187,6 +187,8 @@ def cases(soc: str, quick: bool = False, *, hardware: bool = False) -> list[Case
         Case("1x1x1", 1, 1, 1, _normal),
         Case("tails", 17, 33, 65, _normal),
         Case("K groups, tiling", 40, 24, 300, _normal, tiling=(16, 32, 16, 3)),
+        Case("per term, K groups", 40, 24, 300, _normal, tiling=(16, 32, 16, 3, True)),
+        Case("per term, paper tiling", 200, 190, 300, _normal, tiling=(176, 64, 176, 44, True), quick=False),
         Case("K groups, auto", 48, 40, multi_group_k(soc, 48, 40), _normal, quick=False),
         Case("NaN/Inf", 24, 20, 40, _special),
         Case("near overflow", 20, 24, 64, _scaled(63, 62)),
@@ -274,7 +276,9 @@ def measure(case: Case, soc: str, *, dry_run: bool, seed: int = 0) -> Row:
     else:
         c = _run(case, a, b, "npu")
     with np.errstate(all="ignore"):  # NaN/Inf lines: NumPy's warnings say nothing new
-        c_cpu = sgemm_cube.matmul(a, b, backend="cpu")
+        # The kernels alone (an explicit tiling) see the data unscaled, with no line computed in FP32.
+        alone = {} if case.tiling is None else {"scale": None, "fixup": False}
+        c_cpu = sgemm_cube.matmul(a, b, backend="cpu", **alone)
     model_exact, model_ulp = None, 0
     kernel = np.ones(c.shape, bool)
     fp32_lines = 0

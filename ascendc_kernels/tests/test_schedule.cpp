@@ -3,13 +3,13 @@
 //   g++ -std=c++17 -O1 -Wall -Wextra -Werror -I ascendc_kernels/include
 //       -I ascendc_kernels/host ascendc_kernels/tests/test_schedule.cpp -o test_schedule
 //   ./test_schedule              # run every check, exit status 0 on success
-//   ./test_schedule --dump SOC BATCH M N K BM BK BN NFUSED CORES TERMS
+//   ./test_schedule --dump SOC BATCH M N K BM BK BN NFUSED CORES TERMS [PER_TERM]
 //                                # print the step sequence of every core (the
 //                                # Python schedule model is compared with it)
 //
 // What is checked, for a table of problems x tilings x core counts x SoCs:
 //   * every element of every C block is written by exactly one core, every
-//     (C block, K block) pair is computed exactly once, K blocks of a group
+//     (pass, C block, K block) is computed exactly once, K blocks of a group
 //     run in order and the groups of a C block are written back in order;
 //   * every buffer offset of every step lies inside the plan, and the plan
 //     inside the SoC's L1/L0A/L0B/L0C/UB, with the AscendC alignments;
@@ -81,9 +81,14 @@ void check_coverage(const Case& c, const Geometry& g)
     CHECK(p.l0c_bytes <= cap.l0c, "L0C plan");
     CHECK(p.ub_bytes <= cap.ub - cap.ub_reserved, "UB plan");
     CHECK(cap.c_through_ub == (p.ub_bytes > 0), "UB used exactly when C goes through UB");
+    CHECK(p.planes == (c.tiling.per_term ? 1u : kParts) && p.accumulators == (c.tiling.per_term ? 1u : g.terms) &&
+              g.passes == (c.tiling.per_term ? g.terms : 1u),
+          "planes, accumulators and passes of the mode");
+    CHECK(!g.combine_in_epilogue || (cap.c_through_ub && g.groups == 1 && g.passes == 1 && p.ub_tiles == 3),
+          "the epilogue combines only with one K group, fused passes and three UB tiles");
 
-    std::map<std::tuple<uint32_t, uint32_t, uint32_t, uint32_t>, int> computed;   // (b, i, j, kblock)
-    std::map<std::tuple<uint32_t, uint32_t, uint32_t>, std::vector<uint32_t>> stores;  // (b, i, j) -> groups
+    std::map<std::tuple<uint32_t, uint32_t, uint32_t, uint32_t, uint32_t>, int> computed;  // (pass, b, i, j, kblock)
+    std::map<std::tuple<uint32_t, uint32_t, uint32_t, uint32_t>, std::vector<uint32_t>> stores;  // (pass, b, i, j)
     std::map<std::tuple<uint32_t, uint32_t, uint32_t>, uint32_t> owner;           // (b, i, j) -> core
     const uint64_t a_elems = uint64_t(g.batch) * g.mp * g.kp;
     const uint64_t b_elems = uint64_t(g.batch) * g.kp * g.np;
@@ -96,10 +101,13 @@ void check_coverage(const Case& c, const Geometry& g)
         }
         uint32_t expect_index = 0;
         int64_t last_kblock = -1;
-        std::tuple<uint32_t, uint32_t, uint32_t, uint32_t> block_key{~0u, ~0u, ~0u, ~0u};
+        std::tuple<uint32_t, uint32_t, uint32_t, uint32_t, uint32_t> block_key{~0u, ~0u, ~0u, ~0u, ~0u};
+        uint32_t last_pass = 0;
         for (; !it.done(); it.next()) {
             const Step& s = it.step();
             CHECK(s.index == expect_index++, "step index");
+            CHECK(s.pass_index < g.passes && s.pass_index >= last_pass, "passes in order");
+            last_pass = s.pass_index;
             CHECK(s.item % g.cores == core, "item %u on core %u", s.item, core);
             CHECK(s.b_slot == s.index % 2, "ping-pong slot");
             CHECK(s.l0_stage < p.l0_stages, "l0 stage");
@@ -112,7 +120,7 @@ void check_coverage(const Case& c, const Geometry& g)
             CHECK(s.m_act * s.k_act / kFractalElems <= kMaxRepeat && s.k_act * s.n_act / kFractalElems <= kMaxRepeat,
                   "LoadData repeat");
             // Buffer offsets inside the plan, with the AscendC alignments.
-            for (uint32_t part = 0; part < kParts; ++part) {
+            for (uint32_t part = 0; part < p.planes; ++part) {
                 const uint32_t a = l1_a_offset(p, part, s.k_in_group);
                 CHECK(a % 32 == 0 && a + s.m_act * s.k_act * kHalfBytes <= p.l1_b, "L1 A tile");
                 const uint32_t b = l1_b_offset(p, s.b_slot, part);
@@ -122,13 +130,24 @@ void check_coverage(const Case& c, const Geometry& g)
                 const uint32_t b0 = l0b_offset(p, s.l0_stage, part);
                 CHECK(b0 % 512 == 0 && b0 + s.k_act * s.n_act * kHalfBytes <= p.l0b_bytes, "L0B tile");
             }
-            for (uint32_t t = 0; t < g.terms; ++t) {
-                const uint32_t o = l0c_offset(p, t);
+            uint32_t term_seen = 0;
+            for (uint32_t acc = 0; acc < p.accumulators; ++acc) {
+                const uint32_t o = l0c_offset(p, acc);
                 CHECK(o % 1024 == 0 && o + s.m_act * s.n_act * kFloatBytes <= p.l0c_bytes, "L0C accumulator");
+                const uint32_t t = pass_term(g, s.pass_index, acc);
+                CHECK(t < g.terms && !(term_seen & (1u << t)), "one accumulator per term");
+                term_seen |= 1u << t;
+                CHECK(term_a_pos(g, t) < p.planes && term_b_pos(g, t) < p.planes, "term reads a resident plane");
+                CHECK(a_plane(g, s.pass_index, term_a_pos(g, t)) == term_a_part(t) &&
+                          b_plane(g, s.pass_index, term_b_pos(g, t)) == term_b_part(t),
+                      "term %u reads the planes it multiplies", t);
             }
             if (cap.c_through_ub) {
-                CHECK(ub_nz_offset(p) + s.m_act * s.n_act * kFloatBytes <= ub_nd_offset(p, 0), "UB NZ tile");
-                CHECK(ub_nd_offset(p, 1) + s.m_act * s.n_act * kFloatBytes <= p.ub_bytes, "UB ND tile");
+                for (uint32_t i = 0; i < p.ub_tiles; ++i) {
+                    CHECK(ub_tile_offset(p, i) % 32 == 0 &&
+                              ub_tile_offset(p, i) + s.m_act * s.n_act * kFloatBytes <= p.ub_bytes,
+                          "UB tile %u", i);
+                }
             }
             // GM addresses inside the buffers.
             const FractalRuns ar = a_tile_runs(g, s.m_act, s.k_act);
@@ -146,7 +165,7 @@ void check_coverage(const Case& c, const Geometry& g)
                                    s.n_act;
             CHECK(c_end <= c_elems, "C tile past the buffer");
             // Loop structure.
-            const auto key = std::make_tuple(s.batch, s.row_block, s.col_block, s.group);
+            const auto key = std::make_tuple(s.pass_index, s.batch, s.row_block, s.col_block, s.group);
             if (s.first_k) {
                 CHECK(key != block_key, "C block restarted");
                 block_key = key;
@@ -158,7 +177,7 @@ void check_coverage(const Case& c, const Geometry& g)
             last_kblock = s.k_block;
             CHECK(s.last_k == (s.k_in_group + 1 == group_k_blocks(g, s.group)), "last_k");
             CHECK(s.first_group == (s.group == 0) && s.last_group == (s.group + 1 == g.groups), "group flags");
-            computed[std::make_tuple(s.batch, s.row_block, s.col_block, s.k_block)] += 1;
+            computed[std::make_tuple(s.pass_index, s.batch, s.row_block, s.col_block, s.k_block)] += 1;
             const auto cblock = std::make_tuple(s.batch, s.row_block, s.col_block);
             auto own = owner.find(cblock);
             if (own == owner.end()) {
@@ -167,16 +186,16 @@ void check_coverage(const Case& c, const Geometry& g)
                 CHECK(own->second == core, "C block on two cores");
             }
             if (s.last_k) {
-                stores[cblock].push_back(s.group);
+                stores[std::make_tuple(s.pass_index, s.batch, s.row_block, s.col_block)].push_back(s.group);
             }
         }
     }
     // Every (C block, K block) exactly once; every C block stored once per group, in order.
-    CHECK(computed.size() == size_t(g.batch) * g.mb * g.nb * g.kb, "missing (C block, K block) pairs");
+    CHECK(computed.size() == size_t(g.passes) * g.batch * g.mb * g.nb * g.kb, "missing (C block, K block) pairs");
     for (const auto& kv : computed) {
         CHECK(kv.second == 1, "(C block, K block) computed %d times", kv.second);
     }
-    CHECK(stores.size() == size_t(g.batch) * g.mb * g.nb, "C blocks never stored");
+    CHECK(stores.size() == size_t(g.passes) * g.batch * g.mb * g.nb, "C blocks never stored");
     for (const auto& kv : stores) {
         CHECK(kv.second.size() == g.groups, "C block stored %zu times for %u groups", kv.second.size(), g.groups);
         for (uint32_t i = 0; i < kv.second.size(); ++i) {
@@ -187,7 +206,10 @@ void check_coverage(const Case& c, const Geometry& g)
     if (c_elems <= (1u << 22)) {
         std::vector<uint8_t> hits(c_elems, 0);
         for (const auto& kv : stores) {
-            const uint32_t b = std::get<0>(kv.first), i = std::get<1>(kv.first), j = std::get<2>(kv.first);
+            if (std::get<0>(kv.first) != 0) {
+                continue;  // every pass covers the same elements
+            }
+            const uint32_t b = std::get<1>(kv.first), i = std::get<2>(kv.first), j = std::get<3>(kv.first);
             const uint32_t mm = block_extent(g.mp, g.bm, i), nn = block_extent(g.np, g.bn, j);
             const uint64_t base = gm_c_tile(g, b, i, j);
             for (uint32_t r = 0; r < mm; ++r) {
@@ -273,8 +295,11 @@ struct Access {
     uint64_t data;  // which data: the step/group/block that produced or needs it
 };
 
-uint64_t group_key(const Step& s) { return (uint64_t(s.item) << 32) | s.group; }
-uint64_t cblock_key(const Step& s) { return (uint64_t(s.item) << 40) | (uint64_t(s.group) << 20) | s.col_block; }
+uint64_t group_key(const Step& s) { return (uint64_t(s.pass_index) << 56) | (uint64_t(s.item) << 32) | s.group; }
+uint64_t cblock_key(const Step& s)
+{
+    return (uint64_t(s.pass_index) << 60) | (uint64_t(s.item) << 40) | (uint64_t(s.group) << 20) | s.col_block;
+}
 
 std::vector<Access> accesses(const Op& op)
 {
@@ -413,8 +438,8 @@ void check_program(const Case& c, const Geometry& g)
         Recorder rec;
         run_core(g, core, rec);
         char label[160];
-        std::snprintf(label, sizeof(label), "%s %ux%ux%ux%u tiling %u/%u/%u/%u core %u", c.soc, c.batch, c.m, c.n,
-                      c.k, c.tiling.bm, c.tiling.bk, c.tiling.bn, c.tiling.n_fused, core);
+        std::snprintf(label, sizeof(label), "%s %ux%ux%ux%u tiling %u/%u/%u/%u/%u core %u", c.soc, c.batch, c.m,
+                      c.n, c.k, c.tiling.bm, c.tiling.bk, c.tiling.bn, c.tiling.n_fused, c.tiling.per_term, core);
         // Same number of data operations as steps.
         size_t mmads = 0;
         for (const Op& op : rec.ops) {
@@ -563,6 +588,8 @@ void check_launch_plan(const Case& c, const Geometry& g)
     CHECK(lp.term_elems == uint64_t(c.batch) * g.mp * g.np, "term buffer size");
     CHECK(lp.split_a.strips == c.batch * g.mp / 16 && lp.split_b.strips == c.batch * g.kp / 16, "split strips");
     CHECK(lp.combine.total == lp.term_elems, "combine size");
+    CHECK(lp.launch_combine == !g.combine_in_epilogue && lp.term_buffers == (g.combine_in_epilogue ? 1u : g.terms),
+          "term buffers and the combine launch follow the epilogue");
 }
 
 void run_case(const Case& c)
@@ -586,7 +613,16 @@ void check_plan_limits()
     BufferPlan p{};
     // The paper's 910A tiling, one operand per term at a time, does not fit
     // this kernel's fused plan (three FP32 accumulators of 176 x 176).
-    CHECK(make_buffer_plan(a, 176, 64, 176, 44, 3, &p) != Status::kOk, "paper tiling with fused terms");
+    CHECK(make_buffer_plan(a, 176, 64, 176, 44, 3, &p) == Status::kL1, "paper tiling with fused terms: L1");
+    CHECK(make_buffer_plan(a, 176, 64, 176, 1, 3, &p) == Status::kL0C, "paper blocks with fused terms: L0C");
+    // ... and runs with one pass per term: one plane and one accumulator resident,
+    // both L0 stages, NZ copy + one ND tile in UB.
+    CHECK(make_buffer_plan(a, 176, 64, 176, 44, 3, &p, 1) == Status::kOk && p.l0_stages == 2 && p.ub_tiles == 2 &&
+              p.l1_bytes == 44 * 176 * 64 * 2 + 2 * 64 * 176 * 2,
+          "paper tiling per term");
+    CHECK(max_n_fused(a, 176, 64, 176, 1) == 44, "Eq. 8 gives the paper's N_fused = 44");
+    CHECK(make_buffer_plan(a, 176, 64, 176, 45, 3, &p, 1) == Status::kL1, "N_fused = 45 overflows L1");
+    CHECK(make_buffer_plan(a, 16, 16, 16, 1, 3, &p, 2) == Status::kBadMode, "per_term = 2");
     CHECK(make_buffer_plan(a, 128, 64, 128, 1, 3, &p) == Status::kOk, "128x64x128 on 910A");
     CHECK(p.l0_stages == 2, "two L0 stages for 128x64");
     CHECK(make_buffer_plan(b, 128, 64, 128, 1, 3, &p) == Status::kL0C, "three 128x128 accumulators exceed 910B L0C");
@@ -602,6 +638,19 @@ void check_plan_limits()
     Geometry g{};
     CHECK(make_geometry(1, 0, 5, 5, Tiling{16, 16, 16, 1}, 4, 3, b, &g) == Status::kEmpty, "empty");
     CHECK(make_geometry(1, 5, 5, 5, Tiling{16, 16, 16, 1}, 0, 3, b, &g) == Status::kNoCores, "no cores");
+    // The epilogue combine: 910A, one K group, fused passes.
+    CHECK(make_geometry(1, 256, 256, 512, Tiling{128, 64, 128, 8}, 32, 3, a, &g) == Status::kOk &&
+              g.combine_in_epilogue,
+          "910A one group combines in the epilogue");
+    CHECK(make_geometry(1, 256, 256, 512, Tiling{128, 64, 128, 4}, 32, 3, a, &g) == Status::kOk &&
+              !g.combine_in_epilogue,
+          "910A two groups do not");
+    CHECK(make_geometry(1, 256, 256, 512, Tiling{128, 64, 128, 8, 1}, 32, 3, a, &g) == Status::kOk &&
+              !g.combine_in_epilogue && g.passes == 3,
+          "per-term passes do not");
+    CHECK(make_geometry(1, 256, 256, 512, Tiling{96, 64, 96, 8}, 20, 3, b, &g) == Status::kOk &&
+              !g.combine_in_epilogue,
+          "910B never (no vector unit on the cube core)");
     // n_split: one block row on 20 cores spreads the columns.
     CHECK(make_geometry(1, 16, 1000, 64, Tiling{16, 16, 64, 4}, 20, 3, b, &g) == Status::kOk && g.n_split == 16 &&
               g.cores == 16,
@@ -642,36 +691,44 @@ const Case kCases[] = {
     {"910a", 1, 2048, 2048, 4096, {128, 64, 128, 30}, 32, 3},
     {"910a", 1, 777, 333, 5000, {112, 64, 112, 20}, 32, 4},
     {"910a", 1, 64, 64, 64, {64, 64, 64, 1}, 1, 3},
+    // One pass per term (the paper's design).
+    {"910a", 1, 2048, 2048, 4096, {176, 64, 176, 44, 1}, 32, 3},
+    {"910a", 2, 300, 200, 700, {128, 64, 128, 4, 1}, 32, 4},
+    {"910a", 1, 100, 90, 130, {32, 32, 32, 2, 1}, 5, 3},
+    {"910b", 1, 257, 129, 1000, {128, 64, 128, 4, 1}, 20, 3},
+    {"910b", 3, 50, 70, 300, {48, 64, 32, 3, 1}, 7, 4},
 };
 
 int dump(int argc, char** argv)
 {
-    if (argc != 13) {
-        std::fprintf(stderr, "usage: %s --dump SOC BATCH M N K BM BK BN NFUSED CORES TERMS\n", argv[0]);
+    if (argc != 13 && argc != 14) {
+        std::fprintf(stderr, "usage: %s --dump SOC BATCH M N K BM BK BN NFUSED CORES TERMS [PER_TERM]\n", argv[0]);
         return 2;
     }
+    const uint32_t per_term = argc == 14 ? uint32_t(std::strtoul(argv[13], nullptr, 10)) : 0u;
     const std::string soc = argv[2];
     uint32_t v[10];
     for (int i = 0; i < 10; ++i) {
         v[i] = uint32_t(std::strtoul(argv[3 + i], nullptr, 10));
     }
     Geometry g{};
-    const Status st = make_geometry(v[0], v[1], v[2], v[3], Tiling{v[4], v[5], v[6], v[7]}, v[8], v[9],
+    const Status st = make_geometry(v[0], v[1], v[2], v[3], Tiling{v[4], v[5], v[6], v[7], per_term}, v[8], v[9],
                                     capacity_of(soc), &g);
     if (st != Status::kOk) {
         std::printf("status %u %s\n", uint32_t(st), status_message(st));
         return 0;
     }
     std::printf("geometry mp=%u np=%u kp=%u mb=%u nb=%u kb=%u n_fused=%u groups=%u n_split=%u items=%u cores=%u "
-                "l0_stages=%u l1=%u l0a=%u l0b=%u l0c=%u ub=%u\n",
+                "l0_stages=%u l1=%u l0a=%u l0b=%u l0c=%u ub=%u passes=%u combine_in_epilogue=%d\n",
                 g.mp, g.np, g.kp, g.mb, g.nb, g.kb, g.n_fused, g.groups, g.n_split, g.items, g.cores,
                 g.plan.l0_stages, g.plan.l1_bytes, g.plan.l0a_bytes, g.plan.l0b_bytes, g.plan.l0c_bytes,
-                g.plan.ub_bytes);
+                g.plan.ub_bytes, g.passes, int(g.combine_in_epilogue));
     for (uint32_t core = 0; core < g.cores; ++core) {
         for (CoreSchedule it(g, core); !it.done(); it.next()) {
             const Step& s = it.step();
-            std::printf("step %u %u %u %u %u %u %u %u %u %u %u %u %u %u %d%d%d%d%d%d\n", core, s.index, s.item, s.batch,
-                        s.row_block, s.col_block, s.group, s.k_in_group, s.k_block, s.m_act, s.n_act, s.k_act,
+            std::printf("step %u %u %u %u %u %u %u %u %u %u %u %u %u %u %u %d%d%d%d%d%d\n", core, s.index, s.pass_index,
+                        s.item, s.batch, s.row_block, s.col_block, s.group, s.k_in_group, s.k_block, s.m_act, s.n_act,
+                        s.k_act,
                         s.b_slot, s.l0_stage, s.group_start, s.group_end, s.first_k, s.last_k, s.first_group,
                         s.last_group);
         }

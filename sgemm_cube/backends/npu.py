@@ -106,19 +106,20 @@ def _extension():
 def choose_tiling(soc: str, m: int, n: int, k: int, *, terms: int = 3) -> npu_schedule.Tiling:
     """The tiling the kernel runs for an m x k x n product on ``soc`` ("910a"/"910b").
 
-    The tuner's choice (:func:`sgemm_cube.tuning.choose_tiling` for this
-    kernel's buffers, :func:`sgemm_cube.tuning.model.kernel_blocking`), made
-    to fit the kernel's buffer plan by :func:`.npu_schedule.fit_tiling`; the
-    plan's own default when the tuner has no answer.
+    The tuner's choice (:func:`sgemm_cube.tuning.pipeline.best_kernel`: the
+    best blocks of each GEMM mode, all terms in one pass or one pass per
+    term, and of those the one the pipeline model predicts faster for this
+    shape), fitted to the kernel's buffer plan by
+    :func:`.npu_schedule.fit_tiling`; the plan's own default when the tuner
+    has no answer.  Cached per shape (the first call of a shape takes about
+    0.1-0.3 s).
     """
-    from sgemm_cube.tuning import choose_tiling as tuner_choice
+    from sgemm_cube.tuning.pipeline import best_kernel
 
-    cap = npu_schedule.capacity_from_profile(soc)
     try:
-        proposed = npu_schedule.Tiling(*tuner_choice(soc, m, n, k, n_terms=terms, blocking="kernel"))
+        return best_kernel(soc, m, n, k, terms=terms)[0]
     except (ValueError, KeyError):  # the tuner has no answer: the plan's own default
-        proposed = None
-    return npu_schedule.fit_tiling(cap, proposed, k=k, terms=terms)
+        return npu_schedule.fit_tiling(npu_schedule.capacity_from_profile(soc), None, k=k, terms=terms)
 
 
 def matmul(a, b, *, sb: int, order: str, keep_lo_lo: bool, out, accumulate: str | None = None,
@@ -145,9 +146,10 @@ def matmul(a, b, *, sb: int, order: str, keep_lo_lo: bool, out, accumulate: str 
         The cube's accumulation is the hardware's; a model name is refused.
     scheme : {"fp16x3", "fp16x4"} or None
         Only FP16 splits exist on this backend.
-    tiling : tuning.Tiling or (bm, bk, bn, n_fused), optional
+    tiling : tuning.Tiling or (bm, bk, bn, n_fused[, per_term]), optional
         Override the tuned tiling (the measured tuner uses this); it must fit
         the kernel's buffer plan (:func:`.npu_schedule.make_buffer_plan`).
+        ``per_term`` (default False) runs one GEMM pass per product term.
 
     Returns
     -------
@@ -192,7 +194,7 @@ def matmul(a, b, *, sb: int, order: str, keep_lo_lo: bool, out, accumulate: str 
         npu_schedule.make_geometry(max(batch, 1), max(m, 1), max(n, 1), max(k, 1), t, 1, terms,
                                    npu_schedule.capacity_from_profile(soc))
     target = out if out.is_contiguous() else torch.empty(out.shape, dtype=out.dtype, device=out.device)
-    ext.matmul(a, b, target, int(sb), bool(keep_lo_lo), t.bm, t.bk, t.bn, t.n_fused)
+    ext.matmul(a, b, target, int(sb), bool(keep_lo_lo), t.bm, t.bk, t.bn, t.n_fused, bool(t.per_term))
     if target is not out:
         out.copy_(target)
     return None

@@ -14,9 +14,14 @@ blocks of ``A_hi`` and ``A_lo`` in L1 (a *group*), then streams the B tiles of
 each column block through two ping-pong L1 buffers; every product term
 (``A_hi B_hi``, ``A_lo B_hi``, ``A_hi B_lo`` and optionally ``A_lo B_lo``)
 accumulates in its own FP32 accumulator in L0C across the group's K blocks.
+With ``Tiling.per_term`` the terms run one after another instead, each pass
+holding one plane of A and of B and one accumulator (the paper's design:
+larger blocks fit); each term's arithmetic is the same.
 At the end of a group the accumulators leave L0C: group 0 stores them to one
 FP32 buffer per term in GM, every later group *adds* its partial sum there
-(FP32 round-to-nearest).  A last vector pass combines the terms termwise::
+(FP32 round-to-nearest).  A last vector pass combines the terms termwise
+(on 910A with one K group and fused terms, the GEMM's epilogue does, in the
+same order)::
 
     corr = fl(fl(LL * 2**-sb + LH) + HL)        (corr = fl(LH + HL) without LL)
     C    = fl(fl(corr * 2**-sb) + HH)
@@ -60,6 +65,11 @@ __all__ = [
     "split_columns",
     "group_k_blocks",
     "core_steps",
+    "pass_term",
+    "a_plane",
+    "b_plane",
+    "term_a_pos",
+    "term_b_pos",
     "Sync",
     "Event",
     "ProgramOp",
@@ -114,6 +124,7 @@ class Status(enum.IntEnum):
     L0B = 10
     L0C = 11
     UB = 12
+    BAD_MODE = 13
 
 
 class TilingError(ValueError):
@@ -137,12 +148,18 @@ class Capacity(NamedTuple):
 
 
 class Tiling(NamedTuple):
-    """Block sizes (multiples of 16) and resident A blocks per group (``schedule::Tiling``)."""
+    """Block sizes (multiples of 16), resident A blocks per group, and the pass structure (``schedule::Tiling``).
+
+    ``per_term`` False: all product terms in one pass (hi and lo planes of each
+    block together, one accumulator per term); True: one pass per term, one
+    plane and one accumulator resident (the paper's Algorithm 1).
+    """
 
     bm: int
     bk: int
     bn: int
     n_fused: int
+    per_term: bool = False
 
 
 class BufferPlan(NamedTuple):
@@ -152,13 +169,16 @@ class BufferPlan(NamedTuple):
     b_tile: int
     c_tile: int
     n_fused: int
+    planes: int
     l1_b: int
     l1_bytes: int
     l0_stages: int
     l0a_bytes: int
     l0b_bytes: int
     terms: int
+    accumulators: int
     l0c_bytes: int
+    ub_tiles: int
     ub_bytes: int
 
 
@@ -184,6 +204,8 @@ class Geometry(NamedTuple):
     items: int
     cores: int
     terms: int
+    passes: int
+    combine_in_epilogue: bool
     plan: BufferPlan
 
 
@@ -191,6 +213,7 @@ class Step(NamedTuple):
     """One K step of one core (``schedule::Step``)."""
 
     index: int
+    pass_index: int
     item: int
     batch: int
     row_block: int
@@ -217,10 +240,11 @@ _STATUS_MESSAGES = {
     Status.MMAD_DIM: "block edge above the Mmad limit of 4095",
     Status.REPEAT: "tile above LoadData's 255 fractals",
     Status.L1: "resident A group and two B buffers exceed L1",
-    Status.L0A: "A_hi and A_lo tiles exceed L0A",
-    Status.L0B: "B_hi and B_lo tiles exceed L0B",
-    Status.L0C: "one FP32 accumulator per term exceeds L0C",
+    Status.L0A: "A tiles (both planes when fused) exceed L0A",
+    Status.L0B: "B tiles (both planes when fused) exceed L0B",
+    Status.L0C: "the FP32 accumulators (one per term when fused) exceed L0C",
     Status.UB: "L0C -> UB staging exceeds UB",
+    Status.BAD_MODE: "per_term must be 0 or 1",
     Status.EMPTY: "empty problem",
     Status.NO_CORES: "no cores",
     Status.TOO_LARGE: "matrix too large for 32-bit padded sizes",
@@ -245,50 +269,59 @@ def capacity_from_profile(profile) -> Capacity:
                     p.blocking.c_reserved_bytes if through_ub else 0, through_ub)
 
 
-def max_n_fused(cap: Capacity, bm: int, bk: int, bn: int) -> int:
-    """Eq. 8 with hi and lo of each operand resident (``schedule::max_n_fused``)."""
-    b_bytes = _B_SLOTS * _PARTS * bk * bn * _HALF
-    a_tiles = _PARTS * bm * bk * _HALF
+def max_n_fused(cap: Capacity, bm: int, bk: int, bn: int, planes: int = _PARTS) -> int:
+    """Eq. 8 with ``planes`` planes of each operand resident (``schedule::max_n_fused``)."""
+    b_bytes = _B_SLOTS * planes * bk * bn * _HALF
+    a_tiles = planes * bm * bk * _HALF
     if a_tiles == 0 or b_bytes >= cap.l1:
         return 0
     return (cap.l1 - b_bytes) // a_tiles
 
 
-def buffer_plan_status(cap: Capacity, bm: int, bk: int, bn: int, n_fused: int, terms: int) -> tuple[Status, BufferPlan | None]:
+def buffer_plan_status(cap: Capacity, bm: int, bk: int, bn: int, n_fused: int, terms: int,
+                       per_term: bool = False) -> tuple[Status, BufferPlan | None]:
     """``schedule::make_buffer_plan``: the status and, when it is OK, the plan."""
     if bm <= 0 or bk <= 0 or bn <= 0 or bm % KERNEL_CUBE or bk % KERNEL_CUBE or bn % KERNEL_CUBE or n_fused < 1:
         return Status.NOT_ALIGNED, None
     if terms not in (3, 4):
         return Status.BAD_TERMS, None
+    if int(per_term) not in (0, 1):
+        return Status.BAD_MODE, None
     if max(bm, bk, bn) > _MAX_MMAD_DIM:
         return Status.MMAD_DIM, None
     if bm * bk // _FRACTAL > _MAX_REPEAT or bk * bn // _FRACTAL > _MAX_REPEAT:
         return Status.REPEAT, None
+    planes = 1 if per_term else _PARTS
     a_tile, b_tile, c_tile = bm * bk * _HALF, bk * bn * _HALF, bm * bn * _FLOAT
-    l1_a = _PARTS * n_fused * a_tile
-    l1 = l1_a + _B_SLOTS * _PARTS * b_tile
+    l1_a = planes * n_fused * a_tile
+    l1 = l1_a + _B_SLOTS * planes * b_tile
     if l1 > cap.l1:
         return Status.L1, None
-    stages = 2 if (2 * _PARTS * a_tile <= cap.l0a and 2 * _PARTS * b_tile <= cap.l0b) else 1
-    l0a, l0b = stages * _PARTS * a_tile, stages * _PARTS * b_tile
+    stages = 2 if (2 * planes * a_tile <= cap.l0a and 2 * planes * b_tile <= cap.l0b) else 1
+    l0a, l0b = stages * planes * a_tile, stages * planes * b_tile
     if l0a > cap.l0a:
         return Status.L0A, None
     if l0b > cap.l0b:
         return Status.L0B, None
-    if terms * c_tile > cap.l0c:
+    accumulators = 1 if per_term else terms
+    if accumulators * c_tile > cap.l0c:
         return Status.L0C, None
-    ub = 3 * c_tile if cap.c_through_ub else 0
-    if ub > cap.ub - cap.ub_reserved:
+    # 910A: the NZ copy and two ND tiles, or one ND tile when only that fits.
+    room = cap.ub - cap.ub_reserved
+    ub_tiles = 0 if not cap.c_through_ub else (3 if 3 * c_tile <= room else 2)
+    if ub_tiles * c_tile > room:
         return Status.UB, None
-    return Status.OK, BufferPlan(a_tile, b_tile, c_tile, n_fused, l1_a, l1, stages, l0a, l0b, terms,
-                                 terms * c_tile, ub)
+    return Status.OK, BufferPlan(a_tile, b_tile, c_tile, n_fused, planes, l1_a, l1, stages, l0a, l0b, terms,
+                                 accumulators, accumulators * c_tile, ub_tiles, ub_tiles * c_tile)
 
 
-def make_buffer_plan(cap: Capacity, bm: int, bk: int, bn: int, n_fused: int, terms: int) -> BufferPlan:
+def make_buffer_plan(cap: Capacity, bm: int, bk: int, bn: int, n_fused: int, terms: int,
+                     per_term: bool = False) -> BufferPlan:
     """Buffer plan of a tiling; raises :class:`TilingError` when it does not fit."""
-    status, plan = buffer_plan_status(cap, bm, bk, bn, n_fused, terms)
+    status, plan = buffer_plan_status(cap, bm, bk, bn, n_fused, terms, per_term)
     if status != Status.OK:
-        raise _fail(status, f"tiling {bm}x{bk}x{bn} n_fused={n_fused} with {terms} terms")
+        mode = ", one pass per term" if per_term else ""
+        raise _fail(status, f"tiling {bm}x{bk}x{bn} n_fused={n_fused} with {terms} terms{mode}")
     return plan
 
 
@@ -306,9 +339,13 @@ def make_geometry(batch: int, m: int, n: int, k: int, tiling: Tiling, cores: int
         raise _fail(Status.NO_CORES, f"{cores} cores")
     if max(m, n, k) > 0xFFFF0000:
         raise _fail(Status.TOO_LARGE, f"problem {m}x{n}x{k}")
-    bm, bk, bn, nf = (int(x) for x in tiling)
+    tiling = Tiling(*tiling)
+    bm, bk, bn, nf = (int(x) for x in tiling[:4])
+    per_term = int(tiling.per_term)
     if bm <= 0 or bk <= 0 or bn <= 0 or bm % KERNEL_CUBE or bk % KERNEL_CUBE or bn % KERNEL_CUBE or nf < 1:
         raise _fail(Status.NOT_ALIGNED, f"tiling {tuple(tiling)}")
+    if per_term not in (0, 1):
+        raise _fail(Status.BAD_MODE, f"tiling {tuple(tiling)}")
     mp, np_, kp = (_ceil_div(x, KERNEL_CUBE) * KERNEL_CUBE for x in (m, n, k))
     mb, nb, kb = _ceil_div(mp, bm), _ceil_div(np_, bn), _ceil_div(kp, bk)
     n_fused = min(nf, kb)
@@ -318,9 +355,37 @@ def make_geometry(batch: int, m: int, n: int, k: int, tiling: Tiling, cores: int
         raise _fail(Status.TOO_LARGE, f"{rows * nb} C blocks")
     n_split = choose_n_split(rows, nb, cores)
     items = rows * n_split
-    plan = make_buffer_plan(cap, bm, bk, bn, n_fused, terms)
+    plan = make_buffer_plan(cap, bm, bk, bn, n_fused, terms, bool(per_term))
+    passes = terms if per_term else 1
+    # One K group: every accumulator is final at the write-back, where C already passes through UB (910A).
+    in_epilogue = cap.c_through_ub and groups == 1 and passes == 1 and plan.ub_tiles == 3
     return Geometry(batch, m, n, k, mp, np_, kp, bm, bk, bn, mb, nb, kb, n_fused, groups, n_split, items,
-                    min(cores, items), terms, plan)
+                    min(cores, items), terms, passes, in_epilogue, plan)
+
+
+def pass_term(g: Geometry, pass_index: int, acc: int) -> int:
+    """Term accumulated by accumulator ``acc`` during pass ``pass_index`` (``schedule::pass_term``)."""
+    return acc if g.passes == 1 else pass_index
+
+
+def a_plane(g: Geometry, pass_index: int, pos: int) -> int:
+    """Plane (0 hi, 1 lo) of A held at position ``pos`` during a pass (``schedule::a_plane``)."""
+    return pos if g.passes == 1 else _term_a_part(pass_index)
+
+
+def b_plane(g: Geometry, pass_index: int, pos: int) -> int:
+    """Plane of B held at position ``pos`` during a pass (``schedule::b_plane``)."""
+    return pos if g.passes == 1 else _term_b_part(pass_index)
+
+
+def term_a_pos(g: Geometry, term: int) -> int:
+    """Position in L0A of the A plane a term reads (``schedule::term_a_pos``)."""
+    return _term_a_part(term) if g.passes == 1 else 0
+
+
+def term_b_pos(g: Geometry, term: int) -> int:
+    """Position in L0B of the B plane a term reads (``schedule::term_b_pos``)."""
+    return _term_b_part(term) if g.passes == 1 else 0
 
 
 def item_coords(g: Geometry, item: int) -> tuple[int, int, int]:
@@ -343,21 +408,23 @@ def group_k_blocks(g: Geometry, group: int) -> int:
 def core_steps(g: Geometry, core: int) -> Iterator[Step]:
     """The steps of one core in execution order (``schedule::CoreSchedule``)."""
     index = 0
-    for item in range(core, g.items, g.cores) if core < g.cores else ():
-        batch, row_block, split = item_coords(g, item)
-        first_col, last_col = split_columns(g, split)
-        m_act = _block_extent(g.mp, g.bm, row_block)
-        for group in range(g.groups):
-            kcount = group_k_blocks(g, group)
-            for col in range(first_col, last_col):
-                for kk in range(kcount):
-                    k_block = group * g.n_fused + kk
-                    yield Step(index, item, batch, row_block, col, group, kk, k_block, m_act,
-                               _block_extent(g.np, g.bn, col), _block_extent(g.kp, g.bk, k_block),
-                               index % _B_SLOTS, index % g.plan.l0_stages,
-                               kk == 0 and col == first_col, kk + 1 == kcount and col + 1 == last_col,
-                               kk == 0, kk + 1 == kcount, group == 0, group + 1 == g.groups)
-                    index += 1
+    items = range(core, g.items, g.cores) if core < g.cores else ()
+    for pass_index in range(g.passes):
+        for item in items:
+            batch, row_block, split = item_coords(g, item)
+            first_col, last_col = split_columns(g, split)
+            m_act = _block_extent(g.mp, g.bm, row_block)
+            for group in range(g.groups):
+                kcount = group_k_blocks(g, group)
+                for col in range(first_col, last_col):
+                    for kk in range(kcount):
+                        k_block = group * g.n_fused + kk
+                        yield Step(index, pass_index, item, batch, row_block, col, group, kk, k_block, m_act,
+                                   _block_extent(g.np, g.bn, col), _block_extent(g.kp, g.bk, k_block),
+                                   index % _B_SLOTS, index % g.plan.l0_stages,
+                                   kk == 0 and col == first_col, kk + 1 == kcount and col + 1 == last_col,
+                                   kk == 0, kk + 1 == kcount, group == 0, group + 1 == g.groups)
+                        index += 1
 
 
 class Sync(enum.IntEnum):
@@ -517,16 +584,20 @@ def _in_last_column(g: Geometry, s: Step) -> bool:
 
 def _next_group_start(g: Geometry, core: int, s: Step) -> Step | None:
     """The first step of the group after ``s``'s on this core (None after the last)."""
+    pass_index = s.pass_index
     if s.group + 1 < g.groups:
         item, group = s.item, s.group + 1
     else:
         item, group = s.item + g.cores, 0
         if item >= g.items:
-            return None
+            if pass_index + 1 >= g.passes:
+                return None
+            pass_index, item = pass_index + 1, core
     batch, row_block, split = item_coords(g, item)
     first, _ = split_columns(g, split)
     k_block = group * g.n_fused
-    return Step(-1, item, batch, row_block, first, group, 0, k_block, _block_extent(g.mp, g.bm, row_block),
+    return Step(-1, pass_index, item, batch, row_block, first, group, 0, k_block,
+                _block_extent(g.mp, g.bm, row_block),
                 _block_extent(g.np, g.bn, first), _block_extent(g.kp, g.bk, k_block), 0, 0,
                 True, False, True, False, group == 0, group + 1 == g.groups)
 
@@ -534,21 +605,28 @@ def _next_group_start(g: Geometry, core: int, s: Step) -> Step | None:
 def fit_tiling(cap: Capacity, tiling: Tiling | None, *, k: int, terms: int) -> Tiling:
     """A tiling the kernel accepts, as close to ``tiling`` as possible.
 
-    ``n_fused`` is clamped to what fits in L1 (Eq. 8 with hi and lo resident)
-    and to ``ceil(k / bk)``; when the block sizes themselves do not fit (or
-    ``tiling`` is None) the largest square-ish blocks that do are used.
+    ``n_fused`` is clamped to what fits in L1 (Eq. 8 with the pass's planes
+    resident) and to ``ceil(k / bk)``; when the block sizes themselves do not
+    fit (or ``tiling`` is None) the largest square-ish blocks that do are used,
+    in the tiling's pass mode (fused when None).
     """
+    per_term = False
+    kb = lambda bk: _ceil_div(_ceil_div(k, KERNEL_CUBE) * KERNEL_CUBE, bk)  # noqa: E731
     if tiling is not None:
-        bm, bk, bn, nf = (int(x) for x in tiling)
-        status, _ = buffer_plan_status(cap, bm, bk, bn, 1, terms)
+        tiling = Tiling(*tiling)
+        bm, bk, bn, nf = (int(x) for x in tiling[:4])
+        per_term = bool(tiling.per_term)
+        planes = 1 if per_term else _PARTS
+        status, _ = buffer_plan_status(cap, bm, bk, bn, 1, terms, per_term)
         if status == Status.OK:
-            nf = max(1, min(nf, max_n_fused(cap, bm, bk, bn), _ceil_div(_ceil_div(k, KERNEL_CUBE) * KERNEL_CUBE, bk)))
-            return Tiling(bm, bk, bn, nf)
+            nf = max(1, min(nf, max_n_fused(cap, bm, bk, bn, planes), kb(bk)))
+            return Tiling(bm, bk, bn, nf, per_term)
+    planes = 1 if per_term else _PARTS
     best = None
     for bm in range(256, 0, -KERNEL_CUBE):
         for bn in (bm, bm - KERNEL_CUBE):
             for bk in (64, 32, 16):
-                if bn <= 0 or buffer_plan_status(cap, bm, bk, bn, 1, terms)[0] != Status.OK:
+                if bn <= 0 or buffer_plan_status(cap, bm, bk, bn, 1, terms, per_term)[0] != Status.OK:
                     continue
                 key = (min(bm, bn) * max(bm, bn), bk)
                 if best is None or key > best[0]:
@@ -556,8 +634,7 @@ def fit_tiling(cap: Capacity, tiling: Tiling | None, *, k: int, terms: int) -> T
     if best is None:
         raise _fail(Status.L0C, "no tiling fits this capacity")
     _, bm, bk, bn = best
-    kb = _ceil_div(_ceil_div(k, KERNEL_CUBE) * KERNEL_CUBE, bk)
-    return Tiling(bm, bk, bn, max(1, min(max_n_fused(cap, bm, bk, bn), kb)))
+    return Tiling(bm, bk, bn, max(1, min(max_n_fused(cap, bm, bk, bn, planes), kb(bk))), per_term)
 
 
 # ----------------------------------------------------------------- numerics
@@ -630,22 +707,24 @@ def simulate(a, b, *, sb: int = 12, keep_lo_lo: bool = False, tiling: Tiling, ca
     b_parts = _split_padded(b3, g.kp, g.np, sb)
     term_buf = np.zeros((terms, batch, g.mp, g.np), np.float32)  # GM: one FP32 buffer per term
     for core in range(g.cores):
-        acc: list[np.ndarray | None] = [None] * terms  # the L0C accumulators
+        acc: list[np.ndarray | None] = [None] * g.plan.accumulators  # the L0C accumulators
         for s in core_steps(g, core):
             rows = slice(s.row_block * g.bm, s.row_block * g.bm + s.m_act)
             cols = slice(s.col_block * g.bn, s.col_block * g.bn + s.n_act)
             ks = slice(s.k_block * g.bk, s.k_block * g.bk + s.k_act)
-            for t in range(terms):
-                acc[t] = accumulate_product(a_parts[_term_a_part(t)][s.batch, rows, ks],
+            for i in range(g.plan.accumulators):
+                t = pass_term(g, s.pass_index, i)
+                acc[i] = accumulate_product(a_parts[_term_a_part(t)][s.batch, rows, ks],
                                             b_parts[_term_b_part(t)][s.batch, ks, cols],
-                                            accumulate=accumulate, acc=None if s.first_k else acc[t])
+                                            accumulate=accumulate, acc=None if s.first_k else acc[i])
             if s.last_k:  # write-back: store for group 0, FP32 atomic add for later groups
-                for t in range(terms):
-                    target = term_buf[t, s.batch, rows, cols]
+                for i in range(g.plan.accumulators):
+                    target = term_buf[pass_term(g, s.pass_index, i), s.batch, rows, cols]
                     if s.first_group:
-                        target[...] = acc[t]
+                        target[...] = acc[i]
                     else:
-                        np.add(target, acc[t], out=target)
+                        np.add(target, acc[i], out=target)
+    # The combine kernel, or the GEMM's epilogue in the same order (combine_in_epilogue).
     c = _combine(term_buf, sb, keep_lo_lo)[:, :m, :n]
     return c[0] if np.ndim(a) == 2 else c
 

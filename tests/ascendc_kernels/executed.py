@@ -64,6 +64,7 @@ def run(binary: Path, a, b, *, sb=12, keep_lo_lo=False, tiling=(32, 32, 32, 4), 
         workdir: Path) -> Run:
     batch, m, k = a.shape
     n = b.shape[2]
+    tiling = tuple(int(x) for x in tiling) + (0,) * (5 - len(tiling))  # (bm, bk, bn, n_fused[, per_term])
     hdr = np.array([batch, m, n, k, sb, int(keep_lo_lo), *tiling, cube, vector], np.int64)
     inp, outp = workdir / "in.bin", workdir / "out.bin"
     inp.write_bytes(hdr.tobytes() + np.ascontiguousarray(a, np.float32).tobytes()
@@ -95,7 +96,8 @@ class ExecutedExtension(types.ModuleType):
     """Stands in for the compiled ``_npu_ext`` by running the real kernels in the executable stand-in.
 
     Same interface as ``ascendc_kernels/tests/check_on_npu.ModelExtension`` (``soc()``, ``matmul(a, b,
-    out, sb, keep_lo_lo, bm, bk, bn, n_fused)``, ``calls``); every run must leave the flag checker clean.
+    out, sb, keep_lo_lo, bm, bk, bn, n_fused, per_term=False)``, ``calls``); every run must leave the
+    flag checker clean.
     """
 
     def __init__(self, soc: str, cores: int, binary: Path, workdir: Path):
@@ -105,14 +107,15 @@ class ExecutedExtension(types.ModuleType):
     def soc(self) -> str:
         return self._soc
 
-    def matmul(self, a, b, out, sb, keep_lo_lo, bm, bk, bn, n_fused):
+    def matmul(self, a, b, out, sb, keep_lo_lo, bm, bk, bn, n_fused, per_term=False):
         import torch
 
         assert a.is_contiguous() and b.is_contiguous() and out.is_contiguous()
         assert a.dtype == b.dtype == out.dtype == torch.float32
-        self.calls.append((bm, bk, bn, n_fused))
+        self.calls.append((bm, bk, bn, n_fused, bool(per_term)))
         r = run(self._binary, a.cpu().numpy(), b.cpu().numpy(), sb=sb, keep_lo_lo=keep_lo_lo,
-                tiling=(bm, bk, bn, n_fused), cube=self._cores, vector=vector_cores(self._soc, self._cores),
+                tiling=(bm, bk, bn, n_fused, int(per_term)), cube=self._cores,
+                vector=vector_cores(self._soc, self._cores),
                 workdir=self._workdir)
         assert r.clean, f"the executed kernels failed (rc={r.rc}):\n{r.stdout[-3000:]}\n{r.stderr[-2000:]}"
         out.copy_(torch.from_numpy(r.c.copy()))

@@ -46,7 +46,7 @@ def test_schedule_header_self_checks(driver):
     assert re.search(r"\b0 failures", res.stdout), res.stdout
 
 
-# soc, batch, m, n, k, (bm, bk, bn, n_fused), cores, terms
+# soc, batch, m, n, k, (bm, bk, bn, n_fused[, per_term]), cores, terms
 DUMP_CASES = [
     ("910b", 1, 1, 2, 3, (16, 16, 16, 1), 20, 3),
     ("910b", 2, 33, 17, 65, (16, 32, 16, 2), 3, 3),
@@ -55,6 +55,9 @@ DUMP_CASES = [
     ("910b", 3, 50, 70, 300, (48, 64, 32, 3), 7, 3),
     ("910a", 1, 300, 200, 700, (128, 64, 128, 4), 32, 3),
     ("910a", 2, 64, 48, 1000, (64, 64, 48, 3), 5, 4),
+    ("910a", 1, 200, 190, 700, (176, 64, 176, 44, 1), 3, 3),  # the paper's tiling, one pass per term
+    ("910b", 2, 64, 48, 1000, (64, 64, 48, 3, 1), 5, 4),
+    ("910a", 1, 64, 64, 64, (176, 64, 176, 44), 2, 3),  # plan rejected: L1 (both planes resident)
     ("910b", 1, 64, 64, 64, (128, 64, 128, 1), 2, 3),   # plan rejected: L0C
 ]
 
@@ -69,15 +72,15 @@ def _parse_dump(text: str):
         if line.startswith("op "):
             continue
         f = line.split()
-        flags = tuple(ch == "1" for ch in f[15])
-        steps.append((int(f[1]),) + tuple(int(x) for x in f[2:15]) + flags)
+        flags = tuple(ch == "1" for ch in f[16])
+        steps.append((int(f[1]),) + tuple(int(x) for x in f[2:16]) + flags)
     return 0, {k: int(v) for k, v in geo.items()}, steps
 
 
 @pytest.mark.parametrize("case", DUMP_CASES, ids=lambda c: f"{c[0]}-{c[1]}x{c[2]}x{c[3]}x{c[4]}-{c[5]}")
 def test_python_model_follows_the_header(driver, case):
     soc, batch, m, n, k, tiling, cores, terms = case
-    args = [soc, batch, m, n, k, *tiling, cores, terms]
+    args = [soc, batch, m, n, k, *tiling[:4], cores, terms, *(int(x) for x in tiling[4:])]
     res = subprocess.run([str(driver), "--dump", *map(str, args)], capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stderr
     status, geo, cpp_steps = _parse_dump(res.stdout)
@@ -91,9 +94,10 @@ def test_python_model_follows_the_header(driver, case):
     py_geo = {"mp": g.mp, "np": g.np, "kp": g.kp, "mb": g.mb, "nb": g.nb, "kb": g.kb, "n_fused": g.n_fused,
               "groups": g.groups, "n_split": g.n_split, "items": g.items, "cores": g.cores,
               "l0_stages": g.plan.l0_stages, "l1": g.plan.l1_bytes, "l0a": g.plan.l0a_bytes,
-              "l0b": g.plan.l0b_bytes, "l0c": g.plan.l0c_bytes, "ub": g.plan.ub_bytes}
+              "l0b": g.plan.l0b_bytes, "l0c": g.plan.l0c_bytes, "ub": g.plan.ub_bytes, "passes": g.passes,
+              "combine_in_epilogue": int(g.combine_in_epilogue)}
     assert py_geo == geo
-    py_steps = [(core,) + tuple(int(x) for x in s[:13]) + tuple(s[13:])
+    py_steps = [(core,) + tuple(int(x) for x in s[:14]) + tuple(s[14:])
                 for core in range(g.cores) for s in ns.core_steps(g, core)]
     assert py_steps == cpp_steps
 
@@ -101,11 +105,11 @@ def test_python_model_follows_the_header(driver, case):
 _KINDS = ("set", "wait", "load_a_group", "load_b", "load_l0", "mmad", "store_c")
 
 
-@pytest.mark.parametrize("case", DUMP_CASES[:-1], ids=lambda c: f"{c[0]}-{c[1]}x{c[2]}x{c[3]}x{c[4]}-{c[5]}")
+@pytest.mark.parametrize("case", DUMP_CASES[:-2], ids=lambda c: f"{c[0]}-{c[1]}x{c[2]}x{c[3]}x{c[4]}-{c[5]}")
 def test_python_program_follows_run_core(driver, case):
     """Every SetFlag/WaitFlag and data operation of run_core, in order, on every core."""
     soc, batch, m, n, k, tiling, cores, terms = case
-    args = [soc, batch, m, n, k, *tiling, cores, terms]
+    args = [soc, batch, m, n, k, *tiling[:4], cores, terms, *(int(x) for x in tiling[4:])]
     res = subprocess.run([str(driver), "--dump", *map(str, args)], capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stderr
     cpp = [tuple(int(x) for x in line.split()[1:]) for line in res.stdout.splitlines() if line.startswith("op ")]

@@ -12,7 +12,9 @@ Checked here:
 * split output (hi/lo, Zz) bit-identical to ``cpu_fallback.split``;
 * C bit-identical to ``cpu_fallback.emulated_matmul(order="termwise",
   accumulate="cube16")`` when K fits one resident group, and to
-  ``npu_schedule.simulate`` / ``grouped_reference`` always, on both chips;
+  ``npu_schedule.simulate`` / ``grouped_reference`` always, on both chips,
+  for both GEMM modes (all terms in one pass, one pass per term) and, on
+  910A with one K group, with the terms combined in the GEMM's epilogue;
 * the flag/race checker is clean;
 * Mmad's in-fractal accumulation order is visible (a "sequential" build
   matches the sequential model, not cube16);
@@ -74,7 +76,8 @@ def _fed_like_npu_run(x: np.ndarray, sb: int) -> np.ndarray:
         return np.where(np.abs(x) < max_abs, x, np.float32(0)).astype(np.float32)
 
 
-# (name, batch, m, n, k, sb, keep_lo_lo, tiling (bm, bk, bn, n_fused), cube cores, vector cores)
+# (name, batch, m, n, k, sb, keep_lo_lo, tiling (bm, bk, bn, n_fused[, per_term]), cube cores, vector cores)
+# On 910A every case with one K group and fused terms combines in the GEMM's epilogue.
 CASES = [
     ("one_fractal", 1, 16, 16, 16, 12, False, (16, 16, 16, 1), 1, 1),  # the bring-up's first check
     ("one_group_tails", 1, 40, 50, 70, 12, False, (32, 32, 32, 4), 4, 4),
@@ -84,6 +87,11 @@ CASES = [
     ("batch2_groups2_sb16", 2, 20, 36, 50, 16, False, (16, 16, 32, 2), 3, 2),
     ("batch3_one_group_sb10_fp16x4", 3, 24, 18, 40, 10, True, (16, 16, 16, 3), 5, 7),
     ("wide_split_tiles", 1, 18, 300, 20, 12, False, (16, 16, 64, 2), 2, 2),
+    # one pass per term (the paper's design)
+    ("per_term_one_group_tails", 1, 40, 50, 70, 12, False, (32, 32, 32, 4, 1), 4, 4),
+    ("per_term_groups3_fp16x4", 1, 33, 47, 150, 12, True, (32, 32, 32, 2, 1), 4, 4),
+    ("per_term_batch2_groups2_sb16", 2, 20, 36, 50, 16, False, (16, 16, 32, 2, 1), 3, 2),
+    ("per_term_paper_tiling", 1, 200, 190, 300, 12, False, (176, 64, 176, 44, 1), 2, 2),
 ]
 
 
@@ -149,6 +157,22 @@ def test_special_values(binaries, soc, feed, tmp_path):
     assert _same_bits(r.c, grouped)
 
 
+def test_modes_are_what_the_cases_say(binaries, tmp_path):
+    """The harness's geometry line: the 910A's one-group fused cases combine in the epilogue, the
+    per-term cases run one pass per term, and the paper's tiling runs with one ND tile in UB."""
+    rng = np.random.default_rng(5)
+    a, b = _operands(rng, 1, 40, 50, 70)
+    fused = run(binaries["910A"], a, b, tiling=(32, 32, 32, 4), workdir=tmp_path)
+    assert "passes=1 combine_in_epilogue=1 ub_tiles=3" in fused.stdout
+    assert "combine_in_epilogue=0" in run(binaries["910B"], a, b, tiling=(32, 32, 32, 4), workdir=tmp_path).stdout
+    assert "combine_in_epilogue=0" in run(binaries["910A"], a, b, tiling=(32, 32, 32, 2), workdir=tmp_path).stdout
+    per_term = run(binaries["910A"], a, b, tiling=(32, 32, 32, 4, 1), workdir=tmp_path)
+    assert "passes=3 combine_in_epilogue=0" in per_term.stdout
+    a, b = _operands(rng, 1, 200, 190, 300)
+    paper = run(binaries["910A"], a, b, tiling=(176, 64, 176, 44, 1), cube=2, vector=2, workdir=tmp_path)
+    assert "n_fused=5 " in paper.stdout and "l0_stages=2 passes=3 combine_in_epilogue=0 ub_tiles=2" in paper.stdout
+
+
 def test_accumulation_order_is_visible(binaries, tmp_path):
     """A build with Mmad accumulating one FP32 add per product ("sequential") matches that model and
     not cube16: the bit-exact checks above do test the cube16 in-fractal order."""
@@ -177,8 +201,8 @@ PLANTED = [
     ("l0a_load_src_stride_2", "include/sgemm_cube/tile/copy.hpp",
      "p.srcStride = 1;   // consecutive fractals", "p.srcStride = 2;", ["910B"]),
     ("l1_b_offset_one_fractal_off", "include/sgemm_cube/schedule/schedule.hpp",
-     "return p.l1_b + (slot * kParts + part) * p.b_tile;",
-     "return p.l1_b + (slot * kParts + part) * p.b_tile + 512;", ["910B"]),
+     "return p.l1_b + (slot * p.planes + pos) * p.b_tile;",
+     "return p.l1_b + (slot * p.planes + pos) * p.b_tile + 512;", ["910B"]),
     ("split_ub_row_offset_off_by_one_row", "include/sgemm_cube/schedule/schedule.hpp",
      "split_ub_row_offset(uint32_t r) { return r * kCube; }",
      "split_ub_row_offset(uint32_t r) { return (r + 1) * kCube; }", ["910A"]),
@@ -190,8 +214,8 @@ PLANTED = [
     ("pipe_barrier_v_removed_in_split", "include/sgemm_cube/kernel/split_kernel.hpp",
      "// hi = fp16(x)\n            AscendC::PipeBarrier<PIPE_V>();", "// hi = fp16(x)", ["910A"]),
     ("l0c_accumulator_shared_by_two_terms", "include/sgemm_cube/schedule/schedule.hpp",
-     "l0c_offset(const BufferPlan& p, uint32_t term) { return term * p.c_tile; }",
-     "l0c_offset(const BufferPlan& p, uint32_t term) { return (term == kHiLo ? kLoHi : term) * p.c_tile; }",
+     "l0c_offset(const BufferPlan& p, uint32_t acc) { return acc * p.c_tile; }",
+     "l0c_offset(const BufferPlan& p, uint32_t acc) { return (acc == kHiLo ? kLoHi : acc) * p.c_tile; }",
      ["910A", "910B"]),
     ("pipe_barrier_m_removed_small_mmad", "include/sgemm_cube/tile/copy.hpp",
      "        AscendC::PipeBarrier<PIPE_M>();\n", "", ["910B"]),
@@ -199,7 +223,26 @@ PLANTED = [
      "    AscendC::WaitFlag<AscendC::HardEvent::MTE3_MTE2>(0);\n}",
      "    AscendC::WaitFlag<AscendC::HardEvent::MTE3_MTE2>(0);\n    AscendC::WaitFlag<AscendC::HardEvent::MTE3_MTE2>(0);\n}",
      ["910B"]),
+    # one pass per term: a pass reads the wrong plane, or every pass writes the HH buffer
+    ("per_term_pass_reads_hi_plane_of_a", "include/sgemm_cube/schedule/schedule.hpp",
+     "return g.passes == 1 ? pos : term_a_part(pass_index);",
+     "return g.passes == 1 ? pos : term_a_part(pass_index) * 0u;", ["910A", "910B"]),
+    ("per_term_passes_share_one_term_buffer", "include/sgemm_cube/schedule/schedule.hpp",
+     "return g.passes == 1 ? acc : pass_index;", "return g.passes == 1 ? acc : pass_index * 0u;", ["910B"]),
+    # the 910A's combine in the GEMM's epilogue: HH added before the scaling, a barrier removed
+    ("epilogue_combine_scales_after_adding_hh", "include/sgemm_cube/tile/accumulator_store.hpp",
+     "        AscendC::Muls(nz_, nz_, inv_scale, count);     // corr * 2^-sb\n", "", ["910A"]),
+    ("epilogue_combine_pipe_barrier_removed", "include/sgemm_cube/tile/accumulator_store.hpp",
+     "        ToUb(nz2_, acc[schedule::kHiHi], m, n);\n        AscendC::PipeBarrier<PIPE_V>();\n",
+     "        ToUb(nz2_, acc[schedule::kHiHi], m, n);\n", ["910A"]),
 ]
+# The tiling a planted bug runs with when it is not the default (32, 32, 32, 2): K = 80 in two groups.
+PLANTED_TILING = {
+    "per_term_pass_reads_hi_plane_of_a": (32, 32, 32, 2, 1),
+    "per_term_passes_share_one_term_buffer": (32, 32, 32, 2, 1),
+    "epilogue_combine_scales_after_adding_hh": (32, 32, 32, 4),  # one K group: the epilogue combines
+    "epilogue_combine_pipe_barrier_removed": (32, 32, 32, 4),
+}
 # Bugs that sequential execution computes correctly: only the flag checker can see them, and it must
 # name them (fragments of its report).
 CHECKER_ONLY = {
@@ -209,6 +252,7 @@ CHECKER_ONLY = {
     "pipe_barrier_v_removed_in_split": ["race RAW on UB: V access not ordered after V access"],
     "waitflag_without_setflag": ["with no earlier matching SetFlag"],
     "pipe_barrier_m_removed_small_mmad": ["race RAW on L0C: M access not ordered after M access"],
+    "epilogue_combine_pipe_barrier_removed": ["race RAW on UB: V access not ordered after V access"],
 }
 PLANTED_PARAMS = [(p[0], soc) for p in PLANTED for soc in p[4]]
 
@@ -227,7 +271,7 @@ def test_planted_bug_fails(name, soc, tmp_path):
     rng = np.random.default_rng(11)
     # K spans two groups and two column blocks per core: every buffer is reused.
     a, b = _operands(rng, 1, 40, 64, 80)
-    tiling, cube = (32, 32, 32, 2), 2
+    tiling, cube = PLANTED_TILING.get(name, (32, 32, 32, 2)), 2
     r = run(binary, a, b, tiling=tiling, cube=cube, vector=2, workdir=tmp_path)
     if r.rc == 2:
         assert "EXEC-ASCENDC FATAL" in r.stderr

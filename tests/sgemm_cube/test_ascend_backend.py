@@ -135,8 +135,9 @@ def test_loader_plumbing_matches_cpu_fallback(model_ext, torch, soc, cores, keep
     b = torch.from_numpy(rng.standard_normal((2, 50, 30)).astype(np.float32))
     out = torch.empty(2, 30, 70).transpose(1, 2)  # non-contiguous (2, 70, 30)
     assert npu.matmul(a, b, sb=12, order="termwise", keep_lo_lo=keep_lo_lo, out=out) is None
-    (bm, bk, bn, n_fused), = ext.calls
-    npu_schedule.make_buffer_plan(npu_schedule.capacity_from_profile(soc), bm, bk, bn, n_fused, 4 if keep_lo_lo else 3)
+    (bm, bk, bn, n_fused, per_term), = ext.calls
+    npu_schedule.make_buffer_plan(npu_schedule.capacity_from_profile(soc), bm, bk, bn, n_fused, 4 if keep_lo_lo else 3,
+                                  per_term)
     for i in range(2):
         want = cpu_fallback.emulated_matmul(a[i].contiguous().numpy(), b[i].numpy(), keep_lo_lo=keep_lo_lo)
         assert np.array_equal(out[i].numpy(), want)
@@ -163,9 +164,10 @@ def test_tiling_override_is_passed_through(model_ext, torch):
     b = torch.from_numpy(rng.random((1, 300, 24), dtype=np.float32))
     out = torch.empty(1, 40, 24)
     npu.matmul(a, b, sb=12, order="termwise", keep_lo_lo=False, out=out, tiling=(16, 32, 16, 3))
-    assert ext.calls == [(16, 32, 16, 3)]
+    npu.matmul(a, b, sb=12, order="termwise", keep_lo_lo=False, out=out, tiling=(16, 32, 16, 3, True))
+    assert ext.calls == [(16, 32, 16, 3, False), (16, 32, 16, 3, True)]
     want = npu_schedule.grouped_reference(a[0].numpy(), b[0].numpy(), group_k=96)
-    assert np.array_equal(out[0].numpy(), want)
+    assert np.array_equal(out[0].numpy(), want)  # one pass per term: the same arithmetic
 
 
 @pytest.mark.parametrize("soc", ["910a", "910b"])
@@ -173,7 +175,8 @@ def test_chosen_tiling_fits_the_plan(soc):
     for m, n, k in [(1, 1, 1), (100, 3000, 17), (4096, 4096, 4096), (8192, 512, 100000)]:
         for terms in (3, 4):
             t = npu.choose_tiling(soc, m, n, k, terms=terms)
-            npu_schedule.make_buffer_plan(npu_schedule.capacity_from_profile(soc), t.bm, t.bk, t.bn, t.n_fused, terms)
+            npu_schedule.make_buffer_plan(npu_schedule.capacity_from_profile(soc), t.bm, t.bk, t.bn, t.n_fused, terms,
+                                          t.per_term)
             assert t.n_fused <= max(1, -(-(-(-k // 16) * 16) // t.bk))
     assert "sgemm_cube.backends._npu_ext" not in sys.modules
 

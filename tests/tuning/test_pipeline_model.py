@@ -114,6 +114,7 @@ def test_default_program_is_the_header_program():
     ((2048, 3000, 5000), (96, 64, 112, 20), pl.KERNEL),
     ((300, 4096, 4096), (64, 64, 64, 10), dataclasses.replace(pl.KERNEL, prefetch_a=True)),
     ((3000, 2000, 3000), (64, 64, 48, 8), dataclasses.replace(pl.KERNEL, l0c_stages=2)),
+    ((5000, 4000, 2816), (176, 64, 176, 44), pl.KERNEL_PER_TERM),
 ], ids=str)
 def test_long_loops_are_extended_exactly(shape, tiling, design):
     fast = pl.predict("910a", *shape, tiling, design=design)
@@ -195,3 +196,59 @@ def test_plot_fig10(tmp_path, monkeypatch):
                                                                          ns.Tiling(64, 64, 64, 60)])
     out = plots.plot_fig10("910a", tmp_path / "fig10.png", m=2048, n=2048, k=2816, progress=False)
     assert (tmp_path / "fig10.png").stat().st_size > 10_000 and out.endswith("fig10.png")
+
+
+@pytest.mark.parametrize("case", GEOMETRIES, ids=str)
+def test_per_term_program_is_one_pass_per_term(case):
+    """The per-term geometry's program: the fused step sequence once per term, one Mmad and one
+    write-back per step of a pass, flags balanced, every pass restaging its A groups."""
+    soc, batch, m, n, k, tiling, cores = case
+    cap = ns.capacity_from_profile(soc)
+    fused = ns.make_geometry(batch, m, n, k, ns.Tiling(*tiling), cores, 3, cap)
+    g = ns.make_geometry(batch, m, n, k, ns.Tiling(*tiling, True), cores, 3, cap)
+    assert g.passes == 3 and g.plan.planes == 1 and g.plan.accumulators == 1 and not g.combine_in_epilogue
+    for core in range(g.cores):
+        steps = list(ns.core_steps(g, core))
+        one = [s._replace(index=0, pass_index=0, b_slot=0, l0_stage=0) for s in ns.core_steps(fused, core)]
+        for t in range(3):
+            this = [s for s in steps if s.pass_index == t]
+            assert [s._replace(index=0, pass_index=0, b_slot=0, l0_stage=0) for s in this] == one
+        prog = list(ns.core_program(g, core))
+        assert _balanced(prog)
+        kinds = collections.Counter(op.kind for op in prog)
+        assert kinds["mmad"] == len(steps) == 3 * len(one)
+        assert kinds["load_a_group"] == 3 * sum(s.group_start for s in one)
+        t, _ = pl.replay(prog, pl._GemmTiming(get_profile(soc), pl.KERNEL_PER_TERM, g, core), pl._SYNCS, 10.0)
+        assert t > 0
+
+
+def test_epilogue_combine_replaces_the_combine_pass_on_910a_only():
+    shape, tiling = (4096, 4096, 1024), (128, 64, 128, 16)  # one K group
+    with_epilogue = pl.predict("910a", *shape, tiling, design=pl.KERNEL)
+    without = pl.predict("910a", *shape, tiling, design=dataclasses.replace(pl.KERNEL, fused_combine=False))
+    assert "combine" not in with_epilogue.phases and "combine" in without.phases
+    assert with_epilogue.seconds < without.seconds
+    two_groups = pl.predict("910a", 4096, 4096, 4096, (128, 64, 128, 16), design=pl.KERNEL)
+    assert "combine" in two_groups.phases  # the term buffers are needed across groups
+    on_910b = pl.predict("910b", *shape, (96, 64, 96, 16), design=pl.KERNEL)
+    assert "combine" in on_910b.phases  # no vector unit on the 910B's cube cores
+
+
+def test_paper_design_never_combines_in_an_epilogue():
+    d = pl.Design("paper", "double")  # fused_combine defaults to True: it applies to the kernel only
+    assert pl.predict("910a", 4096, 4096, 1024, PAPER_FIG10_BEST, design=d).seconds == \
+        pl.predict("910a", 4096, 4096, 1024, PAPER_FIG10_BEST, design=pl.PAPER_DOUBLE).seconds
+
+
+def test_best_kernel_picks_the_mode_per_shape():
+    """The model's verdicts that docs/ascend_pipeline_model.md states: on 910A the paper's tiling, one
+    pass per term, wins at the paper's shape, and all terms in one pass wins at 8192^3."""
+    t, pred = pl.best_kernel("910a", *CALIBRATION_SHAPE)
+    assert t == ns.Tiling(176, 64, 176, 44, True)
+    assert pred["per_term"].tflops > pred["fused"].tflops
+    t, pred = pl.best_kernel("910a", 8192, 8192, 8192)
+    assert not t.per_term and pred["fused"].tflops > pred["per_term"].tflops
+    for soc in ("910a", "910b"):  # whatever it picks, the kernel's plan accepts it
+        for shape in ((1, 1, 1), (100, 3000, 17), (777, 333, 5000)):
+            t, _ = pl.best_kernel(soc, *shape, terms=4)
+            ns.make_geometry(1, *shape, t, 4, 4, ns.capacity_from_profile(soc))

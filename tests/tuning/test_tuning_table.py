@@ -161,10 +161,24 @@ def test_measured_ascend_entry_drives_choose_tiling():
     t = T.TuningTable("Ascend 910A", "ascend")
     t.set(T.bucket(8192, 8192, 8192), {"bm": 64, "bk": 64, "bn": 128, "n_fused": 20})
     T.save(t)
-    assert tuple(choose_tiling("910a", 8192, 8192, 8192)) == (64, 64, 128, 20)
+    assert tuple(choose_tiling("910a", 8192, 8192, 8192)) == (64, 64, 128, 20, False)
     # n_fused never exceeds the K blocks of the problem
     assert choose_tiling("910a", 8000, 8000, 1000).n_fused == -(-1000 // 64)
-    assert tuple(choose_tiling("910a", 8192, 8192, 8192, use_table=False)) != (64, 64, 128, 20)
+    assert tuple(choose_tiling("910a", 8192, 8192, 8192, use_table=False))[:4] != (64, 64, 128, 20)
+    # an entry measured in one GEMM mode is not used for the other
+    assert tuple(choose_tiling("910a", 8192, 8192, 8192, blocking="kernel-per-term"))[:4] != (64, 64, 128, 20)
+
+
+def test_measured_per_term_entry_drives_the_backends_choice():
+    from sgemm_cube.tuning import pipeline
+
+    t = T.TuningTable("Ascend 910A", "ascend")
+    t.set(T.bucket(11264, 11264, 2816), {"bm": 176, "bk": 64, "bn": 176, "n_fused": 44, "per_term": True})
+    T.save(t)
+    assert tuple(choose_tiling("910a", 11264, 11264, 2816, blocking="kernel-per-term")) == (176, 64, 176, 44, True)
+    assert tuple(pipeline.best_kernel("910a", 11264, 11264, 2816)[0]) == (176, 64, 176, 44, True)
+    with pytest.raises(T.TableError, match="per_term"):
+        T.validate_config({"bm": 16, "bk": 16, "bn": 16, "per_term": 1}, "ascend")
 
 
 def test_infeasible_ascend_entry_is_ignored():
@@ -172,7 +186,7 @@ def test_infeasible_ascend_entry_is_ignored():
     t.set(T.bucket(4096, 4096, 4096), {"bm": 512, "bk": 64, "bn": 512})  # 512*512*8 B > L0C
     T.save(t)
     best = model.rank("910b", 4096, 4096, 4096, top=1, blocking=model.kernel_blocking("910b"))[0]
-    assert tuple(choose_tiling("910b", 4096, 4096, 4096)) == tuple(best[:4])
+    assert tuple(choose_tiling("910b", 4096, 4096, 4096))[:4] == tuple(best[:4])
 
 
 @pytest.mark.parametrize("config", [{"bm": 100, "bk": 64, "bn": 64}, {"bm": 64, "bk": 64}, {"bm": 64, "bk": 64, "bn": 64,

@@ -20,7 +20,9 @@
 //     reader per pipe) finds accesses of two pipes that no flag orders
 //     (RAW, WAR, WAW), and accesses of one V (or M) pipe that no
 //     PipeBarrier of that pipe orders (the vector unit and, below 10 fractals,
-//     the cube do not order dependent instructions themselves: Mmad.md).
+//     the cube do not order dependent instructions themselves: Mmad.md),
+//     unless a flag round trip did: another pipe waited for the earlier
+//     access to finish and then signalled this pipe (self_done).
 //     GM blocks also remember the core that wrote them in the current
 //     kernel: another core reading or writing them (atomic adds excepted)
 //     is a cross-core race.
@@ -99,6 +101,7 @@ struct State {
     uint32_t alloc[kMems] = {};
     uint32_t vc[kPipes][kPipes] = {};
     uint32_t bep[kPipes] = {};
+    uint32_t self_done[kPipes] = {};  // own ops known finished through a flag round trip
     std::map<std::pair<int, int>, std::deque<FlagSnapshot>> flags;  // (event, id) -> pending sets
     bool atomic_add = false;
     int atomic_bytes = 0;
@@ -163,6 +166,7 @@ inline void begin_core(int64_t idx, int64_t num)
     }
     std::memset(s.vc, 0, sizeof s.vc);
     std::memset(s.bep, 0, sizeof s.bep);
+    std::memset(s.self_done, 0, sizeof s.self_done);
     s.flags.clear();
     s.atomic_add = false;
 }
@@ -235,7 +239,7 @@ inline void check_one(const Access& a, int apipe, int p, const char* kind, int m
             conflict(kind, mem, byte, apipe, p);
         }
     } else if (same_pipe_needs_barrier(p)) {
-        if (a.bepoch == s.bep[p] && !(p == kM && s.cur_ordered)) {
+        if (a.bepoch == s.bep[p] && !(p == kM && s.cur_ordered) && a.clk > s.self_done[p]) {
             conflict(kind, mem, byte, apipe, p);
         }
     }
@@ -349,6 +353,10 @@ inline void wait_flag(int event, int dst, int id)
         if (snap.vc[i] > s.vc[dst][i]) {
             s.vc[dst][i] = snap.vc[i];
         }
+    }
+    // The source pipe knew the destination's own ops up to snap.vc[dst] had finished.
+    if (snap.vc[dst] > s.self_done[dst]) {
+        s.self_done[dst] = snap.vc[dst];
     }
 }
 

@@ -24,6 +24,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #include "exec_state.h"
@@ -40,6 +41,19 @@
 #endif
 
 #include "../ascendc_types.h"  // qualifiers, built-ins, enums, parameter structs (shared with mock_ascendc/)
+
+/// bfloat16 (a built-in type of the real toolchain): storage and its exact value as float.  Only the
+/// public samples use it (the mmad sample's scenario 2); the SGEMM-cube kernels never do.
+struct bfloat16_t {
+    uint16_t bits;
+    explicit operator float() const
+    {
+        const uint32_t u = uint32_t(bits) << 16;
+        float f;
+        std::memcpy(&f, &u, sizeof f);
+        return f;
+    }
+};
 
 // For public samples (tests/exec_ascendc/samples): the cube-core kernel attribute, erased like __aicore__.
 #ifndef __cube__
@@ -476,10 +490,8 @@ inline void LoadData(const LocalTensor<T>& dst, const LocalTensor<T>& src, const
 }
 
 namespace exec_detail {
-/// FP16 value as an integer multiple of 2^-24 (exact).
-inline int64_t half_scaled(half h) { return int64_t(std::ldexp(double(h), 24)); }
-/// Round v * 2^-48 (v exact) to FP32, nearest even.
-inline float round_scaled_i128(__int128 v)
+/// Round v * 2^exp (v exact) to FP32, nearest even; the result must be 0 or a normal FP32 number.
+inline float round_scaled_i128(__int128 v, int exp = -48)
 {
     if (v == 0) {
         return 0.0f;
@@ -492,7 +504,7 @@ inline float round_scaled_i128(__int128 v)
     }
     double r;
     if (len <= 24) {
-        r = std::ldexp(double(uint64_t(mag)), -48);
+        r = std::ldexp(double(uint64_t(mag)), exp);
     } else {
         const int shift = len - 24;
         uint64_t q = uint64_t(mag >> shift);
@@ -501,20 +513,66 @@ inline float round_scaled_i128(__int128 v)
         if (rem > halfway || (rem == halfway && (q & 1))) {
             ++q;
         }
-        r = std::ldexp(double(q), shift - 48);
+        r = std::ldexp(double(q), shift + exp);
+    }
+    if (r != 0.0 && std::fabs(r) < 0x1p-126) {
+        ascend_exec::fatal("Mmad: an FP32 subnormal chunk sum is not modelled");
     }
     return float(neg ? -r : r);
+}
+
+/// The exact FP32 value of one L0A/L0B element (half, or bfloat16_t for the public samples).
+inline double operand_value(half h) { return double(h); }
+template <typename T>
+inline double operand_value(const T& x) { return double(float(x)); }
+
+/// The chunk of up to 16 products p[0..n) (each exact in double) summed exactly and rounded once to FP32.
+/// FP16 products are integer multiples of 2^-48; bfloat16 products are scaled by their smallest
+/// exponent, which must leave the sum within 126 bits (the public samples' data does).
+inline float exact_chunk_sum(const double* p, uint32_t n, bool fp16)
+{
+    if (fp16) {
+        __int128 sum = 0;
+        for (uint32_t i = 0; i < n; ++i) {
+            sum += (__int128)std::ldexp(p[i], 48);
+        }
+        return round_scaled_i128(sum, -48);
+    }
+    int lo = 1 << 20, hi = -(1 << 20);
+    for (uint32_t i = 0; i < n; ++i) {
+        if (p[i] != 0.0) {
+            int e;
+            std::frexp(p[i], &e);
+            lo = std::min(lo, e - 53);
+            hi = std::max(hi, e);
+        }
+    }
+    if (lo > hi) {
+        return 0.0f;
+    }
+    if (hi - lo > 120) {
+        ascend_exec::fatal("Mmad: bfloat16 products spanning more than 67 binades are not modelled");
+    }
+    __int128 sum = 0;
+    for (uint32_t i = 0; i < n; ++i) {
+        sum += (__int128)std::ldexp(p[i], -lo);
+    }
+    return round_scaled_i128(sum, lo);
 }
 }  // namespace exec_detail
 
 // docs: 矩阵计算（ISASI）/Mmad计算/Mmad.md.  On the M pipe: C (m x n, FP32, Nz in L0C) = (init ? 0 : C)
 // + A (m x k, FP16, Zz in L0A) * B (k x n, FP16, Zn in L0B), init = cmatrixInitVal && !isBias.
+// bfloat16_t x bfloat16_t -> float (same 16x16 fractals of 2-byte elements) only for the public
+// samples (the mmad sample's scenario 2), with the same in-fractal model.
 template <typename T, typename U, typename S>
 inline void Mmad(const LocalTensor<T>& dst, const LocalTensor<U>& fm, const LocalTensor<S>& filter,
                  const MmadParams& p)
 {
-    static_assert(std::is_same<T, float>::value && std::is_same<U, half>::value && std::is_same<S, half>::value,
-                  "Mmad modelled for half x half -> float");
+    static_assert(std::is_same<T, float>::value && std::is_same<U, S>::value && sizeof(U) == 2 &&
+                      (std::is_same<U, half>::value || std::is_same<U, ::bfloat16_t>::value),
+                  "Mmad modelled for half x half -> float (and bfloat16_t x bfloat16_t -> float for the samples)");
+    [[maybe_unused]] constexpr bool kFp16 = std::is_same<U, half>::value;  // the cube16 chunk sum's scale
     if (dst.mem_ != ascend_exec::kL0C || fm.mem_ != ascend_exec::kL0A || filter.mem_ != ascend_exec::kL0B) {
         ascend_exec::fatal("Mmad operands must be L0C, L0A, L0B");
     }
@@ -535,8 +593,8 @@ inline void Mmad(const LocalTensor<T>& dst, const LocalTensor<U>& fm, const Loca
         dst.touch(0, uint64_t(m1) * n1 * 1024, ascend_exec::kM, false, "Mmad (C in)");
     }
     dst.touch(0, uint64_t(m1) * n1 * 1024, ascend_exec::kM, true, "Mmad (C out)");
-    const half* a = reinterpret_cast<const half*>(fm.bytes(0, uint64_t(m1) * k1 * 512, "Mmad"));
-    const half* b = reinterpret_cast<const half*>(filter.bytes(0, uint64_t(k1) * n1 * 512, "Mmad"));
+    const U* a = reinterpret_cast<const U*>(fm.bytes(0, uint64_t(m1) * k1 * 512, "Mmad"));
+    const U* b = reinterpret_cast<const U*>(filter.bytes(0, uint64_t(k1) * n1 * 512, "Mmad"));
     float* c = reinterpret_cast<float*>(dst.bytes(0, uint64_t(m1) * n1 * 1024, "Mmad"));
     for (uint32_t i = 0; i < p.m; ++i) {
         for (uint32_t j = 0; j < p.n; ++j) {
@@ -545,20 +603,20 @@ inline void Mmad(const LocalTensor<T>& dst, const LocalTensor<U>& fm, const Loca
                 acc = 0.0f;
             }
             for (uint32_t kc = 0; kc < k1; ++kc) {
-#if SGEMM_CUBE_EXEC_MMAD_ACCUMULATE == 0
-                __int128 sum = 0;
-#endif
+                double prod[16];
+                uint32_t count = 0;
                 for (uint32_t kk = kc * 16; kk < (kc + 1) * 16 && kk < p.k; ++kk) {
-                    const half x = a[((i / 16) * k1 + kk / 16) * 256 + (i % 16) * 16 + kk % 16];
-                    const half y = b[((kk / 16) * n1 + j / 16) * 256 + (j % 16) * 16 + kk % 16];
-#if SGEMM_CUBE_EXEC_MMAD_ACCUMULATE == 0
-                    sum += (__int128)exec_detail::half_scaled(x) * exec_detail::half_scaled(y);
-#else
-                    acc = acc + float(x) * float(y);  // the product is exact in FP32
-#endif
+                    const U x = a[((i / 16) * k1 + kk / 16) * 256 + (i % 16) * 16 + kk % 16];
+                    const U y = b[((kk / 16) * n1 + j / 16) * 256 + (j % 16) * 16 + kk % 16];
+                    // the product of two 16-bit floats is exact in double (and in FP32)
+                    prod[count++] = exec_detail::operand_value(x) * exec_detail::operand_value(y);
                 }
 #if SGEMM_CUBE_EXEC_MMAD_ACCUMULATE == 0
-                acc = acc + exec_detail::round_scaled_i128(sum);
+                acc = acc + exec_detail::exact_chunk_sum(prod, count, kFp16);  // cube16: one rounding per chunk
+#else
+                for (uint32_t q = 0; q < count; ++q) {
+                    acc = acc + float(prod[q]);  // sequential: one rounding per product
+                }
 #endif
             }
         }
@@ -950,10 +1008,99 @@ inline void LoadDataWithTranspose(const LocalTensor<T>& dst, const LocalTensor<T
     q.ifTranspose = true;
     LoadData(dst, src, q);  // the same per-fractal movement (LoadData_2D.md, ifTranspose)
 }
-/// Declared for samples' unmodelled branches (Load3D v2, LoadData 2D v2); no call is modelled.
-template <typename T>
-struct LoadData3DParamsV2;
+/// Declared for samples' unmodelled branches (LoadData 2D v2); no call is modelled.
 struct LoadData2DParamsV2;
+
+// docs: 矩阵计算（ISASI）/矩阵计算的搬入/矩阵数据搬入至L0-Buffer/LoadData_3D.md (v2 interface, table 4;
+// the sample load_data_l12l0's scripts/load3d.py is its reference pseudo-code).  Defaults as documented.
+template <typename T>
+struct LoadData3DParamsV2 {
+    uint8_t padList[4] = {0, 0, 0, 0};  ///< left, right, top, bottom
+    uint16_t l1H = 0;
+    uint16_t l1W = 0;
+    uint16_t channelSize = 0;
+    uint16_t kExtension = 0;
+    uint16_t mExtension = 0;
+    uint16_t kStartPt = 0;
+    uint16_t mStartPt = 0;
+    uint8_t strideW = 1;
+    uint8_t strideH = 1;
+    uint8_t filterW = 1;
+    uint8_t filterH = 1;
+    uint8_t dilationFilterW = 1;
+    uint8_t dilationFilterH = 1;
+    bool enTranspose = false;
+    bool enSmallK = false;
+    T padValue = T(0);
+    bool filterSizeW = false;
+    bool filterSizeH = false;
+    bool fMatrixCtrl = false;
+};
+
+// Load3D v2, L1 -> L0A / L0B on MTE1, for 16-bit types (C0 = 16) only (the samples' half scenarios;
+// the SGEMM-cube kernels never call it).  The source is an NC1HWC0 feature map (N = 1): element
+// (c1, h, w, c0) at ((c1 * l1H + h) * l1W + w) * 16 + c0.  Its img2col matrix has one row per output
+// position (ho, wo) and one column per (c1, kh, kw, c0), columns ordered c1, then kh * filterW + kw,
+// then c0; padded positions read padValue.  The window [mStartPt, +mExtension) x [kStartPt,
+// +kExtension) of it is written:
+//   L0A:              Zz,  fractal (m / 16, k / 16) row-major, element (m % 16, k % 16) row-major;
+//   L0A, enTranspose: its transpose in Zz: fractal (k / 16, m / 16), element (k % 16, m % 16);
+//   L0B (always "transposed", enTranspose ignored): fractal (m / 16, k / 16), element (k % 16, m % 16).
+template <typename T, typename U>
+inline void LoadData(const LocalTensor<T>& dst, const LocalTensor<T>& src, const LoadData3DParamsV2<U>& p)
+{
+    static_assert(sizeof(T) == 2 && std::is_same<T, U>::value, "Load3D v2 modelled for 16-bit types only");
+    const bool to_l0a = dst.mem_ == ascend_exec::kL0A;
+    if ((!to_l0a && dst.mem_ != ascend_exec::kL0B) || src.mem_ != ascend_exec::kL1) {
+        ascend_exec::fatal("Load3D v2: L1 -> L0A / L0B only");
+    }
+    if (p.l1H == 0 || p.l1W == 0 || p.channelSize == 0 || p.kExtension == 0 || p.mExtension == 0) {
+        return;  // documented as a no-op
+    }
+    if (p.fMatrixCtrl || p.enSmallK || p.channelSize % 16 || p.kExtension % 16 || p.kStartPt % 16 ||
+        p.mExtension % 16 || p.strideW == 0 || p.strideH == 0 || p.dilationFilterW == 0 || p.dilationFilterH == 0) {
+        ascend_exec::fatal("Load3D v2: parameters not modelled (fMatrixCtrl, enSmallK, unaligned channels or "
+                           "extensions, zero strides)");
+    }
+    const uint32_t fw = p.filterW + (p.filterSizeW ? 256u : 0u), fh = p.filterH + (p.filterSizeH ? 256u : 0u);
+    const int64_t hp = int64_t(p.l1H) + p.padList[2] + p.padList[3];
+    const int64_t wp = int64_t(p.l1W) + p.padList[0] + p.padList[1];
+    const int64_t kh_span = int64_t(fh - 1) * p.dilationFilterH + 1, kw_span = int64_t(fw - 1) * p.dilationFilterW + 1;
+    const int64_t h_out = (hp - kh_span) / p.strideH + 1, w_out = (wp - kw_span) / p.strideW + 1;
+    const uint32_t c1 = p.channelSize / 16, kpos = fh * fw;
+    if (h_out <= 0 || w_out <= 0 || uint64_t(p.mStartPt) + p.mExtension > uint64_t(h_out * w_out) ||
+        uint64_t(p.kStartPt) + p.kExtension > uint64_t(c1) * kpos * 16) {
+        ascend_exec::fatal("Load3D v2: window outside the img2col matrix");
+    }
+    ascend_exec::begin_op(ascend_exec::kMTE1);
+    const uint64_t src_bytes = uint64_t(c1) * p.l1H * p.l1W * 32;
+    src.touch(0, src_bytes, ascend_exec::kMTE1, false, "Load3D v2 (src)");
+    const uint32_t m1 = p.mExtension / 16, k1 = p.kExtension / 16;
+    dst.touch(0, uint64_t(m1) * k1 * 512, ascend_exec::kMTE1, true, "Load3D v2 (dst)");
+    const uint16_t* in = reinterpret_cast<const uint16_t*>(src.bytes(0, src_bytes, "Load3D v2"));
+    uint16_t* out = reinterpret_cast<uint16_t*>(dst.bytes(0, uint64_t(m1) * k1 * 512, "Load3D v2"));
+    uint16_t pad;
+    std::memcpy(&pad, &p.padValue, 2);
+    for (uint32_t m = 0; m < p.mExtension; ++m) {
+        const int64_t row = int64_t(p.mStartPt) + m, ho = row / w_out, wo = row % w_out;
+        for (uint32_t k = 0; k < p.kExtension; ++k) {
+            const uint32_t col = p.kStartPt + k, k16 = col / 16, c = k16 / kpos, pos = k16 % kpos;
+            const int64_t h = ho * p.strideH + int64_t(pos / fw) * p.dilationFilterH - p.padList[2];
+            const int64_t w = wo * p.strideW + int64_t(pos % fw) * p.dilationFilterW - p.padList[0];
+            const bool inside = h >= 0 && h < p.l1H && w >= 0 && w < p.l1W;
+            const uint16_t v = inside ? in[((uint64_t(c) * p.l1H + h) * p.l1W + w) * 16 + col % 16] : pad;
+            uint64_t at;
+            if (to_l0a && !p.enTranspose) {
+                at = (uint64_t(m / 16) * k1 + k / 16) * 256 + (m % 16) * 16 + k % 16;
+            } else if (to_l0a) {
+                at = (uint64_t(k / 16) * m1 + m / 16) * 256 + (k % 16) * 16 + m % 16;
+            } else {
+                at = (uint64_t(m / 16) * k1 + k / 16) * 256 + (k % 16) * 16 + m % 16;
+            }
+            out[at] = v;
+        }
+    }
+}
 
 namespace exec_detail {
 // docs: 矩阵计算（ISASI）/矩阵计算的搬出/L0C到GM数据搬运（Fixpipe）.md (FixpipeParamsV220, 910B).

@@ -1,15 +1,15 @@
 // Host harness: runs the real SGEMM-cube device code (kernel/sgemm_cube_kernels.cpp) on the
 // executable AscendC stand-in of this directory, launched the way host/binding.cpp does:
 // launch plan (host/launch_plan.hpp), zero padding, split A, split B, GEMM, combine in place
-// over the HH buffer, slice.
+// over the HH buffer (unless the GEMM's epilogue combined), slice.
 //
 // Build (per chip, like tests/ascendc_kernels/test_ascend_kernel_sources.py):
 //   g++ -std=c++17 -O1 -D__NPU_ARCH__=2201 -DSGEMM_CUBE_SOC_910B
 //       -I ascendc_kernels/tests/exec_ascendc -I ascendc_kernels/include -I ascendc_kernels/host
 //       -I ascendc_kernels/kernel ascendc_kernels/tests/exec_ascendc/run_kernels.cpp -o run_kernels
 // Usage: run_kernels IN OUT
-//   IN:  12 little-endian int64 (batch, m, n, k, sb, keep_lo_lo, bm, bk, bn, n_fused, cube_cores,
-//        vector_cores), then A (batch*m*k float32), B (batch*k*n float32), row-major.
+//   IN:  13 little-endian int64 (batch, m, n, k, sb, keep_lo_lo, bm, bk, bn, n_fused, per_term,
+//        cube_cores, vector_cores), then A (batch*m*k float32), B (batch*k*n float32), row-major.
 //   OUT: C (batch*m*n float32), then A_hi, A_lo (batch*mp*kp FP16 bits, Zz), B_hi, B_lo
 //        (batch*kp*np, Zz), as the split kernel wrote them.
 //   stdout: the checker's report (CHECK-ERROR lines, CHECK-SUMMARY); exit status 0 when clean,
@@ -74,16 +74,16 @@ int main(int argc, char** argv)
         std::perror(argv[1]);
         return 64;
     }
-    int64_t h[12];
-    if (std::fread(h, 8, 12, in) != 12) {
+    int64_t h[13];
+    if (std::fread(h, 8, 13, in) != 13) {
         std::fprintf(stderr, "short header\n");
         return 64;
     }
     const uint32_t batch = uint32_t(h[0]), m = uint32_t(h[1]), n = uint32_t(h[2]), k = uint32_t(h[3]);
     const int sb = int(h[4]);
     const bool keep_lo_lo = h[5] != 0;
-    const schedule::Tiling tiling{uint32_t(h[6]), uint32_t(h[7]), uint32_t(h[8]), uint32_t(h[9])};
-    const uint32_t cube_cores = uint32_t(h[10]), vector_cores = uint32_t(h[11]);
+    const schedule::Tiling tiling{uint32_t(h[6]), uint32_t(h[7]), uint32_t(h[8]), uint32_t(h[9]), uint32_t(h[10])};
+    const uint32_t cube_cores = uint32_t(h[11]), vector_cores = uint32_t(h[12]);
     std::vector<float> a(size_t(batch) * m * k), b(size_t(batch) * k * n);
     if (std::fread(a.data(), 4, a.size(), in) != a.size() || std::fread(b.data(), 4, b.size(), in) != b.size()) {
         std::fprintf(stderr, "short data\n");
@@ -109,7 +109,7 @@ int main(int argc, char** argv)
     GmVector<float> a_src = padded<float>(a, batch, m, k, g.mp, g.kp);
     GmVector<float> b_src = padded<float>(b, batch, k, n, g.kp, g.np);
     GmVector<half> a_parts(2 * plan.a_part_elems), b_parts(2 * plan.b_part_elems);
-    GmVector<float> terms(size_t(plan.terms) * plan.term_elems);
+    GmVector<float> terms(size_t(plan.term_buffers) * plan.term_elems);
     // Poison the outputs: anything a kernel fails to write shows up.
     const half poison_h = half(-7.0f);
     for (auto& v : a_parts) v = poison_h;
@@ -122,7 +122,7 @@ int main(int argc, char** argv)
     ascend_exec::register_gm(b_parts.data(), plan.b_part_elems * 2);
     ascend_exec::register_gm(b_parts.data() + plan.b_part_elems, plan.b_part_elems * 2);
     void* term_ptr[schedule::kMaxTerms] = {nullptr, nullptr, nullptr, nullptr};
-    for (uint32_t t = 0; t < plan.terms; ++t) {
+    for (uint32_t t = 0; t < plan.term_buffers; ++t) {
         term_ptr[t] = terms.data() + size_t(t) * plan.term_elems;
         ascend_exec::register_gm(term_ptr[t], plan.term_elems * 4);
     }
@@ -142,12 +142,15 @@ int main(int argc, char** argv)
     });
     ascend_exec::launch("gemm", plan.gemm_blocks, [&] {
         sgemm_cube_gemm(gm(a_hi), gm(a_lo), gm(b_hi), gm(b_lo), gm(term_ptr[0]), gm(term_ptr[1]), gm(term_ptr[2]),
-                        gm(term_ptr[3]), g.batch, g.m, g.n, g.k, g.bm, g.bk, g.bn, g.n_fused, cube_cores, plan.terms);
+                        gm(term_ptr[3]), g.batch, g.m, g.n, g.k, g.bm, g.bk, g.bn, g.n_fused, tiling.per_term,
+                        cube_cores, plan.terms, inv_scale);
     });
-    ascend_exec::launch("combine", plan.combine.cores, [&] {
-        sgemm_cube_combine(gm(term_ptr[0]), gm(term_ptr[1]), gm(term_ptr[2]), gm(term_ptr[3]), gm(term_ptr[0]),
-                           plan.term_elems, vector_cores, keep_lo_lo ? 1u : 0u, inv_scale);
-    });
+    if (plan.launch_combine) {
+        ascend_exec::launch("combine", plan.combine.cores, [&] {
+            sgemm_cube_combine(gm(term_ptr[0]), gm(term_ptr[1]), gm(term_ptr[2]), gm(term_ptr[3]), gm(term_ptr[0]),
+                               plan.term_elems, vector_cores, keep_lo_lo ? 1u : 0u, inv_scale);
+        });
+    }
 
     FILE* out = std::fopen(argv[2], "wb");
     if (!out) {
@@ -163,7 +166,9 @@ int main(int argc, char** argv)
     std::fwrite(a_parts.data(), 2, a_parts.size(), out);
     std::fwrite(b_parts.data(), 2, b_parts.size(), out);
     std::fclose(out);
-    std::printf("GEOMETRY mp=%u np=%u kp=%u mb=%u nb=%u kb=%u n_fused=%u groups=%u cores=%u l0_stages=%u\n", g.mp,
-                g.np, g.kp, g.mb, g.nb, g.kb, g.n_fused, g.groups, g.cores, g.plan.l0_stages);
+    std::printf("GEOMETRY mp=%u np=%u kp=%u mb=%u nb=%u kb=%u n_fused=%u groups=%u cores=%u l0_stages=%u passes=%u "
+                "combine_in_epilogue=%d ub_tiles=%u\n",
+                g.mp, g.np, g.kp, g.mb, g.nb, g.kb, g.n_fused, g.groups, g.cores, g.plan.l0_stages, g.passes,
+                int(g.combine_in_epilogue), g.plan.ub_tiles);
     return ascend_exec::report(stdout);
 }

@@ -7,7 +7,9 @@
 //
 // Inputs: A_hi, A_lo (batch, mp, kp) and B_hi, B_lo (batch, kp, np), FP16 in
 // the Zz fractal layout the split kernel writes; outputs: term buffers
-// (batch, mp, np), FP32 row-major.  mp, np, kp are m, n, k rounded up to 16.
+// (batch, mp, np), FP32 row-major, or with the combine in the epilogue
+// (schedule::Geometry::combine_in_epilogue) C itself in the HH buffer.
+// mp, np, kp are m, n, k rounded up to 16.
 #ifndef SGEMM_CUBE_KERNEL_GEMM_KERNEL_HPP
 #define SGEMM_CUBE_KERNEL_GEMM_KERNEL_HPP
 
@@ -24,6 +26,7 @@ namespace kernel {
 struct GemmArgs {
     uint32_t batch, m, n, k;
     uint32_t bm, bk, bn, n_fused;
+    uint32_t per_term;  ///< 1: one pass per term (schedule::Tiling::per_term)
     uint32_t plan_cores;
     uint32_t terms;
 };
@@ -34,7 +37,8 @@ __aicore__ inline void RunGemm(const block::GemmOperands& gm, const GemmArgs& ar
     schedule::Geometry g;
     const schedule::Status status =
         schedule::make_geometry(args.batch, args.m, args.n, args.k,
-                                schedule::Tiling{args.bm, args.bk, args.bn, args.n_fused}, args.plan_cores,
+                                schedule::Tiling{args.bm, args.bk, args.bn, args.n_fused, args.per_term},
+                                args.plan_cores,
                                 args.terms, arch::capacity<typename SocTag::Arch>(), &g);
     const uint32_t core = uint32_t(AscendC::GetBlockIdx());
     if (status != schedule::Status::kOk || core >= g.cores) {
@@ -58,7 +62,8 @@ __aicore__ inline void RunGemm(const block::GemmOperands& gm, const GemmArgs& ar
     }
 
     block::BlockMmadResidentA<SocTag> mainloop;
-    mainloop.Init(g, gm, l1.Get<uint8_t>(), l0a.Get<uint8_t>(), l0b.Get<uint8_t>(), l0c.Get<uint8_t>(), ub_tensor);
+    mainloop.Init(g, gm, l1.Get<uint8_t>(), l0a.Get<uint8_t>(), l0b.Get<uint8_t>(), l0c.Get<uint8_t>(),
+                  ub_tensor);
     // TPipe inserts its own synchronisation around queues; this kernel uses
     // plain buffers and the schedule's flags only (as CATLASS does).
     pipe.Destroy();

@@ -7,16 +7,25 @@
 // core touches and *where* it goes lives here; kernel/block/tile only turn
 // these numbers into AscendC calls.
 //
-// The GEMM loop nest (SGEMM-cube Algorithm 1, all three or four product
-// terms fused so every staged operand tile serves several Mmads):
+// The GEMM loop nest (SGEMM-cube Algorithm 1).  Two ways to run the three or
+// four product terms, chosen by the tiling (`Tiling::per_term`):
+//   fused     one pass; hi and lo planes of each block travel together, so
+//             every staged tile serves several Mmads, each term into its own
+//             FP32 accumulator in L0C (3-4 accumulators: smaller blocks);
+//   per-term  the paper's design: one pass per term, one plane of A and of B
+//             and one accumulator resident (larger blocks fit, e.g. the
+//             paper's (176, 64, 176, 44) on 910A; operands staged once per term).
 //
+//   for pass p in passes                          # 1 (fused) or one per term
 //   for item w = core, core + cores, ...          # (batch, block row i, column range s)
 //     for group g of n_fused K blocks             # A_hi/A_lo blocks i x [g] staged in L1 once
 //       for column block j in range s
 //         for K block kk in group g               # B_hi/B_lo blocks ping-pong in two L1 slots
 //           L1 -> L0A/L0B; Mmad every term into its own FP32 accumulator in L0C
 //         write the accumulators of C block (i, j): group 0 stores, later groups
-//         add to what is in GM (FP32 round-to-nearest atomic add)
+//         add to what is in GM (FP32 round-to-nearest atomic add); with one
+//         K group, a fused pass and C through UB (910A), the epilogue
+//         combines the terms in UB and writes C itself (no combine kernel)
 //
 // Operands live in GM in the "Zz" fractal layout written by the split kernel:
 // a padded R x C matrix is cut into 16x16 fractals stored row of fractals by
@@ -42,7 +51,7 @@ constexpr uint32_t kFractalElems = 256;   ///< elements of one 16x16 fractal
 constexpr uint32_t kHalfBytes = 2;
 constexpr uint32_t kFloatBytes = 4;
 constexpr uint32_t kBlockBytes = 32;      ///< DataCopy length/gap unit
-constexpr uint32_t kParts = 2;            ///< hi and lo part of each operand
+constexpr uint32_t kParts = 2;            ///< hi and lo part (plane) of each operand
 constexpr uint32_t kBSlots = 2;           ///< ping-pong B buffers in L1
 constexpr uint32_t kMaxGap = 65535;       ///< DataCopyParams::srcStride/dstStride (blocks)
 constexpr uint32_t kMaxBlockCount = 4095; ///< DataCopyParams::blockCount
@@ -78,6 +87,7 @@ struct Tiling {
     uint32_t bk;
     uint32_t bn;
     uint32_t n_fused;
+    uint32_t per_term = 0;  ///< 1: one pass per product term (the paper's design); 0: all terms in one pass
 };
 
 enum class Status : uint32_t {
@@ -94,6 +104,7 @@ enum class Status : uint32_t {
     kL0B,
     kL0C,         ///< one FP32 accumulator per term exceeds L0C
     kUb,          ///< 910A epilogue staging exceeds UB
+    kBadMode,     ///< per_term not 0 or 1
 };
 
 /// Host only (error messages of the launcher and the tests).
@@ -109,10 +120,11 @@ inline const char* status_message(Status s)
         case Status::kMmadDim: return "block edge above the Mmad limit of 4095";
         case Status::kRepeat: return "tile above LoadData's 255 fractals";
         case Status::kL1: return "resident A group and two B buffers exceed L1";
-        case Status::kL0A: return "A_hi and A_lo tiles exceed L0A";
-        case Status::kL0B: return "B_hi and B_lo tiles exceed L0B";
-        case Status::kL0C: return "one FP32 accumulator per term exceeds L0C";
+        case Status::kL0A: return "A tiles (both planes when fused) exceed L0A";
+        case Status::kL0B: return "B tiles (both planes when fused) exceed L0B";
+        case Status::kL0C: return "the FP32 accumulators (one per term when fused) exceed L0C";
         case Status::kUb: return "L0C -> UB staging exceeds UB";
+        case Status::kBadMode: return "per_term must be 0 or 1";
     }
     return "unknown status";
 }
@@ -123,46 +135,51 @@ struct BufferPlan {
     uint32_t a_tile;     ///< bytes of one bm x bk FP16 tile
     uint32_t b_tile;     ///< bytes of one bk x bn FP16 tile
     uint32_t c_tile;     ///< bytes of one bm x bn FP32 accumulator
-    uint32_t n_fused;    ///< A tiles per part in the resident group
+    uint32_t n_fused;    ///< A tiles per plane in the resident group
+    uint32_t planes;     ///< operand planes resident per block: 2 (hi, lo: fused) or 1 (per-term)
     uint32_t l1_b;       ///< L1 offset of B slot 0 (the A group starts at 0)
-    uint32_t l1_bytes;   ///< A group (2 parts x n_fused tiles) + 2 slots x 2 parts B tiles
+    uint32_t l1_bytes;   ///< A group (planes x n_fused tiles) + 2 slots x planes B tiles
     uint32_t l0_stages;  ///< L0A/L0B ping-pong depth (2 when it fits, else 1)
     uint32_t l0a_bytes;
     uint32_t l0b_bytes;
     uint32_t terms;
-    uint32_t l0c_bytes;  ///< one accumulator per term
-    uint32_t ub_bytes;   ///< 910A epilogue: one NZ tile + two ND tiles; 0 on 910B
+    uint32_t accumulators;  ///< FP32 accumulators in L0C: one per term (fused) or 1 (per-term)
+    uint32_t l0c_bytes;
+    uint32_t ub_tiles;   ///< 910A epilogue: FP32 tiles staged in UB (NZ copy + ND tiles); 0 on 910B
+    uint32_t ub_bytes;
 };
 
-/// L1 byte offset of A tile `kk` of the resident group, part 0 (hi) or 1 (lo).
-SGEMM_CUBE_HOST_DEVICE uint32_t l1_a_offset(const BufferPlan& p, uint32_t part, uint32_t kk)
+/// L1 byte offset of A tile `kk` of the resident group, plane position `pos`
+/// (fused: 0 = hi, 1 = lo; per-term: 0, the pass's plane).
+SGEMM_CUBE_HOST_DEVICE uint32_t l1_a_offset(const BufferPlan& p, uint32_t pos, uint32_t kk)
 {
-    return (part * p.n_fused + kk) * p.a_tile;
+    return (pos * p.n_fused + kk) * p.a_tile;
 }
-/// L1 byte offset of B tile (slot, part).
-SGEMM_CUBE_HOST_DEVICE uint32_t l1_b_offset(const BufferPlan& p, uint32_t slot, uint32_t part)
+/// L1 byte offset of B tile (slot, plane position).
+SGEMM_CUBE_HOST_DEVICE uint32_t l1_b_offset(const BufferPlan& p, uint32_t slot, uint32_t pos)
 {
-    return p.l1_b + (slot * kParts + part) * p.b_tile;
+    return p.l1_b + (slot * p.planes + pos) * p.b_tile;
 }
-SGEMM_CUBE_HOST_DEVICE uint32_t l0a_offset(const BufferPlan& p, uint32_t stage, uint32_t part)
+SGEMM_CUBE_HOST_DEVICE uint32_t l0a_offset(const BufferPlan& p, uint32_t stage, uint32_t pos)
 {
-    return (stage * kParts + part) * p.a_tile;
+    return (stage * p.planes + pos) * p.a_tile;
 }
-SGEMM_CUBE_HOST_DEVICE uint32_t l0b_offset(const BufferPlan& p, uint32_t stage, uint32_t part)
+SGEMM_CUBE_HOST_DEVICE uint32_t l0b_offset(const BufferPlan& p, uint32_t stage, uint32_t pos)
 {
-    return (stage * kParts + part) * p.b_tile;
+    return (stage * p.planes + pos) * p.b_tile;
 }
-SGEMM_CUBE_HOST_DEVICE uint32_t l0c_offset(const BufferPlan& p, uint32_t term) { return term * p.c_tile; }
-/// UB (910A only): the NZ copy of one accumulator, then two ND tiles.
-SGEMM_CUBE_HOST_DEVICE uint32_t ub_nz_offset(const BufferPlan&) { return 0; }
-SGEMM_CUBE_HOST_DEVICE uint32_t ub_nd_offset(const BufferPlan& p, uint32_t slot) { return (1 + slot) * p.c_tile; }
+SGEMM_CUBE_HOST_DEVICE uint32_t l0c_offset(const BufferPlan& p, uint32_t acc) { return acc * p.c_tile; }
+/// UB (910A only): FP32 tile `i` of the epilogue's staging (0: the NZ copy of
+/// an accumulator; then ND tiles, or with the combine the second NZ tile first).
+SGEMM_CUBE_HOST_DEVICE uint32_t ub_tile_offset(const BufferPlan& p, uint32_t i) { return i * p.c_tile; }
 
 /// Largest n_fused whose A group fits in L1 next to the two B buffers:
-/// Eq. 8 of the paper with both parts (hi, lo) of each operand resident.
-SGEMM_CUBE_HOST_DEVICE uint32_t max_n_fused(const arch::Capacity& cap, uint32_t bm, uint32_t bk, uint32_t bn)
+/// Eq. 8 of the paper with `planes` planes of each operand resident.
+SGEMM_CUBE_HOST_DEVICE uint32_t max_n_fused(const arch::Capacity& cap, uint32_t bm, uint32_t bk, uint32_t bn,
+                                            uint32_t planes = kParts)
 {
-    const uint64_t b_bytes = uint64_t(kBSlots) * kParts * bk * bn * kHalfBytes;
-    const uint64_t a_tiles = uint64_t(kParts) * bm * bk * kHalfBytes;
+    const uint64_t b_bytes = uint64_t(kBSlots) * planes * bk * bn * kHalfBytes;
+    const uint64_t a_tiles = uint64_t(planes) * bm * bk * kHalfBytes;
     if (a_tiles == 0 || b_bytes >= cap.l1) {
         return 0;
     }
@@ -171,13 +188,16 @@ SGEMM_CUBE_HOST_DEVICE uint32_t max_n_fused(const arch::Capacity& cap, uint32_t 
 
 /// Buffer plan of a tiling, and whether it fits the capacities.
 SGEMM_CUBE_HOST_DEVICE Status make_buffer_plan(const arch::Capacity& cap, uint32_t bm, uint32_t bk, uint32_t bn,
-                                 uint32_t n_fused, uint32_t terms, BufferPlan* plan)
+                                 uint32_t n_fused, uint32_t terms, BufferPlan* plan, uint32_t per_term = 0)
 {
     if (bm == 0 || bk == 0 || bn == 0 || bm % kCube || bk % kCube || bn % kCube || n_fused == 0) {
         return Status::kNotAligned;
     }
     if (terms != 3 && terms != 4) {
         return Status::kBadTerms;
+    }
+    if (per_term > 1) {
+        return Status::kBadMode;
     }
     if (bm > kMaxMmadDim || bk > kMaxMmadDim || bn > kMaxMmadDim) {
         return Status::kMmadDim;
@@ -190,17 +210,18 @@ SGEMM_CUBE_HOST_DEVICE Status make_buffer_plan(const arch::Capacity& cap, uint32
     p.b_tile = bk * bn * kHalfBytes;
     p.c_tile = bm * bn * kFloatBytes;
     p.n_fused = n_fused;
-    const uint64_t l1_a = uint64_t(kParts) * n_fused * p.a_tile;
-    const uint64_t l1 = l1_a + uint64_t(kBSlots) * kParts * p.b_tile;
+    p.planes = per_term ? 1 : kParts;
+    const uint64_t l1_a = uint64_t(p.planes) * n_fused * p.a_tile;
+    const uint64_t l1 = l1_a + uint64_t(kBSlots) * p.planes * p.b_tile;
     if (l1 > cap.l1) {
         return Status::kL1;
     }
     p.l1_b = uint32_t(l1_a);
     p.l1_bytes = uint32_t(l1);
     // Two L0 stages let MTE1 fill one while the cube reads the other.
-    p.l0_stages = (2 * kParts * p.a_tile <= cap.l0a && 2 * kParts * p.b_tile <= cap.l0b) ? 2 : 1;
-    p.l0a_bytes = p.l0_stages * kParts * p.a_tile;
-    p.l0b_bytes = p.l0_stages * kParts * p.b_tile;
+    p.l0_stages = (2 * p.planes * p.a_tile <= cap.l0a && 2 * p.planes * p.b_tile <= cap.l0b) ? 2 : 1;
+    p.l0a_bytes = p.l0_stages * p.planes * p.a_tile;
+    p.l0b_bytes = p.l0_stages * p.planes * p.b_tile;
     if (p.l0a_bytes > cap.l0a) {
         return Status::kL0A;
     }
@@ -208,12 +229,17 @@ SGEMM_CUBE_HOST_DEVICE Status make_buffer_plan(const arch::Capacity& cap, uint32
         return Status::kL0B;
     }
     p.terms = terms;
-    p.l0c_bytes = terms * p.c_tile;
+    p.accumulators = per_term ? 1 : terms;
+    p.l0c_bytes = p.accumulators * p.c_tile;
     if (p.l0c_bytes > cap.l0c) {
         return Status::kL0C;
     }
-    p.ub_bytes = cap.c_through_ub ? 3 * p.c_tile : 0;
-    if (p.ub_bytes > cap.ub - cap.ub_reserved) {
+    // 910A: the NZ copy and two ND tiles (one ND tile when only that fits:
+    // the next reorder then waits for the previous GM write).
+    const uint32_t ub_room = cap.ub - cap.ub_reserved;
+    p.ub_tiles = !cap.c_through_ub ? 0 : (3 * p.c_tile <= ub_room ? 3 : 2);
+    p.ub_bytes = p.ub_tiles * p.c_tile;
+    if (p.ub_bytes > ub_room) {
         return Status::kUb;
     }
     *plan = p;
@@ -233,6 +259,8 @@ struct Geometry {
     uint32_t items;           ///< batch * mb * n_split work items
     uint32_t cores;           ///< cores that get at least one item
     uint32_t terms;           ///< 3, or 4 with A_lo B_lo
+    uint32_t passes;          ///< 1 (fused), or one per term (per-term)
+    bool combine_in_epilogue; ///< the GEMM writes C itself (one K group, fused, C through UB with room)
     BufferPlan plan;
 };
 
@@ -272,6 +300,9 @@ SGEMM_CUBE_HOST_DEVICE Status make_geometry(uint32_t batch, uint32_t m, uint32_t
     if (t.bm == 0 || t.bk == 0 || t.bn == 0 || t.bm % kCube || t.bk % kCube || t.bn % kCube || t.n_fused == 0) {
         return Status::kNotAligned;
     }
+    if (t.per_term > 1) {
+        return Status::kBadMode;
+    }
     g.mb = ceil_div(g.mp, t.bm);
     g.nb = ceil_div(g.np, t.bn);
     g.kb = ceil_div(g.kp, t.bk);
@@ -285,11 +316,41 @@ SGEMM_CUBE_HOST_DEVICE Status make_geometry(uint32_t batch, uint32_t m, uint32_t
     g.items = uint32_t(rows) * g.n_split;
     g.cores = min_u32(cores, g.items);
     g.terms = terms;
-    const Status status = make_buffer_plan(cap, t.bm, t.bk, t.bn, g.n_fused, terms, &g.plan);
+    g.passes = t.per_term ? terms : 1;
+    const Status status = make_buffer_plan(cap, t.bm, t.bk, t.bn, g.n_fused, terms, &g.plan, t.per_term);
+    // With one K group every accumulator holds its term's final value at the
+    // write-back, so the terms can be combined there, where C already passes
+    // through UB (910A; the 910B cube core has no vector unit).
+    g.combine_in_epilogue = cap.c_through_ub && g.groups == 1 && g.passes == 1 && g.plan.ub_tiles == 3;
     if (status == Status::kOk) {
         *out = g;
     }
     return status;
+}
+
+/// Term accumulated by accumulator `acc` during pass `pass_index`.
+SGEMM_CUBE_HOST_DEVICE uint32_t pass_term(const Geometry& g, uint32_t pass_index, uint32_t acc)
+{
+    return g.passes == 1 ? acc : pass_index;
+}
+/// Plane (0 = hi, 1 = lo) of A held at position `pos` of L1/L0 during pass `pass_index`.
+SGEMM_CUBE_HOST_DEVICE uint32_t a_plane(const Geometry& g, uint32_t pass_index, uint32_t pos)
+{
+    return g.passes == 1 ? pos : term_a_part(pass_index);
+}
+/// Plane of B held at position `pos` during pass `pass_index`.
+SGEMM_CUBE_HOST_DEVICE uint32_t b_plane(const Geometry& g, uint32_t pass_index, uint32_t pos)
+{
+    return g.passes == 1 ? pos : term_b_part(pass_index);
+}
+/// Position in L0A of the A plane `term` reads (the B plane: term_b_pos).
+SGEMM_CUBE_HOST_DEVICE uint32_t term_a_pos(const Geometry& g, uint32_t term)
+{
+    return g.passes == 1 ? term_a_part(term) : 0u;
+}
+SGEMM_CUBE_HOST_DEVICE uint32_t term_b_pos(const Geometry& g, uint32_t term)
+{
+    return g.passes == 1 ? term_b_part(term) : 0u;
 }
 
 /// Item -> (batch, block row, column range); items run batch-major, then
@@ -358,6 +419,7 @@ SGEMM_CUBE_HOST_DEVICE FractalRuns b_tile_runs(const Geometry& g, uint32_t rows,
 /// One K step of one core: the C block it accumulates and the buffers it uses.
 struct Step {
     uint32_t index;       ///< position in this core's step sequence
+    uint32_t pass_index;  ///< pass (per-term: the term it computes; fused: 0)
     uint32_t item;
     uint32_t batch;
     uint32_t row_block;
@@ -381,7 +443,8 @@ struct Step {
 /// The steps of one core, in execution order (an iterator: no storage).
 class CoreSchedule {
 public:
-    SGEMM_CUBE_HOST_DEVICE CoreSchedule(const Geometry& g, uint32_t core) : g_(g), core_(core), round_(0), index_(0)
+    SGEMM_CUBE_HOST_DEVICE CoreSchedule(const Geometry& g, uint32_t core)
+        : g_(g), core_(core), pass_(0), round_(0), index_(0)
     {
         start_item();
     }
@@ -408,7 +471,12 @@ public:
 private:
     SGEMM_CUBE_HOST_DEVICE void start_item()
     {
-        const uint64_t item = uint64_t(core_) + uint64_t(round_) * g_.cores;
+        uint64_t item = uint64_t(core_) + uint64_t(round_) * g_.cores;
+        if (core_ < g_.cores && item >= g_.items && pass_ + 1 < g_.passes) {
+            ++pass_;  // the next term's pass revisits this core's items
+            round_ = 0;
+            item = core_;
+        }
         done_ = core_ >= g_.cores || item >= g_.items;
         if (done_) {
             return;
@@ -427,6 +495,7 @@ private:
         const uint32_t kcount = group_k_blocks(g_, group_);
         Step& s = step_;
         s.index = index_;
+        s.pass_index = pass_;
         s.item = item_;
         s.batch = batch_;
         s.row_block = row_block_;
@@ -449,6 +518,7 @@ private:
 
     Geometry g_;
     uint32_t core_;
+    uint32_t pass_;
     uint32_t round_;
     uint32_t index_;
     bool done_ = true;
@@ -514,11 +584,12 @@ SGEMM_CUBE_DEVICE void buffer_free_flags(const Geometry& g, Visitor& v, bool set
 /// replays them on a pipe model to prove that no buffer is read while it is
 /// being refilled.  Visitor interface:
 ///   set(Sync, int32_t id), wait(Sync, int32_t id)       - flags
-///   load_a_group(step)   MTE2: every A_hi/A_lo tile of the step's group -> L1
-///   load_b(step)         MTE2: B_hi/B_lo tile of the step -> L1 slot b_slot
+///   load_a_group(step)   MTE2: every A tile of the step's group, each resident plane -> L1
+///   load_b(step)         MTE2: B tile of the step, each resident plane -> L1 slot b_slot
 ///   load_l0(step)        MTE1: A tiles k_in_group -> L0A, B slot -> L0B (stage l0_stage)
-///   mmad(step)           M:    every term, from zero when first_k
-///   store_c(step)        Out:  accumulators -> GM (store when first_group, else add)
+///   mmad(step)           M:    every accumulator of the pass, from zero when first_k
+///   store_c(step)        Out:  accumulators -> GM (store when first_group, else add),
+///                              or C itself when combine_in_epilogue
 template <class Visitor>
 SGEMM_CUBE_DEVICE void run_core(const Geometry& g, uint32_t core, Visitor& v)
 {

@@ -8,7 +8,10 @@
 //         BLOCK_MODE_MATRIX, whole 16x16 FP32 fractals, on the vector pipe),
 //         NZ -> ND reorder in UB on the vector pipe (one strided UB -> UB copy
 //         per 16-column strip), then UB -> GM (MTE3).  Two ND tiles alternate
-//         so the next term's reorder overlaps this term's GM write.
+//         so the next term's reorder overlaps this term's GM write (one when
+//         only two tiles fit in UB).  With one K group the 910A can also
+//         combine the terms right there (StoreCombined): every accumulator is
+//         final, and C is already passing through the vector unit's UB.
 //
 // Each chip's variant is a partial specialisation on (SocTag, Element), after
 // CATLASS's arch-tag tiles (`CopyL0CToGm<AtlasA2, ...>`): its body depends on
@@ -40,7 +43,7 @@ struct AccumulatorStore;
 template <class Element>
 struct AccumulatorStore<Soc910B, Element> {
     /// No UB on the cube core: nothing to set up.
-    __aicore__ inline void Init(const LocalTensor<uint8_t>&, const schedule::BufferPlan&) {}
+    __aicore__ inline void Init(const LocalTensor<uint8_t>&, const schedule::Geometry&) {}
 
     /// `dst` is the tile's first element; `ld` the row length of the GM buffer.
     __aicore__ inline void operator()(const GlobalTensor<Element>& dst, const LocalTensor<Element>& acc, uint32_t m,
@@ -73,29 +76,98 @@ struct AccumulatorStore<Soc910B, Element> {
 #if !defined(__NPU_ARCH__) || (__NPU_ARCH__ == 1001)
 template <class Element>
 struct AccumulatorStore<Soc910A, Element> {
-    __aicore__ inline void Init(const LocalTensor<uint8_t>& ub, const schedule::BufferPlan& plan)
+    /// UB tiles (schedule::ub_tile_offset): 0 the NZ copy of an accumulator, then
+    /// the ND tiles; with the combine, tile 1 is a second NZ tile and 2 the ND tile.
+    __aicore__ inline void Init(const LocalTensor<uint8_t>& ub, const schedule::Geometry& g)
     {
-        nz_ = ub[schedule::ub_nz_offset(plan)].template ReinterpretCast<Element>();
-        nd_[0] = ub[schedule::ub_nd_offset(plan, 0)].template ReinterpretCast<Element>();
-        nd_[1] = ub[schedule::ub_nd_offset(plan, 1)].template ReinterpretCast<Element>();
+        const schedule::BufferPlan& plan = g.plan;
+        nz_ = tile(ub, plan, 0);
+        const uint32_t first_nd = g.combine_in_epilogue ? 2u : 1u;
+        if (g.combine_in_epilogue) {
+            nz2_ = tile(ub, plan, 1);
+        }
+        nd_slots_ = plan.ub_tiles - first_nd;
+        for (uint32_t i = 0; i < nd_slots_; ++i) {
+            nd_[i] = tile(ub, plan, first_nd + i);
+            AscendC::SetFlag<AscendC::HardEvent::MTE3_V>(int32_t(i));  // every ND tile starts free
+        }
         slot_ = 0;
-        // Both ND tiles start free.
-        AscendC::SetFlag<AscendC::HardEvent::MTE3_V>(0);
-        AscendC::SetFlag<AscendC::HardEvent::MTE3_V>(1);
     }
 
+    /// One accumulator to GM: store, or add (`accumulate`) to what is there.
     __aicore__ inline void operator()(const GlobalTensor<Element>& dst, const LocalTensor<Element>& acc, uint32_t m,
                                       uint32_t n, uint32_t ld, bool accumulate)
     {
-        static_assert(sizeof(Element) == schedule::kFloatBytes, "the UB staging is sized for FP32 accumulators");
-        const uint32_t fractals = (m / schedule::kCube) * (n / schedule::kCube);
         // The previous reorder must be done reading nz_ (same pipe, ordered by the barrier).
         AscendC::PipeBarrier<PIPE_V>();
+        ToUb(nz_, acc, m, n);
+        AscendC::PipeBarrier<PIPE_V>();
+        WriteNd(dst, m, n, ld, accumulate);
+    }
+
+    /// C = ((LL 2^-sb + LH) + HL) 2^-sb + HH from the accumulators `acc[term]`
+    /// (LL only when terms == 4), every operation one FP32 rounding, in the
+    /// combine kernel's order; then C to GM.  On the vector pipe throughout.
+    __aicore__ inline void StoreCombined(const GlobalTensor<Element>& dst, const LocalTensor<Element>* acc,
+                                         uint32_t terms, Element inv_scale, uint32_t m, uint32_t n, uint32_t ld)
+    {
+        const int32_t count = int32_t(m * n);
+        AscendC::PipeBarrier<PIPE_V>();  // the previous reorder is done reading nz_
+        if (terms == schedule::kMaxTerms) {
+            ToUb(nz_, acc[schedule::kLoLo], m, n);
+            AscendC::PipeBarrier<PIPE_V>();
+            AscendC::Muls(nz_, nz_, inv_scale, count);  // the smallest term first
+            AscendC::PipeBarrier<PIPE_V>();
+            ToUb(nz2_, acc[schedule::kLoHi], m, n);
+            AscendC::PipeBarrier<PIPE_V>();
+            AscendC::Add(nz_, nz_, nz2_, count);
+        } else {
+            ToUb(nz_, acc[schedule::kLoHi], m, n);
+        }
+        AscendC::PipeBarrier<PIPE_V>();
+        ToUb(nz2_, acc[schedule::kHiLo], m, n);
+        AscendC::PipeBarrier<PIPE_V>();
+        AscendC::Add(nz_, nz_, nz2_, count);           // corr + HL
+        AscendC::PipeBarrier<PIPE_V>();
+        AscendC::Muls(nz_, nz_, inv_scale, count);     // corr * 2^-sb
+        AscendC::PipeBarrier<PIPE_V>();
+        ToUb(nz2_, acc[schedule::kHiHi], m, n);
+        AscendC::PipeBarrier<PIPE_V>();
+        AscendC::Add(nz_, nz_, nz2_, count);           // + HH
+        AscendC::PipeBarrier<PIPE_V>();
+        WriteNd(dst, m, n, ld, false);
+    }
+
+    /// Consume the last "free" flags so no event is left set at kernel end.
+    __aicore__ inline void Finish()
+    {
+        for (uint32_t i = 0; i < nd_slots_; ++i) {
+            AscendC::WaitFlag<AscendC::HardEvent::MTE3_V>(int32_t(i));
+        }
+    }
+
+private:
+    static __aicore__ inline LocalTensor<Element> tile(const LocalTensor<uint8_t>& ub, const schedule::BufferPlan& p,
+                                                       uint32_t i)
+    {
+        return ub[schedule::ub_tile_offset(p, i)].template ReinterpretCast<Element>();
+    }
+
+    /// L0C -> UB, whole 16x16 FP32 fractals in their Nz order (vector pipe).
+    __aicore__ inline void ToUb(const LocalTensor<Element>& nz, const LocalTensor<Element>& acc, uint32_t m,
+                                uint32_t n)
+    {
+        static_assert(sizeof(Element) == schedule::kFloatBytes, "the UB staging is sized for FP32 accumulators");
+        const uint32_t fractals = (m / schedule::kCube) * (n / schedule::kCube);
         AscendC::DataCopyEnhancedParams enhanced;
         enhanced.blockMode = AscendC::BlockMode::BLOCK_MODE_MATRIX;  // unit: one 16x16 FP32 fractal (1 KiB)
-        AscendC::DataCopy(nz_, acc, AscendC::DataCopyParams(1, uint16_t(fractals), 0, 0), enhanced);
-        AscendC::PipeBarrier<PIPE_V>();
+        AscendC::DataCopy(nz, acc, AscendC::DataCopyParams(1, uint16_t(fractals), 0, 0), enhanced);
+    }
 
+    /// nz_ (m x n, Nz) -> ND tile (vector pipe) -> GM (MTE3), storing or adding.
+    __aicore__ inline void WriteNd(const GlobalTensor<Element>& dst, uint32_t m, uint32_t n, uint32_t ld,
+                                   bool accumulate)
+    {
         // NZ -> ND: column strip j is m rows of 16 floats (two 32-byte blocks),
         // going to columns [16 j, 16 j + 16) of every row of the ND tile.
         LocalTensor<Element>& nd = nd_[slot_];
@@ -123,19 +195,12 @@ struct AccumulatorStore<Soc910A, Element> {
             AscendC::SetAtomicNone();
         }
         AscendC::SetFlag<AscendC::HardEvent::MTE3_V>(int32_t(slot_));
-        slot_ ^= 1u;
+        slot_ = (slot_ + 1) % nd_slots_;
     }
 
-    /// Consume the last "free" flags so no event is left set at kernel end.
-    __aicore__ inline void Finish()
-    {
-        AscendC::WaitFlag<AscendC::HardEvent::MTE3_V>(0);
-        AscendC::WaitFlag<AscendC::HardEvent::MTE3_V>(1);
-    }
-
-private:
-    LocalTensor<Element> nz_;
+    LocalTensor<Element> nz_, nz2_;
     LocalTensor<Element> nd_[2];
+    uint32_t nd_slots_ = 0;
     uint32_t slot_ = 0;
 };
 #endif  // 910A
