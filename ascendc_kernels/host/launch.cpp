@@ -4,6 +4,8 @@
 
 #include "aclrtlaunch_sgemm_cube_combine.h"
 #include "aclrtlaunch_sgemm_cube_gemm.h"
+#include "aclrtlaunch_sgemm_cube_line_meta.h"
+#include "aclrtlaunch_sgemm_cube_line_stats.h"
 #include "aclrtlaunch_sgemm_cube_split.h"
 
 namespace sgemm_cube {
@@ -41,6 +43,21 @@ uint32_t launch_combine(uint32_t blocks, aclrtStream stream, void* c_hh, void* c
 {
     return ACLRT_LAUNCH_KERNEL(sgemm_cube_combine)(blocks, stream, c_hh, c_lh, c_hl, c_ll, out, total, plan_cores,
                                                    keep_lo_lo, inv_scale);
+}
+
+uint32_t launch_line_stats(uint32_t blocks, aclrtStream stream, void* x, void* big, void* small_w, void* finite,
+                           uint32_t batch, uint32_t rows, uint32_t cols, uint32_t along_rows, uint32_t plan_cores)
+{
+    return ACLRT_LAUNCH_KERNEL(sgemm_cube_line_stats)(blocks, stream, x, big, small_w, finite, batch, rows, cols,
+                                                      along_rows, plan_cores);
+}
+
+uint32_t launch_line_meta(uint32_t blocks, aclrtStream stream, void* big, void* small_w, void* finite, void* meta,
+                          uint32_t batch, uint32_t lines, uint32_t sb, uint32_t scale, uint32_t fixup,
+                          uint32_t plan_cores)
+{
+    return ACLRT_LAUNCH_KERNEL(sgemm_cube_line_meta)(blocks, stream, big, small_w, finite, meta, batch, lines, sb,
+                                                     scale, fixup, plan_cores);
 }
 
 }  // namespace host

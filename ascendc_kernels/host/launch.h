@@ -31,6 +31,16 @@ uint32_t launch_gemm(uint32_t blocks, aclrtStream stream, void* a_hi, void* a_lo
 uint32_t launch_combine(uint32_t blocks, aclrtStream stream, void* c_hh, void* c_lh, void* c_hl, void* c_ll,
                         void* out, uint64_t total, uint32_t plan_cores, uint32_t keep_lo_lo, float inv_scale);
 
+/// Line statistics (the guarantee's bookkeeping): per row (along_rows = 1) or column of the
+/// (batch * rows) x cols FP32 x, three int32 arrays (guard/line_meta.hpp's LineStats).
+uint32_t launch_line_stats(uint32_t blocks, aclrtStream stream, void* x, void* big, void* small_w, void* finite,
+                           uint32_t batch, uint32_t rows, uint32_t cols, uint32_t along_rows, uint32_t plan_cores);
+
+/// Line meta: one packed int32 per line (guard.pack_meta) from the statistics.
+uint32_t launch_line_meta(uint32_t blocks, aclrtStream stream, void* big, void* small_w, void* finite, void* meta,
+                          uint32_t batch, uint32_t lines, uint32_t sb, uint32_t scale, uint32_t fixup,
+                          uint32_t plan_cores);
+
 }  // namespace host
 }  // namespace sgemm_cube
 

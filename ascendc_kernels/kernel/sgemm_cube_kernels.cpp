@@ -5,6 +5,8 @@
 //   sgemm_cube_split    vector  FP32 -> FP16 hi/lo in Zz fractal layout
 //   sgemm_cube_gemm     cube    one FP32 buffer per product term (910A, one K group: C)
 //   sgemm_cube_combine  vector  termwise combination into C (not launched when the GEMM wrote C)
+//   sgemm_cube_line_stats  vector  per row of A / column of B: largest and smallest finite magnitude, NaN/Inf
+//   sgemm_cube_line_meta   vector (scalar unit)  per line: scaling exponent and class (cpu_fallback/guard.py)
 //
 // NOT COMPILED OR RUN IN THIS REPOSITORY'S CI: no CANN toolkit there.  The
 // index arithmetic these kernels use (schedule.hpp) is compiled with g++ and
@@ -12,6 +14,8 @@
 #include "kernel_operator.h"
 #include "sgemm_cube/kernel/combine_kernel.hpp"
 #include "sgemm_cube/kernel/gemm_kernel.hpp"
+#include "sgemm_cube/kernel/line_meta_kernel.hpp"
+#include "sgemm_cube/kernel/line_stats_kernel.hpp"
 #include "sgemm_cube/kernel/split_kernel.hpp"
 #include "sgemm_cube/tile/soc.hpp"
 
@@ -74,4 +78,38 @@ extern "C" __global__ __aicore__ void sgemm_cube_combine(GM_ADDR c_hh, GM_ADDR c
         reinterpret_cast<__gm__ float*>(c_hl), reinterpret_cast<__gm__ float*>(c_ll),
         reinterpret_cast<__gm__ float*>(out),
         sgemm_cube::kernel::CombineArgs{total, plan_cores, keep_lo_lo, inv_scale});
+}
+
+extern "C" __global__ __aicore__ void sgemm_cube_line_stats(GM_ADDR x, GM_ADDR big, GM_ADDR small_w, GM_ADDR finite,
+                                                            uint32_t batch, uint32_t rows, uint32_t cols,
+                                                            uint32_t along_rows, uint32_t plan_cores)
+{
+#if defined(SGEMM_CUBE_SOC_910B)
+    KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
+    if ASCEND_IS_AIC {
+        return;
+    }
+#endif
+    const sgemm_cube::kernel::LineStatsOut out{reinterpret_cast<__gm__ int32_t*>(big),
+                                               reinterpret_cast<__gm__ int32_t*>(small_w),
+                                               reinterpret_cast<__gm__ int32_t*>(finite)};
+    sgemm_cube::kernel::RunLineStats<Soc>(reinterpret_cast<__gm__ float*>(x), out,
+                                          sgemm_cube::kernel::LineStatsArgs{batch, rows, cols, along_rows, plan_cores});
+}
+
+extern "C" __global__ __aicore__ void sgemm_cube_line_meta(GM_ADDR big, GM_ADDR small_w, GM_ADDR finite, GM_ADDR meta,
+                                                           uint32_t batch, uint32_t lines, uint32_t sb, uint32_t scale,
+                                                           uint32_t fixup, uint32_t plan_cores)
+{
+#if defined(SGEMM_CUBE_SOC_910B)
+    KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
+    if ASCEND_IS_AIC {
+        return;
+    }
+#endif
+    const sgemm_cube::kernel::LineStatsOut in{reinterpret_cast<__gm__ int32_t*>(big),
+                                              reinterpret_cast<__gm__ int32_t*>(small_w),
+                                              reinterpret_cast<__gm__ int32_t*>(finite)};
+    sgemm_cube::kernel::RunLineMeta<Soc>(in, reinterpret_cast<__gm__ int32_t*>(meta),
+                                         sgemm_cube::kernel::LineMetaArgs{batch, lines, sb, scale, fixup, plan_cores});
 }

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import types
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pytest
@@ -29,12 +30,18 @@ def _gxx() -> str:
     return gxx
 
 
-def build(out: Path, soc: str, *, src_root: Path = KERNELS, defines=()) -> Path:
+#: the bookkeeping kernels' harness (line statistics and meta)
+LINE_META_HARNESS = EXEC / "run_line_meta.cpp"
+#: guard::Scale of each ``scale`` option
+SCALE_CODE = {None: 0, "auto": 1, "rows": 2, "matrix": 3}
+
+
+def build(out: Path, soc: str, *, src_root: Path = KERNELS, defines=(), harness: Path = HARNESS) -> Path:
     arch, macro = CHIPS[soc]
     cmd = [_gxx(), "-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror", f"-D__NPU_ARCH__={arch}", f"-D{macro}"]
     cmd += [f"-D{d}" for d in defines]
     cmd += ["-I", str(EXEC), "-I", str(src_root / "include"), "-I", str(KERNELS / "host"),
-            "-I", str(src_root / "kernel"), str(HARNESS), "-o", str(out)]
+            "-I", str(src_root / "kernel"), str(harness), "-o", str(out)]
     res = subprocess.run(cmd, capture_output=True, text=True)
     assert res.returncode == 0, f"build for {soc} failed:\n{res.stderr[-4000:]}"
     return out
@@ -119,3 +126,33 @@ class ExecutedExtension(types.ModuleType):
                 workdir=self._workdir)
         assert r.clean, f"the executed kernels failed (rc={r.rc}):\n{r.stdout[-3000:]}\n{r.stderr[-2000:]}"
         out.copy_(torch.from_numpy(r.c.copy()))
+
+
+class LineMetaRun(NamedTuple):
+    rc: int
+    stdout: str
+    stderr: str
+    meta: np.ndarray | None     # (batch, lines) int32, guard.pack_meta
+    stats: tuple | None         # big, small_w, finite: (batch, lines) int32 each
+
+    @property
+    def clean(self) -> bool:
+        return self.rc == 0 and "CHECK-SUMMARY errors=0 " in self.stdout
+
+
+def run_line_meta(binary: Path, x, *, along_rows: bool, sb=12, scale="auto", fixup=True, cores=4,
+                  workdir: Path) -> LineMetaRun:
+    """The line-statistics and line-meta kernels on a (batch, rows, cols) float32 operand."""
+    x = np.ascontiguousarray(x, np.float32)
+    batch, rows, cols = x.shape
+    hdr = np.array([batch, rows, cols, int(along_rows), sb, SCALE_CODE[scale], int(fixup), cores, 0], np.int64)
+    inp, outp = workdir / "lm_in.bin", workdir / "lm_out.bin"
+    inp.write_bytes(hdr.tobytes() + x.tobytes())
+    if outp.exists():
+        outp.unlink()
+    proc = subprocess.run([str(binary), str(inp), str(outp)], capture_output=True, text=True, timeout=120)
+    if proc.returncode not in (0, 1) or not outp.exists():
+        return LineMetaRun(proc.returncode, proc.stdout, proc.stderr, None, None)
+    lines = rows if along_rows else cols
+    raw = np.fromfile(outp, np.int32).reshape(4, batch, lines)
+    return LineMetaRun(proc.returncode, proc.stdout, proc.stderr, raw[0], (raw[1], raw[2], raw[3]))

@@ -112,6 +112,23 @@ public:
     {
         return LocalTensor(mem_, off_ + uint32_t(offset * sizeof(T)), lim_);
     }
+    // docs: 数据结构/LocalTensor (GetValue / SetValue): one element, by the scalar unit (PIPE_S); a vector
+    // or MTE result must be ordered before it by a flag (V_S, MTE2_S), and its writes before their readers
+    // (S_V, S_MTE3).
+    T GetValue(const uint32_t index) const
+    {
+        ascend_exec::begin_op(ascend_exec::kS);
+        touch(uint64_t(index) * sizeof(T), sizeof(T), ascend_exec::kS, false, "GetValue");
+        T v;
+        std::memcpy(&v, bytes(uint64_t(index) * sizeof(T), sizeof(T), "GetValue"), sizeof(T));
+        return v;
+    }
+    void SetValue(const uint32_t index, const T value) const
+    {
+        ascend_exec::begin_op(ascend_exec::kS);
+        touch(uint64_t(index) * sizeof(T), sizeof(T), ascend_exec::kS, true, "SetValue");
+        std::memcpy(bytes(uint64_t(index) * sizeof(T), sizeof(T), "SetValue"), &value, sizeof(T));
+    }
     // ---- stand-in internals
     int mem_ = -1;
     uint32_t off_ = 0;
@@ -835,6 +852,12 @@ template <typename T>
 inline void Max(const LocalTensor<T>& dst, const LocalTensor<T>& src0, const LocalTensor<T>& src1, const int32_t& count)
 {
     exec_detail::binary(dst, src0, src1, count, "Max", [](T x, T y) { return x > y ? x : y; });
+}
+// docs: Memory矢量计算/基础算术/Min.md
+template <typename T>
+inline void Min(const LocalTensor<T>& dst, const LocalTensor<T>& src0, const LocalTensor<T>& src1, const int32_t& count)
+{
+    exec_detail::binary(dst, src0, src1, count, "Min", [](T x, T y) { return x < y ? x : y; });
 }
 // docs: Memory矢量计算/基础算术/Muls.md
 template <typename T, bool isSetMask = true>

@@ -64,6 +64,9 @@ public:
     template <typename U>
     LocalTensor<U> ReinterpretCast() const;
     LocalTensor operator[](const uint32_t offset) const;
+    // include/basic_api/kernel_tensor.h: scalar access (PIPE_S)
+    T GetValue(const uint32_t index) const;
+    void SetValue(const uint32_t index, const T value) const;
 };
 // from: include/basic_api/kernel_tensor.h (ReinterpretCast only for 3510 / 5102: not declared)
 template <typename T>
@@ -190,6 +193,9 @@ void And(const LocalTensor<T>& dst, const LocalTensor<T>& src0, const LocalTenso
 // from: include/basic_api/kernel_operator_vec_binary_intf.h
 template <typename T>
 void Max(const LocalTensor<T>& dst, const LocalTensor<T>& src0, const LocalTensor<T>& src1, const int32_t& count);
+// from: include/basic_api/kernel_operator_vec_binary_intf.h
+template <typename T>
+void Min(const LocalTensor<T>& dst, const LocalTensor<T>& src0, const LocalTensor<T>& src1, const int32_t& count);
 // from: include/basic_api/kernel_operator_vec_binary_scalar_intf.h
 template <typename T, bool isSetMask = true>
 void Muls(const LocalTensor<T>& dst, const LocalTensor<T>& src, const T& scalarValue, const int32_t& count);

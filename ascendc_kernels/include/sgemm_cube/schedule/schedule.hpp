@@ -736,6 +736,46 @@ SGEMM_CUBE_HOST_DEVICE uint32_t combine_tile_len(const CombineGeometry& c, uint3
     return left < kCombineTile ? uint32_t(left) : kCombineTile;
 }
 
+/// Line-statistics kernel work (the guarantee's bookkeeping, guard/line_meta.hpp): the FP32
+/// (batch * rows) x cols input (rows, cols multiples of 16) in tiles of 16 rows x at most
+/// kStatsTileCols columns.  Lines along rows (rows of A): strips of 16 rows go to cores
+/// round-robin, each visits its column tiles.  Lines along columns (columns of B): column tiles
+/// (batch, 256 columns) go to cores round-robin, each visits every 16-row strip of its batch.
+constexpr uint32_t kStatsTileCols = 256;
+constexpr uint32_t kStatsTile = kCube * kStatsTileCols;  ///< int32 elements of one tile
+constexpr uint32_t kMetaChunk = 1024;                    ///< lines per chunk of the line-meta kernel
+struct LineStatsGeometry {
+    bool along_rows;
+    uint32_t batch, rows, cols;
+    uint32_t col_tiles;  ///< ceil(cols / kStatsTileCols)
+    uint32_t work;       ///< strips (along rows) or batch * col_tiles (along columns)
+    uint32_t cores;
+    uint32_t lines;      ///< lines per batch: rows (along rows) or cols
+};
+SGEMM_CUBE_HOST_DEVICE LineStatsGeometry make_line_stats_geometry(uint32_t batch, uint32_t rows, uint32_t cols,
+                                                                  bool along_rows, uint32_t cores)
+{
+    LineStatsGeometry g{};
+    g.along_rows = along_rows;
+    g.batch = batch;
+    g.rows = rows;
+    g.cols = cols;
+    g.col_tiles = ceil_div(cols, kStatsTileCols);
+    g.work = along_rows ? batch * (rows / kCube) : batch * g.col_tiles;
+    g.cores = min_u32(cores, g.work);
+    g.lines = along_rows ? rows : cols;
+    return g;
+}
+SGEMM_CUBE_HOST_DEVICE uint32_t stats_tile_cols(const LineStatsGeometry& g, uint32_t col_tile)
+{
+    return block_extent(g.cols, kStatsTileCols, col_tile);
+}
+/// Element offset of row `r` of the 16-row strip `strip` (counted over batch * rows), column tile `t`.
+SGEMM_CUBE_HOST_DEVICE uint64_t stats_in_offset(const LineStatsGeometry& g, uint32_t strip, uint32_t t, uint32_t r)
+{
+    return (uint64_t(strip) * kCube + r) * g.cols + uint64_t(t) * kStatsTileCols;
+}
+
 /// UB bytes of the vector kernels: the split's x, tmp, hi, lo per stage and
 /// its two int32 constants; the combine's single-buffered term tiles.
 constexpr uint32_t kSplitStageBytes = kCube * kSplitTileCols * (4 + 4 + 2 + 2);
@@ -748,6 +788,14 @@ static_assert(kCombineUbBytes <= arch::Ascend910B::kUbBytes - arch::Ascend910B::
                   kCombineUbBytes <= arch::Ascend910A::kUbBytes - arch::Ascend910A::kUbReservedBytes,
               "combine tile exceeds UB");
 static_assert(kSplitTileCols % kCube == 0 && kCombineTile % kFractalElems == 0, "vector tiles must be whole fractals");
+/// Line statistics: x, three work tiles and four constant tiles of kStatsTile int32, three
+/// accumulators of kStatsTileCols and the 16-row output staging (3 x 16 int32).
+constexpr uint32_t kStatsUbBytes = 8 * kStatsTile * 4 + 3 * kStatsTileCols * 4 + 3 * kCube * 4;
+/// Line meta: three input chunks and one output chunk of kMetaChunk int32.
+constexpr uint32_t kMetaUbBytes = 4 * kMetaChunk * 4;
+static_assert(kStatsUbBytes <= arch::Ascend910B::kUbBytes - arch::Ascend910B::kUbReservedBytes &&
+                  kStatsUbBytes <= arch::Ascend910A::kUbBytes - arch::Ascend910A::kUbReservedBytes,
+              "line-statistics tiles exceed UB");
 
 }  // namespace schedule
 }  // namespace sgemm_cube

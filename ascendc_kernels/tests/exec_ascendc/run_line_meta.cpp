@@ -1,0 +1,90 @@
+// Host harness of the guarantee's bookkeeping kernels (sgemm_cube_line_stats, sgemm_cube_line_meta of
+// kernel/sgemm_cube_kernels.cpp) on the executable AscendC stand-in: the operand zero-padded to
+// multiples of 16 (zeros are neutral in every statistic), the statistics kernel along its lines,
+// then the meta kernel, as host/binding.cpp will launch them.
+//
+// Build like run_kernels.cpp (one binary per chip).  Usage: run_line_meta IN OUT
+//   IN:  9 little-endian int64 (batch, rows, cols, along_rows, sb, scale, fixup, cores, unused),
+//        then X (batch*rows*cols float32, row-major).  scale: guard::Scale (0 none, 1 auto, 2 rows,
+//        3 matrix).  Lines are the rows (along_rows = 1: A, reduced along its columns) or the
+//        columns (0: B) of each batch's rows x cols matrix.
+//   OUT: packed meta (batch*lines int32, guard.pack_meta), then big, small_w, finite (batch*lines
+//        int32 each), of the unpadded lines.
+//   stdout: the checker's report; exit status as run_kernels.
+#include "kernel_operator.h"
+
+#include "sgemm_cube_kernels.cpp"  // the real device code, from -I .../kernel
+
+#include <cstdio>
+#include <vector>
+
+int main(int argc, char** argv)
+{
+    using namespace sgemm_cube;
+    if (argc != 3) {
+        std::fprintf(stderr, "usage: %s IN OUT\n", argv[0]);
+        return 64;
+    }
+    FILE* in = std::fopen(argv[1], "rb");
+    int64_t h[9];
+    if (!in || std::fread(h, 8, 9, in) != 9) {
+        std::fprintf(stderr, "bad input\n");
+        return 64;
+    }
+    const uint32_t batch = uint32_t(h[0]), rows = uint32_t(h[1]), cols = uint32_t(h[2]);
+    const bool along_rows = h[3] != 0;
+    const uint32_t sb = uint32_t(h[4]), scale = uint32_t(h[5]), fixup = uint32_t(h[6]), cores = uint32_t(h[7]);
+    std::vector<float> x(size_t(batch) * rows * cols);
+    if (std::fread(x.data(), 4, x.size(), in) != x.size()) {
+        std::fprintf(stderr, "short data\n");
+        return 64;
+    }
+    std::fclose(in);
+    const uint32_t rp = schedule::round_up(rows, schedule::kCube), cp = schedule::round_up(cols, schedule::kCube);
+    const uint32_t lines = along_rows ? rp : cp;
+    const size_t n_lines = size_t(batch) * lines;
+    auto gm_alloc = [](size_t bytes) {
+        uint8_t* p = static_cast<uint8_t*>(::operator new(bytes + 512, std::align_val_t(512)));
+        ascend_exec::register_gm(p, bytes);
+        return p;
+    };
+    float* xp = reinterpret_cast<float*>(gm_alloc(size_t(batch) * rp * cp * 4));
+    for (size_t i = 0; i < size_t(batch) * rp * cp; ++i) {
+        xp[i] = 0.0f;
+    }
+    for (uint32_t b = 0; b < batch; ++b) {
+        for (uint32_t r = 0; r < rows; ++r) {
+            for (uint32_t c = 0; c < cols; ++c) {
+                xp[(size_t(b) * rp + r) * cp + c] = x[(size_t(b) * rows + r) * cols + c];
+            }
+        }
+    }
+    int32_t* stat[3];
+    for (auto& s : stat) {
+        s = reinterpret_cast<int32_t*>(gm_alloc(n_lines * 4));
+        for (size_t i = 0; i < n_lines; ++i) {
+            s[i] = 0x5A5A5A5A;  // poison: a line the kernel does not write shows up
+        }
+    }
+    int32_t* meta = reinterpret_cast<int32_t*>(gm_alloc(n_lines * 4));
+    auto gm = [](void* p) { return reinterpret_cast<GM_ADDR>(p); };
+    const schedule::LineStatsGeometry g = schedule::make_line_stats_geometry(batch, rp, cp, along_rows, cores);
+    ascend_exec::launch("line_stats", g.cores, [&] {
+        sgemm_cube_line_stats(gm(xp), gm(stat[0]), gm(stat[1]), gm(stat[2]), batch, rp, cp, along_rows ? 1u : 0u,
+                              cores);
+    });
+    const uint32_t chunks = uint32_t((n_lines + schedule::kMetaChunk - 1) / schedule::kMetaChunk);
+    ascend_exec::launch("line_meta", schedule::min_u32(cores, chunks), [&] {
+        sgemm_cube_line_meta(gm(stat[0]), gm(stat[1]), gm(stat[2]), gm(meta), batch, lines, sb, scale, fixup, cores);
+    });
+    FILE* out = std::fopen(argv[2], "wb");
+    const uint32_t used = along_rows ? rows : cols;
+    for (int32_t* arr : {meta, stat[0], stat[1], stat[2]}) {
+        for (uint32_t b = 0; b < batch; ++b) {
+            std::fwrite(arr + size_t(b) * lines, 4, used, out);
+        }
+    }
+    std::fclose(out);
+    std::printf("GEOMETRY lines=%u work=%u cores=%u\n", lines, g.work, g.cores);
+    return ascend_exec::report(stdout);
+}

@@ -1,0 +1,149 @@
+"""The accuracy guarantee's bookkeeping as AscendC kernels, executed on the host and checked bit for bit.
+
+``sgemm_cube_line_stats`` (vector unit: per row of A / column of B the largest and smallest finite
+magnitude and whether a NaN/Inf is there, integer operations on the bit patterns) and
+``sgemm_cube_line_meta`` (scalar unit: the scaling exponent and class of every line,
+``guard/line_meta.hpp``) run in the executable AscendC stand-in through
+``ascendc_kernels/tests/exec_ascendc/run_line_meta.cpp``, for both chips.  Checked here:
+
+* the packed integers equal ``cpu_fallback.guard.pack_meta(line_meta(...))`` on every adversarial
+  generator of ``tests/guarantee_data.py``, for rows and columns, every ``scale`` option, several
+  ``sb`` and both ``fixup`` settings; the statistics equal ``guard.line_stats``;
+* shapes with several column tiles, tails, batches and meta chunks that straddle batches, and
+  lines spanning the whole FP32 range (subnormals to the largest finite value);
+* the flag checker is clean, and bugs planted in a copy of the sources fail.
+"""
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+
+from sgemm_cube.cpu_fallback.guard import line_meta, line_stats, pack_meta
+from tests.guarantee_data import GENERATORS
+
+from .executed import LINE_META_HARNESS, build, run_line_meta
+from .test_ascend_kernel_sources import CHIPS, KERNELS
+
+
+@pytest.fixture(scope="module")
+def binaries(tmp_path_factory):
+    d = tmp_path_factory.mktemp("exec_guard")
+    return {soc: build(d / f"run_line_meta_{soc}", soc, harness=LINE_META_HARNESS) for soc in CHIPS}
+
+
+def _expected_stats(x: np.ndarray, axis: int):
+    """guard.line_stats as the kernel's three integer arrays."""
+    s = line_stats(x, axis)
+    big = s.big.astype(np.float32).view(np.int32)
+    small = np.where(np.isinf(s.small), np.int32(0x7FFFFFFF),
+                     s.small.astype(np.float32).view(np.int32) - 1).astype(np.int32)
+    return big, small, np.where(s.bad, 0, -1).astype(np.int32)
+
+
+def _check(binary, x, axis, tmp_path, **opts):
+    r = run_line_meta(binary, x, along_rows=axis == -1, workdir=tmp_path, **opts)
+    assert r.clean, f"rc={r.rc}\n{r.stdout[-2000:]}\n{r.stderr[-1000:]}"
+    for got, want, what in zip(r.stats, _expected_stats(x, axis), ("big", "small_w", "finite")):
+        assert np.array_equal(got, want), f"{what}: {np.flatnonzero(got != want)[:5]}"
+    want = pack_meta(line_meta(x, axis, sb=opts.get("sb", 12), scale=opts.get("scale", "auto"),
+                               fixup=opts.get("fixup", True)))
+    bad = np.flatnonzero(r.meta != want)
+    assert bad.size == 0, f"{bad.size} lines differ, first {bad[:5]}: {r.meta.ravel()[bad[:5]]} vs {want.ravel()[bad[:5]]}"
+
+
+@pytest.mark.parametrize("soc", sorted(CHIPS))
+@pytest.mark.parametrize("gen", sorted(GENERATORS))
+def test_meta_bit_exact_with_guard(binaries, soc, gen, tmp_path):
+    rng = np.random.default_rng(sum(gen.encode()))
+    a, b = GENERATORS[gen](rng, 37, 70, 45)
+    for x, axis in ((a[None], -1), (b[None], -2)):
+        for scale in ("auto", "rows", None, "matrix"):
+            _check(binaries[soc], x, axis, tmp_path, scale=scale)
+        _check(binaries[soc], x, axis, tmp_path, sb=8, fixup=False)
+        _check(binaries[soc], x, axis, tmp_path, sb=20)
+
+
+def _whole_range(rng, shape):
+    """Entries spread over every binade of FP32, subnormals included, with zeros, signs, and a few NaN/Inf."""
+    e = rng.integers(-149, 128, shape)
+    x = (np.ldexp(rng.uniform(1, 2, shape), e)).astype(np.float32)
+    x = np.where(np.isfinite(x), x, np.float32(3.4e38))
+    x *= np.where(rng.random(shape) < 0.5, np.float32(-1), np.float32(1))
+    x[rng.random(shape) < 0.05] = 0
+    return x
+
+
+@pytest.mark.parametrize("soc", sorted(CHIPS))
+def test_meta_on_tiles_tails_batches_and_the_whole_range(binaries, soc, tmp_path):
+    rng = np.random.default_rng(29)
+    # 1030 lines per batch: meta chunks of 1024 straddle the batches; 300 columns: two tiles, a tail of 44.
+    x = rng.standard_normal((3, 1030, 300)).astype(np.float32)
+    x[0, 5] *= np.float32(1e-30)
+    x[1, :, 7] = np.float32(1e30)
+    x[2, 11, 13] = np.nan
+    x[2, 1029, 299] = -np.inf
+    wide = _whole_range(rng, (2, 40, 290))
+    for scale in ("auto", "matrix"):
+        _check(binaries[soc], x, -1, tmp_path, scale=scale, cores=5)
+        _check(binaries[soc], x, -2, tmp_path, scale=scale, cores=5)
+    for axis in (-1, -2):
+        for scale in ("auto", "rows", "matrix", None):
+            _check(binaries[soc], wide, axis, tmp_path, scale=scale, cores=3)
+
+
+# ---------------------------------------------------------------- planted bugs
+# (name, file under ascendc_kernels/, pattern, replacement, chips); each must make a check above fail.
+PLANTED = [
+    ("subnormal_exponent_off_by_one", "include/sgemm_cube/guard/line_meta.hpp",
+     "const int32_t shift = leading_zeros(bits & kMantMask) - 8;",
+     "const int32_t shift = leading_zeros(bits & kMantMask) - 7;", ["910B"]),
+    ("finite_mask_not_clamped", "include/sgemm_cube/kernel/line_stats_kernel.hpp",
+     "        AscendC::Max(m_, m_, minus1_, n);           // m\n", "", ["910A"]),
+    ("partial_tile_not_zeroed", "include/sgemm_cube/kernel/line_stats_kernel.hpp",
+     "            if (cols < kCols) {  // zeros are neutral", "            if (false) {  // zeros are neutral",
+     ["910B"]),
+    ("scalar_reads_before_the_vector_unit_is_done", "include/sgemm_cube/kernel/line_stats_kernel.hpp",
+     "            AscendC::WaitFlag<AscendC::HardEvent::V_S>(0);\n", "", ["910A"]),
+    ("meta_reads_before_the_load_is_done", "include/sgemm_cube/kernel/line_meta_kernel.hpp",
+     "        AscendC::WaitFlag<AscendC::HardEvent::MTE2_S>(0);\n", "", ["910B"]),
+    ("matrix_scale_from_the_first_chunk_only", "include/sgemm_cube/kernel/line_meta_kernel.hpp",
+     "at < uint64_t(b + 1) * args.lines; at += kChunk)",
+     "at < uint64_t(b) * args.lines + kChunk && at < uint64_t(b + 1) * args.lines; at += kChunk)", ["910A"]),
+]
+CHECKER_ONLY = {
+    "scalar_reads_before_the_vector_unit_is_done": "race RAW on UB: S access not ordered after V access",
+    "meta_reads_before_the_load_is_done": "race RAW on UB: S access not ordered after MTE2 access",
+}
+PLANTED_PARAMS = [(p[0], soc) for p in PLANTED for soc in p[4]]
+
+
+@pytest.mark.parametrize("name,soc", PLANTED_PARAMS, ids=[f"{n}-{s}" for n, s in PLANTED_PARAMS])
+def test_planted_bug_fails(name, soc, tmp_path):
+    _, rel, pattern, replacement, _ = next(p for p in PLANTED if p[0] == name)
+    root = tmp_path / "src"
+    shutil.copytree(KERNELS / "include", root / "include")
+    shutil.copytree(KERNELS / "kernel", root / "kernel")
+    target = root / rel
+    text = target.read_text()
+    assert pattern in text, f"planted bug {name}: pattern not found in {rel}"
+    target.write_text(text.replace(pattern, replacement, 1))
+    binary = build(tmp_path / "run_bug", soc, src_root=root, harness=LINE_META_HARNESS)
+    rng = np.random.default_rng(41)
+    x = _whole_range(rng, (2, 1030, 300))  # tails, two chunks per batch
+    x[1, 3, 17] = np.nan
+    x[0, 7, :] = np.ldexp(rng.uniform(1, 2, 300), rng.integers(-149, -126, 300)).astype(np.float32)  # subnormal lines
+    x[1, :, 9] = np.ldexp(rng.uniform(1, 2, 1030), rng.integers(-149, -126, 1030)).astype(np.float32)
+    x = np.clip(x, np.float32(-1e30), np.float32(1e30))
+    x[0, 1029, 5] = np.float32(3e38)  # the batch's largest entry in a row past the first meta chunk
+    failures = []
+    for axis in (-1, -2):
+        for scale in ("auto", "matrix"):
+            try:
+                _check(binary, x, axis, tmp_path, scale=scale, cores=3)
+            except AssertionError as exc:
+                failures.append(str(exc))
+    assert failures, f"planted bug {name} on {soc} went unnoticed"
+    if name in CHECKER_ONLY:
+        assert any(CHECKER_ONLY[name] in f for f in failures), failures[0][:2000]
