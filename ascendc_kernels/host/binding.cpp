@@ -33,6 +33,9 @@ namespace {
 
 bool built_for_910a() { return std::strcmp(built_soc(), "910a") == 0; }
 
+/// The split's bound when the operands come scaled already: only NaN and infinities become +0.
+constexpr uint32_t kNonFiniteBits = 0x7F800000u;
+
 arch::Capacity built_capacity()
 {
     return built_for_910a() ? arch::capacity<arch::Ascend910A>() : arch::capacity<arch::Ascend910B>();
@@ -152,12 +155,12 @@ void matmul(const at::Tensor& a, const at::Tensor& b, at::Tensor& out, int64_t s
     const aclrtStream stream = c10_npu::getCurrentNPUStream().stream(false);
     // Each lambda holds the tensors it touches, so they live until it ran.
     enqueue("SgemmCubeSplitA", [=]() -> int {
-        return int(launch_split(plan.split_a.cores, stream, a_src.data_ptr(), a_hi, a_lo, g.batch, g.mp, g.kp,
-                                cores.vector, scale));
+        return int(launch_split(plan.split_a.cores, stream, a_src.data_ptr(), a_hi, a_lo, nullptr, g.batch, g.mp,
+                                g.kp, cores.vector, scale, 0u, kNonFiniteBits));
     });
     enqueue("SgemmCubeSplitB", [=]() -> int {
-        return int(launch_split(plan.split_b.cores, stream, b_src.data_ptr(), b_hi, b_lo, g.batch, g.kp, g.np,
-                                cores.vector, scale));
+        return int(launch_split(plan.split_b.cores, stream, b_src.data_ptr(), b_hi, b_lo, nullptr, g.batch, g.kp,
+                                g.np, cores.vector, scale, 0u, kNonFiniteBits));
     });
     enqueue("SgemmCubeGemm", [=]() -> int {
         (void)a_parts;

@@ -22,10 +22,12 @@ const char* built_soc()
 #endif
 }
 
-uint32_t launch_split(uint32_t blocks, aclrtStream stream, void* x, void* hi, void* lo, uint32_t batch, uint32_t rows,
-                      uint32_t cols, uint32_t plan_cores, float scale)
+uint32_t launch_split(uint32_t blocks, aclrtStream stream, void* x, void* hi, void* lo, void* meta, uint32_t batch,
+                      uint32_t rows, uint32_t cols, uint32_t plan_cores, float scale, uint32_t scaled_lines,
+                      uint32_t keep_below)
 {
-    return ACLRT_LAUNCH_KERNEL(sgemm_cube_split)(blocks, stream, x, hi, lo, batch, rows, cols, plan_cores, scale);
+    return ACLRT_LAUNCH_KERNEL(sgemm_cube_split)(blocks, stream, x, hi, lo, meta, batch, rows, cols, plan_cores, scale,
+                                                 scaled_lines, keep_below);
 }
 
 uint32_t launch_gemm(uint32_t blocks, aclrtStream stream, void* a_hi, void* a_lo, void* b_hi, void* b_lo, void* c_hh,

@@ -16,9 +16,13 @@ namespace host {
 const char* built_soc();
 
 /// Split kernel: x (batch*rows x cols FP32) -> hi, lo (FP16, Zz).  `blocks`
-/// cores, `plan_cores` the count the split geometry was planned with.
-uint32_t launch_split(uint32_t blocks, aclrtStream stream, void* x, void* hi, void* lo, uint32_t batch, uint32_t rows,
-                      uint32_t cols, uint32_t plan_cores, float scale);
+/// cores, `plan_cores` the count the split geometry was planned with.  With
+/// `scaled_lines` 1 (rows) or 2 (columns), each line is first scaled by 2^t of
+/// its packed integer in `meta`; entries whose |x| bits reach `keep_below` (and
+/// NaN/Inf) become +0.
+uint32_t launch_split(uint32_t blocks, aclrtStream stream, void* x, void* hi, void* lo, void* meta, uint32_t batch,
+                      uint32_t rows, uint32_t cols, uint32_t plan_cores, float scale, uint32_t scaled_lines,
+                      uint32_t keep_below);
 
 /// GEMM kernel: one FP32 term buffer per product term (c_ll unused with 3 terms), or C in c_hh
 /// when the launch plan combines in the epilogue (then only c_hh is touched).

@@ -21,9 +21,9 @@
 
 using sgemm_cube::tile::Soc;
 
-extern "C" __global__ __aicore__ void sgemm_cube_split(GM_ADDR x, GM_ADDR hi, GM_ADDR lo, uint32_t batch,
+extern "C" __global__ __aicore__ void sgemm_cube_split(GM_ADDR x, GM_ADDR hi, GM_ADDR lo, GM_ADDR meta, uint32_t batch,
                                                        uint32_t rows, uint32_t cols, uint32_t plan_cores,
-                                                       float scale)
+                                                       float scale, uint32_t scaled_lines, uint32_t keep_below)
 {
 #if defined(SGEMM_CUBE_SOC_910B)
     KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);  // vector cores only
@@ -32,8 +32,9 @@ extern "C" __global__ __aicore__ void sgemm_cube_split(GM_ADDR x, GM_ADDR hi, GM
     }
 #endif
     sgemm_cube::kernel::RunSplit<Soc>(reinterpret_cast<__gm__ float*>(x), reinterpret_cast<__gm__ half*>(hi),
-                                      reinterpret_cast<__gm__ half*>(lo),
-                                      sgemm_cube::kernel::SplitArgs{batch, rows, cols, plan_cores, scale});
+                                      reinterpret_cast<__gm__ half*>(lo), reinterpret_cast<__gm__ int32_t*>(meta),
+                                      sgemm_cube::kernel::SplitArgs{batch, rows, cols, plan_cores, scale, scaled_lines,
+                                                                    keep_below});
 }
 
 extern "C" __global__ __aicore__ void sgemm_cube_gemm(GM_ADDR a_hi, GM_ADDR a_lo, GM_ADDR b_hi, GM_ADDR b_lo,

@@ -58,9 +58,9 @@ def pad16(x: int) -> int:
 
 
 class Run:
-    def __init__(self, proc, c, parts):
+    def __init__(self, proc, c, parts, meta=None):
         self.rc, self.stdout, self.stderr = proc.returncode, proc.stdout, proc.stderr
-        self.c, self.parts = c, parts
+        self.c, self.parts, self.meta = c, parts, meta
 
     @property
     def clean(self) -> bool:
@@ -68,11 +68,14 @@ class Run:
 
 
 def run(binary: Path, a, b, *, sb=12, keep_lo_lo=False, tiling=(32, 32, 32, 4), cube=4, vector=4,
-        workdir: Path) -> Run:
+        workdir: Path, guard: str | None = None, scale="auto", fixup=True) -> Run:
+    """One product through the harness; ``guard="device"`` computes the guarantee's integers on the
+    device first and scales the lines in the splits (``Run.meta``: A's and B's packed integers)."""
     batch, m, k = a.shape
     n = b.shape[2]
     tiling = tuple(int(x) for x in tiling) + (0,) * (5 - len(tiling))  # (bm, bk, bn, n_fused[, per_term])
-    hdr = np.array([batch, m, n, k, sb, int(keep_lo_lo), *tiling, cube, vector], np.int64)
+    hdr = np.array([batch, m, n, k, sb, int(keep_lo_lo), *tiling, cube, vector, int(guard == "device"),
+                    SCALE_CODE[scale], int(fixup)], np.int64)
     inp, outp = workdir / "in.bin", workdir / "out.bin"
     inp.write_bytes(hdr.tobytes() + np.ascontiguousarray(a, np.float32).tobytes()
                     + np.ascontiguousarray(b, np.float32).tobytes())
@@ -90,7 +93,11 @@ def run(binary: Path, a, b, *, sb=12, keep_lo_lo=False, tiling=(32, 32, 32, 4), 
         cnt = batch * rows * cols
         parts.append(zz_decode(np.frombuffer(raw, np.float16, cnt, off), batch, rows, cols))
         off += cnt * 2
-    return Run(proc, c, parts)
+    meta = None
+    if guard == "device":
+        meta = (np.frombuffer(raw, np.int32, batch * m, off).reshape(batch, m),
+                np.frombuffer(raw, np.int32, batch * n, off + batch * m * 4).reshape(batch, n))
+    return Run(proc, c, parts, meta)
 
 
 def vector_cores(soc: str, cube_cores: int) -> int:

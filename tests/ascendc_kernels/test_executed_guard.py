@@ -147,3 +147,94 @@ def test_planted_bug_fails(name, soc, tmp_path):
     assert failures, f"planted bug {name} on {soc} went unnoticed"
     if name in CHECKER_ONLY:
         assert any(CHECKER_ONLY[name] in f for f in failures), failures[0][:2000]
+
+
+# ------------------------------------------------- the splits scale the lines (device integers)
+@pytest.fixture(scope="module")
+def gemm_binaries(tmp_path_factory):
+    from .executed import build as build_gemm
+
+    d = tmp_path_factory.mktemp("exec_guard_gemm")
+    return {soc: build_gemm(d / f"run_{soc}", soc) for soc in CHIPS}
+
+
+def _scaled_split_input(x: np.ndarray, t: np.ndarray, axis: int, sb: int) -> np.ndarray:
+    """What the split must see: guard.scale_lines, then NaN/Inf and |x| >= split_limits(sb).max_abs as 0."""
+    from sgemm_cube.cpu_fallback import split_limits
+    from sgemm_cube.cpu_fallback.guard import scale_lines
+
+    xs = scale_lines(x, t, axis, keep_special=True)
+    with np.errstate(invalid="ignore"):
+        return np.where(np.abs(xs) < np.float32(split_limits(sb).max_abs), xs, np.float32(0)).astype(np.float32)
+
+
+@pytest.mark.parametrize("soc", sorted(CHIPS))
+@pytest.mark.parametrize("gen", ["row_span_120", "subnormal_rows", "scale_1e30_1e-30", "near_overflow",
+                                 "specials_half_scaled", "one_huge_per_row", "underflow", "normal"])
+def test_splits_scale_the_lines_by_the_device_integers(gemm_binaries, soc, gen, tmp_path):
+    from sgemm_cube.backends import npu_schedule as ns
+    from sgemm_cube.cpu_fallback import split
+    from sgemm_cube.cpu_fallback.guard import unpack_meta
+
+    from .executed import PROFILE, pad16, run
+
+    rng = np.random.default_rng(sum(gen.encode()) + 1)
+    a, b = GENERATORS[gen](rng, 37, 70, 45)
+    a, b = a[None], b[None]
+    for sb, scale, tiling in ((12, "auto", (32, 32, 32, 4)), (10, "rows", (16, 32, 32, 2, 1)), (16, "matrix", (32, 32, 16, 1))):
+        r = run(gemm_binaries[soc], a, b, sb=sb, tiling=tiling, cube=3, vector=3, workdir=tmp_path, guard="device",
+                scale=scale)
+        assert r.clean, f"rc={r.rc}\n{r.stdout[-2000:]}\n{r.stderr[-1000:]}"
+        ma, mb = line_meta(a, -1, sb=sb, scale=scale), line_meta(b, -2, sb=sb, scale=scale)
+        assert np.array_equal(r.meta[0], pack_meta(ma)) and np.array_equal(r.meta[1], pack_meta(mb))
+        ta, tb = unpack_meta(r.meta[0]).t, unpack_meta(r.meta[1]).t
+        xa, xb = _scaled_split_input(a, ta, -1, sb), _scaled_split_input(b, tb, -2, sb)
+        for x, (hi, lo), rows, cols in ((xa, r.parts[0:2], pad16(37), pad16(70)), (xb, r.parts[2:4], pad16(70), pad16(45))):
+            padded = np.zeros((1, rows, cols), np.float32)
+            padded[:, : x.shape[1], : x.shape[2]] = x
+            ehi, elo = split(padded, sb)
+            assert np.array_equal(hi.view(np.uint16), ehi.view(np.uint16)), f"{scale}: split hi differs"
+            assert np.array_equal(lo.view(np.uint16), elo.view(np.uint16)), f"{scale}: split lo differs"
+        want = ns.simulate(xa, xb, sb=sb, tiling=ns.Tiling(*tiling), cap=ns.capacity_from_profile(PROFILE[soc]), cores=3)
+        assert np.array_equal(r.c.view(np.uint32), want.view(np.uint32)), f"{scale}: the scaled product differs"
+
+
+PLANTED_SPLIT = [
+    ("column_factors_replicated_to_the_wrong_rows", "include/sgemm_cube/kernel/split_kernel.hpp",
+     "const uint16_t gap = uint16_t((kPiece - n) * 4 / schedule::kBlockBytes);",
+     "const uint16_t gap = uint16_t((kPiece - n) * 4 / schedule::kBlockBytes - 2);", ["910B"]),
+    ("bound_mask_not_clamped_to_zero", "include/sgemm_cube/kernel/split_kernel.hpp",
+     "            AscendC::Mins(ti, ti, int32_t(0), int32_t(count));                           // m\n", "", ["910A"]),
+    ("factors_rewritten_while_the_vector_unit_reads_them", "include/sgemm_cube/kernel/split_kernel.hpp",
+     "    AscendC::WaitFlag<AscendC::HardEvent::V_S>(0);     // the previous factors are no longer read\n", "",
+     ["910B"]),
+]
+PLANTED_SPLIT_PARAMS = [(p[0], soc) for p in PLANTED_SPLIT for soc in p[4]]
+
+
+@pytest.mark.parametrize("name,soc", PLANTED_SPLIT_PARAMS, ids=[f"{n}-{s}" for n, s in PLANTED_SPLIT_PARAMS])
+def test_planted_bug_in_the_scaled_split_fails(name, soc, tmp_path):
+    from .executed import build as build_gemm
+    from .executed import run
+
+    _, rel, pattern, replacement, _ = next(p for p in PLANTED_SPLIT if p[0] == name)
+    root = tmp_path / "src"
+    shutil.copytree(KERNELS / "include", root / "include")
+    shutil.copytree(KERNELS / "kernel", root / "kernel")
+    target = root / rel
+    text = target.read_text()
+    assert pattern in text, f"planted bug {name}: pattern not found in {rel}"
+    target.write_text(text.replace(pattern, replacement, 1))
+    good = build_gemm(tmp_path / "run_good", soc)
+    bad = build_gemm(tmp_path / "run_bug", soc, src_root=root)
+    rng = np.random.default_rng(43)
+    a, b = GENERATORS["specials_half_scaled"](rng, 40, 300, 300)  # two column tiles of B, NaN/Inf lines
+    a, b = a[None], b[None]
+    ok = run(good, a, b, tiling=(32, 32, 32, 4), cube=2, vector=2, workdir=tmp_path, guard="device")
+    got = run(bad, a, b, tiling=(32, 32, 32, 4), cube=2, vector=2, workdir=tmp_path, guard="device")
+    assert ok.clean
+    same = got.c is not None and all(np.array_equal(x.view(np.uint16), y.view(np.uint16))
+                                     for x, y in zip(got.parts, ok.parts)) and np.array_equal(got.c, ok.c)
+    assert not (same and got.clean), f"planted bug {name} on {soc} went unnoticed"
+    if name == "factors_rewritten_while_the_vector_unit_reads_them":
+        assert "race WAR on UB: S access not ordered after V access" in got.stdout, got.stdout[-2000:]

@@ -859,6 +859,26 @@ inline void Min(const LocalTensor<T>& dst, const LocalTensor<T>& src0, const Loc
 {
     exec_detail::binary(dst, src0, src1, count, "Min", [](T x, T y) { return x < y ? x : y; });
 }
+// docs: Memory矢量计算/基础算术/Mul.md (float: IEEE round to nearest even; the vector unit's subnormal
+// handling is not modelled: the host's FPU decides, and the tests run with FTZ/DAZ off)
+template <typename T>
+inline void Mul(const LocalTensor<T>& dst, const LocalTensor<T>& src0, const LocalTensor<T>& src1, const int32_t& count)
+{
+    static_assert(std::is_same<T, float>::value, "Mul modelled for float");
+    exec_detail::binary(dst, src0, src1, count, "Mul", [](T x, T y) { return T(x * y); });
+}
+// docs: Memory矢量计算/基础算术/Mins.md
+template <typename T, bool isSetMask = true>
+inline void Mins(const LocalTensor<T>& dst, const LocalTensor<T>& src, const T& scalarValue, const int32_t& count)
+{
+    exec_detail::vec_unary(dst, count, "Mins", [&] {
+        T* s = exec_detail::vptr(src, count, false, "Mins");
+        T* d = exec_detail::vptr(dst, count, true, "Mins");
+        for (int32_t i = 0; i < count; ++i) {
+            d[i] = s[i] < scalarValue ? s[i] : scalarValue;
+        }
+    });
+}
 // docs: Memory矢量计算/基础算术/Muls.md
 template <typename T, bool isSetMask = true>
 inline void Muls(const LocalTensor<T>& dst, const LocalTensor<T>& src, const T& scalarValue, const int32_t& count)

@@ -8,10 +8,14 @@
 //       -I ascendc_kernels/tests/exec_ascendc -I ascendc_kernels/include -I ascendc_kernels/host
 //       -I ascendc_kernels/kernel ascendc_kernels/tests/exec_ascendc/run_kernels.cpp -o run_kernels
 // Usage: run_kernels IN OUT
-//   IN:  13 little-endian int64 (batch, m, n, k, sb, keep_lo_lo, bm, bk, bn, n_fused, per_term,
-//        cube_cores, vector_cores), then A (batch*m*k float32), B (batch*k*n float32), row-major.
+//   IN:  16 little-endian int64 (batch, m, n, k, sb, keep_lo_lo, bm, bk, bn, n_fused, per_term,
+//        cube_cores, vector_cores, guard, scale, fixup), then A (batch*m*k float32), B (batch*k*n
+//        float32), row-major.  guard = 1: the guarantee's integers are computed on the device first
+//        (line statistics and meta of A's rows and B's columns, with guard::Scale `scale` and `fixup`)
+//        and the splits scale every line by them and zero entries the split cannot hold.
 //   OUT: C (batch*m*n float32), then A_hi, A_lo (batch*mp*kp FP16 bits, Zz), B_hi, B_lo
-//        (batch*kp*np, Zz), as the split kernel wrote them.
+//        (batch*kp*np, Zz), as the split kernel wrote them; with guard = 1 then the packed
+//        integers of A's rows (batch*m int32) and of B's columns (batch*n).
 //   stdout: the checker's report (CHECK-ERROR lines, CHECK-SUMMARY); exit status 0 when clean,
 //   1 when the checker found errors, 2 on a fatal error (out of bounds, bad parameters).
 #include "kernel_operator.h"
@@ -74,8 +78,8 @@ int main(int argc, char** argv)
         std::perror(argv[1]);
         return 64;
     }
-    int64_t h[13];
-    if (std::fread(h, 8, 13, in) != 13) {
+    int64_t h[16];
+    if (std::fread(h, 8, 16, in) != 16) {
         std::fprintf(stderr, "short header\n");
         return 64;
     }
@@ -84,6 +88,8 @@ int main(int argc, char** argv)
     const bool keep_lo_lo = h[5] != 0;
     const schedule::Tiling tiling{uint32_t(h[6]), uint32_t(h[7]), uint32_t(h[8]), uint32_t(h[9]), uint32_t(h[10])};
     const uint32_t cube_cores = uint32_t(h[11]), vector_cores = uint32_t(h[12]);
+    const bool device_guard = h[13] != 0;
+    const uint32_t guard_scale = uint32_t(h[14]), guard_fixup = uint32_t(h[15]);
     std::vector<float> a(size_t(batch) * m * k), b(size_t(batch) * k * n);
     if (std::fread(a.data(), 4, a.size(), in) != a.size() || std::fread(b.data(), 4, b.size(), in) != b.size()) {
         std::fprintf(stderr, "short data\n");
@@ -134,11 +140,47 @@ int main(int argc, char** argv)
     const float scale = std::ldexp(1.0f, sb);
     const float inv_scale = std::ldexp(1.0f, -sb);
 
+    // The guarantee's integers on the device (what host/binding.cpp will launch first).
+    GmVector<int32_t> stats_a(3 * size_t(batch) * g.mp), stats_b(3 * size_t(batch) * g.np);
+    GmVector<int32_t> meta_a(size_t(batch) * g.mp), meta_b(size_t(batch) * g.np);
+    uint32_t keep_below = 0x7F800000u;  // without the integers: NaN/Inf only
+    if (device_guard) {
+        for (auto* v : {&stats_a, &stats_b, &meta_a, &meta_b}) {
+            ascend_exec::register_gm(v->data(), v->size() * 4);
+        }
+        const float max_abs = std::fmin(65520.0f, std::ldexp(1.0f, 27 - sb));  // split_limits(sb).max_abs
+        std::memcpy(&keep_below, &max_abs, 4);
+        const size_t la = size_t(batch) * g.mp, lb = size_t(batch) * g.np;
+        const schedule::LineStatsGeometry ga = schedule::make_line_stats_geometry(batch, g.mp, g.kp, true, vector_cores);
+        const schedule::LineStatsGeometry gb = schedule::make_line_stats_geometry(batch, g.kp, g.np, false, vector_cores);
+        ascend_exec::launch("line_stats_a", ga.cores, [&] {
+            sgemm_cube_line_stats(gm(a_src.data()), gm(stats_a.data()), gm(stats_a.data() + la),
+                                  gm(stats_a.data() + 2 * la), batch, g.mp, g.kp, 1u, vector_cores);
+        });
+        ascend_exec::launch("line_stats_b", gb.cores, [&] {
+            sgemm_cube_line_stats(gm(b_src.data()), gm(stats_b.data()), gm(stats_b.data() + lb),
+                                  gm(stats_b.data() + 2 * lb), batch, g.kp, g.np, 0u, vector_cores);
+        });
+        auto meta_cores = [&](size_t lines) {
+            return schedule::min_u32(vector_cores, uint32_t((lines + schedule::kMetaChunk - 1) / schedule::kMetaChunk));
+        };
+        ascend_exec::launch("line_meta_a", meta_cores(la), [&] {
+            sgemm_cube_line_meta(gm(stats_a.data()), gm(stats_a.data() + la), gm(stats_a.data() + 2 * la),
+                                 gm(meta_a.data()), batch, g.mp, uint32_t(sb), guard_scale, guard_fixup, vector_cores);
+        });
+        ascend_exec::launch("line_meta_b", meta_cores(lb), [&] {
+            sgemm_cube_line_meta(gm(stats_b.data()), gm(stats_b.data() + lb), gm(stats_b.data() + 2 * lb),
+                                 gm(meta_b.data()), batch, g.np, uint32_t(sb), guard_scale, guard_fixup, vector_cores);
+        });
+    }
+
     ascend_exec::launch("split_a", plan.split_a.cores, [&] {
-        sgemm_cube_split(gm(a_src.data()), gm(a_hi), gm(a_lo), g.batch, g.mp, g.kp, vector_cores, scale);
+        sgemm_cube_split(gm(a_src.data()), gm(a_hi), gm(a_lo), device_guard ? gm(meta_a.data()) : nullptr, g.batch,
+                         g.mp, g.kp, vector_cores, scale, device_guard ? 1u : 0u, keep_below);
     });
     ascend_exec::launch("split_b", plan.split_b.cores, [&] {
-        sgemm_cube_split(gm(b_src.data()), gm(b_hi), gm(b_lo), g.batch, g.kp, g.np, vector_cores, scale);
+        sgemm_cube_split(gm(b_src.data()), gm(b_hi), gm(b_lo), device_guard ? gm(meta_b.data()) : nullptr, g.batch,
+                         g.kp, g.np, vector_cores, scale, device_guard ? 2u : 0u, keep_below);
     });
     ascend_exec::launch("gemm", plan.gemm_blocks, [&] {
         sgemm_cube_gemm(gm(a_hi), gm(a_lo), gm(b_hi), gm(b_lo), gm(term_ptr[0]), gm(term_ptr[1]), gm(term_ptr[2]),
@@ -165,6 +207,14 @@ int main(int argc, char** argv)
     }
     std::fwrite(a_parts.data(), 2, a_parts.size(), out);
     std::fwrite(b_parts.data(), 2, b_parts.size(), out);
+    if (device_guard) {
+        for (uint32_t bb = 0; bb < batch; ++bb) {
+            std::fwrite(meta_a.data() + size_t(bb) * g.mp, 4, m, out);
+        }
+        for (uint32_t bb = 0; bb < batch; ++bb) {
+            std::fwrite(meta_b.data() + size_t(bb) * g.np, 4, n, out);
+        }
+    }
     std::fclose(out);
     std::printf("GEOMETRY mp=%u np=%u kp=%u mb=%u nb=%u kb=%u n_fused=%u groups=%u cores=%u l0_stages=%u passes=%u "
                 "combine_in_epilogue=%d ub_tiles=%u\n",

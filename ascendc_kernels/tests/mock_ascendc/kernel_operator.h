@@ -199,6 +199,12 @@ void Min(const LocalTensor<T>& dst, const LocalTensor<T>& src0, const LocalTenso
 // from: include/basic_api/kernel_operator_vec_binary_scalar_intf.h
 template <typename T, bool isSetMask = true>
 void Muls(const LocalTensor<T>& dst, const LocalTensor<T>& src, const T& scalarValue, const int32_t& count);
+// from: include/basic_api/kernel_operator_vec_binary_scalar_intf.h
+template <typename T, bool isSetMask = true>
+void Mins(const LocalTensor<T>& dst, const LocalTensor<T>& src, const T& scalarValue, const int32_t& count);
+// from: include/basic_api/kernel_operator_vec_binary_intf.h
+template <typename T>
+void Mul(const LocalTensor<T>& dst, const LocalTensor<T>& src0, const LocalTensor<T>& src1, const int32_t& count);
 // from: include/basic_api/kernel_operator_vec_vconv_intf.h (round modes per chip and type pair:
 // impl/basic_api/dav_c100|dav_c220/kernel_operator_vec_vconv_impl.h, not modelled)
 template <typename T, typename U>

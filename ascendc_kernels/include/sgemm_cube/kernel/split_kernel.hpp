@@ -1,8 +1,10 @@
 // Kernel layer, vector unit: the FP32 -> (FP16 hi, FP16 lo) split of
 // cpu_fallback.split, written straight into the Zz fractal layout the GEMM
-// kernel loads.  For every element x (non-finite ones first replaced by +0,
-// the backend contract; see below):
+// kernel loads.  For every element x (first scaled by its line's power of two
+// when the guarantee's integers are given, then replaced by +0 when non-finite
+// or, with those integers, when |x| is at or above what the split holds; see below):
 //
+//   x  = x * 2^t                        (optional) t of x's row (A) or column (B), one rounding
 //   hi = fp16(x)                        Cast, round to nearest even
 //   lo = fp16((x - f32(hi)) * 2^sb)     Cast back (exact), Sub (exact), Muls (exact), Cast RNE
 //
@@ -28,12 +30,22 @@
 // types on dav-c100 and dav-c220 (impl/basic_api/dav_c{100,220}/
 // kernel_operator_vec_binary_impl.h, ..._vec_duplicate_impl.h); per-element
 // Select and Compares do not exist on 910A (Select mode 0 applies one
-// 128-bit mask to every repeat).  With b = bits(x) as int32:
+// 128-bit mask to every repeat).  With b = bits(x) as int32 and L the bits of
+// the bound (0x7F800000, infinity, without the guarantee's integers; the
+// split's max_abs with them, guard.py's class-2 entries):
 //
-//   e = b & 0x7F800000       exponent field (And on the uint16 view)
-//   u = e - 0x7F800000       0 for Inf/NaN, negative for finite x (no overflow)
-//   m = max(u, -1)           -1 (all ones) for finite x, 0 for Inf/NaN
-//   b = b & m                finite x unchanged, Inf/NaN -> +0
+//   a = b & 0x7FFFFFFF       |x| (non-negative floats order as their bits)
+//   u = a - L                negative below the bound, >= 0 at or above it and for Inf/NaN
+//   m = min(max(u, -1), 0)   -1 (all ones) below the bound, 0 otherwise
+//   b = b & m                kept, or +0
+//
+// The scaling (guard.scale_lines): 2^t is applied as two multiplies, by 2^t1
+// and 2^t2 with t1 = min(t, 127) and t2 = t - t1 (t <= 163: a line's largest
+// entry lands at most at 2^15), so each factor is an FP32 value; only the
+// last can round (scaling a subnormal result), as the float64 path rounds
+// once.  Each row's (A) or column's (B) factors fill a factor tile in the
+// tile's Zz order: the scalar unit writes one piece (256 values), UB -> UB
+// copies double it to 16 pieces.
 #ifndef SGEMM_CUBE_KERNEL_SPLIT_KERNEL_HPP
 #define SGEMM_CUBE_KERNEL_SPLIT_KERNEL_HPP
 
@@ -48,10 +60,80 @@ struct SplitArgs {
     uint32_t batch, rows, cols;  ///< padded sizes, multiples of 16
     uint32_t plan_cores;         ///< vector cores the host planned with
     float scale;                 ///< 2^sb, exact
+    uint32_t scaled_lines;       ///< 0: no line scaling; 1: per row (A); 2: per column (B), from `meta`
+    uint32_t keep_below;         ///< FP32 bits of the bound: |x| at or above it (and NaN/Inf) become +0
 };
 
+/// The two FP32 factors 2^t1, 2^t2 (bits) of a line's scaling exponent t (see the file comment).
+__aicore__ inline void line_factors(int32_t t, uint32_t* f1, uint32_t* f2)
+{
+    const int32_t t1 = t < 127 ? t : 127;
+    const int32_t t2 = t - t1;
+    *f1 = t1 >= -126 ? uint32_t(t1 + 127) << 23 : 0x00400000u >> (-127 - t1);  // t >= -127 (guard.py)
+    *f2 = uint32_t(t2 + 127) << 23;
+}
+
+/// The factor tiles of one split tile, in its Zz order (element (r, c) at (c / 16) * 256 + r * 16 + c % 16):
+/// rows (A): 2^t of row r of the strip; columns (B): 2^t of column c of the tile.  The scalar unit decodes
+/// the packed integers (guard.pack_meta) and writes piece 0 (rows) or row 0 of every piece (columns); UB -> UB
+/// copies on the vector pipe replicate it.
+__aicore__ inline void BuildFactors(const AscendC::LocalTensor<float>& f1, const AscendC::LocalTensor<float>& f2,
+                                    const AscendC::LocalTensor<int32_t>& vmeta,
+                                    const AscendC::GlobalTensor<int32_t>& gmeta, const schedule::SplitGeometry& s,
+                                    uint32_t strip, uint32_t tile, bool per_row)
+{
+    constexpr uint32_t kPiece = schedule::kFractalElems;
+    const uint32_t lines = per_row ? schedule::kCube : schedule::split_tile_cols(s, tile);
+    // per row: the strip's 16 rows (batch * rows counted together); per column: the tile's columns of
+    // the strip's batch (strips of one batch are rows / 16 = s.strips / batch apart: meta is per batch).
+    const uint64_t first = per_row ? uint64_t(strip) * schedule::kCube
+                                   : uint64_t(strip / s.strips_per_batch) * s.cols + uint64_t(tile) * schedule::kSplitTileCols;
+    AscendC::WaitFlag<AscendC::HardEvent::V_S>(0);     // the previous factors are no longer read
+    AscendC::WaitFlag<AscendC::HardEvent::S_MTE2>(0);  // nor the previous integers
+    AscendC::DataCopy(vmeta, gmeta[first], AscendC::DataCopyParams(1, uint16_t(lines * 4 / schedule::kBlockBytes), 0, 0));
+    AscendC::SetFlag<AscendC::HardEvent::MTE2_S>(0);
+    AscendC::WaitFlag<AscendC::HardEvent::MTE2_S>(0);
+    const AscendC::LocalTensor<uint32_t> u1 = f1.ReinterpretCast<uint32_t>(), u2 = f2.ReinterpretCast<uint32_t>();
+    for (uint32_t i = 0; i < lines; ++i) {
+        const int32_t packed = vmeta.GetValue(i);
+        uint32_t b1, b2;
+        line_factors(((packed >> 2) & 2047) - 1024, &b1, &b2);
+        for (uint32_t j = 0; j < schedule::kCube; ++j) {
+            // rows: row i, column j of piece 0; columns: column i (piece i / 16, position i % 16) of row 0
+            const uint32_t at = per_row ? i * schedule::kCube + j : (i / schedule::kCube) * kPiece + i % schedule::kCube;
+            if (!per_row && j > 0) {
+                break;
+            }
+            u1.SetValue(at, b1);
+            u2.SetValue(at, b2);
+        }
+    }
+    AscendC::SetFlag<AscendC::HardEvent::S_MTE2>(0);
+    AscendC::SetFlag<AscendC::HardEvent::S_V>(0);
+    AscendC::WaitFlag<AscendC::HardEvent::S_V>(0);
+    if (per_row) {  // piece 0 -> all 16 pieces: 256 -> 512 -> ... -> 4096 elements
+        for (uint32_t n = kPiece; n < schedule::kCube * kPiece; n *= 2) {
+            const AscendC::DataCopyParams run(1, uint16_t(n * 4 / schedule::kBlockBytes), 0, 0);
+            AscendC::DataCopy(f1[n], f1, run);
+            AscendC::DataCopy(f2[n], f2, run);
+            AscendC::PipeBarrier<PIPE_V>();
+        }
+    } else {  // row 0 of every piece -> rows 1..15: 16 -> 32 -> ... -> 256 elements per piece
+        const uint32_t pieces = lines / schedule::kCube;
+        for (uint32_t n = schedule::kCube; n < kPiece; n *= 2) {
+            const uint16_t blocks = uint16_t(n * 4 / schedule::kBlockBytes);
+            const uint16_t gap = uint16_t((kPiece - n) * 4 / schedule::kBlockBytes);
+            const AscendC::DataCopyParams run(uint16_t(pieces), blocks, gap, gap);
+            AscendC::DataCopy(f1[n], f1, run);
+            AscendC::DataCopy(f2[n], f2, run);
+            AscendC::PipeBarrier<PIPE_V>();
+        }
+    }
+}
+
 template <class SocTag>
-__aicore__ inline void RunSplit(__gm__ float* x, __gm__ half* hi, __gm__ half* lo, const SplitArgs& args)
+__aicore__ inline void RunSplit(__gm__ float* x, __gm__ half* hi, __gm__ half* lo, __gm__ int32_t* meta,
+                                const SplitArgs& args)
 {
     using AscendC::LocalTensor;
     constexpr uint32_t kTile = schedule::kCube * schedule::kSplitTileCols;  // elements of the largest tile
@@ -81,14 +163,25 @@ __aicore__ inline void RunSplit(__gm__ float* x, __gm__ half* hi, __gm__ half* l
         vlo[st] = base[at + kTile * 10].ReinterpretCast<half>();
     }
     const uint32_t consts = schedule::kSplitStages * schedule::kSplitStageBytes;
-    LocalTensor<int32_t> vexp = base[consts].ReinterpretCast<int32_t>();
+    LocalTensor<int32_t> vbound = base[consts].ReinterpretCast<int32_t>();
     LocalTensor<int32_t> vones = base[consts + kTile * 4].ReinterpretCast<int32_t>();
+    LocalTensor<int32_t> vabs = base[consts + kTile * 8].ReinterpretCast<int32_t>();
+    LocalTensor<float> vf1 = base[consts + kTile * 12].ReinterpretCast<float>();  // factor tiles (scaled lines)
+    LocalTensor<float> vf2 = base[consts + kTile * 16].ReinterpretCast<float>();
+    LocalTensor<int32_t> vmeta = base[consts + kTile * 20].ReinterpretCast<int32_t>();  // kSplitTileCols lines
     pipe.Destroy();
+    AscendC::GlobalTensor<int32_t> gmeta;
+    if (args.scaled_lines != 0) {
+        gmeta.SetGlobalBuffer(meta);
+    }
 
-    // Constants of the non-finite test (see the file comment), once.
-    AscendC::Duplicate<int32_t>(vexp, int32_t(0x7F800000), int32_t(kTile));  // FP32 exponent field
+    // Constants of the bound test (see the file comment), once.
+    AscendC::Duplicate<int32_t>(vbound, int32_t(args.keep_below), int32_t(kTile));
     AscendC::Duplicate<int32_t>(vones, int32_t(-1), int32_t(kTile));         // all bits set
+    AscendC::Duplicate<int32_t>(vabs, int32_t(0x7FFFFFFF), int32_t(kTile));  // all but the sign
     AscendC::PipeBarrier<PIPE_V>();
+    AscendC::SetFlag<AscendC::HardEvent::V_S>(0);    // factor tiles free for the scalar unit
+    AscendC::SetFlag<AscendC::HardEvent::S_MTE2>(0); // meta staging free
     for (uint32_t st = 0; st < schedule::kSplitStages; ++st) {
         AscendC::SetFlag<AscendC::HardEvent::V_MTE2>(int32_t(st));  // vx[st] free
         AscendC::SetFlag<AscendC::HardEvent::MTE3_V>(int32_t(st));  // vhi[st] / vlo[st] free
@@ -108,17 +201,32 @@ __aicore__ inline void RunSplit(__gm__ float* x, __gm__ half* hi, __gm__ half* l
                                   AscendC::DataCopyParams(uint16_t(rp.pieces), uint16_t(rp.piece_blocks), 0,
                                                           uint16_t(rp.ub_gap_blocks)));
             }
+            if (args.scaled_lines != 0 && (t == 0 || args.scaled_lines == 2)) {
+                // This tile's factor tiles: per row, once per strip (A); per column, every tile (B).
+                BuildFactors(vf1, vf2, vmeta, gmeta, s, strip, t, args.scaled_lines == 1);
+            }
             AscendC::SetFlag<AscendC::HardEvent::MTE2_V>(ev);
             AscendC::WaitFlag<AscendC::HardEvent::MTE2_V>(ev);
-            // Non-finite -> +0 (see the file comment).
+            if (args.scaled_lines != 0) {  // x * 2^t1 * 2^t2 (see the file comment)
+                AscendC::Mul(vx[st], vx[st], vf1, int32_t(count));
+                AscendC::PipeBarrier<PIPE_V>();
+                AscendC::Mul(vx[st], vx[st], vf2, int32_t(count));
+                AscendC::PipeBarrier<PIPE_V>();
+                if (args.scaled_lines == 2 || t + 1 == s.tiles_per_strip) {
+                    AscendC::SetFlag<AscendC::HardEvent::V_S>(0);  // the factors' last reader is done
+                }
+            }
+            // |x| at or above the bound, NaN, Inf -> +0 (see the file comment).
             LocalTensor<uint16_t> xu = vx[st].ReinterpretCast<uint16_t>();
             LocalTensor<uint16_t> tu = vtmp[st].ReinterpretCast<uint16_t>();
             LocalTensor<int32_t> ti = vtmp[st].ReinterpretCast<int32_t>();
-            AscendC::And(tu, xu, vexp.ReinterpretCast<uint16_t>(), int32_t(2 * count));  // e
+            AscendC::And(tu, xu, vabs.ReinterpretCast<uint16_t>(), int32_t(2 * count));  // a
             AscendC::PipeBarrier<PIPE_V>();
-            AscendC::Sub(ti, ti, vexp, int32_t(count));                                  // u = e - 0x7F800000
+            AscendC::Sub(ti, ti, vbound, int32_t(count));                                // u = a - L
             AscendC::PipeBarrier<PIPE_V>();
-            AscendC::Max(ti, ti, vones, int32_t(count));                                 // m = max(u, -1)
+            AscendC::Max(ti, ti, vones, int32_t(count));                                 // max(u, -1)
+            AscendC::PipeBarrier<PIPE_V>();
+            AscendC::Mins(ti, ti, int32_t(0), int32_t(count));                           // m
             AscendC::PipeBarrier<PIPE_V>();
             AscendC::And(xu, xu, tu, int32_t(2 * count));                                // x & m
             AscendC::PipeBarrier<PIPE_V>();
@@ -148,6 +256,8 @@ __aicore__ inline void RunSplit(__gm__ float* x, __gm__ half* hi, __gm__ half* l
         AscendC::WaitFlag<AscendC::HardEvent::V_MTE2>(int32_t(st));
         AscendC::WaitFlag<AscendC::HardEvent::MTE3_V>(int32_t(st));
     }
+    AscendC::WaitFlag<AscendC::HardEvent::V_S>(0);
+    AscendC::WaitFlag<AscendC::HardEvent::S_MTE2>(0);
 }
 
 }  // namespace kernel

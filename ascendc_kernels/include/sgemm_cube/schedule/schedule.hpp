@@ -671,6 +671,7 @@ SGEMM_CUBE_DEVICE void run_core(const Geometry& g, uint32_t core, Visitor& v)
 /// contiguous burst, because in the Zz output a 16-row strip is contiguous.
 struct SplitGeometry {
     uint32_t strips;  ///< batch * rows / 16
+    uint32_t strips_per_batch;  ///< rows / 16
     uint32_t cols;
     uint32_t tiles_per_strip;
     uint32_t cores;
@@ -679,6 +680,7 @@ SGEMM_CUBE_HOST_DEVICE SplitGeometry make_split_geometry(uint32_t batch, uint32_
 {
     SplitGeometry s{};
     s.strips = batch * (rows / kCube);
+    s.strips_per_batch = rows / kCube;
     s.cols = cols;
     s.tiles_per_strip = ceil_div(cols, kSplitTileCols);
     s.cores = min_u32(cores, s.strips);
@@ -779,7 +781,10 @@ SGEMM_CUBE_HOST_DEVICE uint64_t stats_in_offset(const LineStatsGeometry& g, uint
 /// UB bytes of the vector kernels: the split's x, tmp, hi, lo per stage and
 /// its two int32 constants; the combine's single-buffered term tiles.
 constexpr uint32_t kSplitStageBytes = kCube * kSplitTileCols * (4 + 4 + 2 + 2);
-constexpr uint32_t kSplitUbBytes = kSplitStages * kSplitStageBytes + kCube * kSplitTileCols * (4 + 4);
+/// ... then the bound test's three int32 constant tiles, two FP32 factor tiles (scaled lines) and the
+/// packed integers of one tile's lines.
+constexpr uint32_t kSplitUbBytes = kSplitStages * kSplitStageBytes + kCube * kSplitTileCols * (3 * 4 + 2 * 4) +
+                                   kSplitTileCols * 4;
 constexpr uint32_t kCombineUbBytes = kMaxTerms * kCombineTile * kFloatBytes;
 static_assert(kSplitUbBytes <= arch::Ascend910B::kUbBytes - arch::Ascend910B::kUbReservedBytes &&
                   kSplitUbBytes <= arch::Ascend910A::kUbBytes - arch::Ascend910A::kUbReservedBytes,
