@@ -7,6 +7,7 @@
 #include "aclrtlaunch_sgemm_cube_line_meta.h"
 #include "aclrtlaunch_sgemm_cube_line_stats.h"
 #include "aclrtlaunch_sgemm_cube_split.h"
+#include "aclrtlaunch_sgemm_cube_unscale.h"
 
 namespace sgemm_cube {
 namespace host {
@@ -60,6 +61,13 @@ uint32_t launch_line_meta(uint32_t blocks, aclrtStream stream, void* big, void* 
 {
     return ACLRT_LAUNCH_KERNEL(sgemm_cube_line_meta)(blocks, stream, big, small_w, finite, meta, batch, lines, sb,
                                                      scale, fixup, plan_cores);
+}
+
+uint32_t launch_unscale(uint32_t blocks, aclrtStream stream, void* c, void* meta_a, void* meta_b, uint32_t batch,
+                        uint32_t mp, uint32_t np, uint32_t plan_cores, float alpha_mant, int32_t alpha_exp)
+{
+    return ACLRT_LAUNCH_KERNEL(sgemm_cube_unscale)(blocks, stream, c, meta_a, meta_b, batch, mp, np, plan_cores,
+                                                   alpha_mant, alpha_exp);
 }
 
 }  // namespace host

@@ -45,6 +45,10 @@ uint32_t launch_line_meta(uint32_t blocks, aclrtStream stream, void* big, void* 
                           uint32_t batch, uint32_t lines, uint32_t sb, uint32_t scale, uint32_t fixup,
                           uint32_t plan_cores);
 
+/// Unscale: c (batch, mp, np) FP32 *= alpha_mant * 2^(alpha_exp - ta_i - tb_j), one rounding, in place.
+uint32_t launch_unscale(uint32_t blocks, aclrtStream stream, void* c, void* meta_a, void* meta_b, uint32_t batch,
+                        uint32_t mp, uint32_t np, uint32_t plan_cores, float alpha_mant, int32_t alpha_exp);
+
 }  // namespace host
 }  // namespace sgemm_cube
 

@@ -7,6 +7,7 @@
 //   sgemm_cube_combine  vector  termwise combination into C (not launched when the GEMM wrote C)
 //   sgemm_cube_line_stats  vector  per row of A / column of B: largest and smallest finite magnitude, NaN/Inf
 //   sgemm_cube_line_meta   vector (scalar unit)  per line: scaling exponent and class (cpu_fallback/guard.py)
+//   sgemm_cube_unscale  vector  C *= alpha * 2^-(ta_i + tb_j), one rounding, in place
 //
 // NOT COMPILED OR RUN IN THIS REPOSITORY'S CI: no CANN toolkit there.  The
 // index arithmetic these kernels use (schedule.hpp) is compiled with g++ and
@@ -16,6 +17,7 @@
 #include "sgemm_cube/kernel/gemm_kernel.hpp"
 #include "sgemm_cube/kernel/line_meta_kernel.hpp"
 #include "sgemm_cube/kernel/line_stats_kernel.hpp"
+#include "sgemm_cube/kernel/unscale_kernel.hpp"
 #include "sgemm_cube/kernel/split_kernel.hpp"
 #include "sgemm_cube/tile/soc.hpp"
 
@@ -113,4 +115,20 @@ extern "C" __global__ __aicore__ void sgemm_cube_line_meta(GM_ADDR big, GM_ADDR 
                                               reinterpret_cast<__gm__ int32_t*>(finite)};
     sgemm_cube::kernel::RunLineMeta<Soc>(in, reinterpret_cast<__gm__ int32_t*>(meta),
                                          sgemm_cube::kernel::LineMetaArgs{batch, lines, sb, scale, fixup, plan_cores});
+}
+
+extern "C" __global__ __aicore__ void sgemm_cube_unscale(GM_ADDR c, GM_ADDR meta_a, GM_ADDR meta_b, uint32_t batch,
+                                                         uint32_t mp, uint32_t np, uint32_t plan_cores,
+                                                         float alpha_mant, int32_t alpha_exp)
+{
+#if defined(SGEMM_CUBE_SOC_910B)
+    KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
+    if ASCEND_IS_AIC {
+        return;
+    }
+#endif
+    sgemm_cube::kernel::RunUnscale<Soc>(reinterpret_cast<__gm__ float*>(c), reinterpret_cast<__gm__ int32_t*>(meta_a),
+                                        reinterpret_cast<__gm__ int32_t*>(meta_b),
+                                        sgemm_cube::kernel::UnscaleArgs{batch, mp, np, plan_cores, alpha_mant,
+                                                                        alpha_exp});
 }

@@ -68,14 +68,15 @@ class Run:
 
 
 def run(binary: Path, a, b, *, sb=12, keep_lo_lo=False, tiling=(32, 32, 32, 4), cube=4, vector=4,
-        workdir: Path, guard: str | None = None, scale="auto", fixup=True) -> Run:
+        workdir: Path, guard: str | None = None, scale="auto", fixup=True, alpha=1.0) -> Run:
     """One product through the harness; ``guard="device"`` computes the guarantee's integers on the
-    device first and scales the lines in the splits (``Run.meta``: A's and B's packed integers)."""
+    device first, scales the lines in the splits and unscales C (times ``alpha``) after the combine
+    (``Run.meta``: A's and B's packed integers)."""
     batch, m, k = a.shape
     n = b.shape[2]
     tiling = tuple(int(x) for x in tiling) + (0,) * (5 - len(tiling))  # (bm, bk, bn, n_fused[, per_term])
     hdr = np.array([batch, m, n, k, sb, int(keep_lo_lo), *tiling, cube, vector, int(guard == "device"),
-                    SCALE_CODE[scale], int(fixup)], np.int64)
+                    SCALE_CODE[scale], int(fixup), int(np.float32(alpha).view(np.uint32))], np.int64)
     inp, outp = workdir / "in.bin", workdir / "out.bin"
     inp.write_bytes(hdr.tobytes() + np.ascontiguousarray(a, np.float32).tobytes()
                     + np.ascontiguousarray(b, np.float32).tobytes())

@@ -174,7 +174,7 @@ def _scaled_split_input(x: np.ndarray, t: np.ndarray, axis: int, sb: int) -> np.
 def test_splits_scale_the_lines_by_the_device_integers(gemm_binaries, soc, gen, tmp_path):
     from sgemm_cube.backends import npu_schedule as ns
     from sgemm_cube.cpu_fallback import split
-    from sgemm_cube.cpu_fallback.guard import unpack_meta
+    from sgemm_cube.cpu_fallback.guard import unpack_meta, unscale
 
     from .executed import PROFILE, pad16, run
 
@@ -195,8 +195,11 @@ def test_splits_scale_the_lines_by_the_device_integers(gemm_binaries, soc, gen, 
             ehi, elo = split(padded, sb)
             assert np.array_equal(hi.view(np.uint16), ehi.view(np.uint16)), f"{scale}: split hi differs"
             assert np.array_equal(lo.view(np.uint16), elo.view(np.uint16)), f"{scale}: split lo differs"
-        want = ns.simulate(xa, xb, sb=sb, tiling=ns.Tiling(*tiling), cap=ns.capacity_from_profile(PROFILE[soc]), cores=3)
-        assert np.array_equal(r.c.view(np.uint32), want.view(np.uint32)), f"{scale}: the scaled product differs"
+        scaled = ns.simulate(xa, xb, sb=sb, tiling=ns.Tiling(*tiling), cap=ns.capacity_from_profile(PROFILE[soc]),
+                             cores=3)
+        want = unscale(scaled, ta, tb)
+        bad = np.flatnonzero(r.c.view(np.uint32) != want.view(np.uint32))
+        assert bad.size == 0, f"{scale}: {bad.size} outputs differ, first {bad[:4]}: {r.c.ravel()[bad[:4]]} vs {want.ravel()[bad[:4]]}"
 
 
 PLANTED_SPLIT = [
@@ -238,3 +241,109 @@ def test_planted_bug_in_the_scaled_split_fails(name, soc, tmp_path):
     assert not (same and got.clean), f"planted bug {name} on {soc} went unnoticed"
     if name == "factors_rewritten_while_the_vector_unit_reads_them":
         assert "race WAR on UB: S access not ordered after V access" in got.stdout, got.stdout[-2000:]
+
+
+# --------------------------------------------------------------- the unscale kernel
+def _unscale_case(gemm_binaries, soc, a, b, tmp_path, *, alpha=1.0, tiling=(32, 32, 32, 4), scale="auto"):
+    from sgemm_cube.backends import npu_schedule as ns
+    from sgemm_cube.cpu_fallback.guard import unpack_meta, unscale
+
+    from .executed import PROFILE, run
+
+    r = run(gemm_binaries[soc], a, b, tiling=tiling, cube=3, vector=3, workdir=tmp_path, guard="device",
+            scale=scale, alpha=alpha)
+    if r.meta is None:
+        return r, None
+    ta, tb = unpack_meta(r.meta[0]).t, unpack_meta(r.meta[1]).t
+    xa, xb = _scaled_split_input(a, ta, -1, 12), _scaled_split_input(b, tb, -2, 12)
+    scaled = ns.simulate(xa, xb, tiling=ns.Tiling(*tiling), cap=ns.capacity_from_profile(PROFILE[soc]), cores=3)
+    return r, unscale(scaled, ta, tb, alpha)
+
+
+def _clean(r):
+    assert r.clean, f"rc={r.rc}\n{r.stdout[-2000:]}\n{r.stderr[-1000:]}"
+    return r.c
+
+
+def _extreme_lines(rng, batch, m, k, n):
+    """Rows and columns scaled by powers of two from 2^-140 to 2^70, so that the unscaled outputs run from
+    below the smallest subnormal to beyond FP32's largest value."""
+    a = rng.standard_normal((batch, m, k)).astype(np.float32)
+    b = rng.standard_normal((batch, k, n)).astype(np.float32)
+    a *= np.exp2(rng.integers(-140, 71, (batch, m, 1))).astype(np.float32)
+    b *= np.exp2(rng.integers(-140, 71, (batch, 1, n))).astype(np.float32)
+    return a, b
+
+
+@pytest.mark.parametrize("soc", sorted(CHIPS))
+def test_unscale_is_one_rounding_over_the_whole_range(gemm_binaries, soc, tmp_path):
+    rng = np.random.default_rng(53)
+    # 2 batches; 40 x 2100 outputs: one row per unit in column chunks of 2048 and a tail of 52
+    a, b = _extreme_lines(rng, 2, 40, 30, 2100)
+    r, want = _unscale_case(gemm_binaries, soc, a, b, tmp_path, tiling=(16, 32, 64, 1))
+    got = _clean(r)
+    assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+    tiny = (np.abs(want) < np.float32(1.1754944e-38)) & (want != 0)
+    assert tiny.sum() > 10 and np.isinf(want).sum() > 10 and (want == 0).sum() > 10  # every branch is exercised
+    # 16 columns: many rows per unit, rows of both batches in one unit
+    a, b = _extreme_lines(rng, 3, 50, 20, 16)
+    for scale in ("auto", "matrix", "rows"):
+        r, want = _unscale_case(gemm_binaries, soc, a, b, tmp_path, scale=scale, tiling=(16, 32, 16, 1))
+        got = _clean(r)
+        assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), scale
+
+
+@pytest.mark.parametrize("soc", sorted(CHIPS))
+def test_unscale_with_alpha(gemm_binaries, soc, tmp_path):
+    """alpha = m 2^e: one rounding wherever the output is a normal number or overflows; in the subnormal
+    range the output may be rounded twice (C m, then to the subnormal), at most one unit of 2^-149 away."""
+    rng = np.random.default_rng(59)
+    a, b = _extreme_lines(rng, 1, 40, 30, 70)
+    for alpha in (0.37, -3.0, 2.0 ** -100, 0.0, 1.5 * 2.0 ** 60):
+        r, want = _unscale_case(gemm_binaries, soc, a, b, tmp_path, alpha=alpha)
+        got = _clean(r)
+        normal = ~((np.abs(want) < np.float32(1.1754944e-38)) & (want != 0))
+        assert np.array_equal(got[normal].view(np.uint32), want[normal].view(np.uint32)), alpha
+        step = np.abs(got[~normal].astype(np.float64) - want[~normal].astype(np.float64))
+        assert (step <= 2.0 ** -149).all(), alpha
+        assert np.array_equal(np.signbit(got), np.signbit(want)), alpha
+
+
+PLANTED_UNSCALE = [
+    ("subnormal_outputs_rounded_twice", "include/sgemm_cube/kernel/unscale_kernel.hpp",
+     "        AscendC::Muls(v.w1, v.t, int32_t(64), n);\n", "        AscendC::Muls(v.w1, v.t, int32_t(0), n);\n",
+     ["910B"]),
+    ("overflow_past_the_third_factor", "include/sgemm_cube/kernel/unscale_kernel.hpp",
+     "        for (int32_t step = 0; step < 3; ++step) {", "        for (int32_t step = 0; step < 1; ++step) {",
+     ["910A"]),
+    ("row_exponents_read_one_row_off", "include/sgemm_cube/kernel/unscale_kernel.hpp",
+     "v.rows_meta.GetValue(row0 + r - first8)", "v.rows_meta.GetValue(row0 + r - first8 + (r > 0 ? 1 : 0))",
+     ["910B"]),
+    ("rows_integers_reloaded_while_read", "include/sgemm_cube/kernel/unscale_kernel.hpp",
+     "        AscendC::WaitFlag<AscendC::HardEvent::S_MTE2>(0);\n        AscendC::DataCopy(v.c,",
+     "        AscendC::DataCopy(v.c,", ["910A"]),
+]
+PLANTED_UNSCALE_PARAMS = [(p[0], soc) for p in PLANTED_UNSCALE for soc in p[4]]
+
+
+@pytest.mark.parametrize("name,soc", PLANTED_UNSCALE_PARAMS, ids=[f"{n}-{s}" for n, s in PLANTED_UNSCALE_PARAMS])
+def test_planted_bug_in_the_unscale_fails(name, soc, tmp_path):
+    from .executed import build as build_gemm
+
+    _, rel, pattern, replacement, _ = next(p for p in PLANTED_UNSCALE if p[0] == name)
+    root = tmp_path / "src"
+    shutil.copytree(KERNELS / "include", root / "include")
+    shutil.copytree(KERNELS / "kernel", root / "kernel")
+    target = root / rel
+    text = target.read_text()
+    assert pattern in text, f"planted bug {name}: pattern not found in {rel}"
+    target.write_text(text.replace(pattern, replacement, 1))
+    binaries = {soc: build_gemm(tmp_path / "run_bug", soc, src_root=root)}
+    rng = np.random.default_rng(61)
+    a, b = _extreme_lines(rng, 2, 40, 30, 50)
+    r, want = _unscale_case(binaries, soc, a, b, tmp_path, tiling=(16, 32, 16, 1))
+    if name == "rows_integers_reloaded_while_read":  # the checker sees the unbalanced flag
+        assert r.rc == 1 and "while the flag is still set" in r.stdout, r.stdout[-2000:]
+        return
+    wrong = want is None or r.c is None or not np.array_equal(r.c.view(np.uint32), want.view(np.uint32))
+    assert wrong or not r.clean, f"planted bug {name} on {soc} went unnoticed"

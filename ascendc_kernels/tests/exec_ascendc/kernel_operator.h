@@ -825,8 +825,13 @@ inline void Duplicate(const LocalTensor<T>& dst, const T& scalarValue, const int
 template <typename T>
 inline void Add(const LocalTensor<T>& dst, const LocalTensor<T>& src0, const LocalTensor<T>& src1, const int32_t& count)
 {
-    static_assert(std::is_same<T, float>::value, "Add modelled for float");
-    exec_detail::binary(dst, src0, src1, count, "Add", [](T x, T y) { return T(x + y); });
+    exec_detail::binary(dst, src0, src1, count, "Add", [](T x, T y) {
+        if constexpr (std::is_integral<T>::value) {  // two's complement wrap
+            return T(typename std::make_unsigned<T>::type(x) + typename std::make_unsigned<T>::type(y));
+        } else {
+            return T(x + y);
+        }
+    });
 }
 // docs: Memory矢量计算/基础算术/Sub.md (int32: two's complement wrap)
 template <typename T>
@@ -867,6 +872,34 @@ inline void Mul(const LocalTensor<T>& dst, const LocalTensor<T>& src0, const Loc
     static_assert(std::is_same<T, float>::value, "Mul modelled for float");
     exec_detail::binary(dst, src0, src1, count, "Mul", [](T x, T y) { return T(x * y); });
 }
+// docs: Memory矢量计算/基础算术/Adds.md (int32: two's complement wrap)
+template <typename T, bool isSetMask = true>
+inline void Adds(const LocalTensor<T>& dst, const LocalTensor<T>& src, const T& scalarValue, const int32_t& count)
+{
+    exec_detail::vec_unary(dst, count, "Adds", [&] {
+        T* s = exec_detail::vptr(src, count, false, "Adds");
+        T* d = exec_detail::vptr(dst, count, true, "Adds");
+        for (int32_t i = 0; i < count; ++i) {
+            if constexpr (std::is_integral<T>::value) {
+                d[i] = T(uint32_t(s[i]) + uint32_t(scalarValue));
+            } else {
+                d[i] = s[i] + scalarValue;
+            }
+        }
+    });
+}
+// docs: Memory矢量计算/基础算术/Maxs.md
+template <typename T, bool isSetMask = true>
+inline void Maxs(const LocalTensor<T>& dst, const LocalTensor<T>& src, const T& scalarValue, const int32_t& count)
+{
+    exec_detail::vec_unary(dst, count, "Maxs", [&] {
+        T* s = exec_detail::vptr(src, count, false, "Maxs");
+        T* d = exec_detail::vptr(dst, count, true, "Maxs");
+        for (int32_t i = 0; i < count; ++i) {
+            d[i] = s[i] > scalarValue ? s[i] : scalarValue;
+        }
+    });
+}
 // docs: Memory矢量计算/基础算术/Mins.md
 template <typename T, bool isSetMask = true>
 inline void Mins(const LocalTensor<T>& dst, const LocalTensor<T>& src, const T& scalarValue, const int32_t& count)
@@ -883,12 +916,16 @@ inline void Mins(const LocalTensor<T>& dst, const LocalTensor<T>& src, const T& 
 template <typename T, bool isSetMask = true>
 inline void Muls(const LocalTensor<T>& dst, const LocalTensor<T>& src, const T& scalarValue, const int32_t& count)
 {
-    static_assert(std::is_same<T, float>::value, "Muls modelled for float");
+    static_assert(std::is_same<T, float>::value || std::is_same<T, int32_t>::value, "Muls modelled for float, int32");
     exec_detail::vec_unary(dst, count, "Muls", [&] {
         T* s = exec_detail::vptr(src, count, false, "Muls");
         T* d = exec_detail::vptr(dst, count, true, "Muls");
         for (int32_t i = 0; i < count; ++i) {
-            d[i] = s[i] * scalarValue;
+            if constexpr (std::is_integral<T>::value) {  // the callers stay in range; wrap otherwise
+                d[i] = T(uint32_t(s[i]) * uint32_t(scalarValue));
+            } else {
+                d[i] = s[i] * scalarValue;
+            }
         }
     });
 }
@@ -917,8 +954,27 @@ inline void Cast(const LocalTensor<T>& dst, const LocalTensor<U>& src, const Rou
             for (uint32_t i = 0; i < count; ++i) {
                 d[i] = float(s[i]);
             }
+        } else if constexpr (std::is_same<T, float>::value && std::is_same<U, int32_t>::value) {
+            // int32 -> float: CAST_NONE only on 910A (dav_c100 vconv_s322f32); round to nearest even
+            if (roundMode != RoundMode::CAST_NONE) {
+                ascend_exec::fatal("Cast int32->float: only CAST_NONE modelled");
+            }
+            for (uint32_t i = 0; i < count; ++i) {
+                d[i] = float(s[i]);
+            }
+        } else if constexpr (std::is_same<T, int32_t>::value && std::is_same<U, float>::value) {
+            // float -> int32: CAST_RINT (dav_c100 vconv_f322s32r; CAST_NONE is refused there)
+            if (roundMode != RoundMode::CAST_RINT) {
+                ascend_exec::fatal("Cast float->int32: only CAST_RINT modelled");
+            }
+            for (uint32_t i = 0; i < count; ++i) {
+                if (!(std::fabs(s[i]) < 2147483648.0f)) {
+                    ascend_exec::fatal("Cast float->int32: out of range (saturation not modelled)");
+                }
+                d[i] = int32_t(std::nearbyint(s[i]));
+            }
         } else {
-            static_assert(std::is_same<T, void>::value, "Cast modelled for float <-> half only");
+            static_assert(std::is_same<T, void>::value, "Cast modelled for float <-> half and int32 <-> float only");
         }
     });
 }

@@ -8,11 +8,12 @@
 //       -I ascendc_kernels/tests/exec_ascendc -I ascendc_kernels/include -I ascendc_kernels/host
 //       -I ascendc_kernels/kernel ascendc_kernels/tests/exec_ascendc/run_kernels.cpp -o run_kernels
 // Usage: run_kernels IN OUT
-//   IN:  16 little-endian int64 (batch, m, n, k, sb, keep_lo_lo, bm, bk, bn, n_fused, per_term,
-//        cube_cores, vector_cores, guard, scale, fixup), then A (batch*m*k float32), B (batch*k*n
-//        float32), row-major.  guard = 1: the guarantee's integers are computed on the device first
-//        (line statistics and meta of A's rows and B's columns, with guard::Scale `scale` and `fixup`)
-//        and the splits scale every line by them and zero entries the split cannot hold.
+//   IN:  17 little-endian int64 (batch, m, n, k, sb, keep_lo_lo, bm, bk, bn, n_fused, per_term,
+//        cube_cores, vector_cores, guard, scale, fixup, alpha as float32 bits), then A (batch*m*k
+//        float32), B (batch*k*n float32), row-major.  guard = 1: the guarantee's integers are
+//        computed on the device first (line statistics and meta of A's rows and B's columns, with
+//        guard::Scale `scale` and `fixup`), the splits scale every line by them and zero entries the
+//        split cannot hold, and after the combine the unscale kernel gives C = alpha * (AB) 2^-(ta+tb).
 //   OUT: C (batch*m*n float32), then A_hi, A_lo (batch*mp*kp FP16 bits, Zz), B_hi, B_lo
 //        (batch*kp*np, Zz), as the split kernel wrote them; with guard = 1 then the packed
 //        integers of A's rows (batch*m int32) and of B's columns (batch*n).
@@ -78,8 +79,8 @@ int main(int argc, char** argv)
         std::perror(argv[1]);
         return 64;
     }
-    int64_t h[16];
-    if (std::fread(h, 8, 16, in) != 16) {
+    int64_t h[17];
+    if (std::fread(h, 8, 17, in) != 17) {
         std::fprintf(stderr, "short header\n");
         return 64;
     }
@@ -90,6 +91,11 @@ int main(int argc, char** argv)
     const uint32_t cube_cores = uint32_t(h[11]), vector_cores = uint32_t(h[12]);
     const bool device_guard = h[13] != 0;
     const uint32_t guard_scale = uint32_t(h[14]), guard_fixup = uint32_t(h[15]);
+    float alpha;
+    {
+        const uint32_t bits = uint32_t(h[16]);
+        std::memcpy(&alpha, &bits, 4);
+    }
     std::vector<float> a(size_t(batch) * m * k), b(size_t(batch) * k * n);
     if (std::fread(a.data(), 4, a.size(), in) != a.size() || std::fread(b.data(), 4, b.size(), in) != b.size()) {
         std::fprintf(stderr, "short data\n");
@@ -191,6 +197,18 @@ int main(int argc, char** argv)
         ascend_exec::launch("combine", plan.combine.cores, [&] {
             sgemm_cube_combine(gm(term_ptr[0]), gm(term_ptr[1]), gm(term_ptr[2]), gm(term_ptr[3]), gm(term_ptr[0]),
                                plan.term_elems, vector_cores, keep_lo_lo ? 1u : 0u, inv_scale);
+        });
+    }
+
+    if (device_guard) {  // alpha = m 2^e with 1 <= |m| < 2 (or 0), as host/binding.cpp will split it
+        int e = 0;
+        const float m = std::frexp(alpha, &e);
+        const float alpha_mant = alpha == 0.0f ? 0.0f : 2.0f * m;
+        const int32_t alpha_exp = alpha == 0.0f ? 0 : e - 1;
+        const schedule::UnscaleGeometry ug = schedule::make_unscale_geometry(batch, g.mp, g.np, vector_cores);
+        ascend_exec::launch("unscale", ug.cores, [&] {
+            sgemm_cube_unscale(gm(term_ptr[0]), gm(meta_a.data()), gm(meta_b.data()), batch, g.mp, g.np,
+                               vector_cores, alpha_mant, alpha_exp);
         });
     }
 

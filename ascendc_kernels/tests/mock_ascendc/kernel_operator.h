@@ -201,6 +201,12 @@ template <typename T, bool isSetMask = true>
 void Muls(const LocalTensor<T>& dst, const LocalTensor<T>& src, const T& scalarValue, const int32_t& count);
 // from: include/basic_api/kernel_operator_vec_binary_scalar_intf.h
 template <typename T, bool isSetMask = true>
+void Adds(const LocalTensor<T>& dst, const LocalTensor<T>& src, const T& scalarValue, const int32_t& count);
+// from: include/basic_api/kernel_operator_vec_binary_scalar_intf.h
+template <typename T, bool isSetMask = true>
+void Maxs(const LocalTensor<T>& dst, const LocalTensor<T>& src, const T& scalarValue, const int32_t& count);
+// from: include/basic_api/kernel_operator_vec_binary_scalar_intf.h
+template <typename T, bool isSetMask = true>
 void Mins(const LocalTensor<T>& dst, const LocalTensor<T>& src, const T& scalarValue, const int32_t& count);
 // from: include/basic_api/kernel_operator_vec_binary_intf.h
 template <typename T>

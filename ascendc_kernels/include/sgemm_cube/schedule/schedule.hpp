@@ -778,6 +778,31 @@ SGEMM_CUBE_HOST_DEVICE uint64_t stats_in_offset(const LineStatsGeometry& g, uint
     return (uint64_t(strip) * kCube + r) * g.cols + uint64_t(t) * kStatsTileCols;
 }
 
+/// Unscale kernel work (the guarantee's bookkeeping): the (batch * mp) x np FP32 result in units of
+/// at most kUnscaleTile elements: several whole rows when np <= kUnscaleTile, else one row's column
+/// chunk; units to cores round-robin.
+constexpr uint32_t kUnscaleTile = 2048;
+struct UnscaleGeometry {
+    uint32_t rows;           ///< batch * mp
+    uint32_t mp, np;
+    uint32_t rows_per_unit;  ///< kUnscaleTile / np when np <= kUnscaleTile, else 1
+    uint32_t col_chunks;     ///< ceil(np / kUnscaleTile)
+    uint32_t units;
+    uint32_t cores;
+};
+SGEMM_CUBE_HOST_DEVICE UnscaleGeometry make_unscale_geometry(uint32_t batch, uint32_t mp, uint32_t np, uint32_t cores)
+{
+    UnscaleGeometry u{};
+    u.rows = batch * mp;
+    u.mp = mp;
+    u.np = np;
+    u.rows_per_unit = np <= kUnscaleTile ? kUnscaleTile / np : 1;
+    u.col_chunks = ceil_div(np, kUnscaleTile);
+    u.units = ceil_div(u.rows, u.rows_per_unit) * u.col_chunks;
+    u.cores = min_u32(cores, u.units);
+    return u;
+}
+
 /// UB bytes of the vector kernels: the split's x, tmp, hi, lo per stage and
 /// its two int32 constants; the combine's single-buffered term tiles.
 constexpr uint32_t kSplitStageBytes = kCube * kSplitTileCols * (4 + 4 + 2 + 2);
@@ -796,6 +821,8 @@ static_assert(kSplitTileCols % kCube == 0 && kCombineTile % kFractalElems == 0, 
 /// Line statistics: x, three work tiles and four constant tiles of kStatsTile int32, three
 /// accumulators of kStatsTileCols and the 16-row output staging (3 x 16 int32).
 constexpr uint32_t kStatsUbBytes = 8 * kStatsTile * 4 + 3 * kStatsTileCols * 4 + 3 * kCube * 4;
+/// Unscale: eight tiles of kUnscaleTile words (result, integers, work, three constants) and the rows' integers.
+constexpr uint32_t kUnscaleUbBytes = 9 * kUnscaleTile * 4;
 /// Line meta: three input chunks and one output chunk of kMetaChunk int32.
 constexpr uint32_t kMetaUbBytes = 4 * kMetaChunk * 4;
 static_assert(kStatsUbBytes <= arch::Ascend910B::kUbBytes - arch::Ascend910B::kUbReservedBytes &&
