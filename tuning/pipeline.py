@@ -116,6 +116,12 @@ class Design:
         stage, 16 x 512 tiles, 32 DataCopys of 32-byte bursts per tile.
     combine_double : bool
         Combine kernel with two UB stages (proposed change).
+    bookkeeping : bool
+        The guarantee's integers computed on the device (the kernels of
+        ``line_stats_kernel.hpp``, ``line_meta_kernel.hpp``, the split's line
+        scaling and ``unscale_kernel.hpp``), instead of on the host.  The FP32
+        recomputation of listed lines is not counted (not written yet; on
+        typical data no line is listed).
     fused_combine : bool
         Where the kernel's geometry allows it (910A, one K group, fused
         terms: ``Geometry.combine_in_epilogue``) the combine runs in the
@@ -133,6 +139,7 @@ class Design:
     combine_double: bool = False
     fused_combine: bool = True
     per_term: bool = False
+    bookkeeping: bool = False
 
     def __post_init__(self):
         if self.kind not in ("kernel", "paper"):
@@ -143,7 +150,7 @@ class Design:
             raise ValueError(f"terms must be 3 or 4, got {self.terms}")
         if self.l0c_stages not in (1, 2):
             raise ValueError(f"l0c_stages must be 1 or 2, got {self.l0c_stages}")
-        if self.kind == "paper" and (self.combine_double or self.per_term):
+        if self.kind == "paper" and (self.combine_double or self.per_term or self.bookkeeping):
             raise ValueError("combine and pass options apply to the kernel design only")
 
     @property
@@ -459,19 +466,31 @@ def geometry(profile: Profile | str, m: int, n: int, k: int, tiling: ns.Tiling, 
 
 # ------------------------------------------------------------- vector kernels
 
+SCALAR_CYCLES_PER_ACCESS = 1.0
+"""Cycles of one scalar-unit instruction (GetValue, SetValue, an integer operation) in the bookkeeping
+kernels.  An assumption: no public figure was found; it is not fitted (nothing measured exercises it)."""
+
+
 @functools.lru_cache(maxsize=1024)  # profiles and designs are hashable; the time does not depend on the tiling
-def _split_cycles(p: Profile, design: Design, strips: int, cols: int) -> float:
-    """Core 0's time for the split of a (16 strips) x cols FP32 matrix."""
+def _split_cycles(p: Profile, design: Design, strips: int, cols: int, scale_lines: str = "rows") -> float:
+    """Core 0's time for the split of a (16 strips) x cols FP32 matrix (``scale_lines``: A's rows or B's columns)."""
     tm = _Timing(p, design)
     cores = min(p.ai_cores, strips)
     mine = len(range(0, strips, cores))
     width = ns.SPLIT_TILE_COLS if design.split_strips else 512
-    tiles = [min(width, cols - c) for c in range(0, cols, width)] * mine
+    tiles = [(min(width, cols - c), c == 0) for c in range(0, cols, width)] * mine
 
-    def ops(w: int):
+    def ops(tile: tuple):
+        w, first_of_strip = tile
         count = 16 * w
         rate = tm.pp.ub_to_gm_bytes_per_cycle
-        compute = [_Op("xfer", step=("V", tm.vector(count * _FLOAT))) for _ in range(9)]  # 4 zeroing + 5 split ops
+        compute = [_Op("xfer", step=("V", tm.vector(count * _FLOAT))) for _ in range(10)]  # 5 bound-test + 5 split ops
+        if design.bookkeeping:  # the line scaling: factor tiles, then two multiplies
+            if scale_lines == "columns" or first_of_strip:
+                lines = 16 if scale_lines == "rows" else w
+                compute.append(_Op("xfer", step=("V", SCALAR_CYCLES_PER_ACCESS * lines * (1 + 2 * (16 if scale_lines == "rows" else 1))
+                                                 + 8 * tm.vector(ns.SPLIT_TILE_COLS * 16 * _FLOAT / 4))))
+            compute += [_Op("xfer", step=("V", tm.vector(count * _FLOAT))) for _ in range(2)]
         if design.split_strips:
             # Each row's 16-element pieces land a fractal apart in UB (Zz order), so the
             # elementwise split leaves hi and lo in Zz and each goes out in one burst.
@@ -484,6 +503,99 @@ def _split_cycles(p: Profile, design: Design, strips: int, cols: int) -> float:
 
     program = _vector_program(tiles, stages=ns.SPLIT_STAGES if design.split_strips else 1, ops=ops)
     cycles, _ = replay(program, lambda op: op.step, _SYNCS, tm.pp.flag_latency_cycles)
+    return cycles
+
+
+@functools.lru_cache(maxsize=1024)
+def _line_stats_cycles(p: Profile, design: Design, batch: int, rows: int, cols: int, along_rows: bool) -> float:
+    """Core 0's time for the line statistics of a (batch * rows) x cols FP32 matrix (``line_stats_kernel.hpp``)."""
+    tm = _Timing(p, design)
+    tile_cols = ns.STATS_TILE_COLS
+    col_tiles = -(-cols // tile_cols)
+    work = batch * rows // 16 if along_rows else batch * col_tiles
+    cores = min(p.ai_cores, work)
+    tiles = []
+    for item in range(0, work, cores):
+        if along_rows:
+            widths = [min(tile_cols, cols - c) for c in range(0, cols, tile_cols)]
+        else:
+            widths = [min(tile_cols, cols - (item % col_tiles) * tile_cols)] * (rows // 16)
+        tiles += [(w, i + 1 == len(widths)) for i, w in enumerate(widths)]
+    rate = tm.pp.ub_to_gm_bytes_per_cycle
+    n = 16 * tile_cols * _FLOAT
+
+    def ops(tile: tuple):
+        w, last = tile
+        if along_rows:  # each row's pieces a fractal apart (Zz order), as the split
+            load = [_Op("xfer", step=("MTE2", tm.gm_read(w * _FLOAT, 1, cores))) for _ in range(16)]
+        else:
+            load = [_Op("xfer", step=("MTE2", tm.gm_read(16 * w * _FLOAT, 16, cores)))]
+        compute = [_Op("xfer", step=("V", tm.vector(n))) for _ in range(11)]  # the three statistics
+        compute += [_Op("xfer", step=("V", tm.vector(3 * half * _FLOAT))) for half in (2048, 1024, 512, 256)]
+        compute.append(_Op("xfer", step=("V", tm.vector(3 * tile_cols * _FLOAT))))  # accumulate
+        store = []
+        if last:
+            if along_rows:  # the scalar unit finishes 16 values per row and statistic
+                compute.append(_Op("xfer", step=("V", SCALAR_CYCLES_PER_ACCESS * (3 * 256 + 3 * 16))))
+                store = [_Op("xfer", step=("MTE3", tm.gm_write(16 * _FLOAT, 1, cores, rate))) for _ in range(3)]
+            else:
+                store = [_Op("xfer", step=("MTE3", tm.gm_write(w * _FLOAT, 1, cores, rate))) for _ in range(3)]
+        return load, compute, store
+
+    program = _vector_program(tiles, stages=1, ops=ops)
+    cycles, _ = replay(program, lambda op: op.step, _SYNCS, tm.pp.flag_latency_cycles)
+    return cycles
+
+
+LINE_META_SCALAR_OPS = 40
+"""Scalar instructions per line of the line-meta kernel (guard/line_meta.hpp's decoding, normalising and
+comparisons; counted from the source, not measured)."""
+
+
+@functools.lru_cache(maxsize=1024)
+def _line_meta_cycles(p: Profile, design: Design, lines: int) -> float:
+    """Core 0's time for the per-line integers of ``lines`` lines (``line_meta_kernel.hpp``)."""
+    tm = _Timing(p, design)
+    chunk = ns.META_CHUNK
+    chunks = -(-lines // chunk)
+    cores = min(p.ai_cores, chunks)
+    mine = [min(chunk, lines - c * chunk) for c in range(0, chunks, cores)]
+    rate = tm.pp.ub_to_gm_bytes_per_cycle
+
+    def ops(n: int):
+        load = [_Op("xfer", step=("MTE2", tm.gm_read(n * _FLOAT, 1, cores))) for _ in range(3)]
+        compute = [_Op("xfer", step=("V", SCALAR_CYCLES_PER_ACCESS * LINE_META_SCALAR_OPS * n))]
+        store = [_Op("xfer", step=("MTE3", tm.gm_write(n * _FLOAT, 1, cores, rate)))]
+        return load, compute, store
+
+    cycles, _ = replay(_vector_program(mine, stages=1, ops=ops), lambda op: op.step, _SYNCS, tm.pp.flag_latency_cycles)
+    return cycles
+
+
+@functools.lru_cache(maxsize=1024)
+def _unscale_cycles(p: Profile, design: Design, batch: int, mp: int, np_: int) -> float:
+    """Core 0's time for the unscaling of the (batch, mp, np) result (``unscale_kernel.hpp``)."""
+    tm = _Timing(p, design)
+    tile = ns.UNSCALE_TILE
+    rows_per_unit = tile // np_ if np_ <= tile else 1
+    chunks = -(-np_ // tile)
+    units = -(-(batch * mp) // rows_per_unit) * chunks
+    cores = min(p.ai_cores, units)
+    mine = len(range(0, units, cores))
+    w = min(tile, np_)
+    n = rows_per_unit * w
+    rate = tm.pp.ub_to_gm_bytes_per_cycle
+
+    def ops(_):
+        load = [_Op("xfer", step=("MTE2", tm.gm_read(n * _FLOAT, rows_per_unit, cores)))]
+        load += [_Op("xfer", step=("MTE2", tm.gm_read(w * _FLOAT, 1, cores))) for _ in range(rows_per_unit)]
+        compute = [_Op("xfer", step=("V", tm.vector(n * _FLOAT))) for _ in range(40)]
+        compute.append(_Op("xfer", step=("V", SCALAR_CYCLES_PER_ACCESS * 8 * rows_per_unit)))
+        store = [_Op("xfer", step=("MTE3", tm.gm_write(n * _FLOAT, rows_per_unit, cores, rate)))]
+        return load, compute, store
+
+    cycles, _ = replay(_vector_program([None] * mine, stages=1, ops=ops), lambda op: op.step, _SYNCS,
+                       tm.pp.flag_latency_cycles)
     return cycles
 
 
@@ -597,8 +709,14 @@ def predict(profile: Profile | str, m: int, n: int, k: int, tiling, *, design: D
     hz = p.clock_ghz * 1e9
     phases = {"gemm": design.passes * cycles / hz}
     if design.kind == "kernel":
-        phases["split_a"] = _split_cycles(p, design, batch * g.mp // 16, g.kp) / hz
-        phases["split_b"] = _split_cycles(p, design, batch * g.kp // 16, g.np) / hz
+        phases["split_a"] = _split_cycles(p, design, batch * g.mp // 16, g.kp, "rows") / hz
+        phases["split_b"] = _split_cycles(p, design, batch * g.kp // 16, g.np, "columns") / hz
+        if design.bookkeeping:
+            phases["line_stats_a"] = _line_stats_cycles(p, design, batch, g.mp, g.kp, True) / hz
+            phases["line_stats_b"] = _line_stats_cycles(p, design, batch, g.kp, g.np, False) / hz
+            phases["line_meta"] = (_line_meta_cycles(p, design, batch * g.mp)
+                                   + _line_meta_cycles(p, design, batch * g.np)) / hz
+            phases["unscale"] = _unscale_cycles(p, design, batch, g.mp, g.np) / hz
         if not (design.fused_combine and g.combine_in_epilogue):
             phases["combine"] = _combine_cycles(p, design, batch * g.mp * g.np) / hz
     seconds = sum(phases.values())

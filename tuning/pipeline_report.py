@@ -124,6 +124,31 @@ def modes(out=sys.stdout) -> None:
                   f"{max(v.tflops for v in preds.values()):.1f} at {tuple(pick)[:4]} |", file=out)
 
 
+BOOKKEEPING_SHAPES = ((8192, 8192, 8192), (4096, 4096, 4096), (8192, 8192, 1024))
+
+
+def bookkeeping(out=sys.stdout) -> None:
+    """The predicted cost of the guarantee's integers on the device (Design.bookkeeping)."""
+    print("\n### The guarantee's bookkeeping on the device (predicted, ms; at the model's best tiling for the "
+          "kernel)\n", file=out)
+    print("| chip | shape | product without | line statistics A + B | line meta | split scaling | unscale | "
+          "product with | cost |", file=out)
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |", file=out)
+    d = dataclasses.replace(pl.KERNEL, bookkeeping=True)
+    for key in ("910a", "910b"):
+        p = get_profile(key)
+        for s in BOOKKEEPING_SHAPES:
+            t = pl.rank(p, *s, design=pl.KERNEL, top=1)[0].tiling
+            base, full = pl.predict(p, *s, t, design=pl.KERNEL), pl.predict(p, *s, t, design=d)
+            ms = {k: v * 1e3 for k, v in full.phases.items()}
+            split = (full.phases["split_a"] + full.phases["split_b"] - base.phases["split_a"]
+                     - base.phases["split_b"]) * 1e3
+            print(f"| {p.name} | {'x'.join(map(str, s))} | {base.seconds * 1e3:.2f} | "
+                  f"{ms['line_stats_a'] + ms['line_stats_b']:.2f} | {ms['line_meta']:.2f} | {split:.2f} | "
+                  f"{ms['unscale']:.2f} | {full.seconds * 1e3:.2f} | {(full.seconds / base.seconds - 1) * 100:+.0f}% |",
+                  file=out)
+
+
 def outlook_910b(out=sys.stdout) -> None:
     p = get_profile("910b")
     print(f"\n### {p.name}: the model's best tiling against the native FP32 cube ({p.cube_fp32_tflops} TFLOP/s peak)\n",
@@ -147,6 +172,7 @@ def main() -> int:
     changes("910a")
     changes("910b")
     modes()
+    bookkeeping()
     outlook_910b()
     return 0
 

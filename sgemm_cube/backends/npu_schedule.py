@@ -89,6 +89,9 @@ _MAX_MMAD_DIM = 4095    # MmadParams m, n, k
 SPLIT_TILE_COLS = 256   #: columns of one 16-row split tile (``schedule::kSplitTileCols``)
 SPLIT_STAGES = 2        #: split tiles in UB at once (``schedule::kSplitStages``)
 COMBINE_TILE = 8192     #: floats of one combine tile (``schedule::kCombineTile``)
+STATS_TILE_COLS = 256   #: columns of one line-statistics tile (``schedule::kStatsTileCols``)
+META_CHUNK = 1024       #: lines per chunk of the line-meta kernel (``schedule::kMetaChunk``)
+UNSCALE_TILE = 2048     #: elements of one unscale unit (``schedule::kUnscaleTile``)
 TERM_HIHI, TERM_LOHI, TERM_HILO, TERM_LOLO = range(4)
 
 

@@ -252,3 +252,18 @@ def test_best_kernel_picks_the_mode_per_shape():
         for shape in ((1, 1, 1), (100, 3000, 17), (777, 333, 5000)):
             t, _ = pl.best_kernel(soc, *shape, terms=4)
             ns.make_geometry(1, *shape, t, 4, 4, ns.capacity_from_profile(soc))
+
+
+def test_bookkeeping_passes_are_timed():
+    """Design(bookkeeping=True): the device kernels of the guarantee's integers (line statistics of A and B,
+    line meta, the split's line scaling, unscale) become phases of the product, each costing time."""
+    d = dataclasses.replace(pl.KERNEL, bookkeeping=True)
+    for soc, tiling in (("910a", (128, 64, 128, 30)), ("910b", (112, 64, 96, 16))):
+        base = pl.predict(soc, 2048, 1024, 4096, tiling, design=pl.KERNEL)
+        full = pl.predict(soc, 2048, 1024, 4096, tiling, design=d)
+        assert {"line_stats_a", "line_stats_b", "line_meta", "unscale"} <= set(full.phases)
+        assert all(full.phases[k] > 0 for k in ("line_stats_a", "line_stats_b", "line_meta", "unscale"))
+        assert full.phases["split_a"] > base.phases["split_a"] and full.phases["split_b"] > base.phases["split_b"]
+        assert full.phases["gemm"] == base.phases["gemm"] and full.seconds > base.seconds
+    with pytest.raises(ValueError):
+        pl.Design("paper", bookkeeping=True)
