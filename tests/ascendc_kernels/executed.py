@@ -164,3 +164,16 @@ def run_line_meta(binary: Path, x, *, along_rows: bool, sb=12, scale="auto", fix
     lines = rows if along_rows else cols
     raw = np.fromfile(outp, np.int32).reshape(4, batch, lines)
     return LineMetaRun(proc.returncode, proc.stdout, proc.stderr, raw[0], (raw[1], raw[2], raw[3]))
+
+
+def planted_sources(tmp_path: Path, name: str, rel: str, pattern: str, replacement: str) -> Path:
+    """A copy of the kernel sources (``include/``, ``kernel/``) under ``tmp_path/src`` with one planted bug:
+    the first ``pattern`` in ``rel`` replaced by ``replacement``.  Returns the copy's root for :func:`build`."""
+    root = tmp_path / "src"
+    shutil.copytree(KERNELS / "include", root / "include")
+    shutil.copytree(KERNELS / "kernel", root / "kernel")
+    target = root / rel
+    text = target.read_text()
+    assert pattern in text, f"planted bug {name}: pattern not found in {rel}"
+    target.write_text(text.replace(pattern, replacement, 1))
+    return root

@@ -15,16 +15,14 @@ magnitude and whether a NaN/Inf is there, integer operations on the bit patterns
 """
 from __future__ import annotations
 
-import shutil
-
 import numpy as np
 import pytest
 
 from sgemm_cube.cpu_fallback.guard import line_meta, line_stats, pack_meta
 from tests.guarantee_data import GENERATORS
 
-from .executed import LINE_META_HARNESS, build, run_line_meta
-from .test_ascend_kernel_sources import CHIPS, KERNELS
+from .executed import LINE_META_HARNESS, build, planted_sources, run_line_meta
+from .test_ascend_kernel_sources import CHIPS
 
 
 @pytest.fixture(scope="module")
@@ -122,13 +120,7 @@ PLANTED_PARAMS = [(p[0], soc) for p in PLANTED for soc in p[4]]
 @pytest.mark.parametrize("name,soc", PLANTED_PARAMS, ids=[f"{n}-{s}" for n, s in PLANTED_PARAMS])
 def test_planted_bug_fails(name, soc, tmp_path):
     _, rel, pattern, replacement, _ = next(p for p in PLANTED if p[0] == name)
-    root = tmp_path / "src"
-    shutil.copytree(KERNELS / "include", root / "include")
-    shutil.copytree(KERNELS / "kernel", root / "kernel")
-    target = root / rel
-    text = target.read_text()
-    assert pattern in text, f"planted bug {name}: pattern not found in {rel}"
-    target.write_text(text.replace(pattern, replacement, 1))
+    root = planted_sources(tmp_path, name, rel, pattern, replacement)
     binary = build(tmp_path / "run_bug", soc, src_root=root, harness=LINE_META_HARNESS)
     rng = np.random.default_rng(41)
     x = _whole_range(rng, (2, 1030, 300))  # tails, two chunks per batch
@@ -221,13 +213,7 @@ def test_planted_bug_in_the_scaled_split_fails(name, soc, tmp_path):
     from .executed import run
 
     _, rel, pattern, replacement, _ = next(p for p in PLANTED_SPLIT if p[0] == name)
-    root = tmp_path / "src"
-    shutil.copytree(KERNELS / "include", root / "include")
-    shutil.copytree(KERNELS / "kernel", root / "kernel")
-    target = root / rel
-    text = target.read_text()
-    assert pattern in text, f"planted bug {name}: pattern not found in {rel}"
-    target.write_text(text.replace(pattern, replacement, 1))
+    root = planted_sources(tmp_path, name, rel, pattern, replacement)
     good = build_gemm(tmp_path / "run_good", soc)
     bad = build_gemm(tmp_path / "run_bug", soc, src_root=root)
     rng = np.random.default_rng(43)
@@ -331,13 +317,7 @@ def test_planted_bug_in_the_unscale_fails(name, soc, tmp_path):
     from .executed import build as build_gemm
 
     _, rel, pattern, replacement, _ = next(p for p in PLANTED_UNSCALE if p[0] == name)
-    root = tmp_path / "src"
-    shutil.copytree(KERNELS / "include", root / "include")
-    shutil.copytree(KERNELS / "kernel", root / "kernel")
-    target = root / rel
-    text = target.read_text()
-    assert pattern in text, f"planted bug {name}: pattern not found in {rel}"
-    target.write_text(text.replace(pattern, replacement, 1))
+    root = planted_sources(tmp_path, name, rel, pattern, replacement)
     binaries = {soc: build_gemm(tmp_path / "run_bug", soc, src_root=root)}
     rng = np.random.default_rng(61)
     a, b = _extreme_lines(rng, 2, 40, 30, 50)

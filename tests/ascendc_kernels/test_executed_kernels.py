@@ -22,16 +22,14 @@ Checked here:
 """
 from __future__ import annotations
 
-import shutil
-
 import numpy as np
 import pytest
 
 from sgemm_cube.backends import npu_schedule as ns
 from sgemm_cube.cpu_fallback import emulated_matmul, split, split_limits
 
-from .executed import PROFILE, build, pad16, run, zz_decode
-from .test_ascend_kernel_sources import CHIPS, KERNELS
+from .executed import PROFILE, build, pad16, planted_sources, run
+from .test_ascend_kernel_sources import CHIPS
 
 
 @pytest.fixture(scope="module")
@@ -260,13 +258,7 @@ PLANTED_PARAMS = [(p[0], soc) for p in PLANTED for soc in p[4]]
 @pytest.mark.parametrize("name,soc", PLANTED_PARAMS, ids=[f"{n}-{s}" for n, s in PLANTED_PARAMS])
 def test_planted_bug_fails(name, soc, tmp_path):
     _, rel, pattern, replacement, _ = next(p for p in PLANTED if p[0] == name)
-    root = tmp_path / "src"
-    shutil.copytree(KERNELS / "include", root / "include")
-    shutil.copytree(KERNELS / "kernel", root / "kernel")
-    target = root / rel
-    text = target.read_text()
-    assert pattern in text, f"planted bug {name}: pattern not found in {rel}"
-    target.write_text(text.replace(pattern, replacement, 1))
+    root = planted_sources(tmp_path, name, rel, pattern, replacement)
     binary = build(tmp_path / "run_bug", soc, src_root=root)
     rng = np.random.default_rng(11)
     # K spans two groups and two column blocks per core: every buffer is reused.
