@@ -160,13 +160,39 @@ def _scaled_split_input(x: np.ndarray, t: np.ndarray, axis: int, sb: int) -> np.
         return np.where(np.abs(xs) < np.float32(split_limits(sb).max_abs), xs, np.float32(0)).astype(np.float32)
 
 
+def _expected(a, b, meta_a, meta_b, scaled_product, *, fixup=True, alpha=1.0):
+    """What the device computes: guard.unscale of the emulated product of the scaled lines, except the listed
+    rows of A (class >= fix_from), recomputed in FP32 by recursive summation of the scaled lines (NaN/Inf
+    kept) and unscaled.  Also returns the mask of the outputs the device computes today: the listed columns
+    of B outside listed rows are not recomputed on the device yet."""
+    from sgemm_cube.cpu_fallback.guard import fix_from, scale_lines, unpack_meta, unscale
+    from tests.guarantee_data import sequential_fp32
+
+    ma, mb = unpack_meta(meta_a), unpack_meta(meta_b)
+    want = unscale(scaled_product, ma.t, mb.t, alpha)
+    rows = ma.cls >= fix_from(fixup)  # (batch, m)
+    cols = mb.cls >= fix_from(fixup)  # (batch, n)
+    sa = scale_lines(a, ma.t, -1, keep_special=True)
+    sb = scale_lines(b, mb.t, -2, keep_special=True)
+    fp32 = unscale(sequential_fp32(sa, sb), ma.t, mb.t, alpha)
+    want = np.where(rows[:, :, None], fp32, want)
+    computed = ~(cols[:, None, :] & ~rows[:, :, None])
+    return want, computed
+
+
+def _same_where(got, want, mask) -> str:
+    bad = np.flatnonzero((got.view(np.uint32) != want.view(np.uint32)) & mask)
+    return "" if bad.size == 0 else (f"{bad.size} outputs differ, first {bad[:4]}: {got.ravel()[bad[:4]]} vs "
+                                     f"{want.ravel()[bad[:4]]}")
+
+
 @pytest.mark.parametrize("soc", sorted(CHIPS))
 @pytest.mark.parametrize("gen", ["row_span_120", "subnormal_rows", "scale_1e30_1e-30", "near_overflow",
                                  "specials_half_scaled", "one_huge_per_row", "underflow", "normal"])
 def test_splits_scale_the_lines_by_the_device_integers(gemm_binaries, soc, gen, tmp_path):
     from sgemm_cube.backends import npu_schedule as ns
     from sgemm_cube.cpu_fallback import split
-    from sgemm_cube.cpu_fallback.guard import unpack_meta, unscale
+    from sgemm_cube.cpu_fallback.guard import unpack_meta
 
     from .executed import PROFILE, pad16, run
 
@@ -189,9 +215,8 @@ def test_splits_scale_the_lines_by_the_device_integers(gemm_binaries, soc, gen, 
             assert np.array_equal(lo.view(np.uint16), elo.view(np.uint16)), f"{scale}: split lo differs"
         scaled = ns.simulate(xa, xb, sb=sb, tiling=ns.Tiling(*tiling), cap=ns.capacity_from_profile(PROFILE[soc]),
                              cores=3)
-        want = unscale(scaled, ta, tb)
-        bad = np.flatnonzero(r.c.view(np.uint32) != want.view(np.uint32))
-        assert bad.size == 0, f"{scale}: {bad.size} outputs differ, first {bad[:4]}: {r.c.ravel()[bad[:4]]} vs {want.ravel()[bad[:4]]}"
+        want, computed = _expected(a, b, r.meta[0], r.meta[1], scaled)
+        assert not _same_where(r.c, want, computed), f"{scale}: {_same_where(r.c, want, computed)}"
 
 
 PLANTED_SPLIT = [
@@ -232,7 +257,7 @@ def test_planted_bug_in_the_scaled_split_fails(name, soc, tmp_path):
 # --------------------------------------------------------------- the unscale kernel
 def _unscale_case(gemm_binaries, soc, a, b, tmp_path, *, alpha=1.0, tiling=(32, 32, 32, 4), scale="auto"):
     from sgemm_cube.backends import npu_schedule as ns
-    from sgemm_cube.cpu_fallback.guard import unpack_meta, unscale
+    from sgemm_cube.cpu_fallback.guard import unpack_meta
 
     from .executed import PROFILE, run
 
@@ -243,7 +268,7 @@ def _unscale_case(gemm_binaries, soc, a, b, tmp_path, *, alpha=1.0, tiling=(32, 
     ta, tb = unpack_meta(r.meta[0]).t, unpack_meta(r.meta[1]).t
     xa, xb = _scaled_split_input(a, ta, -1, 12), _scaled_split_input(b, tb, -2, 12)
     scaled = ns.simulate(xa, xb, tiling=ns.Tiling(*tiling), cap=ns.capacity_from_profile(PROFILE[soc]), cores=3)
-    return r, unscale(scaled, ta, tb, alpha)
+    return r, _expected(a, b, r.meta[0], r.meta[1], scaled, alpha=alpha)
 
 
 def _clean(r):
@@ -266,17 +291,17 @@ def test_unscale_is_one_rounding_over_the_whole_range(gemm_binaries, soc, tmp_pa
     rng = np.random.default_rng(53)
     # 2 batches; 40 x 2100 outputs: one row per unit in column chunks of 2048 and a tail of 52
     a, b = _extreme_lines(rng, 2, 40, 30, 2100)
-    r, want = _unscale_case(gemm_binaries, soc, a, b, tmp_path, tiling=(16, 32, 64, 1))
+    r, (want, computed) = _unscale_case(gemm_binaries, soc, a, b, tmp_path, tiling=(16, 32, 64, 1))
     got = _clean(r)
-    assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+    assert not _same_where(got, want, computed), _same_where(got, want, computed)
     tiny = (np.abs(want) < np.float32(1.1754944e-38)) & (want != 0)
     assert tiny.sum() > 10 and np.isinf(want).sum() > 10 and (want == 0).sum() > 10  # every branch is exercised
     # 16 columns: many rows per unit, rows of both batches in one unit
     a, b = _extreme_lines(rng, 3, 50, 20, 16)
     for scale in ("auto", "matrix", "rows"):
-        r, want = _unscale_case(gemm_binaries, soc, a, b, tmp_path, scale=scale, tiling=(16, 32, 16, 1))
+        r, (want, computed) = _unscale_case(gemm_binaries, soc, a, b, tmp_path, scale=scale, tiling=(16, 32, 16, 1))
         got = _clean(r)
-        assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), scale
+        assert not _same_where(got, want, computed), (scale, _same_where(got, want, computed))
 
 
 @pytest.mark.parametrize("soc", sorted(CHIPS))
@@ -286,21 +311,21 @@ def test_unscale_with_alpha(gemm_binaries, soc, tmp_path):
     rng = np.random.default_rng(59)
     a, b = _extreme_lines(rng, 1, 40, 30, 70)
     for alpha in (0.37, -3.0, 2.0 ** -100, 0.0, 1.5 * 2.0 ** 60):
-        r, want = _unscale_case(gemm_binaries, soc, a, b, tmp_path, alpha=alpha)
+        r, (want, computed) = _unscale_case(gemm_binaries, soc, a, b, tmp_path, alpha=alpha)
         got = _clean(r)
-        normal = ~((np.abs(want) < np.float32(1.1754944e-38)) & (want != 0))
-        assert np.array_equal(got[normal].view(np.uint32), want[normal].view(np.uint32)), alpha
-        step = np.abs(got[~normal].astype(np.float64) - want[~normal].astype(np.float64))
+        sub = (np.abs(want) < np.float32(1.1754944e-38)) & (want != 0)
+        assert not _same_where(got, want, computed & ~sub), (alpha, _same_where(got, want, computed & ~sub))
+        step = np.abs(got[computed & sub].astype(np.float64) - want[computed & sub].astype(np.float64))
         assert (step <= 2.0 ** -149).all(), alpha
-        assert np.array_equal(np.signbit(got), np.signbit(want)), alpha
+        assert np.array_equal(np.signbit(got[computed]), np.signbit(want[computed])), alpha
 
 
 PLANTED_UNSCALE = [
     ("subnormal_outputs_rounded_twice", "include/sgemm_cube/kernel/unscale_kernel.hpp",
-     "        AscendC::Muls(v.w1, v.t, int32_t(64), n);\n", "        AscendC::Muls(v.w1, v.t, int32_t(0), n);\n",
+     "    AscendC::Muls(v.w1, v.t, int32_t(64), n);\n", "    AscendC::Muls(v.w1, v.t, int32_t(0), n);\n",
      ["910B"]),
     ("overflow_past_the_third_factor", "include/sgemm_cube/kernel/unscale_kernel.hpp",
-     "        for (int32_t step = 0; step < 3; ++step) {", "        for (int32_t step = 0; step < 1; ++step) {",
+     "    for (int32_t step = 0; step < 3; ++step) {", "    for (int32_t step = 0; step < 1; ++step) {",
      ["910A"]),
     ("row_exponents_read_one_row_off", "include/sgemm_cube/kernel/unscale_kernel.hpp",
      "v.rows_meta.GetValue(row0 + r - first8)", "v.rows_meta.GetValue(row0 + r - first8 + (r > 0 ? 1 : 0))",
@@ -321,9 +346,74 @@ def test_planted_bug_in_the_unscale_fails(name, soc, tmp_path):
     binaries = {soc: build_gemm(tmp_path / "run_bug", soc, src_root=root)}
     rng = np.random.default_rng(61)
     a, b = _extreme_lines(rng, 2, 40, 30, 50)
-    r, want = _unscale_case(binaries, soc, a, b, tmp_path, tiling=(16, 32, 16, 1))
+    r, expected = _unscale_case(binaries, soc, a, b, tmp_path, tiling=(16, 32, 16, 1))
     if name == "rows_integers_reloaded_while_read":  # the checker sees the unbalanced flag
         assert r.rc == 1 and "while the flag is still set" in r.stdout, r.stdout[-2000:]
         return
-    wrong = want is None or r.c is None or not np.array_equal(r.c.view(np.uint32), want.view(np.uint32))
+    wrong = expected is None or r.c is None or bool(_same_where(r.c, *expected))
     assert wrong or not r.clean, f"planted bug {name} on {soc} went unnoticed"
+
+
+# ------------------------------------------------------ the listed rows, in FP32 on the device
+@pytest.mark.parametrize("soc", sorted(CHIPS))
+@pytest.mark.parametrize("fixup", [True, False])
+def test_listed_rows_are_recursive_fp32_sums(gemm_binaries, soc, fixup, tmp_path):
+    """Rows of A with NaN/Inf, with entries the split cannot hold or (fixup) would lose bits in: computed by
+    sgemm_cube_fixup_rows as recursive summation of the scaled lines and unscaled, NaN and Inf as IEEE gives
+    them; the listed columns of B (outside listed rows) are not recomputed on the device yet."""
+    from sgemm_cube.backends import npu_schedule as ns
+    from sgemm_cube.cpu_fallback.guard import fix_from, unpack_meta
+
+    from .executed import PROFILE, run
+
+    rng = np.random.default_rng(67)
+    a = rng.standard_normal((2, 40, 70)).astype(np.float32)
+    b = rng.standard_normal((2, 70, 50)).astype(np.float32)
+    a[0, 3, 5] = np.inf                       # class 2
+    a[1, 7, :35] *= np.float32(1e-25)         # 35 tiny entries: class 1 (listed with fixup)
+    a[1, 9, 11] = np.nan
+    a[0, 12, :] *= np.float32(2.0 ** -130)    # a row of subnormals: scaled into range, not listed
+    b[0, 2, 4] = -np.inf                      # a class-2 column: meets the Inf row (inf * -inf)
+    tiling = (16, 32, 16, 2)
+    r = run(gemm_binaries[soc], a, b, tiling=tiling, cube=3, vector=3, workdir=tmp_path, guard="device",
+            fixup=fixup)
+    got = _clean(r)
+    rows = unpack_meta(r.meta[0]).cls >= fix_from(fixup)
+    assert rows.sum() == (3 if fixup else 2)
+    ta, tb = unpack_meta(r.meta[0]).t, unpack_meta(r.meta[1]).t
+    xa, xb = _scaled_split_input(a, ta, -1, 12), _scaled_split_input(b, tb, -2, 12)
+    scaled = ns.simulate(xa, xb, tiling=ns.Tiling(*tiling), cap=ns.capacity_from_profile(PROFILE[soc]), cores=3)
+    want, computed = _expected(a, b, r.meta[0], r.meta[1], scaled, fixup=fixup)
+    assert not _same_where(got, want, computed), _same_where(got, want, computed)
+    assert not np.isfinite(got[0, 3]).any()  # every output of the Inf row meets it (inf, or NaN against -inf)
+
+
+PLANTED_FIXUP = [
+    # (The row's second factor matters only for rows scaled by more than 2^127, which a listed row is only
+    # when it holds NaN/Inf, and then every output is NaN/Inf anyway: not a bug a test can see.)
+    ("columns_scaled_by_one_factor_only", "include/sgemm_cube/kernel/fixup_kernel.hpp",
+     "                    AscendC::Mul(brow, brow, f2, n);\n", ""),
+    ("class_threshold_off_by_one", "include/sgemm_cube/kernel/fixup_kernel.hpp",
+     "if (cls < int32_t(args.fix_from)) {", "if (cls <= int32_t(args.fix_from)) {"),
+    ("sum_past_the_products_k", "include/sgemm_cube/kernel/fixup_kernel.hpp",
+     "for (uint32_t k0 = 0; k0 < args.k; k0 += kW) {\n                const uint32_t ka = schedule::min_u32(kW, args.k - k0);",
+     "for (uint32_t k0 = 0; k0 < args.k; k0 += kW) {\n                const uint32_t ka = schedule::min_u32(kW, args.k - k0) - 1;"),
+]
+
+
+@pytest.mark.parametrize("name", [p[0] for p in PLANTED_FIXUP])
+def test_planted_bug_in_the_fixup_fails(name, tmp_path):
+    from .executed import build as build_gemm
+    from .executed import run
+
+    _, rel, pattern, replacement = next(p for p in PLANTED_FIXUP if p[0] == name)
+    root = planted_sources(tmp_path, name, rel, pattern, replacement)
+    binaries = {"910B": build_gemm(tmp_path / "run_bug", "910B", src_root=root)}
+    rng = np.random.default_rng(71)
+    a, b = _extreme_lines(rng, 1, 40, 30, 50)
+    a[0, 3, 5] = np.inf
+    a[0, 6, :15] *= np.float32(1e-25)
+    b[0, :, 7] = np.ldexp(rng.uniform(1, 2, 30), -140).astype(np.float32)  # a column scaled by 2^144 > 2^127
+    r, expected = _unscale_case(binaries, "910B", a, b, tmp_path, tiling=(16, 32, 16, 1))
+    wrong = expected is None or r.c is None or bool(_same_where(r.c, *expected))
+    assert wrong or not r.clean, f"planted bug {name} went unnoticed"

@@ -210,6 +210,12 @@ int main(int argc, char** argv)
             sgemm_cube_unscale(gm(term_ptr[0]), gm(meta_a.data()), gm(meta_b.data()), batch, g.mp, g.np,
                                vector_cores, alpha_mant, alpha_exp);
         });
+        // The listed rows of A in plain FP32 (fix_from: 1 with fixup, else 2).
+        ascend_exec::launch("fixup_rows", schedule::min_u32(vector_cores, batch * g.mp), [&] {
+            sgemm_cube_fixup_rows(gm(a_src.data()), gm(b_src.data()), gm(meta_a.data()), gm(meta_b.data()),
+                                  gm(term_ptr[0]), batch, g.mp, g.np, g.kp, k, guard_fixup ? 1u : 2u, vector_cores,
+                                  alpha_mant, alpha_exp);
+        });
     }
 
     FILE* out = std::fopen(argv[2], "wb");

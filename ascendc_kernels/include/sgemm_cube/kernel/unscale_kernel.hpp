@@ -88,6 +88,66 @@ __aicore__ inline void MulPow2(const AscendC::LocalTensor<float>& c, const Ascen
     AscendC::PipeBarrier<PIPE_V>();
 }
 
+/// The packed integers in v.t (guard.pack_meta) -> t + 1024, in place: (packed - (packed & 3)) / 4
+/// through an exact float round trip (no shifts on 910A).  Uses v.w1.
+__aicore__ inline void DecodeExponents(const UnscaleTile& v, int32_t n)
+{
+    const AscendC::LocalTensor<uint16_t> tu = v.t.ReinterpretCast<uint16_t>(), w1u = v.w1.ReinterpretCast<uint16_t>();
+    AscendC::Duplicate<int32_t>(v.w1, int32_t(3), n);
+    AscendC::PipeBarrier<PIPE_V>();
+    AscendC::And(w1u, tu, w1u, 2 * n);  // packed & 3 (the high halfword of 3 is 0)
+    AscendC::PipeBarrier<PIPE_V>();
+    AscendC::Sub(v.t, v.t, v.w1, n);
+    AscendC::PipeBarrier<PIPE_V>();
+    AscendC::Cast(v.w1.ReinterpretCast<float>(), v.t, AscendC::RoundMode::CAST_NONE, uint32_t(n));  // exact
+    AscendC::PipeBarrier<PIPE_V>();
+    AscendC::Muls(v.w1.ReinterpretCast<float>(), v.w1.ReinterpretCast<float>(), 0.25f, n);
+    AscendC::PipeBarrier<PIPE_V>();
+    AscendC::Cast(v.t, v.w1.ReinterpretCast<float>(), AscendC::RoundMode::CAST_RINT, uint32_t(n));  // tb + 1024
+    AscendC::PipeBarrier<PIPE_V>();
+}
+
+/// v.c *= 2^(v.s) elementwise with one rounding (see the file comment; v.c may hold any FP32 value: NaN and
+/// infinities stay, subnormals are scaled exactly up or rounded once down).  Uses v.e, v.t, v.w1, v.w2; v.s
+/// is consumed.
+__aicore__ inline void ApplyPow2(const UnscaleTile& v, int32_t n)
+{
+    using AscendC::LocalTensor;
+    // E = e_c + s.
+    const LocalTensor<uint16_t> cu = v.c.ReinterpretCast<uint16_t>(), eu = v.e.ReinterpretCast<uint16_t>();
+    AscendC::And(eu, cu, v.exp.ReinterpretCast<uint16_t>(), 2 * n);
+    AscendC::PipeBarrier<PIPE_V>();
+    AscendC::Cast(v.w1.ReinterpretCast<float>(), v.e, AscendC::RoundMode::CAST_NONE, uint32_t(n));  // e_c 2^23
+    AscendC::PipeBarrier<PIPE_V>();
+    AscendC::Muls(v.w1.ReinterpretCast<float>(), v.w1.ReinterpretCast<float>(), 1.0f / 8388608.0f, n);
+    AscendC::PipeBarrier<PIPE_V>();
+    AscendC::Cast(v.e, v.w1.ReinterpretCast<float>(), AscendC::RoundMode::CAST_RINT, uint32_t(n));
+    AscendC::PipeBarrier<PIPE_V>();
+    AscendC::Add(v.e, v.e, v.s, n);  // E
+    AscendC::PipeBarrier<PIPE_V>();
+    // le0 = min(max(1 - E, 0), 1) into t; x = s + 64 le0 into s; k4 = -64 le0 into w2.
+    AscendC::Muls(v.t, v.e, int32_t(-1), n);
+    AscendC::PipeBarrier<PIPE_V>();
+    AscendC::Adds(v.t, v.t, int32_t(1), n);
+    AscendC::PipeBarrier<PIPE_V>();
+    ClampInPlace(v.t, 0, 1, n);
+    AscendC::Muls(v.w1, v.t, int32_t(64), n);
+    AscendC::Muls(v.w2, v.t, int32_t(-64), n);
+    AscendC::PipeBarrier<PIPE_V>();
+    AscendC::Add(v.s, v.s, v.w1, n);  // x
+    AscendC::PipeBarrier<PIPE_V>();
+    // k1, k2, k3 from x (t is free again): k = clamp(rest, -126, 126), rest -= k.
+    for (int32_t step = 0; step < 3; ++step) {
+        AscendC::Adds(v.t, v.s, int32_t(0), n);  // copy of the rest
+        AscendC::PipeBarrier<PIPE_V>();
+        ClampInPlace(v.t, -126, 126, n);
+        AscendC::Sub(v.s, v.s, v.t, n);
+        AscendC::PipeBarrier<PIPE_V>();
+        MulPow2(v.c, v.t, v.w1, n);
+    }
+    MulPow2(v.c, v.w2, v.w1, n);  // k4
+}
+
 template <class SocTag>
 __aicore__ inline void RunUnscale(__gm__ float* c, __gm__ int32_t* meta_a, __gm__ int32_t* meta_b,
                                   const UnscaleArgs& args)
@@ -139,63 +199,19 @@ __aicore__ inline void RunUnscale(__gm__ float* c, __gm__ int32_t* meta_a, __gm_
         AscendC::WaitFlag<AscendC::HardEvent::MTE2_S>(0);
         // s = alpha_exp - ta_i - tb_j, with t = (packed - (packed & 3)) / 4 - 1024 (no shifts on 910A).
         AscendC::PipeBarrier<PIPE_V>();  // the previous unit's last vector reads are done
-        const LocalTensor<uint16_t> tu = v.t.ReinterpretCast<uint16_t>(), w1u = v.w1.ReinterpretCast<uint16_t>();
         for (uint32_t r = 0; r < rows; ++r) {
             const int32_t packed = v.rows_meta.GetValue(row0 + r - first8);
             const int32_t ta = (packed - (packed & 3)) / 4 - 1024;
             AscendC::Duplicate<int32_t>(v.s[r * w], args.alpha_exp - ta + 1024, int32_t(w));
         }
         AscendC::SetFlag<AscendC::HardEvent::S_MTE2>(0);  // the rows' integers were read
-        AscendC::Duplicate<int32_t>(v.w1, int32_t(3), n);
-        AscendC::PipeBarrier<PIPE_V>();
-        AscendC::And(w1u, tu, w1u, 2 * n);  // packed & 3 (the high halfword of 3 is 0)
-        AscendC::PipeBarrier<PIPE_V>();
-        AscendC::Sub(v.t, v.t, v.w1, n);
-        AscendC::PipeBarrier<PIPE_V>();
-        AscendC::Cast(v.w1.ReinterpretCast<float>(), v.t, AscendC::RoundMode::CAST_NONE, uint32_t(n));  // exact
-        AscendC::PipeBarrier<PIPE_V>();
-        AscendC::Muls(v.w1.ReinterpretCast<float>(), v.w1.ReinterpretCast<float>(), 0.25f, n);
-        AscendC::PipeBarrier<PIPE_V>();
-        AscendC::Cast(v.t, v.w1.ReinterpretCast<float>(), AscendC::RoundMode::CAST_RINT, uint32_t(n));  // tb + 1024
-        AscendC::PipeBarrier<PIPE_V>();
+        DecodeExponents(v, n);  // t = tb + 1024
         AscendC::Sub(v.s, v.s, v.t, n);  // s
         if (args.alpha_mant != 1.0f) {
             AscendC::Muls(v.c, v.c, args.alpha_mant, n);
         }
         AscendC::PipeBarrier<PIPE_V>();
-        // E = e_c + s.
-        const LocalTensor<uint16_t> cu = v.c.ReinterpretCast<uint16_t>(), eu = v.e.ReinterpretCast<uint16_t>();
-        AscendC::And(eu, cu, v.exp.ReinterpretCast<uint16_t>(), 2 * n);
-        AscendC::PipeBarrier<PIPE_V>();
-        AscendC::Cast(v.w1.ReinterpretCast<float>(), v.e, AscendC::RoundMode::CAST_NONE, uint32_t(n));  // e_c 2^23
-        AscendC::PipeBarrier<PIPE_V>();
-        AscendC::Muls(v.w1.ReinterpretCast<float>(), v.w1.ReinterpretCast<float>(), 1.0f / 8388608.0f, n);
-        AscendC::PipeBarrier<PIPE_V>();
-        AscendC::Cast(v.e, v.w1.ReinterpretCast<float>(), AscendC::RoundMode::CAST_RINT, uint32_t(n));
-        AscendC::PipeBarrier<PIPE_V>();
-        AscendC::Add(v.e, v.e, v.s, n);  // E
-        AscendC::PipeBarrier<PIPE_V>();
-        // le0 = min(max(1 - E, 0), 1) into t; x = s + 64 le0 into s; k4 = -64 le0 into w2.
-        AscendC::Muls(v.t, v.e, int32_t(-1), n);
-        AscendC::PipeBarrier<PIPE_V>();
-        AscendC::Adds(v.t, v.t, int32_t(1), n);
-        AscendC::PipeBarrier<PIPE_V>();
-        ClampInPlace(v.t, 0, 1, n);
-        AscendC::Muls(v.w1, v.t, int32_t(64), n);
-        AscendC::Muls(v.w2, v.t, int32_t(-64), n);
-        AscendC::PipeBarrier<PIPE_V>();
-        AscendC::Add(v.s, v.s, v.w1, n);  // x
-        AscendC::PipeBarrier<PIPE_V>();
-        // k1, k2, k3 from x (t is free again): k = clamp(rest, -126, 126), rest -= k.
-        for (int32_t step = 0; step < 3; ++step) {
-            AscendC::Adds(v.t, v.s, int32_t(0), n);  // copy of the rest
-            AscendC::PipeBarrier<PIPE_V>();
-            ClampInPlace(v.t, -126, 126, n);
-            AscendC::Sub(v.s, v.s, v.t, n);
-            AscendC::PipeBarrier<PIPE_V>();
-            MulPow2(v.c, v.t, v.w1, n);
-        }
-        MulPow2(v.c, v.w2, v.w1, n);  // k4
+        ApplyPow2(v, n);
         AscendC::SetFlag<AscendC::HardEvent::V_MTE2>(0);
         AscendC::SetFlag<AscendC::HardEvent::V_MTE3>(0);
         AscendC::WaitFlag<AscendC::HardEvent::V_MTE3>(0);

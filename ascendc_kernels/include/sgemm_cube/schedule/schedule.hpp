@@ -823,6 +823,9 @@ static_assert(kSplitTileCols % kCube == 0 && kCombineTile % kFractalElems == 0, 
 constexpr uint32_t kStatsUbBytes = 8 * kStatsTile * 4 + 3 * kStatsTileCols * 4 + 3 * kCube * 4;
 /// Unscale: eight tiles of kUnscaleTile words (result, integers, work, three constants) and the rows' integers.
 constexpr uint32_t kUnscaleUbBytes = 9 * kUnscaleTile * 4;
+/// Fix-up of listed rows: the unscale tiles, then B's row, two factor tiles, A's row (kUnscaleTile
+/// words each) and one 32-byte block of A's rows' integers.
+constexpr uint32_t kFixupUbBytes = kUnscaleUbBytes + 4 * kUnscaleTile * 4 + kBlockBytes;
 /// Line meta: three input chunks and one output chunk of kMetaChunk int32.
 constexpr uint32_t kMetaUbBytes = 4 * kMetaChunk * 4;
 static_assert(kStatsUbBytes <= arch::Ascend910B::kUbBytes - arch::Ascend910B::kUbReservedBytes &&

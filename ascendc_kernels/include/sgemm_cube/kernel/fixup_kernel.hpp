@@ -1,0 +1,159 @@
+// Kernel layer, vector unit: the listed rows of A (class >= fix_from in their packed integers) computed
+// in plain FP32 on the device, as guard.py defines the guarantee's recomputation: the row and every
+// column of B scaled by their powers of two (NaN and infinities kept), the products summed in K order,
+// each product and each sum rounded to FP32 (recursive summation: tests/guarantee_data.sequential_fp32),
+// then unscaled with one rounding (unscale_kernel.hpp's ApplyPow2).  NaN and infinities come out as
+// IEEE arithmetic gives them, as native SGEMM's do.
+//
+// Vectorised over the columns of a chunk (kUnscaleTile), sequential over K: for each k the row's scaled
+// entry (a scalar) times B's scaled row k chunk (Muls), added to the accumulator (Add), two roundings as
+// recursive summation has.  Every listed row reads all of B.  The listed columns of B are not computed
+// here (they need A's columns; not written yet).  A rare path: plain PipeBarrier<PIPE_ALL> between
+// dependent steps instead of per-buffer flags.
+#ifndef SGEMM_CUBE_KERNEL_FIXUP_KERNEL_HPP
+#define SGEMM_CUBE_KERNEL_FIXUP_KERNEL_HPP
+
+#include "kernel_operator.h"
+#include "sgemm_cube/kernel/split_kernel.hpp"
+#include "sgemm_cube/kernel/unscale_kernel.hpp"
+#include "sgemm_cube/schedule/schedule.hpp"
+#include "sgemm_cube/tile/soc.hpp"
+
+namespace sgemm_cube {
+namespace kernel {
+
+struct FixupArgs {
+    uint32_t batch, mp, np, kp;  ///< padded sizes; A (batch * mp) x kp, B (batch * kp) x np, C (batch * mp) x np
+    uint32_t k;                  ///< the product's K: the sum stops there (adding the padding's +0 could turn -0 into +0)
+    uint32_t fix_from;           ///< guard.fix_from: 1 (fixup) or 2
+    uint32_t plan_cores;
+    float alpha_mant;            ///< alpha = alpha_mant * 2^alpha_exp, as the unscale kernel takes it
+    int32_t alpha_exp;
+};
+
+/// Decoded guard.pack_meta: t and cls.
+__aicore__ inline void unpack_meta(int32_t packed, int32_t* t, int32_t* cls)
+{
+    *cls = packed & 3;
+    *t = (packed - *cls) / 4 - 1024;
+}
+
+/// The FP32 value of a bit pattern (a power of two from line_factors).
+__aicore__ inline float bits_to_float(uint32_t bits)
+{
+    union {
+        uint32_t u;
+        float f;
+    } x;
+    x.u = bits;
+    return x.f;
+}
+
+template <class SocTag>
+__aicore__ inline void RunFixupRows(__gm__ float* a, __gm__ float* b, __gm__ int32_t* meta_a, __gm__ int32_t* meta_b,
+                                    __gm__ float* c, const FixupArgs& args)
+{
+    constexpr uint32_t kW = schedule::kUnscaleTile;
+    const uint32_t rows = args.batch * args.mp;
+    const uint32_t cores = schedule::min_u32(args.plan_cores, rows);
+    const uint32_t core = uint32_t(AscendC::GetBlockIdx());
+    if (core >= cores) {
+        return;
+    }
+    AscendC::GlobalTensor<float> ga, gb, gc;
+    AscendC::GlobalTensor<int32_t> gma, gmb;
+    ga.SetGlobalBuffer(a);
+    gb.SetGlobalBuffer(b);
+    gc.SetGlobalBuffer(c);
+    gma.SetGlobalBuffer(meta_a);
+    gmb.SetGlobalBuffer(meta_b);
+    AscendC::TPipe pipe;
+    AscendC::TBuf<AscendC::TPosition::VECCALC> ub;
+    pipe.InitBuffer(ub, schedule::kFixupUbBytes);
+    const AscendC::LocalTensor<uint8_t> base = ub.Get<uint8_t>();
+    UnscaleTile v;  // v.c accumulates, v.s / v.t hold the exponents
+    v.Init(base);
+    const uint32_t at = schedule::kUnscaleUbBytes;
+    const AscendC::LocalTensor<float> brow = base[at].ReinterpretCast<float>();
+    const AscendC::LocalTensor<float> f1 = base[at + kW * 4].ReinterpretCast<float>();
+    const AscendC::LocalTensor<float> f2 = base[at + 2 * kW * 4].ReinterpretCast<float>();
+    const AscendC::LocalTensor<float> arow = base[at + 3 * kW * 4].ReinterpretCast<float>();
+    const AscendC::LocalTensor<int32_t> ameta = base[at + 4 * kW * 4].ReinterpretCast<int32_t>();
+    pipe.Destroy();
+
+    for (uint32_t r = core; r < rows; r += cores) {
+        AscendC::DataCopy(ameta, gma[r & ~7u], AscendC::DataCopyParams(1, 1, 0, 0));  // the 8 rows around r
+        AscendC::PipeBarrier<PIPE_ALL>();
+        int32_t ta, cls;
+        unpack_meta(ameta.GetValue(r & 7u), &ta, &cls);
+        AscendC::PipeBarrier<PIPE_ALL>();  // read before the next row's integers arrive
+        if (cls < int32_t(args.fix_from)) {
+            continue;
+        }
+        const uint32_t batch = r / args.mp;
+        uint32_t a1, a2;
+        line_factors(ta, &a1, &a2);
+        for (uint32_t col0 = 0; col0 < args.np; col0 += kW) {
+            const uint32_t w = schedule::min_u32(kW, args.np - col0);
+            const int32_t n = int32_t(w);
+            // B's columns' exponents: factors (scalar unit) and s = alpha_exp - ta - tb (vector unit).
+            AscendC::DataCopy(v.t, gmb[uint64_t(batch) * args.np + col0],
+                              AscendC::DataCopyParams(1, uint16_t(w * 4 / schedule::kBlockBytes), 0, 0));
+            AscendC::PipeBarrier<PIPE_ALL>();
+            for (uint32_t j = 0; j < w; ++j) {
+                int32_t tb, cb;
+                unpack_meta(v.t.GetValue(j), &tb, &cb);
+                uint32_t b1, b2;
+                line_factors(tb, &b1, &b2);
+                f1.ReinterpretCast<uint32_t>().SetValue(j, b1);
+                f2.ReinterpretCast<uint32_t>().SetValue(j, b2);
+            }
+            AscendC::PipeBarrier<PIPE_ALL>();
+            AscendC::Duplicate<int32_t>(v.s, args.alpha_exp - ta + 1024, n);
+            DecodeExponents(v, n);
+            AscendC::Sub(v.s, v.s, v.t, n);
+            AscendC::Duplicate<float>(v.c, 0.0f, n);  // the accumulators
+            AscendC::PipeBarrier<PIPE_ALL>();
+            for (uint32_t k0 = 0; k0 < args.k; k0 += kW) {
+                const uint32_t ka = schedule::min_u32(kW, args.k - k0);
+                const uint32_t load = schedule::round_up(ka, 8);  // whole 32-byte blocks (within the padded row)
+                // The row's entries, scaled (keeping NaN/Inf): two exact-or-last-rounding multiplies.
+                AscendC::DataCopy(arow, ga[uint64_t(r) * args.kp + k0],
+                                  AscendC::DataCopyParams(1, uint16_t(load * 4 / schedule::kBlockBytes), 0, 0));
+                AscendC::PipeBarrier<PIPE_ALL>();
+                AscendC::Muls(arow, arow, bits_to_float(a1), int32_t(load));
+                AscendC::PipeBarrier<PIPE_V>();
+                AscendC::Muls(arow, arow, bits_to_float(a2), int32_t(load));
+                AscendC::PipeBarrier<PIPE_ALL>();
+                for (uint32_t k = 0; k < ka; ++k) {
+                    const float x = arow.GetValue(k);
+                    AscendC::DataCopy(brow, gb[(uint64_t(batch) * args.kp + k0 + k) * args.np + col0],
+                                      AscendC::DataCopyParams(1, uint16_t(w * 4 / schedule::kBlockBytes), 0, 0));
+                    AscendC::PipeBarrier<PIPE_ALL>();
+                    AscendC::Mul(brow, brow, f1, n);  // B's row k, scaled per column
+                    AscendC::PipeBarrier<PIPE_V>();
+                    AscendC::Mul(brow, brow, f2, n);
+                    AscendC::PipeBarrier<PIPE_V>();
+                    AscendC::Muls(brow, brow, x, n);  // fl(a b)
+                    AscendC::PipeBarrier<PIPE_V>();
+                    AscendC::Add(v.c, v.c, brow, n);  // fl(acc + a b)
+                    AscendC::PipeBarrier<PIPE_ALL>();
+                }
+            }
+            if (args.alpha_mant != 1.0f) {
+                AscendC::Muls(v.c, v.c, args.alpha_mant, n);
+                AscendC::PipeBarrier<PIPE_V>();
+            }
+            ApplyPow2(v, n);
+            AscendC::PipeBarrier<PIPE_ALL>();
+            AscendC::DataCopy(gc[uint64_t(r) * args.np + col0], v.c,
+                              AscendC::DataCopyParams(1, uint16_t(w * 4 / schedule::kBlockBytes), 0, 0));
+            AscendC::PipeBarrier<PIPE_ALL>();
+        }
+    }
+}
+
+}  // namespace kernel
+}  // namespace sgemm_cube
+
+#endif  // SGEMM_CUBE_KERNEL_FIXUP_KERNEL_HPP
