@@ -394,7 +394,7 @@ PLANTED_FIXUP = [
     ("columns_scaled_by_one_factor_only", "include/sgemm_cube/kernel/fixup_kernel.hpp",
      "                    AscendC::Mul(brow, brow, f2, n);\n", ""),
     ("class_threshold_off_by_one", "include/sgemm_cube/kernel/fixup_kernel.hpp",
-     "if (cls < int32_t(args.fix_from)) {", "if (cls <= int32_t(args.fix_from)) {"),
+     "if (row.cls < int32_t(args.fix_from)) {", "if (row.cls <= int32_t(args.fix_from)) {"),
     ("sum_past_the_products_k", "include/sgemm_cube/kernel/fixup_kernel.hpp",
      "for (uint32_t k0 = 0; k0 < args.k; k0 += kW) {\n                const uint32_t ka = schedule::min_u32(kW, args.k - k0);",
      "for (uint32_t k0 = 0; k0 < args.k; k0 += kW) {\n                const uint32_t ka = schedule::min_u32(kW, args.k - k0) - 1;"),

@@ -137,6 +137,12 @@ SGEMM_CUBE_HOST_DEVICE LineMeta meta_from_stats(const LineStats& s, const LineRa
 
 /// guard.pack_meta: one int32 per line, bits 0-1 cls, bits 2-12 t + 1024.
 SGEMM_CUBE_HOST_DEVICE int32_t pack(const LineMeta& m) { return m.cls | ((m.t + 1024) << 2); }
+/// guard.unpack_meta (scalar arithmetic: the vector units of 910A have no shifts).
+SGEMM_CUBE_HOST_DEVICE LineMeta unpack(int32_t packed)
+{
+    const int32_t cls = packed & 3;
+    return LineMeta{(packed - cls) / 4 - 1024, cls};
+}
 
 }  // namespace guard
 }  // namespace sgemm_cube

@@ -31,13 +31,6 @@ struct FixupArgs {
     int32_t alpha_exp;
 };
 
-/// Decoded guard.pack_meta: t and cls.
-__aicore__ inline void unpack_meta(int32_t packed, int32_t* t, int32_t* cls)
-{
-    *cls = packed & 3;
-    *t = (packed - *cls) / 4 - 1024;
-}
-
 /// The FP32 value of a bit pattern (a power of two from line_factors).
 __aicore__ inline float bits_to_float(uint32_t bits)
 {
@@ -84,10 +77,10 @@ __aicore__ inline void RunFixupRows(__gm__ float* a, __gm__ float* b, __gm__ int
     for (uint32_t r = core; r < rows; r += cores) {
         AscendC::DataCopy(ameta, gma[r & ~7u], AscendC::DataCopyParams(1, 1, 0, 0));  // the 8 rows around r
         AscendC::PipeBarrier<PIPE_ALL>();
-        int32_t ta, cls;
-        unpack_meta(ameta.GetValue(r & 7u), &ta, &cls);
+        const guard::LineMeta row = guard::unpack(ameta.GetValue(r & 7u));
+        const int32_t ta = row.t;
         AscendC::PipeBarrier<PIPE_ALL>();  // read before the next row's integers arrive
-        if (cls < int32_t(args.fix_from)) {
+        if (row.cls < int32_t(args.fix_from)) {
             continue;
         }
         const uint32_t batch = r / args.mp;
@@ -101,10 +94,8 @@ __aicore__ inline void RunFixupRows(__gm__ float* a, __gm__ float* b, __gm__ int
                               AscendC::DataCopyParams(1, uint16_t(w * 4 / schedule::kBlockBytes), 0, 0));
             AscendC::PipeBarrier<PIPE_ALL>();
             for (uint32_t j = 0; j < w; ++j) {
-                int32_t tb, cb;
-                unpack_meta(v.t.GetValue(j), &tb, &cb);
                 uint32_t b1, b2;
-                line_factors(tb, &b1, &b2);
+                line_factors(guard::unpack(v.t.GetValue(j)).t, &b1, &b2);
                 f1.ReinterpretCast<uint32_t>().SetValue(j, b1);
                 f2.ReinterpretCast<uint32_t>().SetValue(j, b2);
             }

@@ -50,6 +50,7 @@
 #define SGEMM_CUBE_KERNEL_SPLIT_KERNEL_HPP
 
 #include "kernel_operator.h"
+#include "sgemm_cube/guard/line_meta.hpp"
 #include "sgemm_cube/schedule/schedule.hpp"
 #include "sgemm_cube/tile/soc.hpp"
 
@@ -95,17 +96,16 @@ __aicore__ inline void BuildFactors(const AscendC::LocalTensor<float>& f1, const
     AscendC::WaitFlag<AscendC::HardEvent::MTE2_S>(0);
     const AscendC::LocalTensor<uint32_t> u1 = f1.ReinterpretCast<uint32_t>(), u2 = f2.ReinterpretCast<uint32_t>();
     for (uint32_t i = 0; i < lines; ++i) {
-        const int32_t packed = vmeta.GetValue(i);
         uint32_t b1, b2;
-        line_factors(((packed >> 2) & 2047) - 1024, &b1, &b2);
-        for (uint32_t j = 0; j < schedule::kCube; ++j) {
-            // rows: row i, column j of piece 0; columns: column i (piece i / 16, position i % 16) of row 0
-            const uint32_t at = per_row ? i * schedule::kCube + j : (i / schedule::kCube) * kPiece + i % schedule::kCube;
-            if (!per_row && j > 0) {
-                break;
+        line_factors(guard::unpack(vmeta.GetValue(i)).t, &b1, &b2);
+        if (per_row) {  // row i of piece 0, all 16 columns
+            for (uint32_t j = 0; j < schedule::kCube; ++j) {
+                u1.SetValue(i * schedule::kCube + j, b1);
+                u2.SetValue(i * schedule::kCube + j, b2);
             }
-            u1.SetValue(at, b1);
-            u2.SetValue(at, b2);
+        } else {  // column i: piece i / 16, position i % 16 of its row 0
+            u1.SetValue((i / schedule::kCube) * kPiece + i % schedule::kCube, b1);
+            u2.SetValue((i / schedule::kCube) * kPiece + i % schedule::kCube, b2);
         }
     }
     AscendC::SetFlag<AscendC::HardEvent::S_MTE2>(0);

@@ -30,6 +30,7 @@
 #define SGEMM_CUBE_KERNEL_UNSCALE_KERNEL_HPP
 
 #include "kernel_operator.h"
+#include "sgemm_cube/guard/line_meta.hpp"
 #include "sgemm_cube/schedule/schedule.hpp"
 #include "sgemm_cube/tile/soc.hpp"
 
@@ -200,8 +201,7 @@ __aicore__ inline void RunUnscale(__gm__ float* c, __gm__ int32_t* meta_a, __gm_
         // s = alpha_exp - ta_i - tb_j, with t = (packed - (packed & 3)) / 4 - 1024 (no shifts on 910A).
         AscendC::PipeBarrier<PIPE_V>();  // the previous unit's last vector reads are done
         for (uint32_t r = 0; r < rows; ++r) {
-            const int32_t packed = v.rows_meta.GetValue(row0 + r - first8);
-            const int32_t ta = (packed - (packed & 3)) / 4 - 1024;
+            const int32_t ta = guard::unpack(v.rows_meta.GetValue(row0 + r - first8)).t;
             AscendC::Duplicate<int32_t>(v.s[r * w], args.alpha_exp - ta + 1024, int32_t(w));
         }
         AscendC::SetFlag<AscendC::HardEvent::S_MTE2>(0);  // the rows' integers were read
