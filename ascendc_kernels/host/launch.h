@@ -54,6 +54,11 @@ uint32_t launch_fixup_rows(uint32_t blocks, aclrtStream stream, void* a, void* b
                            uint32_t batch, uint32_t mp, uint32_t np, uint32_t kp, uint32_t k, uint32_t fix_from,
                            uint32_t plan_cores, float alpha_mant, int32_t alpha_exp);
 
+/// Fix-up: the listed columns of B (class >= fix_from) of c likewise (after launch_fixup_rows).
+uint32_t launch_fixup_cols(uint32_t blocks, aclrtStream stream, void* a, void* b, void* meta_a, void* meta_b, void* c,
+                           uint32_t batch, uint32_t mp, uint32_t np, uint32_t kp, uint32_t k, uint32_t fix_from,
+                           uint32_t plan_cores, float alpha_mant, int32_t alpha_exp);
+
 }  // namespace host
 }  // namespace sgemm_cube
 

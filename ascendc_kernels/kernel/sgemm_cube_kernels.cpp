@@ -9,12 +9,14 @@
 //   sgemm_cube_line_meta   vector (scalar unit)  per line: scaling exponent and class (cpu_fallback/guard.py)
 //   sgemm_cube_unscale  vector  C *= alpha * 2^-(ta_i + tb_j), one rounding, in place
 //   sgemm_cube_fixup_rows  vector  the listed rows of C in plain FP32 (recursive summation), unscaled
+//   sgemm_cube_fixup_cols  vector  the listed columns of C likewise
 //
 // NOT COMPILED OR RUN IN THIS REPOSITORY'S CI: no CANN toolkit there.  The
 // index arithmetic these kernels use (schedule.hpp) is compiled with g++ and
 // tested; see ascendc_kernels/README.md.
 #include "kernel_operator.h"
 #include "sgemm_cube/kernel/combine_kernel.hpp"
+#include "sgemm_cube/kernel/fixup_cols_kernel.hpp"
 #include "sgemm_cube/kernel/fixup_kernel.hpp"
 #include "sgemm_cube/kernel/gemm_kernel.hpp"
 #include "sgemm_cube/kernel/line_meta_kernel.hpp"
@@ -147,6 +149,23 @@ extern "C" __global__ __aicore__ void sgemm_cube_fixup_rows(GM_ADDR a, GM_ADDR b
     }
 #endif
     sgemm_cube::kernel::RunFixupRows<Soc>(
+        reinterpret_cast<__gm__ float*>(a), reinterpret_cast<__gm__ float*>(b), reinterpret_cast<__gm__ int32_t*>(meta_a),
+        reinterpret_cast<__gm__ int32_t*>(meta_b), reinterpret_cast<__gm__ float*>(c),
+        sgemm_cube::kernel::FixupArgs{batch, mp, np, kp, k, fix_from, plan_cores, alpha_mant, alpha_exp});
+}
+
+extern "C" __global__ __aicore__ void sgemm_cube_fixup_cols(GM_ADDR a, GM_ADDR b, GM_ADDR meta_a, GM_ADDR meta_b,
+                                                            GM_ADDR c, uint32_t batch, uint32_t mp, uint32_t np,
+                                                            uint32_t kp, uint32_t k, uint32_t fix_from,
+                                                            uint32_t plan_cores, float alpha_mant, int32_t alpha_exp)
+{
+#if defined(SGEMM_CUBE_SOC_910B)
+    KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
+    if ASCEND_IS_AIC {
+        return;
+    }
+#endif
+    sgemm_cube::kernel::RunFixupCols<Soc>(
         reinterpret_cast<__gm__ float*>(a), reinterpret_cast<__gm__ float*>(b), reinterpret_cast<__gm__ int32_t*>(meta_a),
         reinterpret_cast<__gm__ int32_t*>(meta_b), reinterpret_cast<__gm__ float*>(c),
         sgemm_cube::kernel::FixupArgs{batch, mp, np, kp, k, fix_from, plan_cores, alpha_mant, alpha_exp});

@@ -176,7 +176,8 @@ def test_ci_launch_stubs_match_the_kernel_signatures():
     src = ENTRY.read_text()
     kernels = dict(re.findall(r'extern "C" __global__ __aicore__ void (\w+)\((.*?)\)\s*\{', src, re.S))
     assert set(kernels) == {"sgemm_cube_split", "sgemm_cube_gemm", "sgemm_cube_combine", "sgemm_cube_line_stats",
-                            "sgemm_cube_line_meta", "sgemm_cube_unscale", "sgemm_cube_fixup_rows"}
+                            "sgemm_cube_line_meta", "sgemm_cube_unscale", "sgemm_cube_fixup_rows",
+                            "sgemm_cube_fixup_cols"}
     for name, params in kernels.items():
         stub = (KERNELS / "ci" / "stubs" / f"aclrtlaunch_{name}.h").read_text()
         decl = re.search(rf"uint32_t aclrtlaunch_{name}\((.*?)\);", stub, re.S).group(1)

@@ -161,10 +161,9 @@ def _scaled_split_input(x: np.ndarray, t: np.ndarray, axis: int, sb: int) -> np.
 
 
 def _expected(a, b, meta_a, meta_b, scaled_product, *, fixup=True, alpha=1.0):
-    """What the device computes: guard.unscale of the emulated product of the scaled lines, except the listed
-    rows of A (class >= fix_from), recomputed in FP32 by recursive summation of the scaled lines (NaN/Inf
-    kept) and unscaled.  Also returns the mask of the outputs the device computes today: the listed columns
-    of B outside listed rows are not recomputed on the device yet."""
+    """What the device computes: guard.unscale of the emulated product of the scaled lines, except in the
+    listed rows of A and columns of B (class >= fix_from), recomputed in FP32 by recursive summation of the
+    scaled lines (NaN/Inf kept) and unscaled.  Also returns the mask of the outputs to compare (all)."""
     from sgemm_cube.cpu_fallback.guard import fix_from, scale_lines, unpack_meta, unscale
     from tests.guarantee_data import sequential_fp32
 
@@ -175,9 +174,8 @@ def _expected(a, b, meta_a, meta_b, scaled_product, *, fixup=True, alpha=1.0):
     sa = scale_lines(a, ma.t, -1, keep_special=True)
     sb = scale_lines(b, mb.t, -2, keep_special=True)
     fp32 = unscale(sequential_fp32(sa, sb), ma.t, mb.t, alpha)
-    want = np.where(rows[:, :, None], fp32, want)
-    computed = ~(cols[:, None, :] & ~rows[:, :, None])
-    return want, computed
+    want = np.where(rows[:, :, None] | cols[:, None, :], fp32, want)
+    return want, np.ones(want.shape, bool)
 
 
 def _same_where(got, want, mask) -> str:
@@ -398,6 +396,11 @@ PLANTED_FIXUP = [
     ("sum_past_the_products_k", "include/sgemm_cube/kernel/fixup_kernel.hpp",
      "for (uint32_t k0 = 0; k0 < args.k; k0 += kW) {\n                const uint32_t ka = schedule::min_u32(kW, args.k - k0);",
      "for (uint32_t k0 = 0; k0 < args.k; k0 += kW) {\n                const uint32_t ka = schedule::min_u32(kW, args.k - k0) - 1;"),
+    # the listed columns
+    ("column_fixup_transposes_the_wrong_column", "include/sgemm_cube/kernel/fixup_cols_kernel.hpp",
+     "col.SetValue(i, blk.GetValue(i * 8 + (k - k0)));", "col.SetValue(i, blk.GetValue(i * 8 + (7 - (k - k0))));"),
+    ("column_fixup_writes_the_neighbouring_element", "include/sgemm_cube/kernel/fixup_cols_kernel.hpp",
+     "bb.SetValue(j & 7u, v.c.GetValue(i));", "bb.SetValue((j + 1) & 7u, v.c.GetValue(i));"),
 ]
 
 
@@ -414,6 +417,9 @@ def test_planted_bug_in_the_fixup_fails(name, tmp_path):
     a[0, 3, 5] = np.inf
     a[0, 6, :15] *= np.float32(1e-25)
     b[0, :, 7] = np.ldexp(rng.uniform(1, 2, 30), -140).astype(np.float32)  # a column scaled by 2^144 > 2^127
+    b[0, 4, 20] = np.nan  # a listed column
+    b[0, :, 33] = rng.standard_normal(30).astype(np.float32)
+    b[0, :15, 33] *= np.float32(1e-25)  # a listed column (fixup) with finite outputs
     r, expected = _unscale_case(binaries, "910B", a, b, tmp_path, tiling=(16, 32, 16, 1))
     wrong = expected is None or r.c is None or bool(_same_where(r.c, *expected))
     assert wrong or not r.clean, f"planted bug {name} went unnoticed"

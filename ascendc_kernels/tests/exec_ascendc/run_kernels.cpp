@@ -216,6 +216,12 @@ int main(int argc, char** argv)
                                   gm(term_ptr[0]), batch, g.mp, g.np, g.kp, k, guard_fixup ? 1u : 2u, vector_cores,
                                   alpha_mant, alpha_exp);
         });
+        const uint32_t col_units = batch * schedule::ceil_div(g.mp, schedule::kFixupColRows);
+        ascend_exec::launch("fixup_cols", schedule::min_u32(vector_cores, col_units), [&] {
+            sgemm_cube_fixup_cols(gm(a_src.data()), gm(b_src.data()), gm(meta_a.data()), gm(meta_b.data()),
+                                  gm(term_ptr[0]), batch, g.mp, g.np, g.kp, k, guard_fixup ? 1u : 2u, vector_cores,
+                                  alpha_mant, alpha_exp);
+        });
     }
 
     FILE* out = std::fopen(argv[2], "wb");

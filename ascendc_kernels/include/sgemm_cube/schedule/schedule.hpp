@@ -826,6 +826,13 @@ constexpr uint32_t kUnscaleUbBytes = 9 * kUnscaleTile * 4;
 /// Fix-up of listed rows: the unscale tiles, then B's row, two factor tiles, A's row (kUnscaleTile
 /// words each) and one 32-byte block of A's rows' integers.
 constexpr uint32_t kFixupUbBytes = kUnscaleUbBytes + 4 * kUnscaleTile * 4 + kBlockBytes;
+/// Fix-up of listed columns: rows of A per unit (a multiple of 8, at most kUnscaleTile), and the UB of
+/// the unscale tiles, one accumulator, the rows' 8-column block, A's column, two factor tiles, the rows'
+/// exponents, one 32-byte block and a chunk of B's integers.
+constexpr uint32_t kFixupColRows = 512;
+constexpr uint32_t kFixupColsUbBytes =
+    kUnscaleUbBytes + kFixupColRows * 4 * (1 + 8 + 4) + kBlockBytes + kUnscaleTile * 4;
+static_assert(kFixupColRows % 8 == 0 && kFixupColRows <= kUnscaleTile, "fix-up row chunk");
 /// Line meta: three input chunks and one output chunk of kMetaChunk int32.
 constexpr uint32_t kMetaUbBytes = 4 * kMetaChunk * 4;
 static_assert(kStatsUbBytes <= arch::Ascend910B::kUbBytes - arch::Ascend910B::kUbReservedBytes &&

@@ -1,0 +1,161 @@
+// Kernel layer, vector unit: the listed columns of B (class >= fix_from) computed in plain FP32 on the
+// device, as fixup_kernel.hpp does for the listed rows of A: the scaled lines (NaN and infinities kept),
+// products summed in K order with every product and sum rounded to FP32 (recursive summation), then
+// unscaled with one rounding.  Run after the rows' fix-up: an output in a listed row and a listed column
+// gets the same value from both (same products, same order).
+//
+// Vectorised over a chunk of kFixupColRows rows of A, sequential over K: A's columns are not contiguous,
+// so each 8-column block of the chunk's rows is loaded (one 32-byte block per row) and transposed by the
+// scalar unit; every listed column's B entry is loaded as its 32-byte block and scaled on the vector unit.
+// Outputs are written back by read-modify-write of their 32-byte blocks: one core owns a (batch, row
+// chunk) unit with every listed column of it, so no other core touches those blocks.  A rare path, with
+// plain PipeBarrier<PIPE_ALL> between dependent steps.
+#ifndef SGEMM_CUBE_KERNEL_FIXUP_COLS_KERNEL_HPP
+#define SGEMM_CUBE_KERNEL_FIXUP_COLS_KERNEL_HPP
+
+#include "kernel_operator.h"
+#include "sgemm_cube/guard/line_meta.hpp"
+#include "sgemm_cube/kernel/fixup_kernel.hpp"
+#include "sgemm_cube/schedule/schedule.hpp"
+
+namespace sgemm_cube {
+namespace kernel {
+
+template <class SocTag>
+__aicore__ inline void RunFixupCols(__gm__ float* a, __gm__ float* b, __gm__ int32_t* meta_a, __gm__ int32_t* meta_b,
+                                    __gm__ float* c, const FixupArgs& args)
+{
+    constexpr uint32_t kR = schedule::kFixupColRows;
+    constexpr uint32_t kW = schedule::kUnscaleTile;
+    const uint32_t chunks = schedule::ceil_div(args.mp, kR);
+    const uint32_t units = args.batch * chunks;
+    const uint32_t cores = schedule::min_u32(args.plan_cores, units);
+    const uint32_t core = uint32_t(AscendC::GetBlockIdx());
+    if (core >= cores) {
+        return;
+    }
+    AscendC::GlobalTensor<float> ga, gb, gc;
+    AscendC::GlobalTensor<int32_t> gma, gmb;
+    ga.SetGlobalBuffer(a);
+    gb.SetGlobalBuffer(b);
+    gc.SetGlobalBuffer(c);
+    gma.SetGlobalBuffer(meta_a);
+    gmb.SetGlobalBuffer(meta_b);
+    AscendC::TPipe pipe;
+    AscendC::TBuf<AscendC::TPosition::VECCALC> ub;
+    pipe.InitBuffer(ub, schedule::kFixupColsUbBytes);
+    const AscendC::LocalTensor<uint8_t> base = ub.Get<uint8_t>();
+    UnscaleTile v;  // v.c: one column's result; v.s, v.t: exponents
+    v.Init(base);
+    uint32_t at = schedule::kUnscaleUbBytes;
+    const AscendC::LocalTensor<float> acc = base[at].ReinterpretCast<float>();  // one accumulator: column j
+    at += kR * 4;
+    const AscendC::LocalTensor<float> blk = base[at].ReinterpretCast<float>();  // kR rows x 8 columns of A
+    at += kR * 8 * 4;
+    const AscendC::LocalTensor<float> col = base[at].ReinterpretCast<float>();  // A's column k, scaled
+    at += kR * 4;
+    const AscendC::LocalTensor<float> f1 = base[at].ReinterpretCast<float>();   // the rows' factors
+    at += kR * 4;
+    const AscendC::LocalTensor<float> f2 = base[at].ReinterpretCast<float>();
+    at += kR * 4;
+    const AscendC::LocalTensor<int32_t> ta = base[at].ReinterpretCast<int32_t>();  // rows' ta + 1024
+    at += kR * 4;
+    const AscendC::LocalTensor<float> bb = base[at].ReinterpretCast<float>();  // one 32-byte block of B or C
+    at += schedule::kBlockBytes;
+    const AscendC::LocalTensor<int32_t> mb = base[at].ReinterpretCast<int32_t>();  // B's packed integers, a chunk
+    pipe.Destroy();
+
+    for (uint32_t unit = core; unit < units; unit += cores) {
+        const uint32_t batch = unit / chunks;
+        const uint32_t r0 = (unit % chunks) * kR;
+        const uint32_t rows = schedule::min_u32(kR, args.mp - r0);
+        const uint64_t row0 = uint64_t(batch) * args.mp + r0;  // first row over the batch
+        // The chunk's rows: their factors (scalar) and ta + 1024 (for the unscaling).
+        AscendC::DataCopy(v.t, gma[row0], AscendC::DataCopyParams(1, uint16_t(rows * 4 / schedule::kBlockBytes), 0, 0));
+        AscendC::PipeBarrier<PIPE_ALL>();
+        for (uint32_t i = 0; i < rows; ++i) {
+            uint32_t b1, b2;
+            line_factors(guard::unpack(v.t.GetValue(i)).t, &b1, &b2);
+            f1.ReinterpretCast<uint32_t>().SetValue(i, b1);
+            f2.ReinterpretCast<uint32_t>().SetValue(i, b2);
+        }
+        AscendC::PipeBarrier<PIPE_ALL>();
+        DecodeExponents(v, int32_t(rows));
+        AscendC::DataCopy(ta, v.t, AscendC::DataCopyParams(1, uint16_t(rows * 4 / schedule::kBlockBytes), 0, 0));
+        AscendC::PipeBarrier<PIPE_ALL>();
+        for (uint32_t j0 = 0; j0 < args.np; j0 += kW) {
+            const uint32_t w = schedule::min_u32(kW, args.np - j0);
+            AscendC::DataCopy(mb, gmb[uint64_t(batch) * args.np + j0],
+                              AscendC::DataCopyParams(1, uint16_t(w * 4 / schedule::kBlockBytes), 0, 0));
+            AscendC::PipeBarrier<PIPE_ALL>();
+            for (uint32_t jj = 0; jj < w; ++jj) {
+                const guard::LineMeta cm = guard::unpack(mb.GetValue(jj));
+                if (cm.cls < int32_t(args.fix_from)) {
+                    continue;
+                }
+                const uint32_t j = j0 + jj;
+                uint32_t c1, c2;
+                line_factors(cm.t, &c1, &c2);
+                AscendC::Duplicate<float>(acc, 0.0f, int32_t(rows));
+                AscendC::PipeBarrier<PIPE_ALL>();
+                for (uint32_t k0 = 0; k0 < args.k; k0 += 8) {
+                    // Columns k0..k0+7 of the chunk's rows: one 32-byte block per row.
+                    AscendC::DataCopy(blk, ga[row0 * args.kp + k0],
+                                      AscendC::DataCopyParams(uint16_t(rows), 1, uint16_t(args.kp / 8 - 1), 0));
+                    AscendC::PipeBarrier<PIPE_ALL>();
+                    for (uint32_t k = k0; k < k0 + 8 && k < args.k; ++k) {
+                        for (uint32_t i = 0; i < rows; ++i) {  // the scalar unit transposes column k
+                            col.SetValue(i, blk.GetValue(i * 8 + (k - k0)));
+                        }
+                        // B[k, j]'s block, scaled by the column's factors (one element used).
+                        AscendC::DataCopy(bb, gb[(uint64_t(batch) * args.kp + k) * args.np + (j & ~7u)],
+                                          AscendC::DataCopyParams(1, 1, 0, 0));
+                        AscendC::PipeBarrier<PIPE_ALL>();
+                        AscendC::Mul(col, col, f1, int32_t(rows));     // A's column, scaled per row
+                        AscendC::PipeBarrier<PIPE_V>();
+                        AscendC::Mul(col, col, f2, int32_t(rows));
+                        AscendC::Muls(bb, bb, bits_to_float(c1), 8);
+                        AscendC::PipeBarrier<PIPE_V>();
+                        AscendC::Muls(bb, bb, bits_to_float(c2), 8);
+                        AscendC::PipeBarrier<PIPE_ALL>();
+                        const float x = bb.GetValue(j & 7u);
+                        AscendC::PipeBarrier<PIPE_ALL>();
+                        AscendC::Muls(col, col, x, int32_t(rows));  // fl(a b)
+                        AscendC::PipeBarrier<PIPE_V>();
+                        AscendC::Add(acc, acc, col, int32_t(rows));  // fl(acc + a b)
+                        AscendC::PipeBarrier<PIPE_ALL>();
+                    }
+                }
+                // Unscale: s = alpha_exp - ta_i - tb_j.
+                AscendC::Duplicate<int32_t>(v.s, args.alpha_exp - cm.t + 1024, int32_t(rows));
+                AscendC::PipeBarrier<PIPE_V>();
+                AscendC::Sub(v.s, v.s, ta, int32_t(rows));
+                AscendC::DataCopy(v.c, acc, AscendC::DataCopyParams(1, uint16_t(rows * 4 / schedule::kBlockBytes), 0, 0));
+                AscendC::PipeBarrier<PIPE_V>();
+                if (args.alpha_mant != 1.0f) {
+                    AscendC::Muls(v.c, v.c, args.alpha_mant, int32_t(rows));
+                    AscendC::PipeBarrier<PIPE_V>();
+                }
+                ApplyPow2(v, int32_t(rows));
+                AscendC::PipeBarrier<PIPE_ALL>();
+                // Column j of the chunk's rows, each through its 32-byte block.
+                for (uint32_t i = 0; i < rows; ++i) {
+                    const uint64_t blk_at = (row0 + i) * args.np + (j & ~7u);
+                    AscendC::DataCopy(bb, gc[blk_at], AscendC::DataCopyParams(1, 1, 0, 0));
+                    AscendC::PipeBarrier<PIPE_ALL>();
+                    bb.SetValue(j & 7u, v.c.GetValue(i));
+                    AscendC::PipeBarrier<PIPE_ALL>();
+                    AscendC::DataCopy(gc[blk_at], bb, AscendC::DataCopyParams(1, 1, 0, 0));
+                    AscendC::PipeBarrier<PIPE_ALL>();
+                }
+            }
+            AscendC::PipeBarrier<PIPE_ALL>();  // B's integers read before the next chunk of them arrives
+        }
+        AscendC::PipeBarrier<PIPE_ALL>();  // the rows' integers read before the next unit's arrive
+    }
+}
+
+}  // namespace kernel
+}  // namespace sgemm_cube
+
+#endif  // SGEMM_CUBE_KERNEL_FIXUP_COLS_KERNEL_HPP
