@@ -1,7 +1,10 @@
 // pybind11 module `sgemm_cube.backends._npu_ext`: torch_npu tensors in, the
 // three SGEMM-cube kernels launched on the current NPU stream.
 //
-//   matmul(a, b, out, sb, keep_lo_lo, bm, bk, bn, n_fused, per_term=False) -> None
+//   matmul(a, b, out, sb, keep_lo_lo, bm, bk, bn, n_fused, per_term=False, guard=False, scale=1,
+//          fixup=True, alpha=1.0) -> None
+//       guard: the accuracy guarantee's bookkeeping on the device too (line statistics and integers,
+//       scaled splits, unscaling with alpha, listed lines in FP32: cpu_fallback/guard.py's rules).
 //       a (B, M, K), b (B, K, N), out (B, M, N): float32, contiguous, same NPU.
 //       Every launch goes through torch_npu's task queue (OpCommand::RunOpApiV2)
 //       so it is ordered with the framework's own operators on that stream.
@@ -95,7 +98,8 @@ std::string device_soc(int64_t device)
 }
 
 void matmul(const at::Tensor& a, const at::Tensor& b, at::Tensor& out, int64_t sb, bool keep_lo_lo, int64_t bm,
-            int64_t bk, int64_t bn, int64_t n_fused, bool per_term)
+            int64_t bk, int64_t bn, int64_t n_fused, bool per_term, bool guard, int64_t scale, bool fixup,
+            double alpha)
 {
     const at::Device device = a.device();
     check_operand(a, "a", device);
@@ -150,17 +154,57 @@ void matmul(const at::Tensor& a, const at::Tensor& b, at::Tensor& out, int64_t s
     void* a_lo = a_parts[1].data_ptr();
     void* b_hi = b_parts[0].data_ptr();
     void* b_lo = b_parts[1].data_ptr();
-    const float scale = std::ldexp(1.0f, int(sb));
+    const float scale_sb = std::ldexp(1.0f, int(sb));
     const float inv_scale = std::ldexp(1.0f, -int(sb));
     const aclrtStream stream = c10_npu::getCurrentNPUStream().stream(false);
+    // The guarantee's integers (guard): statistics and packed integers of A's rows and B's columns.
+    const at::TensorOptions int_opts = a.options().dtype(at::kInt);
+    const int64_t lines_a = int64_t(g.batch) * g.mp, lines_b = int64_t(g.batch) * g.np;
+    const at::Tensor stats = at::empty({guard ? 3 * (lines_a + lines_b) : 0}, int_opts);
+    const at::Tensor meta = at::empty({guard ? lines_a + lines_b : 0}, int_opts);
+    int32_t* const st = guard ? stats.data_ptr<int32_t>() : nullptr;
+    int32_t* const meta_a = guard ? meta.data_ptr<int32_t>() : nullptr;
+    int32_t* const meta_b = guard ? meta_a + lines_a : nullptr;
+    uint32_t keep_below = kNonFiniteBits;
+    if (guard) {
+        const float max_abs = std::fmin(65520.0f, std::ldexp(1.0f, 27 - int(sb)));  // split_limits(sb).max_abs
+        std::memcpy(&keep_below, &max_abs, sizeof keep_below);
+        const schedule::LineStatsGeometry sa = schedule::make_line_stats_geometry(g.batch, g.mp, g.kp, true,
+                                                                                  cores.vector);
+        const schedule::LineStatsGeometry sb_ = schedule::make_line_stats_geometry(g.batch, g.kp, g.np, false,
+                                                                                   cores.vector);
+        int32_t* const sta = st;
+        int32_t* const stb = st + 3 * lines_a;
+        auto meta_cores = [&](int64_t lines) {
+            return schedule::min_u32(cores.vector, uint32_t((lines + schedule::kMetaChunk - 1) / schedule::kMetaChunk));
+        };
+        const uint32_t scale_code = uint32_t(scale), fix = fixup ? 1u : 0u, sbu = uint32_t(sb);
+        enqueue("SgemmCubeLineStatsA", [=]() -> int {
+            (void)stats;
+            return int(launch_line_stats(sa.cores, stream, a_src.data_ptr(), sta, sta + lines_a, sta + 2 * lines_a,
+                                         g.batch, g.mp, g.kp, 1u, cores.vector));
+        });
+        enqueue("SgemmCubeLineStatsB", [=]() -> int {
+            return int(launch_line_stats(sb_.cores, stream, b_src.data_ptr(), stb, stb + lines_b, stb + 2 * lines_b,
+                                         g.batch, g.kp, g.np, 0u, cores.vector));
+        });
+        enqueue("SgemmCubeLineMeta", [=]() -> int {
+            (void)meta;
+            const int ra = int(launch_line_meta(meta_cores(lines_a), stream, sta, sta + lines_a, sta + 2 * lines_a,
+                                                meta_a, g.batch, g.mp, sbu, scale_code, fix, cores.vector));
+            return ra != 0 ? ra
+                           : int(launch_line_meta(meta_cores(lines_b), stream, stb, stb + lines_b, stb + 2 * lines_b,
+                                                  meta_b, g.batch, g.np, sbu, scale_code, fix, cores.vector));
+        });
+    }
     // Each lambda holds the tensors it touches, so they live until it ran.
     enqueue("SgemmCubeSplitA", [=]() -> int {
-        return int(launch_split(plan.split_a.cores, stream, a_src.data_ptr(), a_hi, a_lo, nullptr, g.batch, g.mp,
-                                g.kp, cores.vector, scale, 0u, kNonFiniteBits));
+        return int(launch_split(plan.split_a.cores, stream, a_src.data_ptr(), a_hi, a_lo, meta_a, g.batch, g.mp,
+                                g.kp, cores.vector, scale_sb, guard ? 1u : 0u, keep_below));
     });
     enqueue("SgemmCubeSplitB", [=]() -> int {
-        return int(launch_split(plan.split_b.cores, stream, b_src.data_ptr(), b_hi, b_lo, nullptr, g.batch, g.kp,
-                                g.np, cores.vector, scale, 0u, kNonFiniteBits));
+        return int(launch_split(plan.split_b.cores, stream, b_src.data_ptr(), b_hi, b_lo, meta_b, g.batch, g.kp,
+                                g.np, cores.vector, scale_sb, guard ? 2u : 0u, keep_below));
     });
     enqueue("SgemmCubeGemm", [=]() -> int {
         (void)a_parts;
@@ -176,6 +220,33 @@ void matmul(const at::Tensor& a, const at::Tensor& b, at::Tensor& out, int64_t s
             return int(launch_combine(plan.combine.cores, stream, term_ptr[0], term_ptr[1], term_ptr[2],
                                       term_ptr[3], term_ptr[0], plan.term_elems, cores.vector,
                                       keep_lo_lo ? 1u : 0u, inv_scale));
+        });
+    }
+    if (guard) {  // alpha = m 2^e with 1 <= |m| < 2 (or 0); then the listed lines in FP32
+        int e = 0;
+        const float alpha32 = float(alpha);
+        const float m = std::frexp(alpha32, &e);
+        const float alpha_mant = alpha32 == 0.0f ? 0.0f : 2.0f * m;
+        const int32_t alpha_exp = alpha32 == 0.0f ? 0 : e - 1;
+        const schedule::UnscaleGeometry ug = schedule::make_unscale_geometry(g.batch, g.mp, g.np, cores.vector);
+        const uint32_t fix_from = fixup ? 1u : 2u, k32 = g.k;
+        const uint32_t row_cores = schedule::min_u32(cores.vector, g.batch * g.mp);
+        const uint32_t col_cores =
+            schedule::min_u32(cores.vector, g.batch * schedule::ceil_div(g.mp, schedule::kFixupColRows));
+        enqueue("SgemmCubeUnscale", [=]() -> int {
+            (void)meta;
+            (void)terms;
+            return int(launch_unscale(ug.cores, stream, term_ptr[0], meta_a, meta_b, g.batch, g.mp, g.np,
+                                      cores.vector, alpha_mant, alpha_exp));
+        });
+        enqueue("SgemmCubeFixup", [=]() -> int {
+            const int rr = int(launch_fixup_rows(row_cores, stream, a_src.data_ptr(), b_src.data_ptr(), meta_a, meta_b,
+                                                 term_ptr[0], g.batch, g.mp, g.np, g.kp, k32, fix_from, cores.vector,
+                                                 alpha_mant, alpha_exp));
+            return rr != 0 ? rr
+                           : int(launch_fixup_cols(col_cores, stream, a_src.data_ptr(), b_src.data_ptr(), meta_a,
+                                                   meta_b, term_ptr[0], g.batch, g.mp, g.np, g.kp, k32, fix_from,
+                                                   cores.vector, alpha_mant, alpha_exp));
         });
     }
     if (!direct) {
@@ -194,6 +265,8 @@ PYBIND11_MODULE(_npu_ext, m)
     m.def("matmul", &sgemm_cube::host::matmul, pybind11::arg("a"), pybind11::arg("b"), pybind11::arg("out"),
           pybind11::arg("sb"), pybind11::arg("keep_lo_lo"), pybind11::arg("bm"), pybind11::arg("bk"),
           pybind11::arg("bn"), pybind11::arg("n_fused"), pybind11::arg("per_term") = false,
+          pybind11::arg("guard") = false, pybind11::arg("scale") = 1, pybind11::arg("fixup") = true,
+          pybind11::arg("alpha") = 1.0,
           "out[b] = A[b] B[b] emulated in FP32 from FP16 cube products (all tensors float32, contiguous, on one NPU)");
     m.def("soc", &sgemm_cube::host::built_soc, "SoC family the device code was built for ('910a' or '910b')");
     m.def("device_soc", &sgemm_cube::host::device_soc, pybind11::arg("device") = 0,

@@ -61,6 +61,47 @@ __all__ = ["main", "cases", "run_cases", "model_device", "ModelExtension", "mult
 
 
 # ------------------------------------------------------------- the CPU model
+def _captured():
+    """Tensor methods as they are at import: the model plays the device, whose own reads a test of npu.run's
+    host traffic must not count."""
+    import torch
+
+    return (lambda t: torch.Tensor.numpy(torch.Tensor.cpu(t.detach())).copy()), torch.Tensor.copy_
+
+
+try:
+    _HOST, _COPY = _captured()
+except ImportError:  # pragma: no cover - the bring-up needs torch anyway
+    _HOST = _COPY = None
+
+
+def _guarded_model(a, b, scale_code, fixup, alpha, kw):
+    """The device bookkeeping's rules (cpu_fallback.guard, bit for bit as the kernels are tested to be): lines
+    scaled, NaN/Inf and |x| >= max_abs as 0, the kernels' model, unscaled with alpha, the listed lines by
+    recursive FP32 summation of the scaled lines."""
+    from sgemm_cube.backends import npu_schedule
+    from sgemm_cube.cpu_fallback import split_limits
+    from sgemm_cube.cpu_fallback.guard import fix_from, line_meta, scale_lines, unscale
+
+    sequential_fp32 = _guarantee_module().sequential_fp32
+    scale = {0: None, 1: "auto", 2: "rows", 3: "matrix"}[scale_code]
+    sb = kw["sb"]
+    scheme = "fp16x4" if kw["keep_lo_lo"] else "fp16x3"
+    ma = line_meta(a, -1, scheme=scheme, sb=sb, scale=scale, fixup=fixup)
+    mb = line_meta(b, -2, scheme=scheme, sb=sb, scale=scale, fixup=fixup)
+    sa, sbb = scale_lines(a, ma.t, -1, keep_special=True), scale_lines(b, mb.t, -2, keep_special=True)
+    limit = np.float32(split_limits(sb).max_abs)
+    with np.errstate(invalid="ignore"):
+        xa = np.where(np.abs(sa) < limit, sa, np.float32(0)).astype(np.float32)
+        xb = np.where(np.abs(sbb) < limit, sbb, np.float32(0)).astype(np.float32)
+    c = unscale(npu_schedule.simulate(xa, xb, **kw), ma.t, mb.t, alpha)
+    rows, cols = ma.cls >= fix_from(fixup), mb.cls >= fix_from(fixup)
+    if rows.any() or cols.any():
+        fp32 = unscale(sequential_fp32(sa, sbb), ma.t, mb.t, alpha)
+        c = np.where(rows[:, :, None] | cols[:, None, :], fp32, c)
+    return c
+
+
 class ModelExtension(types.ModuleType):
     """Stands in for the compiled ``_npu_ext``: the schedule model on CPU tensors."""
 
@@ -71,7 +112,8 @@ class ModelExtension(types.ModuleType):
     def soc(self) -> str:
         return self._soc
 
-    def matmul(self, a, b, out, sb, keep_lo_lo, bm, bk, bn, n_fused, per_term=False):
+    def matmul(self, a, b, out, sb, keep_lo_lo, bm, bk, bn, n_fused, per_term=False, guard=False, scale=1,
+               fixup=True, alpha=1.0):
         import torch
 
         from sgemm_cube.backends import npu_schedule
@@ -79,10 +121,12 @@ class ModelExtension(types.ModuleType):
         assert a.is_contiguous() and b.is_contiguous() and out.is_contiguous()
         assert a.dtype == b.dtype == out.dtype == torch.float32
         self.calls.append((bm, bk, bn, n_fused, bool(per_term)))
-        c = npu_schedule.simulate(a.cpu().numpy(), b.cpu().numpy(), sb=sb, keep_lo_lo=keep_lo_lo,
-                                  tiling=npu_schedule.Tiling(bm, bk, bn, n_fused, bool(per_term)),
-                                  cap=npu_schedule.capacity_from_profile(self._soc), cores=self._cores)
-        out.copy_(torch.from_numpy(c))
+        x, y = _HOST(a), _HOST(b)
+        tiling = npu_schedule.Tiling(bm, bk, bn, n_fused, bool(per_term))
+        kw = dict(sb=sb, keep_lo_lo=keep_lo_lo, tiling=tiling, cap=npu_schedule.capacity_from_profile(self._soc),
+                  cores=self._cores)
+        c = npu_schedule.simulate(x, y, **kw) if not guard else _guarded_model(x, y, scale, fixup, alpha, kw)
+        _COPY(out, torch.from_numpy(c))
 
 
 @contextlib.contextmanager
@@ -308,9 +352,9 @@ def measure(case: Case, soc: str, *, dry_run: bool, seed: int = 0) -> Row:
                _rel(_native(a, b, device), refs), "ok" if not bound else "FAIL: " + bound.splitlines()[0])
 
 
-def _guarantee_check():
-    """``check_guarantee`` and ``references`` of the clone's ``tests/guarantee_data.py`` (loaded by
-    path: a package named ``tests`` elsewhere on sys.path must not stand in for it)."""
+def _guarantee_module():
+    """The clone's ``tests/guarantee_data.py`` (loaded by path: a package named ``tests`` elsewhere on
+    sys.path must not stand in for it)."""
     import importlib.util
 
     mod = sys.modules.get("sgemm_cube_guarantee_data")
@@ -320,6 +364,12 @@ def _guarantee_check():
         mod = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = mod
         spec.loader.exec_module(mod)
+    return mod
+
+
+def _guarantee_check():
+    """``check_guarantee`` and ``references`` of the clone's ``tests/guarantee_data.py``."""
+    mod = _guarantee_module()
     return mod.check_guarantee, mod.references
 
 

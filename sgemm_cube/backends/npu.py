@@ -4,13 +4,21 @@ Importing this module needs neither torch_npu nor a CANN toolkit; they are
 looked up when the backend is asked for.  What runs on the device, per
 product (``ascendc_kernels/README.md`` has the details):
 
+0. (:func:`run`) ``sgemm_cube_line_stats`` and ``sgemm_cube_line_meta``: the
+   accuracy guarantee's integers of every row of A and column of B
+   (:mod:`sgemm_cube.cpu_fallback.guard`);
 1. ``sgemm_cube_split`` (vector unit): A and B to FP16 hi/lo, the rule of
-   :func:`sgemm_cube.cpu_fallback.split`, non-finite values as 0;
+   :func:`sgemm_cube.cpu_fallback.split`, each line first scaled by its power
+   of two (:func:`run`), values the split cannot hold (NaN, Inf) as 0;
 2. ``sgemm_cube_gemm`` (cube unit): ``A_hi B_hi``, ``A_lo B_hi``, ``A_hi B_lo``
    (and ``A_lo B_lo`` with ``keep_lo_lo``), each accumulated in its own FP32
    accumulator in L0C, resident A groups and ping-pong B in L1 (SGEMM-cube
    Algorithm 1);
-3. ``sgemm_cube_combine`` (vector unit): termwise combination, small terms first.
+3. ``sgemm_cube_combine`` (vector unit): termwise combination, small terms
+   first (on 910A with one K group, in the GEMM's epilogue);
+4. (:func:`run`) ``sgemm_cube_unscale``, ``sgemm_cube_fixup_rows``,
+   ``sgemm_cube_fixup_cols``: one FP32 rounding back from the scaled lines, and
+   the listed lines in plain FP32.
 
 The result equals :func:`sgemm_cube.cpu_fallback.emulated_matmul` (``order="termwise"``,
 ``accumulate="cube16"`` if the cube rounds as that model says) whenever K
@@ -38,6 +46,8 @@ _CANN_MARKERS = ("include/acl/acl.h", "aarch64-linux/include/acl/acl.h", "x86_64
 #: What the AscendC kernels implement (the protocol of :mod:`sgemm_cube.backends.base`).
 SCHEMES = ("fp16x3", "fp16x4")
 ORDERS = ("termwise",)
+# guard::Scale of ascendc_kernels/include/sgemm_cube/guard/line_meta.hpp, per `scale` option.
+_SCALE_CODE = {None: 0, "auto": 1, "rows": 2, "matrix": 3}
 
 
 def _cann_problem() -> str:
@@ -123,7 +133,7 @@ def choose_tiling(soc: str, m: int, n: int, k: int, *, terms: int = 3) -> npu_sc
 
 
 def matmul(a, b, *, sb: int, order: str, keep_lo_lo: bool, out, accumulate: str | None = None,
-           scheme: str | None = None, tiling=None):
+           scheme: str | None = None, tiling=None, guard: dict | None = None):
     """Emulated FP32 batched product on the Ascend cube units.
 
     Parameters
@@ -150,6 +160,14 @@ def matmul(a, b, *, sb: int, order: str, keep_lo_lo: bool, out, accumulate: str 
         Override the tuned tiling (the measured tuner uses this); it must fit
         the kernel's buffer plan (:func:`.npu_schedule.make_buffer_plan`).
         ``per_term`` (default False) runs one GEMM pass per product term.
+    guard : dict, optional
+        The accuracy guarantee's bookkeeping on the device (:func:`run` passes it):
+        ``{"scale": ..., "fixup": bool, "alpha": float}``.  Each row of A and
+        column of B is scaled by its power of two before the split (NaN, Inf
+        and entries the split cannot hold as 0), the product unscaled with one
+        FP32 rounding (times ``alpha``), and the listed lines computed in FP32
+        (:mod:`sgemm_cube.cpu_fallback.guard` bit for bit).  None: the kernels
+        alone (non-finite values as 0).
 
     Returns
     -------
@@ -194,7 +212,11 @@ def matmul(a, b, *, sb: int, order: str, keep_lo_lo: bool, out, accumulate: str 
         npu_schedule.make_geometry(max(batch, 1), max(m, 1), max(n, 1), max(k, 1), t, 1, terms,
                                    npu_schedule.capacity_from_profile(soc))
     target = out if out.is_contiguous() else torch.empty(out.shape, dtype=out.dtype, device=out.device)
-    ext.matmul(a, b, target, int(sb), bool(keep_lo_lo), t.bm, t.bk, t.bn, t.n_fused, bool(t.per_term))
+    if guard is None:
+        ext.matmul(a, b, target, int(sb), bool(keep_lo_lo), t.bm, t.bk, t.bn, t.n_fused, bool(t.per_term))
+    else:
+        ext.matmul(a, b, target, int(sb), bool(keep_lo_lo), t.bm, t.bk, t.bn, t.n_fused, bool(t.per_term), True,
+                   _SCALE_CODE[guard["scale"]], bool(guard["fixup"]), float(guard["alpha"]))
     if target is not out:
         out.copy_(target)
     return None
@@ -208,53 +230,19 @@ def plan(req, batch: int, m: int, n: int, k: int, like=None):
 
 
 def run(plan, req, a, b, out, alpha: float = 1.0) -> None:
-    """The guarantee's bookkeeping around the AscendC kernels (:mod:`sgemm_cube.cpu_fallback.guard`).
+    """The guarantee's bookkeeping and the AscendC kernels, all on the device (:mod:`sgemm_cube.cpu_fallback.guard`).
 
-    **Synchronises**: until the AscendC split computes the line exponents and
-    classes itself, they are computed on the host from a copy of the
-    operands (one device-to-host copy of each per call).  Then, on the
-    device: the lines scaled by their powers of two (NaN/Inf as 0), the
-    kernels (:func:`matmul`), the unscaling (float64, one rounding), and the
-    listed lines' outputs in FP32 on scaled lines with ``torch.matmul``; ``alpha`` (float32)
-    multiplies every output before its one rounding.
-    The cube never sees a value the split cannot hold: NaN, infinities and
-    (after scaling) entries at or above ``split_limits(sb).max_abs`` go to
-    the kernels as 0 -- their lines are class 2, always recomputed in FP32
-    -- so 910A's saturation mode and 910B's IEEE mode give the same result.
-    Untested on hardware, like the kernels.
+    One call of the extension enqueues, on the current stream: the statistics
+    and integers of every row of A and column of B, the splits with each line
+    scaled by its power of two (NaN, infinities and entries the split cannot
+    hold reach the cube as 0, so 910A's saturation mode and 910B's IEEE mode
+    give the same), the GEMM and combine, the unscaling with one FP32 rounding
+    (``alpha``, as float32, multiplies every output before it), and the listed
+    lines' outputs in FP32 by recursive summation with native NaN/Inf
+    semantics.  No host read-back, no float64 (``ascendc_kernels/README.md``).
+    Untested on hardware, like the kernels; executed on the host in CI.
     """
     import numpy as np
-    import torch
 
-    from sgemm_cube.cpu_fallback import split_limits
-    from sgemm_cube.cpu_fallback.guard import line_meta, recomputed_lines
-
-    opts = dict(scheme=plan.scheme, sb=plan.sb, scale=plan.scale, fixup=req.fixup)
-    ma = line_meta(a.detach().cpu().numpy(), -1, **opts)
-    mb = line_meta(b.detach().cpu().numpy(), -2, **opts)
-    ta = torch.as_tensor(ma.t, device=a.device, dtype=torch.float64)
-    tb = torch.as_tensor(mb.t, device=a.device, dtype=torch.float64)
-
-    max_abs = split_limits(plan.sb).max_abs
-
-    def scaled(x, t, keep_special):  # exact unless it underflows: float64 holds every 2**t
-        y = (x.double() * torch.exp2(t)).float()
-        if keep_special:
-            return y
-        return torch.where(y.abs() < max_abs, y, torch.zeros((), dtype=y.dtype, device=y.device))  # NaN: False
-
-    matmul(scaled(a, ta[:, :, None], False), scaled(b, tb[:, None, :], False), sb=plan.sb, order=req.order,
-           keep_lo_lo=plan.scheme == "fp16x4", out=out)
-    alpha = float(np.float32(alpha))  # as PyTorch takes a float32 operator's scalar
-    if ma.t.any() or mb.t.any() or alpha != 1:
-        out.copy_((out.double() * torch.exp2(-(ta[:, :, None] + tb[:, None, :])) * alpha).float())
-    for i, rows, cols in recomputed_lines(ma, mb, req.fixup):
-        xa, xb = scaled(a[i], ta[i][:, None], True), scaled(b[i], tb[i][None, :], True)
-        if rows.size:
-            r = torch.as_tensor(rows, device=a.device)
-            c = torch.matmul(xa[r], xb).double() * torch.exp2(-(ta[i][r][:, None] + tb[i][None, :])) * alpha
-            out[i, r, :] = c.float()
-        if cols.size:
-            q = torch.as_tensor(cols, device=a.device)
-            c = torch.matmul(xa, xb[:, q]).double() * torch.exp2(-(ta[i][:, None] + tb[i][q][None, :])) * alpha
-            out[i][:, q] = c.float()
+    guard = {"scale": plan.scale, "fixup": bool(req.fixup), "alpha": float(np.float32(alpha))}
+    matmul(a, b, sb=plan.sb, order=req.order, keep_lo_lo=plan.scheme == "fp16x4", out=out, guard=guard)

@@ -107,12 +107,31 @@ def vector_cores(soc: str, cube_cores: int) -> int:
     return cube_cores if soc.upper() == "910A" else 2 * cube_cores
 
 
+def _captured():
+    """Tensor methods as they are at import: the stand-in extension plays the device, whose own reads a
+    test of npu.run's host traffic must not count."""
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - torch is a test dependency
+        return None, None, None
+    return torch.Tensor.cpu, torch.Tensor.numpy, torch.Tensor.copy_
+
+
+_CPU, _NUMPY, _COPY = _captured()
+
+
+def _host(t):
+    return _NUMPY(_CPU(t.detach()))
+
+
 class ExecutedExtension(types.ModuleType):
     """Stands in for the compiled ``_npu_ext`` by running the real kernels in the executable stand-in.
 
     Same interface as ``ascendc_kernels/tests/check_on_npu.ModelExtension`` (``soc()``, ``matmul(a, b,
-    out, sb, keep_lo_lo, bm, bk, bn, n_fused, per_term=False)``, ``calls``); every run must leave the
-    flag checker clean.
+    out, sb, keep_lo_lo, bm, bk, bn, n_fused, per_term=False, guard=False, scale=1, fixup=True,
+    alpha=1.0)``, ``calls``); every run must leave the flag checker clean.  It reads and writes the
+    tensors through functions captured at import, so a test may forbid host read-backs to the code
+    that calls it.
     """
 
     def __init__(self, soc: str, cores: int, binary: Path, workdir: Path):
@@ -122,18 +141,21 @@ class ExecutedExtension(types.ModuleType):
     def soc(self) -> str:
         return self._soc
 
-    def matmul(self, a, b, out, sb, keep_lo_lo, bm, bk, bn, n_fused, per_term=False):
+    def matmul(self, a, b, out, sb, keep_lo_lo, bm, bk, bn, n_fused, per_term=False, guard=False, scale=1,
+               fixup=True, alpha=1.0):
         import torch
 
         assert a.is_contiguous() and b.is_contiguous() and out.is_contiguous()
         assert a.dtype == b.dtype == out.dtype == torch.float32
         self.calls.append((bm, bk, bn, n_fused, bool(per_term)))
-        r = run(self._binary, a.cpu().numpy(), b.cpu().numpy(), sb=sb, keep_lo_lo=keep_lo_lo,
+        scale_name = {code: name for name, code in SCALE_CODE.items()}[scale]
+        r = run(self._binary, _host(a), _host(b), sb=sb, keep_lo_lo=keep_lo_lo,
                 tiling=(bm, bk, bn, n_fused, int(per_term)), cube=self._cores,
+                guard="device" if guard else None, scale=scale_name, fixup=fixup, alpha=alpha,
                 vector=vector_cores(self._soc, self._cores),
                 workdir=self._workdir)
         assert r.clean, f"the executed kernels failed (rc={r.rc}):\n{r.stdout[-3000:]}\n{r.stderr[-2000:]}"
-        out.copy_(torch.from_numpy(r.c.copy()))
+        _COPY(out, torch.from_numpy(r.c.copy()))
 
 
 class LineMetaRun(NamedTuple):

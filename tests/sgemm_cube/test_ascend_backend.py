@@ -205,18 +205,18 @@ def test_run_keeps_the_guarantee_around_the_kernels(model_ext, torch):
 
 
 @pytest.mark.parametrize("scale", ["auto", None])
-def test_the_cube_never_sees_what_the_split_cannot_hold(model_ext, torch, scale):
-    """NaN, Inf and (unscaled) values at or above split_limits(sb).max_abs reach the kernels as 0, so 910A's
-    saturation mode and 910B's IEEE mode cannot differ; their lines are recomputed in FP32."""
+def test_the_guarantee_runs_on_the_device(model_ext, torch, scale):
+    """npu.run hands the raw operands to the extension with the bookkeeping on (guard=True, the scale
+    option, fixup, alpha): NaN, Inf and values the split cannot hold are the device's business (the split
+    zeroes them, their lines are recomputed in FP32: tests/ascendc_kernels/test_executed_guard.py)."""
     from tests.guarantee_data import check_guarantee
 
-    from sgemm_cube.cpu_fallback import split_limits
     from sgemm_cube.plan import make_request
 
     ext = model_ext("910a", 32)
     seen = []
     kernel = ext.matmul
-    ext.matmul = lambda a, b, *args: (seen.append((a.clone(), b.clone())), kernel(a, b, *args))
+    ext.matmul = lambda a, b, *args: (seen.append((a.clone(), b.clone(), args)), kernel(a, b, *args))
     rng = np.random.default_rng(12)
     a = rng.standard_normal((1, 16, 32)).astype(np.float32)
     b = rng.standard_normal((1, 32, 8)).astype(np.float32)
@@ -225,14 +225,52 @@ def test_the_cube_never_sees_what_the_split_cannot_hold(model_ext, torch, scale)
     b[0, :, 2] *= np.float32(1e30)          # far above the split's range
     req = make_request(scale=scale)
     out = torch.empty(1, 16, 8)
-    npu.run(npu.plan(req, 1, 16, 8, 32), req, torch.from_numpy(a), torch.from_numpy(b), out)
-    (xa, xb), = seen
-    limit = split_limits(12).max_abs
-    assert torch.isfinite(xa).all() and torch.isfinite(xb).all()
-    assert xa.abs().max() < limit and xb.abs().max() < limit
-    # The guarantee, elementwise.  Not the Frobenius comparison: the norm is all one output, (7, 2) (row 7
-    # times 1e6, column 2 times 1e30), so it compares two single roundings.  With scale="auto" both lines
-    # are scaled and emulated there: 3.6e-7 relative (the same on every host; 0.06 of the elementwise
-    # bound), against 9.9e-9 for FP32 recursive summation, 36x; with scale=None both are recomputed in FP32.
-    msg = check_guarantee(out[0].numpy(), a[0], b[0], frobenius=False)
+    npu.run(npu.plan(req, 1, 16, 8, 32), req, torch.from_numpy(a), torch.from_numpy(b), out, alpha=2.0)
+    (xa, xb, args), = seen
+    assert torch.equal(torch.nan_to_num(xa), torch.nan_to_num(torch.from_numpy(a)))  # raw: NaN/Inf included
+    assert torch.equal(torch.nan_to_num(xb), torch.nan_to_num(torch.from_numpy(b)))
+    assert args[-4:] == (True, npu._SCALE_CODE[scale], True, 2.0)  # guard, scale, fixup, alpha
+    # The guarantee, elementwise (see test_run_keeps_the_guarantee_around_the_kernels; alpha = 2 is exact).
+    msg = check_guarantee(out[0].numpy() / 2, a[0], b[0], frobenius=False)
     assert not msg, msg
+
+
+def test_run_neither_synchronises_nor_uses_float64(model_ext, torch, monkeypatch):
+    """No host read-back (.cpu, .item, .numpy, .tolist), no float64 and no torch.matmul / mm / bmm in npu.run
+    (the extension, standing in for the device, reads through functions it captured at import)."""
+    from tests.guarantee_data import check_guarantee
+
+    from sgemm_cube.plan import make_request
+
+    model_ext("910b", 20)
+    rng = np.random.default_rng(13)
+    a = rng.standard_normal((2, 24, 40)).astype(np.float32)
+    b = rng.standard_normal((2, 40, 20)).astype(np.float32)
+    a[0, :, ::2] *= np.float32(1e-10)  # listed rows
+    a[1, 3, 5] = np.inf
+    ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+    out = torch.empty(2, 24, 20)
+
+    def forbidden(what):
+        def fail(*args, **kwargs):
+            raise AssertionError(f"npu.run called {what}")
+        return fail
+
+    for name in ("cpu", "item", "numpy", "tolist", "double"):
+        monkeypatch.setattr(torch.Tensor, name, forbidden(f"Tensor.{name}"))
+    for name in ("matmul", "mm", "bmm"):
+        monkeypatch.setattr(torch, name, forbidden(f"torch.{name}"))
+    real_to = torch.Tensor.to
+
+    def to(self, *args, **kwargs):
+        if torch.float64 in args or kwargs.get("dtype") == torch.float64:
+            raise AssertionError("npu.run converted to float64")
+        return real_to(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.Tensor, "to", to)
+    req = make_request()
+    npu.run(npu.plan(req, 2, 24, 20, 40), req, ta, tb, out)
+    monkeypatch.undo()
+    for i in range(2):
+        msg = check_guarantee(out[i].numpy(), a[i], b[i])
+        assert not msg, msg
