@@ -119,9 +119,10 @@ class Design:
     bookkeeping : bool
         The guarantee's integers computed on the device (the kernels of
         ``line_stats_kernel.hpp``, ``line_meta_kernel.hpp``, the split's line
-        scaling and ``unscale_kernel.hpp``), instead of on the host.  The FP32
-        recomputation of listed lines is not counted (not written yet; on
-        typical data no line is listed).
+        scaling and ``unscale_kernel.hpp``), as ``npu.run`` launches them.  The
+        FP32 recomputation of listed lines is not counted (on typical data no
+        line is listed).  ``False``: the kernels alone, as ``npu.matmul`` and
+        the tuner's ranking (these passes do not depend on the tiling).
     fused_combine : bool
         Where the kernel's geometry allows it (910A, one K group, fused
         terms: ``Geometry.combine_in_epilogue``) the combine runs in the
