@@ -107,7 +107,13 @@ def matmul(a, b, sb: int | str = 12, *, scheme: str = "fp16x3", scale: str | Non
         Triton kernels for CUDA tensors, the AscendC kernels for NPU tensors;
         native FP32 where it is both faster and as accurate (``K < 16``
         everywhere; on CUDA the small and skinny shapes of the measured
-        hybrid rule).  ``"native"`` is the library's own FP32 matmul.  A
+        hybrid rule; on an Ascend 910B wherever the pipeline model predicts
+        its FP32 cube faster).  ``"native"`` is the library's own FP32
+        matmul, except on an NPU where that is not FP32 (always on the 910A,
+        whose CANN computes FP32 products in FP16 by default; on the 910B
+        under another precision mode or HF32): there the vector units compute
+        it in plain FP32 (``K < 16``) or the emulation with the guarantee
+        runs; :func:`explain` says which and why.  A
         backend that cannot run here raises
         :class:`~sgemm_cube.backends.BackendUnavailableError` naming what
         is missing.

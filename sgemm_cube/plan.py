@@ -39,7 +39,8 @@ class Plan(NamedTuple):
     Attributes
     ----------
     scheme : str
-        ``"fp16x3"``, ``"fp16x4"``, ``"bf16x9"``, ``"bf16x6"`` or ``"native"``.
+        ``"fp16x3"``, ``"fp16x4"``, ``"bf16x9"``, ``"bf16x6"``, ``"native"`` (the array library's own
+        FP32 product) or ``"fp32"`` (plain FP32 on an NPU's vector units, where the library's is not FP32).
     sb : int
         Scaling exponent of the FP16 residuals.
     scale : str or None

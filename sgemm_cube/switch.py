@@ -417,7 +417,8 @@ _NATIVE = object()
 
 
 def _native(like, batch: int, m: int, n: int, k: int) -> bool:
-    """Whether :func:`sgemm_cube.matmul`'s plan runs this product in native FP32 (cached per device and shape)."""
+    """Whether :func:`sgemm_cube.matmul`'s plan runs this product in native FP32 (cached per device and shape
+    until the next :func:`enable`; on an NPU the plan reads CANN's precision mode and HF32 setting then)."""
     key = (like.device, batch, m, n, k)
     native = _native_plans.get(key)
     if native is None:

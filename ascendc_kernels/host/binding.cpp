@@ -8,6 +8,10 @@
 //       a (B, M, K), b (B, K, N), out (B, M, N): float32, contiguous, same NPU.
 //       Every launch goes through torch_npu's task queue (OpCommand::RunOpApiV2)
 //       so it is ordered with the framework's own operators on that stream.
+//   matmul_fp32(a, b, out, alpha=1.0) -> None
+//       out = alpha * (a @ b) in plain FP32 on the vector units (the fix-up kernel over every row:
+//       recursive summation in K order, IEEE NaN/Inf): the FP32 product where no FP32 cube path is
+//       trusted (the 910A has none; torch's matmul follows CANN's precision mode).
 //   soc() -> str              SoC family the device code was built for
 //   device_soc(device) -> str SoC name the runtime reports (aclrtGetSocName)
 //
@@ -27,6 +31,7 @@
 #include "torch_npu/csrc/framework/OpCommand.h"
 
 #include "launch.h"
+#include "sgemm_cube/guard/line_meta.hpp"
 #include "launch_plan.hpp"
 #include "soc_name.hpp"
 
@@ -255,6 +260,55 @@ void matmul(const at::Tensor& a, const at::Tensor& b, at::Tensor& out, int64_t s
     }
 }
 
+void matmul_fp32(const at::Tensor& a, const at::Tensor& b, at::Tensor& out, double alpha)
+{
+    const at::Device device = a.device();
+    check_operand(a, "a", device);
+    check_operand(b, "b", device);
+    check_operand(out, "out", device);
+    const int64_t batch = a.size(0), m = a.size(1), k = a.size(2), n = b.size(2);
+    TORCH_CHECK(b.size(0) == batch && b.size(1) == k, "sgemm_cube NPU kernel: shapes ", a.sizes(), " and ",
+                b.sizes(), " do not multiply");
+    TORCH_CHECK(out.size(0) == batch && out.size(1) == m && out.size(2) == n, "sgemm_cube NPU kernel: out has shape ",
+                out.sizes(), ", expected (", batch, ", ", m, ", ", n, ")");
+    if (batch == 0 || m == 0 || n == 0) {
+        return;
+    }
+    if (k == 0) {
+        out.zero_();
+        return;
+    }
+    const Cores cores = device_cores(int32_t(device.index()));
+    // The fix-up kernel's layout: rows padded to whole 16-element groups, as the emulation's launch pads them.
+    const uint32_t b32 = checked_u32(batch, "batch"), k32 = checked_u32(k, "k");
+    const uint32_t mp = schedule::round_up(checked_u32(m, "m"), schedule::kCube);
+    const uint32_t np = schedule::round_up(checked_u32(n, "n"), schedule::kCube);
+    const uint32_t kp = schedule::round_up(k32, schedule::kCube);
+    const at::Tensor a_src = (mp != m || kp != k) ? at::constant_pad_nd(a, {0, kp - k, 0, mp - m}, 0).contiguous() : a;
+    const at::Tensor b_src = (kp != k || np != n) ? at::constant_pad_nd(b, {0, np - n, 0, kp - k}, 0).contiguous() : b;
+    const bool direct = mp == m && np == n;
+    const at::Tensor c = direct ? out : at::empty({batch, int64_t(mp), int64_t(np)}, a.options());
+    // Every line's integers "class 0, t = 0" (guard::pack): every row listed from class 0, nothing scaled.
+    const at::Tensor meta =
+        at::full({int64_t(b32) * (mp + np)}, guard::pack(guard::LineMeta{0, 0}), a.options().dtype(at::kInt));
+    int e = 0;
+    const float alpha32 = float(alpha);
+    const float alpha_m = std::frexp(alpha32, &e);
+    const float alpha_mant = alpha32 == 0.0f ? 0.0f : 2.0f * alpha_m;
+    const int32_t alpha_exp = alpha32 == 0.0f ? 0 : e - 1;
+    const uint32_t row_cores = schedule::min_u32(cores.vector, b32 * mp);
+    const aclrtStream stream = c10_npu::getCurrentNPUStream().stream(false);
+    enqueue("SgemmCubeFp32", [=]() -> int {
+        int32_t* const meta_a = meta.data_ptr<int32_t>();
+        return int(launch_fixup_rows(row_cores, stream, a_src.data_ptr(), b_src.data_ptr(), meta_a,
+                                     meta_a + int64_t(b32) * mp, c.data_ptr(), b32, mp, np, kp, k32,
+                                     /*fix_from=*/0u, cores.vector, alpha_mant, alpha_exp));
+    });
+    if (!direct) {
+        out.copy_(c.narrow(1, 0, m).narrow(2, 0, n));
+    }
+}
+
 }  // namespace
 }  // namespace host
 }  // namespace sgemm_cube
@@ -268,6 +322,9 @@ PYBIND11_MODULE(_npu_ext, m)
           pybind11::arg("guard") = false, pybind11::arg("scale") = 1, pybind11::arg("fixup") = true,
           pybind11::arg("alpha") = 1.0,
           "out[b] = A[b] B[b] emulated in FP32 from FP16 cube products (all tensors float32, contiguous, on one NPU)");
+    m.def("matmul_fp32", &sgemm_cube::host::matmul_fp32, pybind11::arg("a"), pybind11::arg("b"),
+          pybind11::arg("out"), pybind11::arg("alpha") = 1.0,
+          "out[b] = alpha * A[b] B[b] in plain FP32 on the vector units (recursive summation in K order)");
     m.def("soc", &sgemm_cube::host::built_soc, "SoC family the device code was built for ('910a' or '910b')");
     m.def("device_soc", &sgemm_cube::host::device_soc, pybind11::arg("device") = 0,
           "SoC name the ACL runtime reports, e.g. 'Ascend910B3'");

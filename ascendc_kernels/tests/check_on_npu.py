@@ -128,6 +128,16 @@ class ModelExtension(types.ModuleType):
         c = npu_schedule.simulate(x, y, **kw) if not guard else _guarded_model(x, y, scale, fixup, alpha, kw)
         _COPY(out, torch.from_numpy(c))
 
+    def matmul_fp32(self, a, b, out, alpha=1.0):
+        """The extension's plain-FP32 product: recursive summation in K order, then alpha (IEEE NaN/Inf)."""
+        import torch
+
+        assert a.is_contiguous() and b.is_contiguous() and out.is_contiguous()
+        self.calls.append("fp32")
+        with np.errstate(all="ignore"):
+            c = np.float32(alpha) * _guarantee_module().sequential_fp32(_HOST(a), _HOST(b))
+        _COPY(out, torch.from_numpy(np.ascontiguousarray(c, np.float32)))
+
 
 @contextlib.contextmanager
 def model_device(soc: str, cores: int | None = None):
@@ -140,15 +150,16 @@ def model_device(soc: str, cores: int | None = None):
 
         cores = get_profile(soc).ai_cores
     ext = ModelExtension(soc, cores)
-    saved = npu.unavailable_reason, npu._extension, backends._ready.pop("npu", None)
-    npu.unavailable_reason, npu._extension = (lambda: ""), (lambda: ext)
+    saved = npu.unavailable_reason, npu._extension, npu._npu_option, backends._ready.pop("npu", None)
+    # torch_npu's options all unset: the chip's default precision mode, HF32 off
+    npu.unavailable_reason, npu._extension, npu._npu_option = (lambda: ""), (lambda: ext), (lambda name: None)
     try:
         yield ext
     finally:
-        npu.unavailable_reason, npu._extension = saved[0], saved[1]
+        npu.unavailable_reason, npu._extension, npu._npu_option = saved[:3]
         backends._ready.pop("npu", None)
-        if saved[2] is not None:
-            backends._ready["npu"] = saved[2]
+        if saved[3] is not None:
+            backends._ready["npu"] = saved[3]
 
 
 # ------------------------------------------------------------------- cases

@@ -35,10 +35,13 @@ import importlib
 import importlib.util
 import os
 from pathlib import Path
+from typing import NamedTuple
 
+from ..plan import Plan
 from . import npu_schedule
 
-__all__ = ["SCHEMES", "ORDERS", "is_available", "unavailable_reason", "plan", "run", "matmul", "choose_tiling"]
+__all__ = ["SCHEMES", "ORDERS", "is_available", "unavailable_reason", "plan", "run", "matmul", "fp32_matmul",
+           "choose_tiling", "native_fp32", "NativeFp32", "DEFAULT_PRECISION_MODE"]
 
 _EXTENSION = "sgemm_cube.backends._npu_ext"
 # Where a CANN toolkit keeps the ACL headers, relative to ASCEND_HOME_PATH.
@@ -132,6 +135,21 @@ def choose_tiling(soc: str, m: int, n: int, k: int, *, terms: int = 3) -> npu_sc
         return npu_schedule.fit_tiling(npu_schedule.capacity_from_profile(soc), None, k=k, terms=terms)
 
 
+def _check_available() -> None:
+    reason = unavailable_reason()
+    if reason:
+        from . import BackendUnavailableError
+
+        raise BackendUnavailableError(f"sgemm_cube backend 'npu' is unavailable: {reason}")
+
+
+def _contiguous_target(out):
+    """``out`` itself when the kernels can write it, else a contiguous buffer to copy from."""
+    import torch
+
+    return out if out.is_contiguous() else torch.empty(out.shape, dtype=out.dtype, device=out.device)
+
+
 def matmul(a, b, *, sb: int, order: str, keep_lo_lo: bool, out, accumulate: str | None = None,
            scheme: str | None = None, tiling=None, guard: dict | None = None):
     """Emulated FP32 batched product on the Ascend cube units.
@@ -183,11 +201,7 @@ def matmul(a, b, *, sb: int, order: str, keep_lo_lo: bool, out, accumulate: str 
     ValueError
         ``accumulate`` given, or a ``tiling`` the kernel cannot run.
     """
-    reason = unavailable_reason()
-    if reason:
-        from . import BackendUnavailableError
-
-        raise BackendUnavailableError(f"sgemm_cube backend 'npu' is unavailable: {reason}")
+    _check_available()
     if order != "termwise":
         raise NotImplementedError(f"the npu backend implements order='termwise' only, got {order!r}")
     if scheme is not None and scheme not in SCHEMES:
@@ -195,8 +209,6 @@ def matmul(a, b, *, sb: int, order: str, keep_lo_lo: bool, out, accumulate: str 
     if accumulate is not None:
         raise ValueError("the npu backend accumulates on the cube itself; accumulate= names a model of "
                          "the cpu backend (leave it None)")
-    import torch
-
     ext = _extension()
     a = a.contiguous()
     b = b.contiguous()
@@ -211,7 +223,7 @@ def matmul(a, b, *, sb: int, order: str, keep_lo_lo: bool, out, accumulate: str 
         # The kernel's own check (raises TilingError, a ValueError, with the limit it breaks).
         npu_schedule.make_geometry(max(batch, 1), max(m, 1), max(n, 1), max(k, 1), t, 1, terms,
                                    npu_schedule.capacity_from_profile(soc))
-    target = out if out.is_contiguous() else torch.empty(out.shape, dtype=out.dtype, device=out.device)
+    target = _contiguous_target(out)
     if guard is None:
         ext.matmul(a, b, target, int(sb), bool(keep_lo_lo), t.bm, t.bk, t.bn, t.n_fused, bool(t.per_term))
     else:
@@ -222,11 +234,125 @@ def matmul(a, b, *, sb: int, order: str, keep_lo_lo: bool, out, accumulate: str 
     return None
 
 
-def plan(req, batch: int, m: int, n: int, k: int, like=None):
-    """The plan for a (batch, m, k) @ (batch, k, n) product (:func:`sgemm_cube.backends.base.make_plan`)."""
-    from .base import make_plan
+# ------------------------------------------------------------------ routes
+#: CANN's operator precision mode when nobody set one: torch_npu's rule (``IsAllowFP32ToFP16``: SoCs
+#: before Ascend910B1 default to allow_fp32_to_fp16, "for matrix-type operators, use float16").
+DEFAULT_PRECISION_MODE = {"910a": "allow_fp32_to_fp16", "910b": "must_keep_origin_dtype"}
 
-    return make_plan(req, "npu", SCHEMES, k, orders=ORDERS)
+
+class NativeFp32(NamedTuple):
+    """What ``torch.matmul`` computes for FP32 tensors on this NPU, as read at run time (:func:`native_fp32`)."""
+
+    soc: str                   #: "910a" or "910b"
+    precision_mode: str        #: CANN's operator precision mode in force
+    mode_set: bool             #: set through ``torch.npu.set_option`` (else the chip's default)
+    allow_hf32: bool           #: ``torch.npu.matmul.allow_hf32``
+    cube_math_type: int | None  #: ``torch.npu.matmul.cube_math_type`` when set (0: keep the dtype)
+    fp32: bool                 #: whether the product is computed in FP32
+    why: str                   #: the reason, in one clause
+
+
+def _npu_option(name: str) -> str | None:
+    """One of torch_npu's runtime options, or None when unset.
+
+    Read as torch_npu itself reads ``torch.npu.matmul.allow_hf32`` (``torch_npu._C._npu_getOption``,
+    ``torch_npu/npu/npu_config.py``); ``ACL_PRECISION_MODE`` is what ``torch.npu.set_option`` sets.
+    """
+    import torch_npu
+
+    value = torch_npu._C._npu_getOption(name)
+    if value is None:
+        return None
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def native_fp32(soc: str) -> NativeFp32:
+    """Whether ``torch.matmul`` on FP32 NPU tensors computes in FP32 here, and why (read at every call).
+
+    * 910A: never.  It has no FP32 cube; under its default precision mode
+      ``allow_fp32_to_fp16`` CANN runs FP32 matrix products in FP16.
+    * 910B: only under ``must_keep_origin_dtype`` (its default) with HF32 off
+      (``torch.npu.matmul.allow_hf32``, off by default) and no cube math type
+      other than "keep the dtype" (``torch.npu.matmul.cube_math_type``).
+    """
+    mode = _npu_option("ACL_PRECISION_MODE")
+    mode_set = mode in ("allow_fp32_to_fp16", "must_keep_origin_dtype")  # torch_npu ignores other values
+    if not mode_set:
+        mode = DEFAULT_PRECISION_MODE[soc]
+    hf32 = _npu_option("ALLOW_MATMUL_HF32") == "enable"
+    cmt = _npu_option("CUBE_MATH_TYPE")
+    cube_math_type = int(cmt) if cmt not in (None, "") else None
+    origin = "set" if mode_set else "the default"
+    if soc == "910a":
+        fp32, why = False, (f"the 910A has no FP32 cube, and torch.matmul computes FP32 products in FP16 "
+                            f"(precision mode {mode}, {origin})")
+    elif mode != "must_keep_origin_dtype":
+        fp32, why = False, f"precision mode {mode} ({origin}) lets CANN compute FP32 products in FP16"
+    elif hf32:
+        fp32, why = False, "torch.npu.matmul.allow_hf32 is on: FP32 products run in HF32 (about 11 mantissa bits)"
+    elif cube_math_type not in (None, 0):
+        fp32, why = False, f"torch.npu.matmul.cube_math_type is {cube_math_type}, not KEEP_DTYPE (0)"
+    else:
+        fp32, why = True, f"the FP32 cube computes it (precision mode {mode}, {origin}; HF32 off)"
+    return NativeFp32(soc, mode, mode_set, hf32, cube_math_type, fp32, why)
+
+
+@functools.lru_cache(maxsize=256)
+def _predicted_tflops(soc: str, batch: int, m: int, n: int, k: int, terms: int) -> tuple[float, float]:
+    """(the emulation's, native FP32's) predicted TFLOP/s for this product (MODEL PREDICTION).
+
+    The emulation: the pipeline model of every pass :func:`run` launches, the guarantee's bookkeeping
+    included, on the tiling :func:`choose_tiling` picks.  Native FP32: the FP32 cube at its peak (the
+    model has no replay of CANN's own matmul, so this favours native).
+    """
+    from sgemm_cube.tuning import get_profile
+    from sgemm_cube.tuning.pipeline import Design, predict
+
+    t = choose_tiling(soc, m, n, k, terms=terms)
+    design = Design("kernel", terms=terms, per_term=t.per_term, bookkeeping=True)
+    emulated = predict(soc, m, n, k, t, design=design, batch=batch).tflops
+    return emulated, float(get_profile(soc).cube_fp32_tflops or 0.0)
+
+
+def plan(req, batch: int, m: int, n: int, k: int, like=None):
+    """The plan for a (batch, m, k) @ (batch, k, n) product on this NPU (:func:`sgemm_cube.backends.base.make_plan`).
+
+    Native FP32 here is whatever :func:`native_fp32` says ``torch.matmul`` computes.  Where that is not
+    FP32 (always on the 910A), nothing goes to it: ``backend="native"`` and ``backend="auto"`` with
+    ``K < 16`` run the plain-FP32 product on the vector units (scheme ``"fp32"``), and
+    ``backend="native"`` with larger K the emulation with the guarantee (SGEMM's error bound on every
+    finite input).  Where it is FP32 (910B by default), ``backend="auto"`` runs native FP32 wherever the
+    pipeline model predicts it faster than the emulation (:func:`_predicted_tflops`).  The plan's reason
+    says which route and why.
+    """
+    from .base import MIN_K, make_plan
+
+    if req.backend not in ("auto", "native"):
+        return make_plan(req, "npu", SCHEMES, k, orders=ORDERS)
+    native = native_fp32(_extension().soc())
+    if req.backend == "native":
+        if native.fp32:
+            return Plan("native", req.sb, None, "native", f"as requested: {native.why}")
+        if k < MIN_K:
+            return Plan("fp32", req.sb, None, "npu", f"native FP32 as requested, on the vector units in plain FP32: "
+                        f"{native.why}")
+        return Plan("fp16x3", 12, "auto", "npu", f"native FP32 as requested, emulated with the guarantee "
+                    f"(fp16x3, scaled lines, the lines the split cannot hold in FP32; SGEMM's error bound on every "
+                    f"finite input): {native.why}, and K = {k} is too long for the vector units' FP32 product")
+    if k < MIN_K:
+        small = f"K = {k} < {MIN_K}: the split's 22-bit rounding would cost accuracy"
+        if native.fp32:
+            return Plan("native", req.sb, None, "native", f"{small} and native FP32 is faster ({native.why})")
+        return Plan("fp32", req.sb, None, "npu", f"{small}, so the vector units compute it in plain FP32: "
+                    f"{native.why}")
+    native_reason = None
+    if native.fp32:
+        emulated, peak = _predicted_tflops(native.soc, batch, m, n, k, 4 if req.scheme == "fp16x4" else 3)
+        if peak > emulated:
+            native_reason = (f"native FP32 is faster here: the pipeline model predicts the emulation at "
+                             f"{emulated:.1f} TFLOP/s (the guarantee's bookkeeping included) against the FP32 "
+                             f"cube's {peak:.1f} TFLOP/s peak; {native.why}")
+    return make_plan(req, "npu", SCHEMES, k, orders=ORDERS, native_reason=native_reason)
 
 
 def run(plan, req, a, b, out, alpha: float = 1.0) -> None:
@@ -244,5 +370,28 @@ def run(plan, req, a, b, out, alpha: float = 1.0) -> None:
     """
     import numpy as np
 
-    guard = {"scale": plan.scale, "fixup": bool(req.fixup), "alpha": float(np.float32(alpha))}
-    matmul(a, b, sb=plan.sb, order=req.order, keep_lo_lo=plan.scheme == "fp16x4", out=out, guard=guard)
+    alpha32 = float(np.float32(alpha))
+    if plan.scheme == "fp32":
+        fp32_matmul(a, b, out=out, alpha=alpha32)
+        return
+    # backend="native" emulated (see plan) keeps the guarantee whatever the options said
+    native = req.backend == "native"
+    guard = {"scale": plan.scale, "fixup": bool(req.fixup) or native, "alpha": alpha32}
+    matmul(a, b, sb=plan.sb, order="termwise" if native else req.order, keep_lo_lo=plan.scheme == "fp16x4",
+           out=out, guard=guard)
+
+
+def fp32_matmul(a, b, *, out, alpha: float = 1.0) -> None:
+    """``out = alpha * (a @ b)`` in plain FP32 on the vector units (the extension's ``matmul_fp32``).
+
+    Each product and each sum rounded to FP32 in K order (recursive summation), then ``alpha``; NaN and
+    infinities as IEEE arithmetic gives them.  Native FP32 where no FP32 cube path is trusted
+    (:func:`native_fp32`); slow for long K (the fix-up kernel's loop), so :func:`plan` sends only
+    ``K < 16`` here.  Operands and ``out`` as :func:`matmul` takes them.
+    """
+    _check_available()
+    a, b = a.contiguous(), b.contiguous()
+    target = _contiguous_target(out)
+    _extension().matmul_fp32(a, b, target, float(alpha))
+    if target is not out:
+        out.copy_(target)

@@ -67,15 +67,20 @@ class Run:
         return self.rc == 0 and "CHECK-SUMMARY errors=0 " in self.stdout
 
 
+_GUARD_CODE = {None: 0, "device": 1, "fp32": 2}  # the harness's header field `guard`
+
+
 def run(binary: Path, a, b, *, sb=12, keep_lo_lo=False, tiling=(32, 32, 32, 4), cube=4, vector=4,
         workdir: Path, guard: str | None = None, scale="auto", fixup=True, alpha=1.0) -> Run:
     """One product through the harness; ``guard="device"`` computes the guarantee's integers on the
     device first, scales the lines in the splits and unscales C (times ``alpha``) after the combine
-    (``Run.meta``: A's and B's packed integers)."""
+    (``Run.meta``: A's and B's packed integers); ``guard="fp32"`` runs ``host/binding.cpp``'s
+    ``matmul_fp32`` instead (C = alpha * AB in plain FP32 on the vector units, every row through the
+    fix-up kernel)."""
     batch, m, k = a.shape
     n = b.shape[2]
     tiling = tuple(int(x) for x in tiling) + (0,) * (5 - len(tiling))  # (bm, bk, bn, n_fused[, per_term])
-    hdr = np.array([batch, m, n, k, sb, int(keep_lo_lo), *tiling, cube, vector, int(guard == "device"),
+    hdr = np.array([batch, m, n, k, sb, int(keep_lo_lo), *tiling, cube, vector, _GUARD_CODE[guard],
                     SCALE_CODE[scale], int(fixup), int(np.float32(alpha).view(np.uint32))], np.int64)
     inp, outp = workdir / "in.bin", workdir / "out.bin"
     inp.write_bytes(hdr.tobytes() + np.ascontiguousarray(a, np.float32).tobytes()
@@ -129,7 +134,7 @@ class ExecutedExtension(types.ModuleType):
 
     Same interface as ``ascendc_kernels/tests/check_on_npu.ModelExtension`` (``soc()``, ``matmul(a, b,
     out, sb, keep_lo_lo, bm, bk, bn, n_fused, per_term=False, guard=False, scale=1, fixup=True,
-    alpha=1.0)``, ``calls``); every run must leave the flag checker clean.  It reads and writes the
+    alpha=1.0)``, ``matmul_fp32(a, b, out, alpha=1.0)``, ``calls``); every run must leave the flag checker clean.  It reads and writes the
     tensors through functions captured at import, so a test may forbid host read-backs to the code
     that calls it.
     """
@@ -154,6 +159,17 @@ class ExecutedExtension(types.ModuleType):
                 guard="device" if guard else None, scale=scale_name, fixup=fixup, alpha=alpha,
                 vector=vector_cores(self._soc, self._cores),
                 workdir=self._workdir)
+        assert r.clean, f"the executed kernels failed (rc={r.rc}):\n{r.stdout[-3000:]}\n{r.stderr[-2000:]}"
+        _COPY(out, torch.from_numpy(r.c.copy()))
+
+    def matmul_fp32(self, a, b, out, alpha=1.0):
+        import torch
+
+        assert a.is_contiguous() and b.is_contiguous() and out.is_contiguous()
+        assert a.dtype == b.dtype == out.dtype == torch.float32
+        self.calls.append("fp32")
+        r = run(self._binary, _host(a), _host(b), guard="fp32", alpha=alpha, cube=self._cores,
+                vector=vector_cores(self._soc, self._cores), workdir=self._workdir)
         assert r.clean, f"the executed kernels failed (rc={r.rc}):\n{r.stdout[-3000:]}\n{r.stderr[-2000:]}"
         _COPY(out, torch.from_numpy(r.c.copy()))
 

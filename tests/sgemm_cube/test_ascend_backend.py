@@ -108,7 +108,16 @@ def executed_kernels(tmp_path_factory):
 
 
 @pytest.fixture
-def model_ext(monkeypatch, torch, executed_kernels, tmp_path):
+def npu_options(monkeypatch):
+    """torch_npu's runtime options as npu.native_fp32 reads them (``_npu_getOption``): empty, the chips'
+    defaults; a test sets ``ACL_PRECISION_MODE``, ``ALLOW_MATMUL_HF32``, ``CUBE_MATH_TYPE``."""
+    options = {}
+    monkeypatch.setattr(npu, "_npu_option", options.get)
+    return options
+
+
+@pytest.fixture
+def model_ext(monkeypatch, torch, executed_kernels, tmp_path, npu_options):
     """Install a stand-in for the compiled extension: the real kernels executed in the AscendC stand-in
     (through the entry points host/binding.cpp calls; the flag checker must stay clean), or, without g++,
     the schedule model."""
@@ -196,7 +205,7 @@ def test_run_keeps_the_guarantee_around_the_kernels(model_ext, torch):
     a[1, 3] *= np.float32(1e30)            # scaled
     b[1, :, 4] *= np.float32(1e-30)        # scaled
     a[0, 5, 7], b[1, 2, 9] = np.inf, np.nan
-    req = make_request()
+    req = make_request(backend="npu")
     out = torch.empty(2, 24, 20)
     npu.run(npu.plan(req, 2, 24, 20, 40), req, torch.from_numpy(a), torch.from_numpy(b), out)
     for i in range(2):
@@ -223,7 +232,7 @@ def test_the_guarantee_runs_on_the_device(model_ext, torch, scale):
     a[0, 1, 3], a[0, 2, 5], b[0, 4, 6] = np.inf, np.nan, -np.inf
     a[0, 7, :] *= np.float32(1e6)           # |x| >= 65520: the split would overflow
     b[0, :, 2] *= np.float32(1e30)          # far above the split's range
-    req = make_request(scale=scale)
+    req = make_request(scale=scale, backend="npu")
     out = torch.empty(1, 16, 8)
     npu.run(npu.plan(req, 1, 16, 8, 32), req, torch.from_numpy(a), torch.from_numpy(b), out, alpha=2.0)
     (xa, xb, args), = seen
@@ -268,9 +277,157 @@ def test_run_neither_synchronises_nor_uses_float64(model_ext, torch, monkeypatch
         return real_to(self, *args, **kwargs)
 
     monkeypatch.setattr(torch.Tensor, "to", to)
-    req = make_request()
+    req = make_request(backend="npu")
     npu.run(npu.plan(req, 2, 24, 20, 40), req, ta, tb, out)
     monkeypatch.undo()
     for i in range(2):
         msg = check_guarantee(out[i].numpy(), a[i], b[i])
         assert not msg, msg
+
+
+# ------------------------------------------------------------------ routes per chip
+def test_native_fp32_reads_torch_npus_options(monkeypatch):
+    """npu._npu_option reads torch_npu._C._npu_getOption, bytes or None, as torch_npu's own allow_hf32 does."""
+    import types
+
+    seen = []
+    fake = types.ModuleType("torch_npu")
+    fake._C = types.SimpleNamespace(_npu_getOption=lambda name: (seen.append(name),
+                                                                 {"ALLOW_MATMUL_HF32": b"enable"}.get(name))[1])
+    monkeypatch.setitem(sys.modules, "torch_npu", fake)
+    assert npu._npu_option("ALLOW_MATMUL_HF32") == "enable"
+    assert npu._npu_option("ACL_PRECISION_MODE") is None
+    got = npu.native_fp32("910b")
+    assert (got.allow_hf32, got.fp32, got.precision_mode, got.mode_set) == (True, False, "must_keep_origin_dtype",
+                                                                              False)
+    assert {"ACL_PRECISION_MODE", "ALLOW_MATMUL_HF32", "CUBE_MATH_TYPE"} <= set(seen)
+
+
+@pytest.mark.parametrize("soc,options,fp32,mode", [
+    ("910a", {}, False, "allow_fp32_to_fp16"),
+    ("910a", {"ACL_PRECISION_MODE": "must_keep_origin_dtype"}, False, "must_keep_origin_dtype"),  # no FP32 cube
+    ("910b", {}, True, "must_keep_origin_dtype"),
+    ("910b", {"ACL_PRECISION_MODE": "allow_fp32_to_fp16"}, False, "allow_fp32_to_fp16"),
+    ("910b", {"ACL_PRECISION_MODE": "something else"}, True, "must_keep_origin_dtype"),  # torch_npu ignores it
+    ("910b", {"ALLOW_MATMUL_HF32": "enable"}, False, "must_keep_origin_dtype"),
+    ("910b", {"ALLOW_MATMUL_HF32": "disable"}, True, "must_keep_origin_dtype"),
+    ("910b", {"CUBE_MATH_TYPE": "3"}, False, "must_keep_origin_dtype"),
+    ("910b", {"CUBE_MATH_TYPE": "0"}, True, "must_keep_origin_dtype"),
+])
+def test_native_fp32_trusted_only_where_it_is_fp32(npu_options, soc, options, fp32, mode):
+    npu_options.update(options)
+    got = npu.native_fp32(soc)
+    assert (got.fp32, got.precision_mode) == (fp32, mode)
+    assert got.mode_set == (options.get("ACL_PRECISION_MODE") in npu.DEFAULT_PRECISION_MODE.values())
+    assert got.why  # a reason either way
+
+
+def _route(req_kw, soc, m, n, k, npu_options, model_ext, **options):
+    from sgemm_cube.plan import make_request
+
+    model_ext(soc, 32 if soc == "910a" else 20)
+    npu_options.clear()
+    npu_options.update(options)
+    return npu.plan(make_request(**req_kw), 1, m, n, k)
+
+
+def test_routes_on_the_910a_never_send_fp32_to_torch(model_ext, npu_options):
+    """910A: K < 16 (auto) and backend="native" run plain FP32 on the vector units, native with longer K the
+    emulation with the guarantee; nothing is planned as "native" (torch.matmul), whatever the mode."""
+    for options in ({}, {"ACL_PRECISION_MODE": "must_keep_origin_dtype"}):
+        small = _route({}, "910a", 64, 64, 8, npu_options, model_ext, **options)
+        assert (small.scheme, small.backend) == ("fp32", "npu")
+        assert "K = 8 < 16" in small.reason and "910A has no FP32 cube" in small.reason
+        native_small = _route({"backend": "native"}, "910a", 64, 64, 8, npu_options, model_ext, **options)
+        assert (native_small.scheme, native_small.backend) == ("fp32", "npu")
+        native_long = _route({"backend": "native", "fixup": False, "order": "elementwise"}, "910a", 64, 64, 64,
+                             npu_options, model_ext, **options)
+        assert (native_long.scheme, native_long.scale, native_long.backend) == ("fp16x3", "auto", "npu")
+        assert "emulated with the guarantee" in native_long.reason
+        auto = _route({}, "910a", 4096, 4096, 4096, npu_options, model_ext, **options)
+        assert (auto.scheme, auto.backend) == ("fp16x3", "npu")
+    asked = _route({"backend": "npu"}, "910a", 64, 64, 8, npu_options, model_ext)
+    assert (asked.scheme, asked.backend) == ("fp16x3", "npu")  # the emulation when asked for by name
+
+
+def test_routes_on_the_910b_follow_the_precision_mode(model_ext, npu_options):
+    """910B: native FP32 trusted by default (auto runs it where the model predicts it faster: everywhere
+    today, with the predicted figures in the reason); HF32 or allow_fp32_to_fp16 turn it off."""
+    for k in (8, 4096):
+        plan = _route({}, "910b", 4096, 4096, k, npu_options, model_ext)
+        assert (plan.scheme, plan.backend) == ("native", "native"), plan
+    plan = _route({}, "910b", 4096, 4096, 4096, npu_options, model_ext)
+    assert "pipeline model predicts the emulation at" in plan.reason and "HF32 off" in plan.reason
+    assert _route({"backend": "native"}, "910b", 64, 64, 64, npu_options, model_ext).backend == "native"
+    for options in ({"ALLOW_MATMUL_HF32": "enable"}, {"ACL_PRECISION_MODE": "allow_fp32_to_fp16"}):
+        small = _route({}, "910b", 64, 64, 8, npu_options, model_ext, **options)
+        assert (small.scheme, small.backend) == ("fp32", "npu"), small
+        auto = _route({}, "910b", 4096, 4096, 4096, npu_options, model_ext, **options)
+        assert (auto.scheme, auto.backend) == ("fp16x3", "npu"), auto
+        native = _route({"backend": "native"}, "910b", 64, 64, 64, npu_options, model_ext, **options)
+        assert (native.scheme, native.backend) == ("fp16x3", "npu") and "emulated" in native.reason
+    hf32 = _route({}, "910b", 64, 64, 8, npu_options, model_ext, ALLOW_MATMUL_HF32="enable")
+    assert "HF32" in hf32.reason
+
+
+@pytest.mark.parametrize("soc", ["910a", "910b"])
+def test_the_fp32_route_is_plain_fp32_on_the_device(model_ext, npu_options, torch, soc):
+    """The "fp32" plan runs the extension's matmul_fp32 (the fix-up kernel over every row, executed): bit for
+    bit recursive summation times alpha, NaN/Inf as IEEE gives them, no torch.matmul and no host read-back;
+    backend="native" with longer K on the 910A keeps the guarantee through the emulation."""
+    from tests.guarantee_data import check_guarantee, sequential_fp32
+
+    from sgemm_cube.plan import make_request
+
+    npu_options["ACL_PRECISION_MODE"] = "allow_fp32_to_fp16"  # native not FP32 on either chip
+    ext = model_ext(soc, 32 if soc == "910a" else 20)
+    rng = np.random.default_rng(14)
+    a = rng.standard_normal((2, 20, 7)).astype(np.float32)
+    b = rng.standard_normal((2, 7, 18)).astype(np.float32)
+    a[0, 2, 3], b[1, 4, 5], a[1, 6, :] = np.inf, np.nan, np.float32(3e38)  # NaN, Inf, an overflowing row
+    a[0, 9, :] *= np.float32(1e-41)  # subnormal entries
+    req = make_request()
+    plan = npu.plan(req, 2, 20, 18, 7)
+    assert plan.scheme == "fp32"
+    out = torch.empty(2, 20, 18)
+    with pytest.MonkeyPatch.context() as forbid:
+        for name in ("cpu", "item", "numpy", "tolist", "double"):
+            forbid.setattr(torch.Tensor, name, lambda *args, _n=name, **kw: pytest.fail(f"npu.run called .{_n}"))
+        for name in ("matmul", "mm", "bmm"):
+            forbid.setattr(torch, name, lambda *args, _n=name, **kw: pytest.fail(f"npu.run called torch.{_n}"))
+        npu.run(plan, req, torch.from_numpy(a), torch.from_numpy(b), out, alpha=-3.0)
+    assert ext.calls == ["fp32"]
+    with np.errstate(all="ignore"):
+        want = np.float32(-3) * sequential_fp32(a, b)
+    got = out.numpy()
+    # alpha = -1.5 * 2: a subnormal output is rounded twice (the unscale's documented 2^-149)
+    normal = ~(np.abs(want) < np.float32(2.0 ** -126))
+    assert np.array_equal(got[normal], want[normal], equal_nan=True)
+    assert np.abs(got[~normal] - want[~normal]).max() <= 2.0 ** -149
+    assert np.isinf(got[0, 2]).all() and np.isnan(got[1, :, 5]).all() and np.isinf(got[1, 6]).any()
+    # backend="native", K = 40 on the 910A: the emulation with the guarantee, whatever fixup= said
+    if soc == "910a":
+        a = rng.standard_normal((1, 24, 40)).astype(np.float32)
+        b = rng.standard_normal((1, 40, 20)).astype(np.float32)
+        a[0, :, ::2] *= np.float32(1e-10)  # rows the split cannot hold: recomputed in FP32
+        req = make_request(backend="native", fixup=False)
+        plan = npu.plan(req, 1, 24, 20, 40)
+        out = torch.empty(1, 24, 20)
+        npu.run(plan, req, torch.from_numpy(a), torch.from_numpy(b), out)
+        msg = check_guarantee(out[0].numpy(), a[0], b[0])
+        assert not msg, msg
+
+
+def test_native_on_an_npu_tensor_is_planned_by_the_npu_backend(monkeypatch):
+    """backend="native" on NPU tensors goes to the npu backend's plan (what native FP32 is depends on the
+    chip); on other devices it stays the library's own product."""
+    import types
+
+    from sgemm_cube import product
+
+    monkeypatch.setattr(product, "_is_torch", lambda x: True)
+    on = lambda kind: types.SimpleNamespace(device=types.SimpleNamespace(type=kind))  # noqa: E731
+    assert product.select_backend(on("npu"), backend="native") == "npu"
+    assert product.select_backend(on("cuda"), backend="native") == "native"
+    assert product.select_backend(on("cpu"), backend="native") == "native"
+    assert product.select_backend(on("npu")) == "npu"

@@ -14,6 +14,8 @@
 //        computed on the device first (line statistics and meta of A's rows and B's columns, with
 //        guard::Scale `scale` and `fixup`), the splits scale every line by them and zero entries the
 //        split cannot hold, and after the combine the unscale kernel gives C = alpha * (AB) 2^-(ta+tb).
+//        guard = 2: host/binding.cpp's matmul_fp32 instead: every line's integers "class 0, t = 0",
+//        every row through the fix-up kernel (fix_from = 0), C = alpha * (AB) in plain FP32.
 //   OUT: C (batch*m*n float32), then A_hi, A_lo (batch*mp*kp FP16 bits, Zz), B_hi, B_lo
 //        (batch*kp*np, Zz), as the split kernel wrote them; with guard = 1 then the packed
 //        integers of A's rows (batch*m int32) and of B's columns (batch*n).
@@ -89,7 +91,8 @@ int main(int argc, char** argv)
     const bool keep_lo_lo = h[5] != 0;
     const schedule::Tiling tiling{uint32_t(h[6]), uint32_t(h[7]), uint32_t(h[8]), uint32_t(h[9]), uint32_t(h[10])};
     const uint32_t cube_cores = uint32_t(h[11]), vector_cores = uint32_t(h[12]);
-    const bool device_guard = h[13] != 0;
+    const bool device_guard = h[13] == 1;
+    const bool fp32_route = h[13] == 2;  // host/binding.cpp's matmul_fp32
     const uint32_t guard_scale = uint32_t(h[14]), guard_fixup = uint32_t(h[15]);
     float alpha;
     {
@@ -149,6 +152,22 @@ int main(int argc, char** argv)
     // The guarantee's integers on the device (what host/binding.cpp will launch first).
     GmVector<int32_t> stats_a(3 * size_t(batch) * g.mp), stats_b(3 * size_t(batch) * g.np);
     GmVector<int32_t> meta_a(size_t(batch) * g.mp), meta_b(size_t(batch) * g.np);
+    // alpha = m 2^e with 1 <= |m| < 2 (or 0), as host/binding.cpp splits it.
+    int alpha_e = 0;
+    const float alpha_m = std::frexp(alpha, &alpha_e);
+    const float alpha_mant = alpha == 0.0f ? 0.0f : 2.0f * alpha_m;
+    const int32_t alpha_exp = alpha == 0.0f ? 0 : alpha_e - 1;
+    if (fp32_route) {
+        for (auto* v : {&meta_a, &meta_b}) {
+            for (auto& x : *v) x = guard::pack(guard::LineMeta{0, 0});
+            ascend_exec::register_gm(v->data(), v->size() * 4);
+        }
+        ascend_exec::launch("fp32", schedule::min_u32(vector_cores, batch * g.mp), [&] {
+            sgemm_cube_fixup_rows(gm(a_src.data()), gm(b_src.data()), gm(meta_a.data()), gm(meta_b.data()),
+                                  gm(term_ptr[0]), batch, g.mp, g.np, g.kp, k, 0u, vector_cores, alpha_mant,
+                                  alpha_exp);
+        });
+    }
     uint32_t keep_below = 0x7F800000u;  // without the integers: NaN/Inf only
     if (device_guard) {
         for (auto* v : {&stats_a, &stats_b, &meta_a, &meta_b}) {
@@ -180,31 +199,29 @@ int main(int argc, char** argv)
         });
     }
 
-    ascend_exec::launch("split_a", plan.split_a.cores, [&] {
-        sgemm_cube_split(gm(a_src.data()), gm(a_hi), gm(a_lo), device_guard ? gm(meta_a.data()) : nullptr, g.batch,
-                         g.mp, g.kp, vector_cores, scale, device_guard ? 1u : 0u, keep_below);
-    });
-    ascend_exec::launch("split_b", plan.split_b.cores, [&] {
-        sgemm_cube_split(gm(b_src.data()), gm(b_hi), gm(b_lo), device_guard ? gm(meta_b.data()) : nullptr, g.batch,
-                         g.kp, g.np, vector_cores, scale, device_guard ? 2u : 0u, keep_below);
-    });
-    ascend_exec::launch("gemm", plan.gemm_blocks, [&] {
-        sgemm_cube_gemm(gm(a_hi), gm(a_lo), gm(b_hi), gm(b_lo), gm(term_ptr[0]), gm(term_ptr[1]), gm(term_ptr[2]),
-                        gm(term_ptr[3]), g.batch, g.m, g.n, g.k, g.bm, g.bk, g.bn, g.n_fused, tiling.per_term,
-                        cube_cores, plan.terms, inv_scale);
-    });
-    if (plan.launch_combine) {
-        ascend_exec::launch("combine", plan.combine.cores, [&] {
-            sgemm_cube_combine(gm(term_ptr[0]), gm(term_ptr[1]), gm(term_ptr[2]), gm(term_ptr[3]), gm(term_ptr[0]),
-                               plan.term_elems, vector_cores, keep_lo_lo ? 1u : 0u, inv_scale);
+    if (!fp32_route) {
+        ascend_exec::launch("split_a", plan.split_a.cores, [&] {
+            sgemm_cube_split(gm(a_src.data()), gm(a_hi), gm(a_lo), device_guard ? gm(meta_a.data()) : nullptr, g.batch,
+                             g.mp, g.kp, vector_cores, scale, device_guard ? 1u : 0u, keep_below);
         });
+        ascend_exec::launch("split_b", plan.split_b.cores, [&] {
+            sgemm_cube_split(gm(b_src.data()), gm(b_hi), gm(b_lo), device_guard ? gm(meta_b.data()) : nullptr, g.batch,
+                             g.kp, g.np, vector_cores, scale, device_guard ? 2u : 0u, keep_below);
+        });
+        ascend_exec::launch("gemm", plan.gemm_blocks, [&] {
+            sgemm_cube_gemm(gm(a_hi), gm(a_lo), gm(b_hi), gm(b_lo), gm(term_ptr[0]), gm(term_ptr[1]), gm(term_ptr[2]),
+                            gm(term_ptr[3]), g.batch, g.m, g.n, g.k, g.bm, g.bk, g.bn, g.n_fused, tiling.per_term,
+                            cube_cores, plan.terms, inv_scale);
+        });
+        if (plan.launch_combine) {
+            ascend_exec::launch("combine", plan.combine.cores, [&] {
+                sgemm_cube_combine(gm(term_ptr[0]), gm(term_ptr[1]), gm(term_ptr[2]), gm(term_ptr[3]), gm(term_ptr[0]),
+                                   plan.term_elems, vector_cores, keep_lo_lo ? 1u : 0u, inv_scale);
+            });
+        }
     }
 
-    if (device_guard) {  // alpha = m 2^e with 1 <= |m| < 2 (or 0), as host/binding.cpp will split it
-        int e = 0;
-        const float m = std::frexp(alpha, &e);
-        const float alpha_mant = alpha == 0.0f ? 0.0f : 2.0f * m;
-        const int32_t alpha_exp = alpha == 0.0f ? 0 : e - 1;
+    if (device_guard) {
         const schedule::UnscaleGeometry ug = schedule::make_unscale_geometry(batch, g.mp, g.np, vector_cores);
         ascend_exec::launch("unscale", ug.cores, [&] {
             sgemm_cube_unscale(gm(term_ptr[0]), gm(meta_a.data()), gm(meta_b.data()), batch, g.mp, g.np,
