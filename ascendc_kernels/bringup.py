@@ -16,7 +16,10 @@
    tail shapes (1x1x1, 17x33x65), K over several K groups, NaN/Inf, data near
    FP32 overflow and underflow, tiny and huge magnitudes; one table row per
    case (difference from the CPU backend and bit-exactness, error against
-   float64 beside native FP32's, the componentwise error bound).
+   float64 beside native FP32's, the componentwise error bound); then the
+   precision mode and HF32 setting found and the routes they give, the
+   no-synchronisation property (event timing), and the guarantee on the
+   adversarial generators next to native FP32 under the chip's mode.
 
 ``--dry-run`` builds nothing and needs no NPU: step 3 runs the kernels' CPU
 model (``npu_schedule.simulate``) in place of the device.  Exit status: that

@@ -33,7 +33,14 @@ alone (``npu.matmul(..., tiling=...)``), and prints one table row:
 * ``bound``: SGEMM's componentwise error bound and NaN/Inf as native FP32
   gives them (``tests/guarantee_data.check_guarantee``).
 
-Exit status 1 if any case breaks the bound, or, in a dry run, if a case
+Then the first-contact checks (:func:`first_contact`): CANN's precision mode,
+HF32 and cube math type as the backend reads them and the route each kind
+of call takes; that no call waits for the device (event timing, with work
+queued ahead; in a dry run, host read-backs made to raise); the guarantee on
+every adversarial generator of ``tests/guarantee_data.py`` with native FP32
+under the mode in force measured beside.
+
+Exit status 1 if any case breaks the bound, or a call synchronises, or, in a dry run, if a case
 expected to be bit-exact is not (the NPU's own mismatches are measurements).
 ``--dry-run`` replaces the compiled extension by the schedule model running
 on CPU tensors, so the whole path (planning, tiling, bookkeeping, the
@@ -57,7 +64,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.append(str(ROOT))
 
-__all__ = ["main", "cases", "run_cases", "model_device", "ModelExtension", "multi_group_k"]
+__all__ = ["main", "cases", "run_cases", "first_contact", "model_device", "ModelExtension", "multi_group_k"]
 
 
 # ------------------------------------------------------------- the CPU model
@@ -66,7 +73,8 @@ def _captured():
     host traffic must not count."""
     import torch
 
-    return (lambda t: torch.Tensor.numpy(torch.Tensor.cpu(t.detach())).copy()), torch.Tensor.copy_
+    cpu, numpy = torch.Tensor.cpu, torch.Tensor.numpy
+    return (lambda t: numpy(cpu(t.detach())).copy()), torch.Tensor.copy_
 
 
 try:
@@ -419,6 +427,178 @@ def run_cases(soc: str, *, dry_run: bool, quick: bool = False, out=print) -> int
     return status
 
 
+# ------------------------------------ first contact: the settings, no synchronisation, the guarantee
+def precision_lines(soc: str) -> list[str]:
+    """CANN's precision mode, HF32 and cube math type as the backend reads them (``npu.native_fp32``),
+    and the route each kind of call takes under them (``npu.plan``'s reasons)."""
+    from sgemm_cube.backends import npu
+    from sgemm_cube.plan import make_request
+
+    nf = npu.native_fp32(soc)
+    origin = "set through torch.npu.set_option" if nf.mode_set else "the chip's default"
+    lines = [f"precision mode  {nf.precision_mode} ({origin})",
+             f"matmul HF32     {'on' if nf.allow_hf32 else 'off'} (torch.npu.matmul.allow_hf32)",
+             f"cube math type  {'unset' if nf.cube_math_type is None else nf.cube_math_type}",
+             f"torch.matmul on FP32 tensors: {'FP32' if nf.fp32 else 'NOT FP32'}: {nf.why}"]
+    for backend, k in (("auto", 8), ("auto", 4096), ("native", 8), ("native", 4096)):
+        p = npu.plan(make_request(backend=backend), 1, 4096, 4096, k)
+        lines.append(f"backend={backend!r} 4096x4096x{k}: {p.backend}/{p.scheme}: {p.reason}")
+    return lines
+
+
+_HOST_READS = ("cpu", "item", "numpy", "tolist")
+
+
+@contextlib.contextmanager
+def _no_host_reads(allow_matmul: bool):
+    """Within the block, reading a tensor back to the host (and, unless allowed, torch.matmul/mm/bmm) raises."""
+    import torch
+
+    def forbidden(what):
+        def fail(*args, **kwargs):
+            raise AssertionError(f"sgemm_cube called {what}")
+        return fail
+
+    with contextlib.ExitStack() as stack:
+        saved = [(torch.Tensor, name, getattr(torch.Tensor, name)) for name in _HOST_READS]
+        if not allow_matmul:
+            saved += [(torch, name, getattr(torch, name)) for name in ("matmul", "mm", "bmm")]
+        stack.callback(lambda: [setattr(owner, name, f) for owner, name, f in saved])
+        for owner, name, _ in saved:
+            setattr(owner, name, forbidden(f"{owner.__name__}.{name}"))
+        yield
+
+
+def _sync_operands(k: int):
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((512, k)).astype(np.float32)
+    b = rng.standard_normal((k, 384)).astype(np.float32)
+    if k >= 16:
+        a[::7, ::2] *= np.float32(1e-10)  # listed rows: the FP32 fix-up runs too
+        a[3, 5] = np.inf
+    return a, b
+
+
+def sync_lines(soc: str, *, dry_run: bool) -> tuple[int, list[str]]:
+    """Whether ``sgemm_cube.matmul`` leaves the host free (no synchronisation, no read-back), per route.
+
+    On the NPU: with about 100 ms of FP16 products queued first, the call must return while the device
+    is still busy (an event recorded after it has not completed), timed by events.  In a dry run: the
+    backend's calls run with every host read-back (``.cpu``, ``.item``, ``.numpy``, ``.tolist``) and,
+    outside native routes, ``torch.matmul``/``mm``/``bmm`` made to raise.
+    """
+    import torch
+
+    import sgemm_cube
+    from sgemm_cube.backends import npu
+    from sgemm_cube.plan import make_request
+
+    status, lines, seen = 0, [], set()
+    for backend, k in (("npu", 1024), ("auto", 1024), ("auto", 8)):
+        a, b = _sync_operands(k)
+        req = make_request(backend=backend)
+        plan = npu.plan(req, 1, a.shape[0], b.shape[1], k)
+        if (plan.backend, plan.scheme, k) in seen:
+            continue
+        seen.add((plan.backend, plan.scheme, k))
+        label = f"backend={backend!r} 512x384x{k} ({plan.backend}/{plan.scheme})"
+        if dry_run:
+            out = torch.empty(1, a.shape[0], b.shape[1])
+            try:
+                with _no_host_reads(allow_matmul=plan.backend == "native"):
+                    if plan.backend == "native":
+                        torch.matmul(torch.from_numpy(a)[None], torch.from_numpy(b)[None], out=out)
+                    else:
+                        npu.run(plan, req, torch.from_numpy(a)[None], torch.from_numpy(b)[None], out)
+                lines.append(f"{label}: no host read-back (dry run: reads made to raise)")
+            except AssertionError as exc:
+                status = 1
+                lines.append(f"{label}: FAIL: {exc}")
+            continue
+        ta, tb = torch.from_numpy(a).npu(), torch.from_numpy(b).npu()
+        sgemm_cube.matmul(ta, tb, backend=backend)  # the shape's first call plans and tunes on the host
+        h = torch.randn(8192, 8192, device="npu", dtype=torch.float16)
+        torch.npu.synchronize()
+        start, queued, done = (torch.npu.Event(enable_timing=True) for _ in range(3))
+        start.record()
+        for _ in range(24):  # ~25 TFLOP of FP16 products: about 100 ms of device work
+            h = torch.matmul(h, h) * 1e-3
+        queued.record()
+        t0 = time.perf_counter()
+        sgemm_cube.matmul(ta, tb, backend=backend)
+        host_ms = (time.perf_counter() - t0) * 1e3
+        done.record()
+        busy = not done.query()
+        torch.npu.synchronize()
+        queue_ms, call_ms = start.elapsed_time(queued), queued.elapsed_time(done)
+        if busy:
+            lines.append(f"{label}: returned after {host_ms:.2f} ms of host time with the device still busy "
+                         f"(queue ahead {queue_ms:.1f} ms, the product {call_ms:.2f} ms on the device): no sync")
+        elif queue_ms <= host_ms:
+            lines.append(f"{label}: inconclusive: the call took {host_ms:.2f} ms on the host, longer than the "
+                         f"{queue_ms:.1f} ms queued ahead of it")
+        else:
+            status = 1
+            lines.append(f"{label}: FAIL: the device was idle when the call returned after {host_ms:.2f} ms "
+                         f"(with {queue_ms:.1f} ms of work queued ahead): it waited for the device")
+    return status, lines
+
+
+def guarantee_lines(soc: str, *, dry_run: bool, m: int = 40, k: int = 72, n: int = 36,
+                    seed: int = 0) -> tuple[int, list[str]]:
+    """The guarantee on every adversarial generator of ``tests/guarantee_data.py``, through the emulation
+    (``backend="npu"``), with native FP32 (``torch.matmul`` under the precision mode in force; NumPy in a
+    dry run) measured beside it on the same data: relative Frobenius error against float64 (Eq. 12) and
+    SGEMM's componentwise bound.  Native failing the bound is a finding about the chip's mode, not a
+    failure of this check."""
+    import torch
+
+    import sgemm_cube
+
+    gd = _guarantee_module()
+    device = "cpu" if dry_run else "npu"
+    rows, status = [], 0
+    ctx = model_device(soc) if dry_run else contextlib.nullcontext()
+    with ctx:
+        for name, gen in gd.GENERATORS.items():
+            a, b = gen(np.random.default_rng(seed), m, k, n)
+            refs = gd.references(a, b)
+            c = sgemm_cube.matmul(torch.from_numpy(a).to(device), torch.from_numpy(b).to(device), backend="npu")
+            c = c.cpu().numpy()
+            native = _native(a, b, device)
+            msg = gd.check_guarantee(c, a, b, refs=refs)
+            native_msg = gd.check_guarantee(native, a, b, refs=refs, frobenius=False, native_overflow_ok=True)
+            status |= bool(msg)
+            rows.append((name, f"{_rel(c, refs):.2e}", "ok" if not msg else "FAIL", f"{_rel(native, refs):.2e}",
+                         "ok" if not native_msg else "FAIL"))
+            if msg:
+                rows.append(("", msg.splitlines()[0], "", "", ""))
+    head = ("generator", "sgemm_cube err", "bound", "native err", "native bound")
+    widths = [max(len(r[i]) for r in (head, *rows)) for i in range(len(head))]
+    lines = ["  ".join(x.ljust(w) for x, w in zip(r, widths)).rstrip() for r in (head, *rows)]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return int(status), lines
+
+
+def first_contact(soc: str, *, dry_run: bool, out=print) -> int:
+    """The checks a first contact with an NPU needs beyond the kernels' cases; the exit status (0 = pass)."""
+    ctx = model_device(soc) if dry_run else contextlib.nullcontext()
+    with ctx:
+        out("\n-- precision mode and routes" + (" (dry run: torch_npu's options unset)" if dry_run else ""))
+        for line in precision_lines(soc):
+            out(line)
+        out("\n-- no host synchronisation")
+        sync_status, lines = sync_lines(soc, dry_run=dry_run)
+    for line in lines:
+        out(line)
+    out(f"\n-- the guarantee on the adversarial generators (native: "
+        f"{'NumPy on the host' if dry_run else 'torch.matmul under the mode above'})")
+    guarantee_status, lines = guarantee_lines(soc, dry_run=dry_run)
+    for line in lines:
+        out(line)
+    return sync_status | guarantee_status
+
+
 def _bench(out=print) -> None:
     import torch
 
@@ -450,7 +630,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.dry_run:
         print(f"dry run: the {args.soc} kernels' CPU model in place of the NPU (no device code runs)")
-        return run_cases(args.soc, dry_run=True, quick=args.quick)
+        status = run_cases(args.soc, dry_run=True, quick=args.quick)
+        return status | first_contact(args.soc, dry_run=True)
 
     import torch
     import torch_npu  # noqa: F401  (registers the NPU device)
@@ -464,6 +645,7 @@ def main(argv=None) -> int:
     soc = npu._extension().soc()
     print(f"device {torch.npu.get_device_name(0)}, kernels built for {soc}")
     status = run_cases(soc, dry_run=False, quick=args.quick)
+    status |= first_contact(soc, dry_run=False)
     if args.bench:
         _bench()
     return status

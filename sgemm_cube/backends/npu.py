@@ -350,9 +350,12 @@ def plan(req, batch: int, m: int, n: int, k: int, like=None):
         emulated, peak = _predicted_tflops(native.soc, batch, m, n, k, 4 if req.scheme == "fp16x4" else 3)
         if peak > emulated:
             native_reason = (f"native FP32 is faster here: the pipeline model predicts the emulation at "
-                             f"{emulated:.1f} TFLOP/s (the guarantee's bookkeeping included) against the FP32 "
+                             f"{emulated:.3g} TFLOP/s (the guarantee's bookkeeping included) against the FP32 "
                              f"cube's {peak:.1f} TFLOP/s peak; {native.why}")
-    return make_plan(req, "npu", SCHEMES, k, orders=ORDERS, native_reason=native_reason)
+    chosen = make_plan(req, "npu", SCHEMES, k, orders=ORDERS, native_reason=native_reason)
+    if chosen.backend == "npu" and not native.fp32:
+        chosen = chosen._replace(reason=f"{chosen.reason}; native FP32 would not be FP32 here: {native.why}")
+    return chosen
 
 
 def run(plan, req, a, b, out, alpha: float = 1.0) -> None:

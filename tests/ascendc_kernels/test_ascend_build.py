@@ -353,6 +353,49 @@ def test_check_on_npu_dry_run(soc):
     assert "not built" in npu.unavailable_reason()              # the stand-in is gone
 
 
+@pytest.mark.parametrize("soc", ["910a", "910b"])
+def test_first_contact_checks_dry_run(soc):
+    """The first-contact checks on the CPU model: the precision mode and routes read, no host read-back on
+    each route, the guarantee on all adversarial generators with native measured beside; a planted host
+    read-back and a planted wrong answer make it fail."""
+    pytest.importorskip("torch")
+    import torch
+
+    from sgemm_cube.backends import npu
+
+    check = _check_module()
+    lines = []
+    assert check.first_contact(soc, dry_run=True, out=lines.append) == 0, "\n".join(lines)
+    text = "\n".join(lines)
+    default = npu.DEFAULT_PRECISION_MODE[soc]
+    assert f"precision mode  {default} (the chip's default)" in text
+    assert ("NOT FP32" in text) == (soc == "910a")
+    assert "backend='npu' 512x384x1024 (npu/fp16x3): no host read-back" in text
+    small = "npu/fp32" if soc == "910a" else "native/native"
+    assert f"backend='auto' 512x384x8 ({small}): no host read-back" in text
+    table = text.split("-- the guarantee on the adversarial generators")[1].splitlines()[3:]
+    assert len(table) == len(check._guarantee_module().GENERATORS)
+    assert all(row.split()[2] == "ok" for row in table)
+
+    run = npu.run
+
+    def reads_back(plan, req, a, b, out, alpha=1.0):
+        a.cpu()
+        return run(plan, req, a, b, out, alpha)
+
+    def wrong(plan, req, a, b, out, alpha=1.0):
+        run(plan, req, a, b, out, alpha)
+        out.mul_(1 + 2.0 ** -10)
+
+    for planted, expect in ((reads_back, "FAIL: sgemm_cube called Tensor.cpu"), (wrong, "FAIL")):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(npu, "run", planted)
+            lines = []
+            assert check.first_contact(soc, dry_run=True, out=lines.append) == 1
+            assert expect in "\n".join(lines)
+    assert torch.Tensor.cpu is not None and "not built" in npu.unavailable_reason()  # everything restored
+
+
 def test_multi_group_k_spans_several_groups():
     from sgemm_cube.backends import npu
 
@@ -373,3 +416,4 @@ def test_bringup_dry_run(monkeypatch, capfd):
     assert "dry run: would run `pip install --no-build-isolation -v .`" in out
     assert "dry run: the 910b kernels' CPU model in place of the NPU" in out
     assert re.search(r"^tails\s+17x33x65\s+1\s+0\s+0\s+yes\s+yes", out, re.M)
+    assert "-- the guarantee on the adversarial generators" in out and "-- no host synchronisation" in out

@@ -431,3 +431,38 @@ def test_native_on_an_npu_tensor_is_planned_by_the_npu_backend(monkeypatch):
     assert product.select_backend(on("cuda"), backend="native") == "native"
     assert product.select_backend(on("cpu"), backend="native") == "native"
     assert product.select_backend(on("npu")) == "npu"
+
+
+def test_explain_gives_the_routes_on_a_modelled_chip(torch):
+    """sgemm_cube.explain on tensors of a modelled 910A / 910B (the bring-up's model device; tensors that
+    report an NPU device) gives each route and its reason through the public API."""
+    import types
+
+    import sgemm_cube
+
+    class OnNpu(torch.Tensor):
+        @property
+        def device(self):
+            return types.SimpleNamespace(type="npu", index=0)
+
+    def pair(k):
+        return torch.randn(64, k).as_subclass(OnNpu), torch.randn(k, 32).as_subclass(OnNpu)
+
+    model_device = _load_check_on_npu().model_device
+    short, long = pair(8), pair(64)
+    with model_device("910a"):
+        plans = {(backend, k): sgemm_cube.explain(*ab, backend=backend)
+                 for backend in ("auto", "native", "npu") for k, ab in ((8, short), (64, long))}
+    assert {key: (p.backend, p.scheme) for key, p in plans.items()} == {
+        ("auto", 8): ("npu", "fp32"), ("auto", 64): ("npu", "fp16x3"),
+        ("native", 8): ("npu", "fp32"), ("native", 64): ("npu", "fp16x3"),
+        ("npu", 8): ("npu", "fp16x3"), ("npu", 64): ("npu", "fp16x3")}
+    assert all("910A has no FP32 cube" in p.reason for key, p in plans.items() if key[0] != "npu")
+    with model_device("910b"):
+        auto, native = sgemm_cube.explain(*long), sgemm_cube.explain(*long, backend="native")
+        assert (auto.backend, native.backend) == ("native", "native")
+        assert "pipeline model predicts the emulation at" in auto.reason
+        npu._npu_option = {"ALLOW_MATMUL_HF32": "enable"}.get  # restored with the model device
+        hf32 = {k: sgemm_cube.explain(*ab) for k, ab in ((8, short), (64, long))}
+    assert {k: (p.backend, p.scheme) for k, p in hf32.items()} == {8: ("npu", "fp32"), 64: ("npu", "fp16x3")}
+    assert all("allow_hf32 is on" in p.reason for p in hf32.values())
