@@ -28,14 +28,20 @@ and derives two integers:
     2: the line holds NaN/Inf, or a finite entry at or above ``upper``.
 
 Every output in a line with ``cls >= fix_from`` (1 with ``fixup=True``, the
-default; 2 with ``fixup=False``) is recomputed in plain FP32 with native
-semantics (NaN and infinities propagate as SGEMM propagates them).  Such a
-line's ``t`` brings its largest finite entry into ``[1, 2)``: the FP32 dot
-products run on scaled lines (the other operand's lines scaled by their own
-``t``) and are unscaled with one rounding, so they cannot overflow part-way
-as a plain FP32 sum of huge terms can.  So the
-emulated outputs are exactly those whose every operand entry keeps 22 bits,
-and the rest are native: every output satisfies SGEMM's error bound.
+default; 2 with ``fixup=False``) is recomputed from the **unscaled** operands
+(:func:`recompute`): products and sums at least as wide as FP32's, NaN and
+infinities as IEEE arithmetic gives them.  No scaling touches them, so no
+entry of a line spanning FP32's whole range (2**-149 .. 2**127) is lost and
+an infinity meets its partners' values as they are (``inf * 1e-30`` is
+``inf``, not ``inf * 0``).  Where the hardware has FP64 (the CPU model, CUDA's
+FP64 tensor cores) each listed output is the float64 sum of exact float64
+products, rounded once: no partial sum overflows, and it overflows exactly
+where the exact value does.  Where it has not (the Ascend AI cores), it is
+native FP32 itself: recursive summation of the FP32 products in K order,
+whose sums can overflow part-way as native's can.  A listed line's ``t``
+is unused.  So the emulated outputs are exactly those whose every operand
+entry keeps 22 bits, and the rest are at least as accurate as native:
+every output satisfies SGEMM's error bound.
 
 Overflow: scaled lines hold magnitudes below ``2**(top + 1)``, so the
 emulated sums stay below ``K * 2**(2 * top + 2)`` and never overflow; the
@@ -53,7 +59,7 @@ from .schemes import get_scheme
 from .split import split_limits
 
 __all__ = ["SCALES", "LineRange", "line_range", "line_meta", "LineMeta", "LineStats", "line_stats",
-           "meta_from_stats", "scale_lines", "unscale", "fix_from",
+           "meta_from_stats", "scale_lines", "unscale", "recompute", "fix_from",
            "recomputed_lines", "pack_meta", "unpack_meta"]
 
 #: Values of ``scale``: "auto" scales the lines that do not fit as they are.
@@ -195,6 +201,22 @@ def unscale(c: np.ndarray, ta: np.ndarray, tb: np.ndarray, alpha: float = 1.0) -
     """
     with np.errstate(over="ignore", invalid="ignore"):
         c64 = np.ldexp(c.astype(np.float64), -(ta[..., :, None] + tb[..., None, :]))
+        if alpha != 1:
+            c64 *= np.float64(np.float32(alpha))
+        return c64.astype(np.float32)
+
+
+def recompute(x: np.ndarray, y: np.ndarray, alpha: float = 1.0) -> np.ndarray:
+    """``alpha * (x @ y)`` for the listed outputs, from the unscaled float32 operands (module docstring).
+
+    The products of float32 values are exact in float64 and cannot overflow
+    or underflow there; they are summed in float64 (``numpy.matmul``) and
+    the sum times ``alpha`` (taken as float32) is rounded once to float32.
+    NaN and infinities come out as IEEE arithmetic gives them (``inf * 0``
+    and ``inf - inf`` are NaN).
+    """
+    with np.errstate(over="ignore", invalid="ignore"):
+        c64 = np.matmul(x.astype(np.float64), y.astype(np.float64))
         if alpha != 1:
             c64 *= np.float64(np.float32(alpha))
         return c64.astype(np.float32)

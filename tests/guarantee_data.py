@@ -292,6 +292,46 @@ def gen_specials_half_scaled(rng, m, k, n):
     return a, b
 
 
+def _full_range(rng, lines, k):
+    """(lines, k) entries whose exponents run across FP32's whole range (2**-149 .. 2**127) along k, and the
+    partners' (k,) exponents that bring each product near 1 (clipped to FP32's range)."""
+    e = np.round(np.linspace(-149, 127, k)).astype(np.int64) if k > 1 else np.array([-149])
+    mant = np.where(rng.random((lines, k)) < 0.5, -1.0, 1.0) * (1 + rng.random((lines, k)))
+    x = np.ldexp(mant, e[None, :]).astype(np.float32)  # the smallest are subnormal, 2**-149 itself among them
+    return x, np.clip(-e, -149, 127)
+
+
+def gen_full_range_rows(rng, m, k, n):
+    """Rows of A spanning FP32's whole range, each entry met by a partner in B that brings its product near
+    1: a line over ~126 binades used to lose its small entries (scaled below FP32's range in the FP32
+    recomputation; 2.8 million times the bound in a fuzz run)."""
+    a, eb = _full_range(rng, m, k)
+    b = np.ldexp(1 + rng.random((k, n)), eb[:, None]) * np.where(rng.random((k, n)) < 0.5, -1.0, 1.0)
+    return a, b.astype(np.float32)
+
+
+def gen_full_range_cols(rng, m, k, n):
+    """Columns of B spanning FP32's whole range, partners in A bringing each product near 1."""
+    bt, ea = _full_range(rng, n, k)
+    a = np.ldexp(1 + rng.random((m, k)), ea[None, :]) * np.where(rng.random((m, k)) < 0.5, -1.0, 1.0)
+    return a.astype(np.float32), np.ascontiguousarray(bt.T)
+
+
+def gen_special_vs_extremes(rng, m, k, n):
+    """NaN, +inf and -inf in A meeting partners at both ends of FP32's range (1e-30, the smallest
+    subnormal, 3e38, -2.5e-38) in lines that span ~200 binades: ``inf * 1e-30`` used to come out NaN
+    (the partner scaled to 0 in the FP32 recomputation)."""
+    a, b = _normal(rng, m, k, n)
+    a[0::3, 0], a[1::3, 0] = np.inf, -np.inf
+    a[2::3, 0] = 0.5 * np.where(rng.random(len(a[2::3, 0])) < 0.5, -1.0, 1.0)  # finite rows: 3e38 * 0.5 fits
+    if m > 2 and k > 1:
+        a[2, 1] = np.nan
+    b[0, 0::4], b[0, 1::4], b[0, 2::4], b[0, 3::4] = 1e-30, 2.0 ** -149, 3e38, -2.5e-38
+    if k > 1:
+        b[1, :] = 1e30 * np.where(rng.random(n) < 0.5, -1.0, 1.0)  # the issue's [1e-30, 1e30] columns
+    return _f32(a, b)
+
+
 #: name -> generator(rng, m, k, n) -> (a float32 (m, k), b float32 (k, n)).
 GENERATORS = {
     "normal": gen_normal,
@@ -321,10 +361,13 @@ GENERATORS = {
     "inf_zero": gen_inf_zero,
     "inf_opposite": gen_inf_opposite,
     "specials_half_scaled": gen_specials_half_scaled,
+    "full_range_rows": gen_full_range_rows,
+    "full_range_cols": gen_full_range_cols,
+    "special_vs_extremes": gen_special_vs_extremes,
 }
 
 #: Generators with NaN/Inf inputs.
-SPECIAL = ("nan_inf", "inf_zero", "inf_opposite", "specials_half_scaled")
+SPECIAL = ("nan_inf", "inf_zero", "inf_opposite", "specials_half_scaled", "special_vs_extremes")
 #: Finite generators some of whose exact results overflow FP32.
 OVERFLOWING = ("near_overflow",)
 #: Finite generators whose exact results (and native FP32's) are all finite.

@@ -86,7 +86,7 @@ except ImportError:  # pragma: no cover - the bring-up needs torch anyway
 def _guarded_model(a, b, scale_code, fixup, alpha, kw):
     """The device bookkeeping's rules (cpu_fallback.guard, bit for bit as the kernels are tested to be): lines
     scaled, NaN/Inf and |x| >= max_abs as 0, the kernels' model, unscaled with alpha, the listed lines by
-    recursive FP32 summation of the scaled lines."""
+    recursive FP32 summation of the unscaled lines, times alpha."""
     from sgemm_cube.backends import npu_schedule
     from sgemm_cube.cpu_fallback import split_limits
     from sgemm_cube.cpu_fallback.guard import fix_from, line_meta, scale_lines, unscale
@@ -105,7 +105,8 @@ def _guarded_model(a, b, scale_code, fixup, alpha, kw):
     c = unscale(npu_schedule.simulate(xa, xb, **kw), ma.t, mb.t, alpha)
     rows, cols = ma.cls >= fix_from(fixup), mb.cls >= fix_from(fixup)
     if rows.any() or cols.any():
-        fp32 = unscale(sequential_fp32(sa, sbb), ma.t, mb.t, alpha)
+        with np.errstate(all="ignore"):
+            fp32 = unscale(sequential_fp32(a, b), np.zeros_like(ma.t), np.zeros_like(mb.t), alpha)
         c = np.where(rows[:, :, None] | cols[:, None, :], fp32, c)
     return c
 

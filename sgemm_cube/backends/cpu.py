@@ -8,7 +8,8 @@ computes the same line exponents and classes bit for bit):
 2. exact power-of-two scaling of the lines that need it, NaN/Inf as 0;
 3. the emulated product (:func:`sgemm_cube.cpu_fallback.emulated_matmul`, exact to
    its documented accumulation model), unscaled with one rounding;
-4. the outputs of recomputed lines computed by NumPy's float32 matmul (native FP32).
+4. the outputs of recomputed lines from the unscaled operands, summed in float64 and rounded once
+   (:func:`sgemm_cube.cpu_fallback.guard.recompute`).
 
 Bounded memory: steps 1-3 run slab by slab, so that their temporaries
 (line statistics, scaled and split copies, float64 chunk sums, FP32
@@ -17,10 +18,9 @@ slabs are cut at multiples of every accumulation model's chunk length and
 carry the accumulators (:class:`sgemm_cube.cpu_fallback.ProductAccumulator`); line
 statistics of slabs combine exactly (:class:`sgemm_cube.cpu_fallback.guard.LineStats`).
 So the result is bit-identical to the unsliced computation, whatever the
-budget.  Step 4 multiplies whole lines in one ``numpy.matmul`` each, as
-native FP32 does (cutting K would change its rounding): it needs a float32
-copy of the scaled operand it reads whole (none when no line of it is
-scaled) and of the recomputed outputs.
+budget.  Step 4 multiplies whole lines in one float64 ``numpy.matmul`` each:
+it needs float64 copies of the lines, of the operand they meet and of the
+recomputed outputs.
 
 It is the reference the hardware backends are tested against, and fast
 enough for accuracy studies (about 23-28x a float32 ``numpy.matmul`` at
@@ -35,7 +35,8 @@ import numpy as np
 
 from sgemm_cube.cpu_fallback import ACCUMULATION_MODELS, ORDERS, ProductAccumulator, get_scheme
 from sgemm_cube.cpu_fallback.accumulate import _PANEL_BYTES
-from sgemm_cube.cpu_fallback.guard import LineStats, line_stats, meta_from_stats, recomputed_lines, scale_lines, unscale
+from sgemm_cube.cpu_fallback.guard import (LineStats, line_stats, meta_from_stats, recompute, recomputed_lines,
+                                          scale_lines, unscale)
 
 from ..plan import Plan, Request
 from .base import make_plan
@@ -54,7 +55,7 @@ DEFAULT_ACCUMULATE = "cube16"
 #: output tile and the float64 temporaries of unscaling.  A product that fits runs in one slab (a
 #: 1024^3 product does, for every scheme).  On top come the fixed, cache-sized panel buffers of
 #: :mod:`sgemm_cube.cpu_fallback.accumulate` (8 MiB per product of the scheme in flight: one termwise, all of
-#: them elementwise) and the float32 copies of the FP32 recomputation (step 4).
+#: them elementwise) and the float64 copies of the recomputation (step 4).
 MEMORY_BUDGET = 256 << 20
 
 # Slab lengths along K are multiples of every accumulation model's chunk (16): no chunk is cut.
@@ -167,21 +168,6 @@ def _unscaled(c, ta, tb, room: int, alpha: float):
         yield r, unscale(c[r], ta[r], tb, alpha)
 
 
-def _scaled_copy(x: np.ndarray, t: np.ndarray, axis: int) -> np.ndarray:
-    """``scale_lines(x, t, axis, keep_special=True)`` of a 2-D operand, its float64 temporaries cut along K.
-
-    The FP32 recomputation multiplies it whole, so it is one float32 array,
-    laid out in memory as ``scale_lines`` lays out its result (``x``'s memory
-    order: ``numpy.matmul`` rounds differently for C- and F-ordered operands).
-    """
-    out = np.empty_like(x, dtype=np.float32)
-    n_lines = x.shape[0] if axis == -1 else x.shape[1]
-    for ks in _slices(x.shape[axis], MEMORY_BUDGET // (_UNSCALE_BYTES * max(1, n_lines))):
-        index = (slice(None), ks) if axis == -1 else (ks, slice(None))
-        out[index] = scale_lines(x[index], t, axis, keep_special=True)
-    return out
-
-
 def _emulate(plan: Plan, req: Request, a, b, ma, mb, out, tiling: _Tiling, alpha: float) -> None:
     """Steps 2-3 for every batch entry, output tile and K slab (:func:`_tiling`); the result times ``alpha``."""
     _, m, k = a.shape
@@ -204,35 +190,20 @@ def _emulate(plan: Plan, req: Request, a, b, ma, mb, out, tiling: _Tiling, alpha
                     out[i, rows, cols] = acc.result()
 
 
-def _recompute(a, b, ma, mb, out, i: int, rows, cols, alpha: float) -> None:
-    """Step 4 for batch entry ``i``: FP32 products of the scaled lines (NaN/Inf kept), unscaled (and times
-    ``alpha``) with one rounding.
-
-    Rows first, then columns (their crossings take the column's value), as
-    one ``numpy.matmul`` each over the whole K, of operands laid out as
-    before the memory budget (``xa[rows, :]`` C-ordered, ``xb[:, cols]``
-    F-ordered, whole operands in their own memory order) so that the
-    rounding is the same.
-    """
-    xa = _scaled_copy(a[i], ma.t[i], -1)
-    xb = _scaled_copy(b[i], mb.t[i], -2)
-    # Native FP32 on NaN/Inf warns ("invalid value encountered in matmul"); its NaN is the answer.
-    with np.errstate(invalid="ignore", over="ignore"):
-        if rows.size:
-            product = np.matmul(xa[rows, :], xb)
-            for r, values in _unscaled(product, ma.t[i, rows], mb.t[i], MEMORY_BUDGET, alpha):
-                out[i, rows[r], :] = values
-        if cols.size:
-            product = np.matmul(xa, xb[:, cols])
-            for r, values in _unscaled(product, ma.t[i], mb.t[i, cols], MEMORY_BUDGET, alpha):
-                out[i, r][:, cols] = values
+def _recompute(a, b, out, i: int, rows, cols, alpha: float) -> None:
+    """Step 4 for batch entry ``i``: the listed rows, then the listed columns (their crossings take the
+    column's value), by :func:`sgemm_cube.cpu_fallback.guard.recompute` from the unscaled operands."""
+    if rows.size:
+        out[i, rows, :] = recompute(a[i, rows, :], b[i], alpha)
+    if cols.size:
+        out[i][:, cols] = recompute(a[i], b[i][:, cols], alpha)
 
 
 def _recompute_bytes(a, b, rows, cols) -> int:
-    """Step 4's float32 copies for one batch entry: both scaled operands, the lines taken, the products."""
+    """Step 4's float64 copies for one batch entry: the lines taken, the operand they meet, the products."""
     _, m, k = a.shape
     n = b.shape[2]
-    return 4 * (m * k + k * n + rows.size * (k + n) + cols.size * (k + m))
+    return 8 * (rows.size * (k + n) + k * n if rows.size else 0) + 8 * (cols.size * (k + m) + m * k if cols.size else 0)
 
 
 def _out_of_memory(a_shape, b_shape, need: int) -> str:
@@ -263,6 +234,6 @@ def run(plan: Plan, req: Request, a, b, out, alpha: float = 1.0) -> None:
         _emulate(plan, req, a, b, ma, mb, out, tiling, alpha)
         for i, rows, cols in recomputed_lines(ma, mb, req.fixup):
             need = max(need, _recompute_bytes(a, b, rows, cols))
-            _recompute(a, b, ma, mb, out, i, rows, cols, alpha)
+            _recompute(a, b, out, i, rows, cols, alpha)
     except MemoryError as exc:
         raise MemoryError(_out_of_memory(a.shape, b.shape, need)) from exc

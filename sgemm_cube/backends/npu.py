@@ -18,7 +18,7 @@ product (``ascendc_kernels/README.md`` has the details):
    first (on 910A with one K group, in the GEMM's epilogue);
 4. (:func:`run`) ``sgemm_cube_unscale``, ``sgemm_cube_fixup_rows``,
    ``sgemm_cube_fixup_cols``: one FP32 rounding back from the scaled lines, and
-   the listed lines in plain FP32.
+   the listed lines in plain FP32 from the unscaled operands (native FP32).
 
 The result equals :func:`sgemm_cube.cpu_fallback.emulated_matmul` (``order="termwise"``,
 ``accumulate="cube16"`` if the cube rounds as that model says) whenever K
@@ -367,8 +367,8 @@ def run(plan, req, a, b, out, alpha: float = 1.0) -> None:
     hold reach the cube as 0, so 910A's saturation mode and 910B's IEEE mode
     give the same), the GEMM and combine, the unscaling with one FP32 rounding
     (``alpha``, as float32, multiplies every output before it), and the listed
-    lines' outputs in FP32 by recursive summation with native NaN/Inf
-    semantics.  No host read-back, no float64 (``ascendc_kernels/README.md``).
+    lines' outputs in FP32 by recursive summation of the unscaled lines, with
+    native NaN/Inf semantics.  No host read-back, no float64 (``ascendc_kernels/README.md``).
     Untested on hardware, like the kernels; executed on the host in CI.
     """
     import numpy as np

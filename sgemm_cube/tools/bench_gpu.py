@@ -438,6 +438,53 @@ class Problem(NamedTuple):
     k: int
     kind: str
     layout: str = "contiguous"
+    data: str = "normal"
+
+
+#: Data of the matrix's operands (:func:`make_operands`): name -> what ``a`` and ``b`` hold.  The
+#: wide-range kinds are what users pick an FP32-accurate GEMM for; their rows span more binades than
+#: the FP16 split holds (about 29), so the guarantee computes those outputs from the unscaled lines.
+DATA_KINDS = {
+    "normal": "a, b standard normal",
+    "uniform": "a, b uniform in [0, 1)",
+    "rbf kernel": "a = exp(-|x_i - x_j|^2 / (2 * 0.5)) of 16-d normal points (entries down to 1e-45), b normal",
+    "softmax T=0.1": "a = softmax(s / 0.1) of normal scores s along each row (attention probabilities), b normal",
+    "softmax T=1": "a = softmax(s) of normal scores s along each row, b normal",
+    "softmax T=10": "a = softmax(s / 10) of normal scores s along each row, b normal",
+    "log-normal s=4": "a = exp(4 z), z standard normal (rows spanning about 60 binades), b normal",
+    "mixed rows 1%": "a normal, 1% of its rows with every other entry times 1e-10 (33 binades), b normal",
+    "mixed rows 10%": "a normal, 10% of its rows mixed-magnitude as above, b normal",
+    "mixed rows 100%": "a normal, every row mixed-magnitude as above, b normal",
+}
+
+
+def make_data(kind: str, a_shape, b_shape, device="cuda", generator=None):
+    """Contiguous float32 operands of shapes ``a_shape`` (..., m, k), ``b_shape`` (..., k, n) holding
+    :data:`DATA_KINDS` ``kind``."""
+    torch = _torch()
+    if kind not in DATA_KINDS:
+        raise ValueError(f"unknown data kind {kind!r}; choose one of {list(DATA_KINDS)}")
+    kw = dict(device=device, generator=generator, dtype=torch.float32)
+    b = torch.randn(b_shape, **kw)
+    if kind == "normal":
+        return torch.randn(a_shape, **kw), b
+    if kind == "uniform":
+        return torch.rand(a_shape, **kw), torch.rand(b_shape, **kw)
+    if kind == "rbf kernel":
+        *lead, m, k = a_shape
+        x = torch.randn(*lead, m, 16, **kw)
+        y = x if k == m else torch.randn(*lead, k, 16, **kw)  # square: the points' own kernel matrix
+        return torch.exp(-torch.cdist(x, y).square() / (2 * 0.5)), b
+    if kind.startswith("softmax"):
+        temperature = float(kind.split("=")[1])
+        return torch.softmax(torch.randn(a_shape, **kw) / temperature, dim=-1), b
+    if kind.startswith("log-normal"):
+        return torch.exp(float(kind.split("=")[1]) * torch.randn(a_shape, **kw)), b
+    share = float(kind.split()[-1].rstrip("%")) / 100
+    a = torch.randn(a_shape, **kw)
+    rows = a[..., : max(1, round(share * a_shape[-2])), :]  # which rows does not matter to the kernels
+    rows[..., ::2] *= 1e-10
+    return a, b
 
 
 #: Operand layouts of the matrix: both contiguous; b one (k, n) matrix against a batch of a;
@@ -459,7 +506,7 @@ def matrix_problems() -> tuple:
 
     Squares (odd sizes included), linear layers with 8192 tokens, tall-skinny,
     short-wide, K-heavy, odd shapes, batched (B broadcast included) and
-    strided/transposed operands.
+    strided/transposed operands; then real-shaped data (:data:`DATA_KINDS`).
     """
     P = Problem
     squares = [P(f"square {s}", 1, s, s, s, "square")
@@ -490,14 +537,24 @@ def matrix_problems() -> tuple:
         P("a strided view 4096^3", 1, 4096, 4096, 4096, "layout", "a strided view"),
         P("a strided view 2048^3", 1, 2048, 2048, 2048, "layout", "a strided view"),
     ]
-    return tuple(squares + linear + shapes + [P("square 16384", 1, 16384, 16384, 16384, "square")])
+    data = [P(f"data {kind} 8192^3", 1, 8192, 8192, 8192, "data", data=kind)
+            for kind in DATA_KINDS if kind not in ("normal",) and not kind.startswith("softmax")]
+    data += [P("data mixed rows 100% 4096^3", 1, 4096, 4096, 4096, "data", data="mixed rows 100%"),
+             P("data rbf kernel 8192x1024 k8192", 1, 8192, 1024, 8192, "data", data="rbf kernel")]
+    data += [P(f"data {kind} 16x2048x1024 k2048", 16, 2048, 1024, 2048, "data", data=kind)
+             for kind in DATA_KINDS if kind.startswith("softmax")]
+    return tuple(squares + linear + shapes + data + [P("square 16384", 1, 16384, 16384, 16384, "square")])
 
 
 def make_operands(p: Problem, device="cuda", generator=None):
-    """Random normal float32 operands of ``p`` in its layout (never zeros)."""
+    """Float32 operands of ``p`` in its layout: random normal (never zeros), or ``p.data`` (:func:`make_data`,
+    contiguous)."""
     torch = _torch()
     if p.layout not in LAYOUTS:
         raise ValueError(f"unknown layout {p.layout!r}; choose one of {list(LAYOUTS)}")
+    if p.data != "normal":
+        lead = (p.batch,) if p.batch > 1 else ()
+        return make_data(p.data, (*lead, p.m, p.k), (*lead, p.k, p.n), device, generator)
 
     def randn(*shape):
         return torch.randn(shape, device=device, generator=generator, dtype=torch.float32)

@@ -386,6 +386,20 @@ def test_results_beyond_fp32s_range_are_infinities_of_their_sign(rng):
     assert np.all(np.abs(c[:, 0] - ref[:, 0]) <= 16 * 2.0 ** -24 * np.abs(ref[:, 0]))
 
 
+@pytest.mark.parametrize("gen", ["full_range_rows", "full_range_cols", "special_vs_extremes"])
+def test_lines_spanning_fp32s_range_lose_nothing(gen):
+    """Lines over FP32's whole range (2**-149 .. 2**127) and infinities against partners at both ends: the
+    fix-up programs' FP64 products of the unscaled lines keep every entry (an FP32 recomputation of scaled
+    lines gave 0 for outputs near 24 and NaN for inf * 1e-30)."""
+    from tests.guarantee_data import GENERATORS, check_guarantee
+
+    for shape in ((5, 16, 7), (40, 64, 33)):
+        a, b = GENERATORS[gen](np.random.default_rng(3), *shape)
+        c = _run(a, b)[0]
+        msg = check_guarantee(c, a, b)
+        assert not msg, (shape, msg)
+
+
 def test_empty_problems_write_zeros():
     out = torch.full((2, 3, 4), float("nan"))
     assert cuda.matmul(torch.ones(2, 3, 0), torch.ones(2, 0, 4), sb=12, order="termwise", out=out) is None

@@ -14,35 +14,35 @@ of the same launch compute them (:func:`fixup_program`):
 * work items (group, block of the other dimension, output batch) are dealt
   round-robin to the fix-up programs; with empty lists they return at once.
 
-The products are ``tl.dot(..., input_precision="ieee")``: FP32 fused
-multiply-adds, so NaN and infinities propagate as in native SGEMM
-(``inf * 0`` and ``inf - inf`` give NaN).  They run on lines scaled by their
-exponents ``t`` (a listed line's largest entry in [1, 2), the other
-operand's lines as the split scaled them) and are unscaled with one
-rounding: no partial sum overflows (:mod:`sgemm_cube.cpu_fallback.guard`).  Outputs in a
-listed row and a listed column are written by the row pass only.
+The products are FP64 tensor-core dots (``tl.dot`` of float64 tiles; DMMA
+on Hopper) of the **unscaled** operands: each product of two FP32 values is
+exact in FP64 and cannot overflow or underflow there, the sums are FP64,
+and each output times ``alpha`` is rounded once to FP32
+(:func:`sgemm_cube.cpu_fallback.guard.recompute`).  So a line spanning FP32's whole
+range loses none of its entries, no partial sum overflows, an output
+overflows exactly where its exact value does, and NaN and infinities come
+out as IEEE arithmetic gives them (``inf * 0`` and ``inf - inf`` are NaN,
+``inf * 1e-30`` is ``inf``).  Outputs in a listed row and a listed column are
+written by the row pass only.
 """
 from __future__ import annotations
 
 import triton
 import triton.language as tl
 
-from .split_kernel import decode_meta, pow2_f64
+from .split_kernel import decode_meta
 
-__all__ = ["fp32_dot", "fixup_program"]
+__all__ = ["listed_dot", "fixup_program"]
 
 
 @triton.jit
-def fp32_dot(x_ptr, x_off, x_valid, x_t, stride_xk, y_ptr, y_off, y_valid, y_t, stride_yk, K, alpha,
-             ROWS: tl.constexpr, COLS: tl.constexpr, BLOCK_K: tl.constexpr):
-    """alpha * sum_k x[r, k] * y[k, c] in FP32 (IEEE FMA) on lines scaled by 2**x_t[r] and 2**y_t[c], unscaled
-    (and times the float32 ``alpha``) with one rounding.
+def listed_dot(x_ptr, x_off, x_valid, stride_xk, y_ptr, y_off, y_valid, stride_yk, K, alpha,
+               ROWS: tl.constexpr, COLS: tl.constexpr, BLOCK_K: tl.constexpr):
+    """alpha * sum_k x[r, k] * y[k, c] of FP32 operands, summed in FP64 and rounded once to FP32.
 
     x rows at ``x_ptr + x_off[r]``, y columns at ``y_ptr + y_off[c]``.
     """
-    x_scale = pow2_f64(x_t)
-    y_scale = pow2_f64(y_t)
-    acc = tl.zeros((ROWS, COLS), dtype=tl.float32)
+    acc = tl.zeros((ROWS, COLS), dtype=tl.float64)
     for k0 in range(0, K, BLOCK_K):
         offs_k = k0 + tl.arange(0, BLOCK_K)
         k_in = offs_k < K
@@ -50,14 +50,9 @@ def fp32_dot(x_ptr, x_off, x_valid, x_t, stride_xk, y_ptr, y_off, y_valid, y_t, 
                     mask=x_valid[:, None] & k_in[None, :], other=0.0)
         y = tl.load(y_ptr + y_off[None, :] + offs_k[:, None].to(tl.int64) * stride_yk,
                     mask=k_in[:, None] & y_valid[None, :], other=0.0)
-        x = (x.to(tl.float64) * x_scale[:, None]).to(tl.float32)  # exact unless it underflows
-        y = (y.to(tl.float64) * y_scale[None, :]).to(tl.float32)
-        # Each BLOCK_K chunk summed on its own, then added with one rounding: a two-level sum, whose
-        # error grows like BLOCK_K + K / BLOCK_K instead of K (fma(p, 1, acc): a plain `acc + dot`
-        # would be fused back into one long chain).
-        acc = tl.fma(tl.dot(x, y, input_precision="ieee"), 1.0, acc)
-    # 24 bits of acc times 24 of alpha times a power of two: exact in float64, rounded once to FP32.
-    return (acc.to(tl.float64) * (pow2_f64(-(x_t[:, None] + y_t[None, :])) * tl.cast(alpha, tl.float64))).to(tl.float32)
+        # exact products, FP64 sums (Triton 3.6 needs out_dtype and "ieee" spelled out for float64 tiles)
+        acc = tl.dot(x.to(tl.float64), y.to(tl.float64), acc, input_precision="ieee", out_dtype=tl.float64)
+    return (acc * tl.cast(alpha, tl.float64)).to(tl.float32)
 
 
 @triton.jit
@@ -121,15 +116,14 @@ def _fix_lines(p, num_programs, item_base,
             o_in = offs_o < n_other
             lines, valid = _gather_group(counts, list_ptr + tl.cast(bl, tl.int64) * n_blocks * BLOCK_L, n_blocks,
                                          g * GROUP, total, BLOCK_L, GROUP, NB_CHUNK)
-            _, x_t = decode_meta(tl.load(x_meta + tl.cast(bl, tl.int64) * n_lines + lines, mask=valid, other=4096))
-            y_cls, y_t = decode_meta(tl.load(y_meta + tl.cast(bo * y_batched, tl.int64) * n_other + offs_o,
-                                             mask=o_in, other=4096))
-            acc = fp32_dot(x_ptr + tl.cast(bl, tl.int64) * stride_xb, lines.to(tl.int64) * stride_xl, valid, x_t,
-                           stride_xk,
-                           y_ptr + tl.cast(bo, tl.int64) * stride_yb, offs_o.to(tl.int64) * stride_yo, o_in, y_t,
-                           stride_yk, K, alpha, GROUP, BLOCK_O, BLOCK_K)
+            acc = listed_dot(x_ptr + tl.cast(bl, tl.int64) * stride_xb, lines.to(tl.int64) * stride_xl, valid,
+                             stride_xk,
+                             y_ptr + tl.cast(bo, tl.int64) * stride_yb, offs_o.to(tl.int64) * stride_yo, o_in,
+                             stride_yk, K, alpha, GROUP, BLOCK_O, BLOCK_K)
             keep = valid[:, None] & o_in[None, :]
             if SKIP_LISTED:
+                y_cls, _ = decode_meta(tl.load(y_meta + tl.cast(bo * y_batched, tl.int64) * n_other + offs_o,
+                                               mask=o_in, other=4096))
                 keep = keep & (y_cls < FIX_FROM)[None, :]
             c = c_ptr + tl.cast(bo, tl.int64) * stride_cb
             tl.store(c + lines[:, None].to(tl.int64) * stride_cl + offs_o[None, :].to(tl.int64) * stride_co, acc,

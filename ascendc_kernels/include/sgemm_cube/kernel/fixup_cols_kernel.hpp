@@ -1,15 +1,15 @@
 // Kernel layer, vector unit: the listed columns of B (class >= fix_from) computed in plain FP32 on the
-// device, as fixup_kernel.hpp does for the listed rows of A: the scaled lines (NaN and infinities kept),
-// products summed in K order with every product and sum rounded to FP32 (recursive summation), then
-// unscaled with one rounding.  Run after the rows' fix-up: an output in a listed row and a listed column
-// gets the same value from both (same products, same order).
+// device, as fixup_kernel.hpp does for the listed rows of A: the unscaled operands, products summed in K
+// order with every product and sum rounded to FP32 (recursive summation), then times alpha.  Run after
+// the rows' fix-up: an output in a listed row and a listed column gets the same value from both (same
+// products, same order).
 //
 // Vectorised over a chunk of kFixupColRows rows of A, sequential over K: A's columns are not contiguous,
 // so each 8-column block of the chunk's rows is loaded (one 32-byte block per row) and transposed by the
-// scalar unit; every listed column's B entry is loaded as its 32-byte block and scaled on the vector unit.
-// Outputs are written back by read-modify-write of their 32-byte blocks: one core owns a (batch, row
-// chunk) unit with every listed column of it, so no other core touches those blocks.  A rare path, with
-// plain PipeBarrier<PIPE_ALL> between dependent steps.
+// scalar unit; every listed column's B entry is loaded as its 32-byte block.  Outputs are written back by
+// read-modify-write of their 32-byte blocks: one core owns a (batch, row chunk) unit with every listed
+// column of it, so no other core touches those blocks.  A rare path, with plain PipeBarrier<PIPE_ALL>
+// between dependent steps.
 #ifndef SGEMM_CUBE_KERNEL_FIXUP_COLS_KERNEL_HPP
 #define SGEMM_CUBE_KERNEL_FIXUP_COLS_KERNEL_HPP
 
@@ -34,31 +34,25 @@ __aicore__ inline void RunFixupCols(__gm__ float* a, __gm__ float* b, __gm__ int
     if (core >= cores) {
         return;
     }
+    (void)meta_a;  // the recomputation uses the unscaled operands: A's integers are not needed here
     AscendC::GlobalTensor<float> ga, gb, gc;
-    AscendC::GlobalTensor<int32_t> gma, gmb;
+    AscendC::GlobalTensor<int32_t> gmb;
     ga.SetGlobalBuffer(a);
     gb.SetGlobalBuffer(b);
     gc.SetGlobalBuffer(c);
-    gma.SetGlobalBuffer(meta_a);
     gmb.SetGlobalBuffer(meta_b);
     AscendC::TPipe pipe;
     AscendC::TBuf<AscendC::TPosition::VECCALC> ub;
     pipe.InitBuffer(ub, schedule::kFixupColsUbBytes);
     const AscendC::LocalTensor<uint8_t> base = ub.Get<uint8_t>();
-    UnscaleTile v;  // v.c: one column's result; v.s, v.t: exponents
+    UnscaleTile v;  // v.c: one column's result; v.s: alpha's exponent
     v.Init(base);
     uint32_t at = schedule::kUnscaleUbBytes;
     const AscendC::LocalTensor<float> acc = base[at].ReinterpretCast<float>();  // one accumulator: column j
     at += kR * 4;
     const AscendC::LocalTensor<float> blk = base[at].ReinterpretCast<float>();  // kR rows x 8 columns of A
     at += kR * 8 * 4;
-    const AscendC::LocalTensor<float> col = base[at].ReinterpretCast<float>();  // A's column k, scaled
-    at += kR * 4;
-    const AscendC::LocalTensor<float> f1 = base[at].ReinterpretCast<float>();   // the rows' factors
-    at += kR * 4;
-    const AscendC::LocalTensor<float> f2 = base[at].ReinterpretCast<float>();
-    at += kR * 4;
-    const AscendC::LocalTensor<int32_t> ta = base[at].ReinterpretCast<int32_t>();  // rows' ta + 1024
+    const AscendC::LocalTensor<float> col = base[at].ReinterpretCast<float>();  // A's column k
     at += kR * 4;
     const AscendC::LocalTensor<float> bb = base[at].ReinterpretCast<float>();  // one 32-byte block of B or C
     at += schedule::kBlockBytes;
@@ -70,19 +64,6 @@ __aicore__ inline void RunFixupCols(__gm__ float* a, __gm__ float* b, __gm__ int
         const uint32_t r0 = (unit % chunks) * kR;
         const uint32_t rows = schedule::min_u32(kR, args.mp - r0);
         const uint64_t row0 = uint64_t(batch) * args.mp + r0;  // first row over the batch
-        // The chunk's rows: their factors (scalar) and ta + 1024 (for the unscaling).
-        AscendC::DataCopy(v.t, gma[row0], AscendC::DataCopyParams(1, uint16_t(rows * 4 / schedule::kBlockBytes), 0, 0));
-        AscendC::PipeBarrier<PIPE_ALL>();
-        for (uint32_t i = 0; i < rows; ++i) {
-            uint32_t b1, b2;
-            line_factors(guard::unpack(v.t.GetValue(i)).t, &b1, &b2);
-            f1.ReinterpretCast<uint32_t>().SetValue(i, b1);
-            f2.ReinterpretCast<uint32_t>().SetValue(i, b2);
-        }
-        AscendC::PipeBarrier<PIPE_ALL>();
-        DecodeExponents(v, int32_t(rows));
-        AscendC::DataCopy(ta, v.t, AscendC::DataCopyParams(1, uint16_t(rows * 4 / schedule::kBlockBytes), 0, 0));
-        AscendC::PipeBarrier<PIPE_ALL>();
         for (uint32_t j0 = 0; j0 < args.np; j0 += kW) {
             const uint32_t w = schedule::min_u32(kW, args.np - j0);
             AscendC::DataCopy(mb, gmb[uint64_t(batch) * args.np + j0],
@@ -94,8 +75,6 @@ __aicore__ inline void RunFixupCols(__gm__ float* a, __gm__ float* b, __gm__ int
                     continue;
                 }
                 const uint32_t j = j0 + jj;
-                uint32_t c1, c2;
-                line_factors(cm.t, &c1, &c2);
                 AscendC::Duplicate<float>(acc, 0.0f, int32_t(rows));
                 AscendC::PipeBarrier<PIPE_ALL>();
                 for (uint32_t k0 = 0; k0 < args.k; k0 += 8) {
@@ -107,16 +86,9 @@ __aicore__ inline void RunFixupCols(__gm__ float* a, __gm__ float* b, __gm__ int
                         for (uint32_t i = 0; i < rows; ++i) {  // the scalar unit transposes column k
                             col.SetValue(i, blk.GetValue(i * 8 + (k - k0)));
                         }
-                        // B[k, j]'s block, scaled by the column's factors (one element used).
+                        // B[k, j]'s block (one element used).
                         AscendC::DataCopy(bb, gb[(uint64_t(batch) * args.kp + k) * args.np + (j & ~7u)],
                                           AscendC::DataCopyParams(1, 1, 0, 0));
-                        AscendC::PipeBarrier<PIPE_ALL>();
-                        AscendC::Mul(col, col, f1, int32_t(rows));     // A's column, scaled per row
-                        AscendC::PipeBarrier<PIPE_V>();
-                        AscendC::Mul(col, col, f2, int32_t(rows));
-                        AscendC::Muls(bb, bb, bits_to_float(c1), 8);
-                        AscendC::PipeBarrier<PIPE_V>();
-                        AscendC::Muls(bb, bb, bits_to_float(c2), 8);
                         AscendC::PipeBarrier<PIPE_ALL>();
                         const float x = bb.GetValue(j & 7u);
                         AscendC::PipeBarrier<PIPE_ALL>();
@@ -126,10 +98,8 @@ __aicore__ inline void RunFixupCols(__gm__ float* a, __gm__ float* b, __gm__ int
                         AscendC::PipeBarrier<PIPE_ALL>();
                     }
                 }
-                // Unscale: s = alpha_exp - ta_i - tb_j.
-                AscendC::Duplicate<int32_t>(v.s, args.alpha_exp - cm.t + 1024, int32_t(rows));
-                AscendC::PipeBarrier<PIPE_V>();
-                AscendC::Sub(v.s, v.s, ta, int32_t(rows));
+                // Times alpha: alpha_mant, then 2^alpha_exp.
+                AscendC::Duplicate<int32_t>(v.s, args.alpha_exp, int32_t(rows));
                 AscendC::DataCopy(v.c, acc, AscendC::DataCopyParams(1, uint16_t(rows * 4 / schedule::kBlockBytes), 0, 0));
                 AscendC::PipeBarrier<PIPE_V>();
                 if (args.alpha_mant != 1.0f) {
@@ -151,7 +121,7 @@ __aicore__ inline void RunFixupCols(__gm__ float* a, __gm__ float* b, __gm__ int
             }
             AscendC::PipeBarrier<PIPE_ALL>();  // B's integers read before the next chunk of them arrives
         }
-        AscendC::PipeBarrier<PIPE_ALL>();  // the rows' integers read before the next unit's arrive
+        AscendC::PipeBarrier<PIPE_ALL>();  // the unit's outputs written before the next unit's work starts
     }
 }
 

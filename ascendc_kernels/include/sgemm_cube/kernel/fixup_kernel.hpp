@@ -1,14 +1,15 @@
 // Kernel layer, vector unit: the listed rows of A (class >= fix_from in their packed integers) computed
-// in plain FP32 on the device, as guard.py defines the guarantee's recomputation: the row and every
-// column of B scaled by their powers of two (NaN and infinities kept), the products summed in K order,
-// each product and each sum rounded to FP32 (recursive summation: tests/guarantee_data.sequential_fp32),
-// then unscaled with one rounding (unscale_kernel.hpp's ApplyPow2).  NaN and infinities come out as
-// IEEE arithmetic gives them, as native SGEMM's do.
+// in plain FP32 on the device from the UNSCALED operands, as guard.py defines the recomputation where the
+// hardware has no FP64: the products summed in K order, each product and each sum rounded to FP32
+// (recursive summation: tests/guarantee_data.sequential_fp32), then times alpha (alpha_mant, then the
+// exact power of two 2^alpha_exp: unscale_kernel.hpp's ApplyPow2).  No scaling: a line spanning FP32's
+// whole range loses none of its entries, and an infinity meets its partners as they are.  NaN and
+// infinities come out as IEEE arithmetic gives them, as native SGEMM's do; the sums can overflow
+// part-way, as native's can.
 //
-// Vectorised over the columns of a chunk (kUnscaleTile), sequential over K: for each k the row's scaled
-// entry (a scalar) times B's scaled row k chunk (Muls), added to the accumulator (Add), two roundings as
-// recursive summation has.  Every listed row reads all of B.  The listed columns of B are not computed
-// here (they need A's columns; not written yet).  A rare path: plain PipeBarrier<PIPE_ALL> between
+// Vectorised over the columns of a chunk (kUnscaleTile), sequential over K: for each k the row's entry
+// (a scalar) times B's row k chunk (Muls), added to the accumulator (Add), two roundings as recursive
+// summation has.  Every listed row reads all of B.  A rare path: plain PipeBarrier<PIPE_ALL> between
 // dependent steps instead of per-buffer flags.
 #ifndef SGEMM_CUBE_KERNEL_FIXUP_KERNEL_HPP
 #define SGEMM_CUBE_KERNEL_FIXUP_KERNEL_HPP
@@ -53,78 +54,51 @@ __aicore__ inline void RunFixupRows(__gm__ float* a, __gm__ float* b, __gm__ int
     if (core >= cores) {
         return;
     }
+    (void)meta_b;  // the recomputation uses the unscaled operands: B's integers are not needed here
     AscendC::GlobalTensor<float> ga, gb, gc;
-    AscendC::GlobalTensor<int32_t> gma, gmb;
+    AscendC::GlobalTensor<int32_t> gma;
     ga.SetGlobalBuffer(a);
     gb.SetGlobalBuffer(b);
     gc.SetGlobalBuffer(c);
     gma.SetGlobalBuffer(meta_a);
-    gmb.SetGlobalBuffer(meta_b);
     AscendC::TPipe pipe;
     AscendC::TBuf<AscendC::TPosition::VECCALC> ub;
     pipe.InitBuffer(ub, schedule::kFixupUbBytes);
     const AscendC::LocalTensor<uint8_t> base = ub.Get<uint8_t>();
-    UnscaleTile v;  // v.c accumulates, v.s / v.t hold the exponents
+    UnscaleTile v;  // v.c accumulates, v.s holds alpha's exponent
     v.Init(base);
     const uint32_t at = schedule::kUnscaleUbBytes;
     const AscendC::LocalTensor<float> brow = base[at].ReinterpretCast<float>();
-    const AscendC::LocalTensor<float> f1 = base[at + kW * 4].ReinterpretCast<float>();
-    const AscendC::LocalTensor<float> f2 = base[at + 2 * kW * 4].ReinterpretCast<float>();
-    const AscendC::LocalTensor<float> arow = base[at + 3 * kW * 4].ReinterpretCast<float>();
-    const AscendC::LocalTensor<int32_t> ameta = base[at + 4 * kW * 4].ReinterpretCast<int32_t>();
+    const AscendC::LocalTensor<float> arow = base[at + kW * 4].ReinterpretCast<float>();
+    const AscendC::LocalTensor<int32_t> ameta = base[at + 2 * kW * 4].ReinterpretCast<int32_t>();
     pipe.Destroy();
 
     for (uint32_t r = core; r < rows; r += cores) {
         AscendC::DataCopy(ameta, gma[r & ~7u], AscendC::DataCopyParams(1, 1, 0, 0));  // the 8 rows around r
         AscendC::PipeBarrier<PIPE_ALL>();
         const guard::LineMeta row = guard::unpack(ameta.GetValue(r & 7u));
-        const int32_t ta = row.t;
         AscendC::PipeBarrier<PIPE_ALL>();  // read before the next row's integers arrive
         if (row.cls < int32_t(args.fix_from)) {
             continue;
         }
         const uint32_t batch = r / args.mp;
-        uint32_t a1, a2;
-        line_factors(ta, &a1, &a2);
         for (uint32_t col0 = 0; col0 < args.np; col0 += kW) {
             const uint32_t w = schedule::min_u32(kW, args.np - col0);
             const int32_t n = int32_t(w);
-            // B's columns' exponents: factors (scalar unit) and s = alpha_exp - ta - tb (vector unit).
-            AscendC::DataCopy(v.t, gmb[uint64_t(batch) * args.np + col0],
-                              AscendC::DataCopyParams(1, uint16_t(w * 4 / schedule::kBlockBytes), 0, 0));
-            AscendC::PipeBarrier<PIPE_ALL>();
-            for (uint32_t j = 0; j < w; ++j) {
-                uint32_t b1, b2;
-                line_factors(guard::unpack(v.t.GetValue(j)).t, &b1, &b2);
-                f1.ReinterpretCast<uint32_t>().SetValue(j, b1);
-                f2.ReinterpretCast<uint32_t>().SetValue(j, b2);
-            }
-            AscendC::PipeBarrier<PIPE_ALL>();
-            AscendC::Duplicate<int32_t>(v.s, args.alpha_exp - ta + 1024, n);
-            DecodeExponents(v, n);
-            AscendC::Sub(v.s, v.s, v.t, n);
-            AscendC::Duplicate<float>(v.c, 0.0f, n);  // the accumulators
+            AscendC::Duplicate<int32_t>(v.s, args.alpha_exp, n);  // the result's power of two: alpha's only
+            AscendC::Duplicate<float>(v.c, 0.0f, n);               // the accumulators
             AscendC::PipeBarrier<PIPE_ALL>();
             for (uint32_t k0 = 0; k0 < args.k; k0 += kW) {
                 const uint32_t ka = schedule::min_u32(kW, args.k - k0);
                 const uint32_t load = schedule::round_up(ka, 8);  // whole 32-byte blocks (within the padded row)
-                // The row's entries, scaled (keeping NaN/Inf): two exact-or-last-rounding multiplies.
                 AscendC::DataCopy(arow, ga[uint64_t(r) * args.kp + k0],
                                   AscendC::DataCopyParams(1, uint16_t(load * 4 / schedule::kBlockBytes), 0, 0));
-                AscendC::PipeBarrier<PIPE_ALL>();
-                AscendC::Muls(arow, arow, bits_to_float(a1), int32_t(load));
-                AscendC::PipeBarrier<PIPE_V>();
-                AscendC::Muls(arow, arow, bits_to_float(a2), int32_t(load));
                 AscendC::PipeBarrier<PIPE_ALL>();
                 for (uint32_t k = 0; k < ka; ++k) {
                     const float x = arow.GetValue(k);
                     AscendC::DataCopy(brow, gb[(uint64_t(batch) * args.kp + k0 + k) * args.np + col0],
                                       AscendC::DataCopyParams(1, uint16_t(w * 4 / schedule::kBlockBytes), 0, 0));
                     AscendC::PipeBarrier<PIPE_ALL>();
-                    AscendC::Mul(brow, brow, f1, n);  // B's row k, scaled per column
-                    AscendC::PipeBarrier<PIPE_V>();
-                    AscendC::Mul(brow, brow, f2, n);
-                    AscendC::PipeBarrier<PIPE_V>();
                     AscendC::Muls(brow, brow, x, n);  // fl(a b)
                     AscendC::PipeBarrier<PIPE_V>();
                     AscendC::Add(v.c, v.c, brow, n);  // fl(acc + a b)
