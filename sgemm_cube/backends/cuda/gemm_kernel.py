@@ -49,11 +49,6 @@ import triton
 import triton.language as tl
 
 from .fixup_kernel import fixup_program
-
-# Tiles of the fix-up programs' FP64 dots: GROUP listed lines x BLOCK_O outputs, BLOCK_K deep.  Measured on an
-# H200 at 8192^3 with every row listed (2026-11-24): (32, 64, 32) 31 ms, (64, 64, 32) 27.5, (64, 128, 16) 25.4,
-# (32, 64, 16) 46; normal data within the run-to-run spread (5.8-6.1 ms) for all of them.
-FIX_GROUP, FIX_BLOCK_O, FIX_BLOCK_K = tl.constexpr(64), tl.constexpr(128), tl.constexpr(16)
 from .split_kernel import decode_meta, pow2_f64
 
 __all__ = ["sgemm_cube_kernel", "VARIANTS"]
@@ -214,6 +209,7 @@ def sgemm_cube_kernel(a_src, b_src, c_ptr,
                       meta_a, meta_a_batch, meta_b, meta_b_batch,
                       a_count, a_list, a_blocks, b_count, b_list, b_blocks, fix_programs, alpha,
                       FIX_FROM: tl.constexpr, BLOCK_LA: tl.constexpr, BLOCK_LB: tl.constexpr,
+                      FIX_GROUP: tl.constexpr, FIX_BLOCK_O: tl.constexpr, FIX_BLOCK_K: tl.constexpr,
                       SCALE: tl.constexpr, TERMWISE: tl.constexpr, SLICES: tl.constexpr, TOP_LEVEL: tl.constexpr,
                       FLUSH_STEPS: tl.constexpr, SPLIT_CORR: tl.constexpr, USE_TMA: tl.constexpr,
                       UPCAST: tl.constexpr, MERGE_LEVELS: tl.constexpr, PERSISTENT: tl.constexpr,
@@ -237,7 +233,8 @@ def sgemm_cube_kernel(a_src, b_src, c_ptr,
     meta_a, meta_b : packed line integers (Ba, M) and (Bb, N); meta_*_batch their batch stride (0 to broadcast).
     a_count, a_list, a_blocks (and b_*) : the split pass's per-block lists of recomputed lines.
     alpha : float32 factor of every output, applied before its one rounding (1.0: the product).
-    FIX_FROM : smallest line class recomputed in FP32 (1, or 2 with fixup=False).
+    FIX_FROM : smallest line class recomputed from the unscaled lines (1, or 2 with fixup=False).
+    FIX_GROUP, FIX_BLOCK_O, FIX_BLOCK_K : the fix-up's FP64 dot tiles (:func:`.fixup_kernel.fixup_shape`).
     SCALE : factor between consecutive levels, 2**-sb (FP16) or 1 (BF16).
     SLICES, TOP_LEVEL : slices per operand (2 FP16, 3 BF16) and the highest
         level of the products kept: fp16x3 (2, 1), fp16x4 (2, 2),

@@ -28,6 +28,7 @@ from sgemm_cube.cpu_fallback.guard import fix_from as _fix_from
 from sgemm_cube.cpu_fallback.guard import line_range
 
 from . import configs as _configs
+from .fixup_kernel import fixup_shape
 from .gemm_kernel import VARIANTS, sgemm_cube_kernel
 from .hybrid import device_key, interpreter_active, load_device_table
 from .split_kernel import SCALE_MODES, line_integers_kernel, split_scaled_kernel, tile_stats_kernel
@@ -346,7 +347,7 @@ def _problem(a_shape, a_strides, b_shape, b_strides, out_strides, device, *, sb:
         b_src = b_slices._replace(shape=b2d, dtype=dtype)
     num_tiles = triton.cdiv(m, block_m) * triton.cdiv(n, block_n) * batch
     programs = min(num_tiles, sms) if persistent else num_tiles
-    fix_programs = sms
+    fix_tile, fix_programs = fixup_shape(k, sms)
     args = (a_src, b_src, _Ref("out"),
             m, n, kp, batch, programs,
             ba * mp, mp if ba > 1 else 0, bb * kp, kp if bb > 1 else 0, kp, np_,
@@ -358,6 +359,7 @@ def _problem(a_shape, a_strides, b_shape, b_strides, out_strides, device, *, sb:
             _Ref("alpha"))
     constexprs = dict(
         FIX_FROM=fix_from, BLOCK_LA=la, BLOCK_LB=lb,
+        FIX_GROUP=fix_tile[0], FIX_BLOCK_O=fix_tile[1], FIX_BLOCK_K=fix_tile[2],
         SCALE=sch.level_scale(sb), TERMWISE=order == "termwise", SLICES=slices,
         TOP_LEVEL=max(i + j for i, j in sch.products), FLUSH_STEPS=steps,
         SPLIT_CORR=bool(cfg["split_corr"]), USE_TMA=use_tma, UPCAST=bf16 and interpreter_active(),
