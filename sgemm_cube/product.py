@@ -28,6 +28,39 @@ from .plan import Plan, Request
 __all__ = ["Problem", "compute", "plan", "plan_for", "select_backend", "resize_output"]
 
 
+#: Repeated small calls: (shapes, dtypes, layouts, devices, request) -> True for CUDA products of plain tensors
+#: whose plan is PyTorch's own matmul of the operands as they are (compute's first return).  A hit
+#: skips the checks and the plan, which the same shapes, device and options passed before; only the
+#: hybrid rule's decision is remembered, so the answer is the one the full path gives.
+_native_calls: dict = {}
+_TENSOR = None  # torch.Tensor, once a CUDA call was recorded
+
+
+def native_call(req: Request, a, b, out):
+    """``a @ b`` by PyTorch's kernel if this call's shapes, device and options were planned native before
+    (:data:`_native_calls`), else None.  Operands that require grad take the full path."""
+    if out is not None or a.__class__ is not _TENSOR or b.__class__ is not _TENSOR:
+        return None
+    if a.requires_grad or b.requires_grad or not _native_calls.get(_call_key(req, a, b)):
+        return None
+    return get_backend("native").matmul(a, b, out=None)
+
+
+def _call_key(req: Request, a, b) -> tuple:
+    return a.shape, b.shape, a.dtype, b.dtype, a.layout, b.layout, a.device, b.device, req
+
+
+def _remember_native(req: Request, a, b) -> None:
+    global _TENSOR
+    import torch
+
+    if a.__class__ is torch.Tensor and b.__class__ is torch.Tensor and a.device.type == "cuda":
+        if len(_native_calls) > 4096:  # many shapes (dynamic sequence lengths): start over
+            _native_calls.clear()
+        _native_calls[_call_key(req, a, b)] = True
+        _TENSOR = torch.Tensor
+
+
 def _is_torch(x) -> bool:
     torch = sys.modules.get("torch")
     return torch is not None and isinstance(x, torch.Tensor)
@@ -169,6 +202,8 @@ def compute(req: Request, a, b, out=None, *, alpha: float = 1.0):
     if empty or prob.k == 0:
         chosen = None
     if chosen is not None and chosen.backend == "native" and alpha == 1 and (out is None or not _overlaps(out, prob)):
+        if out is None and prob.torch_mode:
+            _remember_native(req, prob.a, prob.b)
         return get_backend("native").matmul(prob.a, prob.b, out=out)  # the library's own call, as it is
     shape3 = (prob.nb, prob.m, prob.n)
     res = _direct_view(out, shape3, prob)  # write straight into out when it can

@@ -353,3 +353,26 @@ def test_torch_special_values(backend):
     b = torch.tensor([[1.0, 0.0], [np.nan, 1.0]])
     c = sgemm_cube.matmul(a, b, backend=backend)
     assert torch.isnan(c[0, 0]) and torch.isnan(c[1, 0]) and torch.isnan(c[0, 1]) and c[1, 1] == 3.0
+
+
+def test_repeated_native_calls_take_the_remembered_plan(monkeypatch):
+    """A CUDA call planned native once is remembered per shapes, dtypes, layouts, devices and options (the
+    small-call fast path); other dtypes, grads, out= and new options take the full path and its errors."""
+    torch = pytest.importorskip("torch")
+    from sgemm_cube import product
+    from sgemm_cube.plan import make_request
+
+    a, b = torch.randn(8, 8), torch.randn(8, 8)
+    monkeypatch.setattr(product, "_native_calls", {})
+    key = product._call_key(make_request(), a, b)
+    assert product.native_call(make_request(), a, b, None) is None  # nothing remembered
+    monkeypatch.setattr(product, "_TENSOR", torch.Tensor)
+    product._native_calls[key] = True
+    got = product.native_call(make_request(), a, b, None)
+    assert got is not None and torch.equal(got, a @ b)
+    assert product.native_call(make_request(sb=10), a, b, None) is None          # other options
+    assert product.native_call(make_request(), a, b, torch.empty(8, 8)) is None  # out=
+    assert product.native_call(make_request(), a.double(), b.double(), None) is None  # other dtypes
+    assert product.native_call(make_request(), a.requires_grad_(), b, None) is None  # autograd: full path
+    with pytest.raises(TypeError, match="float32"):
+        sgemm_cube.matmul(a.detach().half(), b.half())
