@@ -24,12 +24,11 @@ setup(
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     python_requires=">=3.11",
-    # cpu_fallback/ and tuning/ are installed inside the package, as sgemm_cube.cpu_fallback and
-    # sgemm_cube.tuning; their old top-level names are shims that warn (sgemm_cube/_deprecated/).
-    packages=[*find_packages(include=["sgemm_cube", "sgemm_cube.*"], exclude=["sgemm_cube._deprecated*"]),
-              "sgemm_cube.cpu_fallback", "sgemm_cube.tuning", "cpu_fallback", "tuning"],
-    package_dir={"sgemm_cube.cpu_fallback": "cpu_fallback", "sgemm_cube.tuning": "tuning",
-                 "cpu_fallback": "sgemm_cube/_deprecated/cpu_fallback", "tuning": "sgemm_cube/_deprecated/tuning"},
+    # The checkout's top-level cpu_fallback/ and tuning/ are installed inside the package, as
+    # sgemm_cube.cpu_fallback and sgemm_cube.tuning: the wheel installs sgemm_cube and nothing else.
+    # A source checkout runs through the editable install (README's test command), which maps them too.
+    packages=[*find_packages(include=["sgemm_cube", "sgemm_cube.*"]), "sgemm_cube.cpu_fallback", "sgemm_cube.tuning"],
+    package_dir={"sgemm_cube.cpu_fallback": "cpu_fallback", "sgemm_cube.tuning": "tuning"},
     package_data={"sgemm_cube": ["backends/cuda/configs/*.json"],
                   "sgemm_cube.tuning": ["profiles/*.json", "tables/*.json"]},
     install_requires=["numpy>=1.24"],

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """TransformerEncoder benchmark: native FP32 against ``sgemm_cube.enabled()``, errors vs float64.
 
-The implementation is :mod:`sgemm_cube.tools.bench_model` (also ``sgemm-cube bench --model``);
+The implementation is :mod:`sgemm_cube.cli.bench_model` (also ``sgemm-cube bench --model``);
 this script runs it from a checkout without installing the package::
 
     python benchmarks/model_bench.py                        # 6 x 768 encoder, 16 x 512 tokens, CUDA
@@ -13,7 +13,7 @@ import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-from sgemm_cube.tools.bench_model import main  # noqa: E402  (after the path set-up)
+from sgemm_cube.cli.bench_model import main  # noqa: E402  (after the path set-up)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -16,11 +16,6 @@ every result can be tested without the hardware:
   model matches bit for bit.
 """
 
-if __name__ == "cpu_fallback":  # pragma: no cover - imported by its old top-level name from a source checkout
-    from sgemm_cube._compat import alias_package
-
-    alias_package("cpu_fallback", "sgemm_cube.cpu_fallback")
-
 from .accumulate import ACCUMULATION_MODELS, accumulate_product
 from .gemm import ORDERS, ProductAccumulator, emulated_matmul
 from .schemes import SCHEMES, get_scheme, split_slices

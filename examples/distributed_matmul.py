@@ -47,7 +47,7 @@ from torch.distributed.tensor import DTensor, Partial, Replicate, Shard, distrib
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # a checkout without pip install
 import sgemm_cube  # noqa: E402
 import sgemm_cube.torch_ops  # noqa: E402,F401 - the operator and its sharding rules
-from sgemm_cube.tools.records import environment, no_tf32, synchronize  # noqa: E402
+from sgemm_cube.cli.records import environment, no_tf32, synchronize  # noqa: E402
 
 #: sharding name -> (a's placement, b's placement).
 SHARDINGS = {"rows": (Shard(0), Replicate()), "cols": (Replicate(), Shard(1)),
@@ -169,7 +169,7 @@ def encoder_cases(args, mesh, device) -> list:
     """The model benchmark's encoder with tensor-parallel feed-forward layers: native and under the switch."""
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
-    from sgemm_cube.tools.bench_model import FULL, TINY, build_model
+    from sgemm_cube.cli.bench_model import FULL, TINY, build_model
 
     cfg = TINY if args.tiny else FULL
     model, x = build_model(cfg, device, seed=0)

@@ -21,15 +21,6 @@ enable(), disable(), enabled()
     ``sgemm_cube.nn`` (Linear, convert) and ``sgemm_cube.torch_ops``
     (the ``torch.ops.sgemm_cube.matmul`` operator) import torch.
 """
-import os as _os
-
-# A source checkout keeps cpu_fallback/ and tuning/ beside sgemm_cube/ (pip installs
-# them inside it, as sgemm_cube.cpu_fallback and sgemm_cube.tuning): find them there.
-_ROOT = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
-if all(_os.path.isfile(_os.path.join(_ROOT, *p)) for p in (("setup.py",), ("cpu_fallback", "__init__.py"),
-                                                             ("tuning", "__init__.py"))):
-    __path__.append(_ROOT)  # noqa: F821 - the package's own __path__
-
 from .cpu_fallback import split, split_limits
 
 from .api import matmul, select_backend

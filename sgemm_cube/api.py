@@ -9,7 +9,6 @@ first, which computes the gradients on the same path).
 """
 from __future__ import annotations
 
-import warnings
 
 import numpy as np
 
@@ -20,17 +19,10 @@ from .product import _is_torch, select_backend
 __all__ = ["matmul", "explain", "select_backend"]
 
 
-def _options(sb, scheme, scale, order, accumulate, keep_lo_lo, backend, fixup, check_range):
+def _options(sb, scheme, scale, order, accumulate, keep_lo_lo, backend, fixup):
     if _is_torch(sb) or isinstance(sb, np.ndarray):
         raise TypeError("sgemm_cube.matmul's third positional argument is sb (an int or 'auto'), not an "
                         "array: pass the output as out=... (keyword-only)")
-    if check_range is not None and not isinstance(check_range, bool):
-        raise TypeError(f"check_range must be True, False or None, got {check_range!r}")
-    if check_range is not None:
-        warnings.warn("check_range is deprecated: out-of-range data are now scaled or recomputed in FP32 "
-                      "on the device; check_range=False is fixup=False", DeprecationWarning, stacklevel=3)
-        if not check_range:
-            fixup = False
     try:
         return make_request(sb, scheme, scale, order, accumulate, keep_lo_lo, backend, fixup)
     except TypeError as exc:
@@ -42,7 +34,7 @@ def _options(sb, scheme, scale, order, accumulate, keep_lo_lo, backend, fixup, c
 
 def matmul(a, b, sb: int | str = 12, *, scheme: str = "fp16x3", scale: str | None = "auto",
            order: str = "termwise", accumulate: str | None = None, keep_lo_lo: bool = False,
-           backend: str = "auto", out=None, fixup: bool = True, check_range: bool | None = None):
+           backend: str = "auto", out=None, fixup: bool = True):
     """FP32 matrix product computed with FP16 matrix products (SGEMM-cube), never less accurate than SGEMM.
 
     Each FP32 operand is split into an FP16 high part and an FP16 residual
@@ -128,8 +120,6 @@ def matmul(a, b, sb: int | str = 12, *, scheme: str = "fp16x3", scale: str | Non
         paper's split for them (for studies of the split; no guarantee).
         Lines with NaN/Inf or entries the split would overflow on are always
         recomputed.
-    check_range : bool, optional, keyword-only
-        Deprecated: ``check_range=False`` is ``fixup=False``.
 
     Returns
     -------
@@ -168,7 +158,7 @@ def matmul(a, b, sb: int | str = 12, *, scheme: str = "fp16x3", scale: str | Non
     >>> float(sgemm_cube.matmul(a * np.float32(1e30), b * np.float32(1e-30))[0, 0]) == float(c[0, 0])
     True
     """
-    req = _options(sb, scheme, scale, order, accumulate, keep_lo_lo, backend, fixup, check_range)
+    req = _options(sb, scheme, scale, order, accumulate, keep_lo_lo, backend, fixup)
     if getattr(a, "requires_grad", False) or getattr(b, "requires_grad", False):  # a torch tensor
         from ._autograd import differentiable
 
@@ -195,6 +185,6 @@ def explain(a, b, sb=12, *, scheme: str = "fp16x3", scale="auto", order: str = "
     >>> sgemm_cube.explain(a, a.T).backend          # K = 8 < 16: native FP32 is faster and as accurate
     'native'
     """
-    req = _options(sb, scheme, scale, order, accumulate, keep_lo_lo, backend, fixup, None)
+    req = _options(sb, scheme, scale, order, accumulate, keep_lo_lo, backend, fixup)
     return product.plan(req, a, b)
 

@@ -92,12 +92,12 @@ def _check_operand(x, name: str, torch_mode: bool):
     return x
 
 
-def select_backend(a, b=None, backend: str = "auto") -> str:
+def select_backend(a, backend: str = "auto") -> str:
     """Name the backend that handles ``a``'s device: NumPy arrays and torch CPU
     tensors -> ``"cpu"``, CUDA tensors -> ``"cuda"``, Ascend NPU tensors ->
     ``"npu"`` (its plan may still run ``"native"``: see :func:`explain`); ``backend="native"`` on
     an NPU tensor -> ``"npu"``, whose plan decides what native FP32 is on that chip.
-    ``b`` is accepted for compatibility; it is on ``a``'s device."""
+    (Both operands are on ``a``'s device: :func:`compute` checked.)"""
     if _is_torch(a) and a.device.type == "meta":
         return "native"  # meta tensors hold no values: torch computes the result's shape (plan_for says so)
     if backend == "native" and _is_torch(a) and a.device.type == "npu":

@@ -127,8 +127,7 @@ def second_entries(data_edges) -> dict[str, set[str]]:
 def import_graph() -> set[tuple[str, str]]:
     """Edges ``importer -> imported`` among the package's modules, lazy (in-function) imports included.
 
-    Read from the source with :mod:`ast`; the deprecated aliases
-    (``sgemm_cube._deprecated``) are left out: they import what they alias.
+    Read from the source with :mod:`ast`.
     """
     modules = {}
     for folder, package in PACKAGES.items():
@@ -137,8 +136,6 @@ def import_graph() -> set[tuple[str, str]]:
             modules[".".join([package, *parts])] = (path, path.name == "__init__.py")
     edges = set()
     for name, (path, is_package) in modules.items():
-        if "._deprecated" in name:
-            continue
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Import):
                 targets = [alias.name for alias in node.names]
@@ -153,8 +150,6 @@ def import_graph() -> set[tuple[str, str]]:
             else:
                 continue
             for target in targets:
-                if target.split(".")[0] in ("cpu_fallback", "tuning"):
-                    target = "sgemm_cube." + target
                 while target and target not in modules:
                     target = target.rpartition(".")[0]
                 if target and target != name:

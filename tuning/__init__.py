@@ -9,11 +9,6 @@
 * :mod:`sgemm_cube.tuning.cli` - ``sgemm-cube tune``.
 """
 
-if __name__ == "tuning":  # pragma: no cover - imported by its old top-level name from a source checkout
-    from sgemm_cube._compat import alias_package
-
-    alias_package("tuning", "sgemm_cube.tuning")
-
 from .hardware import Blocking, Profile, ProfileError, cuda_profile, get_profile, list_profiles, load_profiles
 from .model import Tiling, choose_tiling, rank
 from .table import lookup

@@ -353,7 +353,7 @@ def write_measured(doc: Mapping, directory=None) -> pathlib.Path:
 
 def write_hybrid_rule(rule: Mapping, key: str, *, source: str | None = None, device: str | None = None,
                       directory=None) -> pathlib.Path:
-    """Store a fitted hybrid rule (``sgemm_cube.tools.bench_gpu.derive_hybrid_rule``) in ``<directory>/<key>.json``.
+    """Store a fitted hybrid rule (``sgemm_cube.cli.bench_gpu.derive_hybrid_rule``) in ``<directory>/<key>.json``.
 
     ``directory`` defaults to the package's ``configs/``.  The rule's
     thresholds (``min_flops``, ``min_mn``, ``min_k``, any other of

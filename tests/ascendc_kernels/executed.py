@@ -2,7 +2,7 @@
 for a chip, run one product through it, and stand in for the compiled ``_npu_ext`` with it.
 
 Shared by ``test_executed_kernels.py`` (the kernels against the models) and
-``tests/sgemm_cube/test_ascend_backend.py`` (``npu.run``'s bookkeeping around the executed kernels).
+``tests/sgemm_cube/backends/test_npu_backend.py`` (``npu.run``'s bookkeeping around the executed kernels).
 """
 from __future__ import annotations
 

@@ -125,7 +125,7 @@ def switch_cases(mesh):
                              "fp32_rel_err": rel(fp32), "weight_placements": str(model[0].weight.placements)}
     converted = sgemm_cube.nn.convert(mlp())
     model = parallelize_module(converted, mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
-    from sgemm_cube.tools.bench_model import count_calls
+    from sgemm_cube.cli.bench_model import count_calls
 
     with count_calls() as counts:
         y = model(x)  # used below by autograd, which waits for its all-reduce

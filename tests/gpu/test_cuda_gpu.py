@@ -1,6 +1,6 @@
 """The CUDA backend on a real GPU, at full speed: run ``pytest tests/gpu -m gpu`` on a GPU machine.
 
-Not part of CI (no GPU there).  Covers what ``tests/sgemm_cube/test_cuda_backend.py``
+Not part of CI (no GPU there).  Covers what ``tests/sgemm_cube/backends/cuda/test_cuda_backend.py``
 covers under the interpreter, on the compiled kernels, plus large sizes:
 
 * the split kernel equals :func:`cpu_fallback.split` bit for bit, and its
@@ -255,7 +255,7 @@ def test_bf16_large_sizes_beat_sgemm_accuracy(scheme, n, merge_levels, dist):
 
 def test_bf16x9_keeps_the_smallest_levels():
     # x*x - 1 with x = 1 + 2**-9 + 2**-18 comes level by level; its level-3 part
-    # is 2**-18 of the result (tests/sgemm_cube/test_cuda_backend.py explains the numbers).
+    # is 2**-18 of the result (tests/sgemm_cube/backends/cuda/test_cuda_backend.py explains the numbers).
     x = np.float32(1 + 2.0 ** -9 + 2.0 ** -18)
     a = _gpu(np.array([[[x, -1.0]] * 3], np.float32))
     b = _gpu(np.array([[[x] * 2, [1.0] * 2]], np.float32))

@@ -6,7 +6,6 @@ there the default options scale no line and recompute none, so the result is the
 bit for bit -- with ``backend="cpu"``, or under ``backend="auto"`` for K >= 16 (below that
 ``backend="auto"`` runs native FP32, ``np.matmul``'s own result).
 """
-import warnings
 
 import numpy as np
 import pytest
@@ -116,20 +115,6 @@ def test_options_are_forwarded_exactly(rng):
                     assert np.array_equal(got, emulated_matmul(a, b, sb=sb, **kw)), (sb, kw)
                     got = sgemm_cube.matmul(a_in, b_in, sb, **kw)
                     assert np.array_equal(got, emulated_matmul(a_in, b_in, sb=sb, **kw)), (sb, kw)
-
-
-def test_check_range_is_deprecated_and_false_means_fixup_false(rng):
-    a = draw(rng, "uniform01", (9, 40), scale_exp=-6)  # entries below split_limits(0).min_row_abs
-    b = draw(rng, "uniform01", (40, 7))
-    with pytest.warns(DeprecationWarning, match="check_range"):
-        off = sgemm_cube.matmul(a, b, 0, check_range=False)
-    assert np.array_equal(off, sgemm_cube.matmul(a, b, 0, fixup=False))
-    with pytest.warns(DeprecationWarning, match="check_range"):
-        on = sgemm_cube.matmul(a, b, 0, check_range=True)
-    assert np.array_equal(on, sgemm_cube.matmul(a, b, 0))
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", DeprecationWarning)
-        sgemm_cube.matmul(a, b)  # no warning without it
 
 
 def test_transposed_and_strided_views(rng):

@@ -4,7 +4,7 @@ The rules and how they are measured: ``tests/call_graph.py``.  Each path a
 user's product can take on a CPU is traced (NumPy arrays, torch tensors, the
 switch, autograd, the ``torch.ops.sgemm_cube.matmul`` operator and its
 gradient, ``explain``), and the CUDA backend's under Triton's interpreter
-when ``tests/sgemm_cube/test_cuda_backend.py`` turned it on;
+when ``tests/sgemm_cube/backends/cuda/test_cuda_backend.py`` turned it on;
 ``tests/gpu/test_call_path_gpu.py`` traces the CUDA path on a GPU.
 """
 import numpy as np

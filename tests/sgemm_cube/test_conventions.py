@@ -6,7 +6,7 @@
 * 4: 1-D @ 1-D gives a NumPy scalar; ndarray subclasses come back as such;
 * 5: errors of the type (and, for ``out``, the rules) NumPy or torch applies;
 * 7: no internal warning reaches the user, and out-of-range data never turn
-  into NaN, with or without ``fixup`` / the deprecated ``check_range``; NaN
+  into NaN, with or without ``fixup``; NaN
   and infinities raise no warning either;
 * option types are checked whatever ran before (a cached, validated option
   must not let ``1`` stand for ``True`` nor ``12.0`` for ``12``);
@@ -163,16 +163,14 @@ def test_out_of_another_float_dtype_is_cast_into_as_numpy_does(rng, dtype):
 
 @pytest.mark.parametrize("kwargs,exc", [
     (dict(scheme="fp17"), ValueError), (dict(scale="columns"), ValueError), (dict(accumulate="fma"), ValueError),
-    (dict(order="random"), ValueError), (dict(check_range="no"), TypeError), (dict(fixup="yes"), TypeError),
+    (dict(order="random"), ValueError), (dict(fixup="yes"), TypeError),
     (dict(sb=30), ValueError),
 ])
 @pytest.mark.parametrize("shapes", [((3, 0), (0, 4)), ((0, 5), (5, 4)), ((3, 20), (20, 4))], ids=["K=0", "M=0", "3x20x4"])
 def test_unknown_options_fail_on_every_shape(kwargs, exc, shapes):
     a, b = (np.ones(s, np.float32) for s in shapes)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        with pytest.raises(exc):
-            sgemm_cube.matmul(a, b, **kwargs)
+    with pytest.raises(exc):
+        sgemm_cube.matmul(a, b, **kwargs)
 
 
 def test_torch_errors_are_torchs():
@@ -192,14 +190,12 @@ def test_torch_errors_are_torchs():
 # ---- 7: no internal warnings, no silent NaN ------------------------------------------------------
 
 @pytest.mark.parametrize("scale", [2.0 ** 100, 2.0 ** -100, 7e4, 1e-40])
-@pytest.mark.parametrize("kwargs", [dict(), dict(fixup=False), dict(scale=None), dict(check_range=False)])
+@pytest.mark.parametrize("kwargs", [dict(), dict(fixup=False), dict(scale=None)])
 def test_no_internal_warnings_and_no_silent_nan(rng, scale, kwargs):
     a = (rng.standard_normal((8, 32)) * scale).astype(np.float32)
     b = rng.standard_normal((32, 6)).astype(np.float32)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        if "check_range" in kwargs:
-            warnings.filterwarnings("ignore", category=DeprecationWarning)
         c = sgemm_cube.matmul(a, b, backend="cpu", **kwargs)
     ref = a.astype(np.float64) @ b.astype(np.float64)
     assert np.isfinite(c).all() == np.isfinite(ref.astype(np.float32)).all()

@@ -61,7 +61,7 @@ def exponent_sweep_study(*, exp_range: tuple[int, int] = (-24, 18), exp_step: in
     seed : int
         Seed of all random data.
     backend : {"cpu", "cuda"}
-        Where the products run (see :class:`~sgemm_cube.tools.accuracy.methods.Engine`).
+        Where the products run (see :class:`~sgemm_cube.cli.accuracy.methods.Engine`).
     accumulate : {"cube16", "sequential"} or None
         CPU model's accumulation.
     progress : bool

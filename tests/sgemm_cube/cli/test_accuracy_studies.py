@@ -30,11 +30,11 @@ import sys
 import numpy as np
 import pytest
 
-from sgemm_cube.tools.accuracy import (condition_matrices, condition_study, exponent_sweep_study, heatmap_study, load,
+from sgemm_cube.cli.accuracy import (condition_matrices, condition_study, exponent_sweep_study, heatmap_study, load,
                                  size_sweep_study)
-from sgemm_cube.tools.accuracy.cli import build_parser, main, study_kwargs
-from sgemm_cube.tools.accuracy.io import StudyData, save
-from sgemm_cube.tools.accuracy.methods import Engine, Method
+from sgemm_cube.cli.accuracy.cli import build_parser, main, study_kwargs
+from sgemm_cube.cli.accuracy.io import StudyData, save
+from sgemm_cube.cli.accuracy.methods import Engine, Method
 from sgemm_cube.metrics import (componentwise_relative_error, dot_condition_numbers, reference_matmul64,
                                 relative_error, snr_db)
 
@@ -256,7 +256,7 @@ def test_cuda_backend_path_under_the_triton_interpreter(tmp_path):
     if torch.cuda.is_available():
         pytest.skip("a GPU is present: --backend cuda runs the kernels natively there")
     env = dict(os.environ, TRITON_INTERPRET="1")
-    proc = subprocess.run([sys.executable, "-m", "sgemm_cube.tools.accuracy.cli", "exponent-sweep", *TINY["exponent-sweep"],
+    proc = subprocess.run([sys.executable, "-m", "sgemm_cube.cli.accuracy.cli", "exponent-sweep", *TINY["exponent-sweep"],
                            "--sb", "12", "--distributions", "nonnegative", "--backend", "cuda", "--no-plot",
                            "--no-progress", "--out", str(tmp_path)], capture_output=True, text=True, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -268,14 +268,14 @@ def test_cuda_backend_path_under_the_triton_interpreter(tmp_path):
 
 
 def test_import_needs_neither_matplotlib_nor_tqdm():
-    code = ("import sys, sgemm_cube, sgemm_cube.tools.accuracy, sgemm_cube.tools.accuracy.cli; "
+    code = ("import sys, sgemm_cube, sgemm_cube.cli.accuracy, sgemm_cube.cli.accuracy.cli; "
             "print(sorted(m for m in ('matplotlib', 'tqdm') if m in sys.modules))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0 and proc.stdout.strip() == "[]", proc.stdout + proc.stderr
 
 
 def test_progress_falls_back_to_plain_iteration_without_tqdm(monkeypatch):
-    from sgemm_cube.tools.accuracy.progress import progress
+    from sgemm_cube.cli.accuracy.progress import progress
 
     monkeypatch.setitem(sys.modules, "tqdm", None)  # import tqdm now raises ImportError
     monkeypatch.setitem(sys.modules, "tqdm.auto", None)

@@ -34,7 +34,7 @@ synchronize: host overhead included), with errors against float64 and what
 ``sgemm_cube.explain`` says.  :func:`derive_hybrid_rule` fits the
 ``backend="auto"`` thresholds to it (``--write-config`` stores them).
 ``--model`` runs the TransformerEncoder benchmark of
-:mod:`sgemm_cube.tools.bench_model` (``benchmarks/model_bench.py``).
+:mod:`sgemm_cube.cli.bench_model` (``benchmarks/model_bench.py``).
 
 Run on a GPU machine from the repository root::
 
@@ -45,7 +45,7 @@ Run on a GPU machine from the repository root::
     sgemm-cube bench --matrix --write-config       # ... and store the fitted hybrid rule
     sgemm-cube bench --matrix --only square linear # a part of it
     sgemm-cube bench --model                       # TransformerEncoder, native vs sgemm_cube.enabled()
-    python -m sgemm_cube.tools.bench_gpu ...             # the same without the console script
+    python -m sgemm_cube.cli.bench_gpu ...             # the same without the console script
 """
 from __future__ import annotations
 
@@ -70,7 +70,6 @@ __all__ = ["add_parser", "run", "main", "run_benchmark", "run_sweep", "derive_na
            "run_matrix", "host_loop_ms", "reference_rows", "format_matrix_table", "matrix_summary",
            "derive_hybrid_rule", "write_hybrid_config", "no_tf32"]
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]  # the checkout (for --write-config)
 
 SQUARE_SIZES = (256, 512, 1024, 1536, 2048, 3072, 4096, 8192, 16384)
 #: (batch, m, n, k, kind)
@@ -933,10 +932,12 @@ def write_hybrid_config(rule: dict, key: str, *, source: str | None = None, devi
                         config_dir=None) -> pathlib.Path:
     """Store a fitted rule (:func:`derive_hybrid_rule`) as ``"hybrid"`` in ``configs/<key>.json``
     through the one writer of those files, :func:`sgemm_cube.tuning.gpu.write_hybrid_rule` (the file's other
-    keys stay; ``config_dir`` defaults to this checkout's ``sgemm_cube/backends/cuda/configs``)."""
+    keys stay; ``config_dir`` defaults to the package's own ``backends/cuda/configs``, the folder
+    :mod:`sgemm_cube.backends.cuda.configs` reads)."""
+    from sgemm_cube.backends.cuda.configs import CONFIG_DIR
     from sgemm_cube.tuning.gpu import write_hybrid_rule
 
-    base = ROOT / "sgemm_cube" / "backends" / "cuda" / "configs" if config_dir is None else pathlib.Path(config_dir)
+    base = CONFIG_DIR if config_dir is None else pathlib.Path(config_dir)
     return write_hybrid_rule(rule, key, source=source, device=device, directory=base)
 
 
@@ -1020,7 +1021,7 @@ def _add_arguments(p):
                    help="fitting the hybrid rule, the emulation loses where it takes > margin x SGEMM's time")
     md = p.add_argument_group("model benchmark (--model): a TransformerEncoder, native vs sgemm_cube.enabled()")
     md.add_argument("--model", action="store_true",
-                    help="run benchmarks/model_bench.py's benchmark (sgemm_cube.tools.bench_model) instead")
+                    help="run benchmarks/model_bench.py's benchmark (sgemm_cube.cli.bench_model) instead")
     from .bench_model import add_model_arguments
 
     add_model_arguments(md)
@@ -1079,7 +1080,7 @@ def run(args) -> int:
 
 
 def main(argv=None) -> int:
-    """Command-line entry point (``python -m sgemm_cube.tools.bench_gpu --help``)."""
+    """Command-line entry point (``python -m sgemm_cube.cli.bench_gpu --help``)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_arguments(parser)
     return run(parser.parse_args(argv))

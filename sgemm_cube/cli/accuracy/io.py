@@ -69,7 +69,7 @@ def command_line(subcommand: str, params: dict) -> str:
 
     Each keyword ``name`` becomes ``--name-with-dashes``; sequences become
     several values, ``True`` a bare flag, ``False`` and ``None`` nothing.
-    :mod:`sgemm_cube.tools.accuracy.cli` defines its options the same way, so the
+    :mod:`sgemm_cube.cli.accuracy.cli` defines its options the same way, so the
     line parses back to the same parameters.
     """
     words = ["sgemm-cube", "accuracy", subcommand]
@@ -171,7 +171,7 @@ def load(path) -> StudyData:
         rows = [{c: _from_json_value(v) for c, v in zip(doc["columns"], values)} for values in doc["rows"]]
         return StudyData(doc["study"], list(doc["columns"]), rows, doc["meta"])
     if path.suffix != ".csv":
-        raise ValueError(f"{path}: expected a .json or .csv file written by sgemm_cube.tools.accuracy")
+        raise ValueError(f"{path}: expected a .json or .csv file written by sgemm_cube.cli.accuracy")
     meta, study, lines = {}, None, []
     with path.open(encoding="utf-8", newline="") as f:
         for line in f:
@@ -187,7 +187,7 @@ def load(path) -> StudyData:
     columns = next(reader)
     rows = [{c: _parse_cell(v) for c, v in zip(columns, values)} for values in reader]
     if study is None:
-        raise ValueError(f"{path}: no '# study:' line; not a file written by sgemm_cube.tools.accuracy")
+        raise ValueError(f"{path}: no '# study:' line; not a file written by sgemm_cube.cli.accuracy")
     return StudyData(study, columns, rows, meta)
 
 

@@ -63,7 +63,7 @@ def heatmap_study(*, exp_range: tuple[int, int] = (-32, 16), exp_step: int = 2, 
     distribution : {"symmetric", "nonnegative", "normal"}
         Distribution of the base samples.
     seed, backend, accumulate, progress
-        As in :func:`~sgemm_cube.tools.accuracy.exponent_sweep.exponent_sweep_study`.
+        As in :func:`~sgemm_cube.cli.accuracy.exponent_sweep.exponent_sweep_study`.
 
     Returns
     -------

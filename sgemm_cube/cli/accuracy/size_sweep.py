@@ -52,7 +52,7 @@ def size_sweep_study(*, mn_sizes=(32, 64, 128, 256), k_fixed: int = 2816, k_size
     exponent : int
         Offset exponent of the inputs (values in ``[-2**e, 2**e]`` / ``[0, 2**e]``).
     trials, seed, backend, accumulate, progress
-        As in :func:`~sgemm_cube.tools.accuracy.exponent_sweep.exponent_sweep_study`.
+        As in :func:`~sgemm_cube.cli.accuracy.exponent_sweep.exponent_sweep_study`.
 
     Returns
     -------

@@ -7,6 +7,7 @@ import itertools
 import json
 import math
 import os
+import pathlib
 import random
 import types
 
@@ -14,8 +15,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from sgemm_cube.tools import bench_gpu  # noqa: E402
-from sgemm_cube.tools.bench_gpu import Problem, derive_hybrid_rule, derive_native_rule  # noqa: E402
+import sgemm_cube  # noqa: E402
+from sgemm_cube.cli import bench_gpu  # noqa: E402
+from sgemm_cube.cli.bench_gpu import Problem, derive_hybrid_rule, derive_native_rule  # noqa: E402
 
 
 def _row(m, n, k, sgemm_ms, cuda_ms, batch=1, name=None):
@@ -339,7 +341,12 @@ def test_matrix_mode_writes_the_record_and_the_config(tmp_path, monkeypatch, cap
     probs = [Problem(f"square {s}", 1, s, s, s, "square") for s in range(128, 128 * 25, 128)]
     rows = [_measured_row(p, 1.0, 1.4 if p.m < 1000 else 0.6) for p in probs]
     monkeypatch.setattr(bench_gpu, "run_matrix", lambda problems, **kw: rows)
-    monkeypatch.setattr(bench_gpu, "ROOT", tmp_path)  # the config goes under tmp_path, not the checkout
+    from sgemm_cube.backends.cuda import configs
+
+    # --write-config writes where the backend reads (it once wrote to sgemm_cube/sgemm_cube/...)
+    assert configs.CONFIG_DIR == pathlib.Path(sgemm_cube.__file__).parent / "backends" / "cuda" / "configs"
+    assert (configs.CONFIG_DIR / "default.json").is_file()
+    monkeypatch.setattr(configs, "CONFIG_DIR", tmp_path / "configs")  # under tmp_path, not the checkout
     parser = argparse.ArgumentParser()
     bench_gpu._add_arguments(parser)
     args = parser.parse_args(["--matrix", "--write-config", "--results-dir", str(tmp_path)])
@@ -353,13 +360,13 @@ def test_matrix_mode_writes_the_record_and_the_config(tmp_path, monkeypatch, cap
     assert len(record["rows"]) == len(rows) and record["device"] == "NVIDIA H200"
     rule = record["derived_hybrid_rule"]
     assert rule["fit"]["faster_but_native"] == [] and 2.0 * 896 ** 3 < rule["min_flops"] <= 2.0 * 1024 ** 3
-    table = json.loads((tmp_path / "sgemm_cube/backends/cuda/configs/h200.json").read_text())
+    table = json.loads((tmp_path / "configs/h200.json").read_text())
     assert table["hybrid"]["min_flops"] == rule["min_flops"] and table["hybrid"]["source"] == "matrix_h200_stamp.json"
     out = capsys.readouterr().out
     assert "square 128 " in out and "hybrid rule fitted" in out
 
     # Too few problems (an --only run): no config.
     monkeypatch.setattr(bench_gpu, "run_matrix", lambda problems, **kw: rows[:3])
-    monkeypatch.setattr(bench_gpu, "ROOT", tmp_path / "other")
+    monkeypatch.setattr(configs, "CONFIG_DIR", tmp_path / "other")
     assert bench_gpu._run_matrix_mode(args, env, "h200", "stamp2", save) == 0
     assert not (tmp_path / "other").exists()

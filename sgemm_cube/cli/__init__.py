@@ -1,7 +1,16 @@
-"""The ``sgemm-cube`` command line: demo, bench, tune, accuracy.
+"""The ``sgemm-cube`` command line and its tooling: demo, bench, tune, accuracy.
 
 Each subcommand lives in its own module; this file only wires them into
 :mod:`argparse`.  ``sgemm-cube <command> --help`` describes each one.
+
+* :mod:`sgemm_cube.cli.accuracy` - the papers' accuracy experiments (``sgemm-cube accuracy``);
+* :mod:`sgemm_cube.cli.bench_cpu`, :mod:`sgemm_cube.cli.bench_gpu`,
+  :mod:`sgemm_cube.cli.bench_model` - speed against native FP32 through the public API
+  (``sgemm-cube bench-cpu``, ``sgemm-cube bench``), :mod:`sgemm_cube.cli.records` what their records share;
+* :mod:`sgemm_cube.cli.demo` - ``sgemm-cube demo``;
+* ``sgemm-cube tune`` is :mod:`sgemm_cube.tuning.cli`.
+
+The library never imports this package: ``import sgemm_cube`` loads none of it.
 """
 from __future__ import annotations
 
@@ -12,14 +21,14 @@ __all__ = ["main", "build_parser"]
 
 
 def _demo(args) -> int:
-    from .tools.demo import run_demo
+    from .demo import run_demo
 
     run_demo(size=args.size, device=args.device, seed=args.seed, repeats=args.repeats)
     return 0
 
 
 def _bench_cpu(args) -> int:
-    from .tools.bench_cpu import run_cpu_benchmark
+    from .bench_cpu import run_cpu_benchmark
 
     run_cpu_benchmark(size=args.size, repeats=args.repeats, out_dir=args.out)
     return 0
@@ -45,9 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     from sgemm_cube.tuning.cli import add_parser as add_tune_parser
 
-    from .tools.bench_gpu import add_parser as add_bench_parser
+    from .bench_gpu import add_parser as add_bench_parser
 
-    from .tools.accuracy.cli import add_parser as add_accuracy_parser
+    from .accuracy.cli import add_parser as add_accuracy_parser
 
     add_bench_parser(sub, name="bench")
     add_tune_parser(sub)

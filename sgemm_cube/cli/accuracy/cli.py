@@ -17,7 +17,7 @@ Every study takes ``--out DIR`` (default ``./sgemm_cube_accuracy``),
 is how the data files record the command that reproduces them.
 
 Wiring: the main ``sgemm-cube`` parser calls :func:`add_parser` with its
-subparsers; ``python -m sgemm_cube.tools.accuracy.cli`` runs :func:`main` alone.
+subparsers; ``python -m sgemm_cube.cli.accuracy.cli`` runs :func:`main` alone.
 """
 from __future__ import annotations
 
@@ -192,7 +192,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m sgemm_cube.tools.accuracy.cli ARGS`` = ``sgemm-cube accuracy ARGS``."""
+    """``python -m sgemm_cube.cli.accuracy.cli ARGS`` = ``sgemm-cube accuracy ARGS``."""
     return run(build_parser().parse_args(argv))
 
 

@@ -35,7 +35,7 @@ def test_bench_cpu_writes_json(tmp_path, capsys):
 
 
 def test_console_entry_point_runs():
-    proc = subprocess.run([sys.executable, "-m", "sgemm_cube.cli", "--help"], capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-m", "sgemm_cube", "--help"], capture_output=True, text=True)
     assert proc.returncode == 0 and "demo" in proc.stdout
 
 

@@ -101,7 +101,7 @@ def condition_study(*, delta_range: tuple[float, float] = (1e1, 1e6), delta_coun
     orders : sequence of {"termwise", "elementwise"}
         Combination orders of sgemm_cube.
     seed, backend, accumulate, progress
-        As in :func:`~sgemm_cube.tools.accuracy.exponent_sweep.exponent_sweep_study`.
+        As in :func:`~sgemm_cube.cli.accuracy.exponent_sweep.exponent_sweep_study`.
 
     Returns
     -------

@@ -22,7 +22,7 @@ import pytest
 import sgemm_cube.cpu_fallback as cpu_fallback
 from sgemm_cube.backends import npu, npu_schedule
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_unavailable_here_and_says_what_is_missing(monkeypatch):
