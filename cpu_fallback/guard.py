@@ -1,4 +1,4 @@
-"""Which rows of A and columns of B the split represents, how they are scaled, and what is recomputed.
+"""Which rows of A and columns of B the split represents, how they are scaled, and what is fixed up (computed without the split).
 
 This is the one definition of the accuracy guarantee's bookkeeping; the CUDA
 split kernel computes the same integers bit for bit (tested), and the CPU
@@ -20,25 +20,32 @@ and derives two integers:
     fit the split as they are, ``"rows"`` every line, ``"matrix"`` every line
     of a matrix by its largest entry, ``None`` none.  Scaled lines have their
     largest entry in ``[2**top, 2**(top + 1))``.
-``cls`` (class)
-    0: every nonzero entry of the (scaled) line lies in ``[lower, upper)``,
+``cls`` (class, :class:`LineClass`)
+    ``SPLIT`` (0): every nonzero entry of the (scaled) line lies in ``[lower, upper)``,
     where the split keeps 22 significant bits (FP16 schemes:
     ``split_limits(sb)``) or three BF16 slices hold it exactly;
-    1: some nonzero entry lies below ``lower`` and would lose bits;
-    2: the line holds NaN/Inf, or a finite entry at or above ``upper``.
+    ``LOSES_BITS`` (1): some nonzero entry lies below ``lower`` and would lose bits;
+    ``SPECIAL`` (2): the line holds NaN/Inf, or a finite entry at or above ``upper``.
 
-Every output in a line with ``cls >= fix_from`` (1 with ``fixup=True``, the
-default; 2 with ``fixup=False``) is recomputed from the **unscaled** operands
-(:func:`recompute`): products and sums at least as wide as FP32's, NaN and
-infinities as IEEE arithmetic gives them.  No scaling touches them, so no
+The two integers of a line are its *line meta* (:class:`LineMeta`; the CUDA
+kernels pack them into one int32, :func:`pack_meta`).
+
+Every output in a line with ``cls >= fixup_min_class(fixup)`` (``LOSES_BITS`` with
+``fixup=True``, the default; ``SPECIAL`` with ``fixup=False``) is computed from the
+**unscaled** operands instead of the split: the line is a *fix-up line*, and
+computing its outputs is *the fix-up* (:func:`fixup_dot` here; the CUDA fix-up
+programs, ``backends/cuda/fixup_kernel.py``; the NPU's fix-up kernels).  These
+are the one set of words for it across the package.  The fix-up uses
+products and sums at least as wide as FP32's, NaN and infinities as IEEE
+arithmetic gives them.  No scaling touches them, so no
 entry of a line spanning FP32's whole range (2**-149 .. 2**127) is lost and
 an infinity meets its partners' values as they are (``inf * 1e-30`` is
 ``inf``, not ``inf * 0``).  Where the hardware has FP64 (the CPU model, CUDA's
-FP64 tensor cores) each listed output is the float64 sum of exact float64
+FP64 tensor cores) each fix-up output is the float64 sum of exact float64
 products, rounded once: no partial sum overflows, and it overflows exactly
 where the exact value does.  Where it has not (the Ascend AI cores), it is
 native FP32 itself: recursive summation of the FP32 products in K order,
-whose sums can overflow part-way as native's can.  A listed line's ``t``
+whose sums can overflow part-way as native's can.  A fix-up line's ``t``
 is unused.  So the emulated outputs are exactly those whose every operand
 entry keeps 22 bits, and the rest are at least as accurate as native:
 every output satisfies SGEMM's error bound.
@@ -51,6 +58,7 @@ product (FP32-accurate) exceeds FP32's range, with the sign of that product
 """
 from __future__ import annotations
 
+import enum
 from typing import NamedTuple
 
 import numpy as np
@@ -58,9 +66,9 @@ import numpy as np
 from .schemes import get_scheme
 from .split import split_limits
 
-__all__ = ["SCALES", "LineRange", "line_range", "line_meta", "LineMeta", "LineStats", "line_stats",
-           "meta_from_stats", "scale_lines", "unscale", "recompute", "fix_from",
-           "recomputed_lines", "pack_meta", "unpack_meta"]
+__all__ = ["SCALES", "LineClass", "LineRange", "line_range", "line_meta", "LineMeta", "LineStats", "line_stats",
+           "meta_from_stats", "scale_lines", "unscale", "fixup_dot", "fixup_min_class",
+           "fixup_lines", "pack_meta", "unpack_meta"]
 
 #: Values of ``scale``: "auto" scales the lines that do not fit as they are.
 SCALES = ("auto", "rows", "matrix", None)
@@ -89,13 +97,21 @@ def line_range(scheme: str, sb: int) -> LineRange:
     return LineRange(lim.min_row_abs, lim.max_abs, min(14, 26 - sb))
 
 
-def fix_from(fixup: bool) -> int:
-    """Smallest class whose lines are recomputed in plain FP32."""
-    return 1 if fixup else 2
+class LineClass(enum.IntEnum):
+    """What the split does with a line (the ``cls`` of :class:`LineMeta`; the kernels store the integers)."""
+
+    SPLIT = 0       #: every nonzero entry keeps 22 bits in the split: the line is emulated
+    LOSES_BITS = 1  #: some nonzero entry is below the split's range: fixed up when ``fixup=True``
+    SPECIAL = 2     #: NaN, an infinity or an entry the split would overflow on: always fixed up
+
+
+def fixup_min_class(fixup: bool) -> LineClass:
+    """Smallest class whose lines are fixed up (computed from the unscaled operands, not the split)."""
+    return LineClass.LOSES_BITS if fixup else LineClass.SPECIAL
 
 
 class LineMeta(NamedTuple):
-    """Per-line integers, arrays of shape (B, L) (int32): see the module docstring."""
+    """Per-line meta, arrays of shape (B, L) (int32): see the module docstring."""
 
     t: np.ndarray
     cls: np.ndarray
@@ -168,10 +184,10 @@ def meta_from_stats(stats: LineStats, *, scheme: str = "fp16x3", sb: int = 12, s
         fits = (big < rng.upper) & ((small >= rng.lower) | (small == np.inf))
         t = np.where(fits, 0, to_top)
     t = t.astype(np.int32)
-    cls = np.where(np.ldexp(small, t) < rng.lower, 1, 0)
-    cls = np.where((np.ldexp(big, t) >= rng.upper) | bad, 2, cls).astype(np.int32)
-    to_one = np.where(big > 0, -_floor_log2(big), 0)  # recomputed lines: largest entry into [1, 2)
-    t = np.where(cls >= fix_from(fixup), to_one, t).astype(np.int32)
+    cls = np.where(np.ldexp(small, t) < rng.lower, LineClass.LOSES_BITS, LineClass.SPLIT)
+    cls = np.where((np.ldexp(big, t) >= rng.upper) | bad, LineClass.SPECIAL, cls).astype(np.int32)
+    to_one = np.where(big > 0, -_floor_log2(big), 0)  # fix-up lines: largest entry into [1, 2)
+    t = np.where(cls >= fixup_min_class(fixup), to_one, t).astype(np.int32)
     return LineMeta(t, cls)
 
 
@@ -206,8 +222,8 @@ def unscale(c: np.ndarray, ta: np.ndarray, tb: np.ndarray, alpha: float = 1.0) -
         return c64.astype(np.float32)
 
 
-def recompute(x: np.ndarray, y: np.ndarray, alpha: float = 1.0) -> np.ndarray:
-    """``alpha * (x @ y)`` for the listed outputs, from the unscaled float32 operands (module docstring).
+def fixup_dot(x: np.ndarray, y: np.ndarray, alpha: float = 1.0) -> np.ndarray:
+    """``alpha * (x @ y)`` for the fix-up outputs, from the unscaled float32 operands (module docstring).
 
     The products of float32 values are exact in float64 and cannot overflow
     or underflow there; they are summed in float64 (``numpy.matmul``) and
@@ -222,9 +238,9 @@ def recompute(x: np.ndarray, y: np.ndarray, alpha: float = 1.0) -> np.ndarray:
         return c64.astype(np.float32)
 
 
-def recomputed_lines(ma: LineMeta, mb: LineMeta, fixup: bool):
+def fixup_lines(ma: LineMeta, mb: LineMeta, fixup: bool):
     """Yield ``(i, rows, cols)``: batch ``i``'s rows of A and columns of B computed in FP32 (batches with any)."""
-    lowest = fix_from(fixup)
+    lowest = fixup_min_class(fixup)
     for i in range(ma.cls.shape[0]):
         rows = np.flatnonzero(ma.cls[i] >= lowest)
         cols = np.flatnonzero(mb.cls[i] >= lowest)

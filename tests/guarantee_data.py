@@ -320,7 +320,7 @@ def gen_full_range_cols(rng, m, k, n):
 def gen_special_vs_extremes(rng, m, k, n):
     """NaN, +inf and -inf in A meeting partners at both ends of FP32's range (1e-30, the smallest
     subnormal, 3e38, -2.5e-38) in lines that span ~200 binades: ``inf * 1e-30`` used to come out NaN
-    (the partner scaled to 0 in the FP32 recomputation)."""
+    (the partner scaled to 0 in the FP32 fix-up)."""
     a, b = _normal(rng, m, k, n)
     a[0::3, 0], a[1::3, 0] = np.inf, -np.inf
     a[2::3, 0] = 0.5 * np.where(rng.random(len(a[2::3, 0])) < 0.5, -1.0, 1.0)  # finite rows: 3e38 * 0.5 fits

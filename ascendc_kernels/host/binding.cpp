@@ -4,7 +4,7 @@
 //   matmul(a, b, out, sb, keep_lo_lo, bm, bk, bn, n_fused, per_term=False, guard=False, scale=1,
 //          fixup=True, alpha=1.0) -> None
 //       guard: the accuracy guarantee's bookkeeping on the device too (line statistics and integers,
-//       scaled splits, unscaling with alpha, listed lines in FP32: cpu_fallback/guard.py's rules).
+//       scaled splits, unscaling with alpha, fix-up lines in FP32: cpu_fallback/guard.py's rules).
 //       a (B, M, K), b (B, K, N), out (B, M, N): float32, contiguous, same NPU.
 //       Every launch goes through torch_npu's task queue (OpCommand::RunOpApiV2)
 //       so it is ordered with the framework's own operators on that stream.
@@ -227,14 +227,14 @@ void matmul(const at::Tensor& a, const at::Tensor& b, at::Tensor& out, int64_t s
                                       keep_lo_lo ? 1u : 0u, inv_scale));
         });
     }
-    if (guard) {  // alpha = m 2^e with 1 <= |m| < 2 (or 0); then the listed lines in FP32
+    if (guard) {  // alpha = m 2^e with 1 <= |m| < 2 (or 0); then the fix-up lines in FP32
         int e = 0;
         const float alpha32 = float(alpha);
         const float m = std::frexp(alpha32, &e);
         const float alpha_mant = alpha32 == 0.0f ? 0.0f : 2.0f * m;
         const int32_t alpha_exp = alpha32 == 0.0f ? 0 : e - 1;
         const schedule::UnscaleGeometry ug = schedule::make_unscale_geometry(g.batch, g.mp, g.np, cores.vector);
-        const uint32_t fix_from = fixup ? 1u : 2u, k32 = g.k;
+        const uint32_t fixup_min_class = fixup ? 1u : 2u, k32 = g.k;
         const uint32_t row_cores = schedule::min_u32(cores.vector, g.batch * g.mp);
         const uint32_t col_cores =
             schedule::min_u32(cores.vector, g.batch * schedule::ceil_div(g.mp, schedule::kFixupColRows));
@@ -246,11 +246,11 @@ void matmul(const at::Tensor& a, const at::Tensor& b, at::Tensor& out, int64_t s
         });
         enqueue("SgemmCubeFixup", [=]() -> int {
             const int rr = int(launch_fixup_rows(row_cores, stream, a_src.data_ptr(), b_src.data_ptr(), meta_a, meta_b,
-                                                 term_ptr[0], g.batch, g.mp, g.np, g.kp, k32, fix_from, cores.vector,
+                                                 term_ptr[0], g.batch, g.mp, g.np, g.kp, k32, fixup_min_class, cores.vector,
                                                  alpha_mant, alpha_exp));
             return rr != 0 ? rr
                            : int(launch_fixup_cols(col_cores, stream, a_src.data_ptr(), b_src.data_ptr(), meta_a,
-                                                   meta_b, term_ptr[0], g.batch, g.mp, g.np, g.kp, k32, fix_from,
+                                                   meta_b, term_ptr[0], g.batch, g.mp, g.np, g.kp, k32, fixup_min_class,
                                                    cores.vector, alpha_mant, alpha_exp));
         });
     }
@@ -302,7 +302,7 @@ void matmul_fp32(const at::Tensor& a, const at::Tensor& b, at::Tensor& out, doub
         int32_t* const meta_a = meta.data_ptr<int32_t>();
         return int(launch_fixup_rows(row_cores, stream, a_src.data_ptr(), b_src.data_ptr(), meta_a,
                                      meta_a + int64_t(b32) * mp, c.data_ptr(), b32, mp, np, kp, k32,
-                                     /*fix_from=*/0u, cores.vector, alpha_mant, alpha_exp));
+                                     /*fixup_min_class=*/0u, cores.vector, alpha_mant, alpha_exp));
     });
     if (!direct) {
         out.copy_(c.narrow(1, 0, m).narrow(2, 0, n));

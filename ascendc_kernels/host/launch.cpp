@@ -73,19 +73,19 @@ uint32_t launch_unscale(uint32_t blocks, aclrtStream stream, void* c, void* meta
 }
 
 uint32_t launch_fixup_rows(uint32_t blocks, aclrtStream stream, void* a, void* b, void* meta_a, void* meta_b, void* c,
-                           uint32_t batch, uint32_t mp, uint32_t np, uint32_t kp, uint32_t k, uint32_t fix_from,
+                           uint32_t batch, uint32_t mp, uint32_t np, uint32_t kp, uint32_t k, uint32_t fixup_min_class,
                            uint32_t plan_cores, float alpha_mant, int32_t alpha_exp)
 {
     return ACLRT_LAUNCH_KERNEL(sgemm_cube_fixup_rows)(blocks, stream, a, b, meta_a, meta_b, c, batch, mp, np, kp, k,
-                                                      fix_from, plan_cores, alpha_mant, alpha_exp);
+                                                      fixup_min_class, plan_cores, alpha_mant, alpha_exp);
 }
 
 uint32_t launch_fixup_cols(uint32_t blocks, aclrtStream stream, void* a, void* b, void* meta_a, void* meta_b, void* c,
-                           uint32_t batch, uint32_t mp, uint32_t np, uint32_t kp, uint32_t k, uint32_t fix_from,
+                           uint32_t batch, uint32_t mp, uint32_t np, uint32_t kp, uint32_t k, uint32_t fixup_min_class,
                            uint32_t plan_cores, float alpha_mant, int32_t alpha_exp)
 {
     return ACLRT_LAUNCH_KERNEL(sgemm_cube_fixup_cols)(blocks, stream, a, b, meta_a, meta_b, c, batch, mp, np, kp, k,
-                                                      fix_from, plan_cores, alpha_mant, alpha_exp);
+                                                      fixup_min_class, plan_cores, alpha_mant, alpha_exp);
 }
 
 }  // namespace host

@@ -49,14 +49,14 @@ uint32_t launch_line_meta(uint32_t blocks, aclrtStream stream, void* big, void* 
 uint32_t launch_unscale(uint32_t blocks, aclrtStream stream, void* c, void* meta_a, void* meta_b, uint32_t batch,
                         uint32_t mp, uint32_t np, uint32_t plan_cores, float alpha_mant, int32_t alpha_exp);
 
-/// Fix-up: the listed rows of A (class >= fix_from) of c recomputed in plain FP32 from a and b, unscaled.
+/// Fix-up: the fix-up rows of A (class >= fixup_min_class) of c recomputed in plain FP32 from a and b, unscaled.
 uint32_t launch_fixup_rows(uint32_t blocks, aclrtStream stream, void* a, void* b, void* meta_a, void* meta_b, void* c,
-                           uint32_t batch, uint32_t mp, uint32_t np, uint32_t kp, uint32_t k, uint32_t fix_from,
+                           uint32_t batch, uint32_t mp, uint32_t np, uint32_t kp, uint32_t k, uint32_t fixup_min_class,
                            uint32_t plan_cores, float alpha_mant, int32_t alpha_exp);
 
-/// Fix-up: the listed columns of B (class >= fix_from) of c likewise (after launch_fixup_rows).
+/// Fix-up: the fix-up columns of B (class >= fixup_min_class) of c likewise (after launch_fixup_rows).
 uint32_t launch_fixup_cols(uint32_t blocks, aclrtStream stream, void* a, void* b, void* meta_a, void* meta_b, void* c,
-                           uint32_t batch, uint32_t mp, uint32_t np, uint32_t kp, uint32_t k, uint32_t fix_from,
+                           uint32_t batch, uint32_t mp, uint32_t np, uint32_t kp, uint32_t k, uint32_t fixup_min_class,
                            uint32_t plan_cores, float alpha_mant, int32_t alpha_exp);
 
 }  // namespace host

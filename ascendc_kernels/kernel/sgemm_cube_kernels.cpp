@@ -8,8 +8,8 @@
 //   sgemm_cube_line_stats  vector  per row of A / column of B: largest and smallest finite magnitude, NaN/Inf
 //   sgemm_cube_line_meta   vector (scalar unit)  per line: scaling exponent and class (cpu_fallback/guard.py)
 //   sgemm_cube_unscale  vector  C *= alpha * 2^-(ta_i + tb_j), one rounding, in place
-//   sgemm_cube_fixup_rows  vector  the listed rows of C in plain FP32 (recursive summation), unscaled
-//   sgemm_cube_fixup_cols  vector  the listed columns of C likewise
+//   sgemm_cube_fixup_rows  vector  the fix-up rows of C in plain FP32 (recursive summation), unscaled
+//   sgemm_cube_fixup_cols  vector  the fix-up columns of C likewise
 //
 // NOT COMPILED OR RUN IN THIS REPOSITORY'S CI: no CANN toolkit there.  The
 // index arithmetic these kernels use (schedule.hpp) is compiled with g++ and
@@ -139,7 +139,7 @@ extern "C" __global__ __aicore__ void sgemm_cube_unscale(GM_ADDR c, GM_ADDR meta
 
 extern "C" __global__ __aicore__ void sgemm_cube_fixup_rows(GM_ADDR a, GM_ADDR b, GM_ADDR meta_a, GM_ADDR meta_b,
                                                             GM_ADDR c, uint32_t batch, uint32_t mp, uint32_t np,
-                                                            uint32_t kp, uint32_t k, uint32_t fix_from,
+                                                            uint32_t kp, uint32_t k, uint32_t fixup_min_class,
                                                             uint32_t plan_cores, float alpha_mant, int32_t alpha_exp)
 {
 #if defined(SGEMM_CUBE_SOC_910B)
@@ -151,12 +151,12 @@ extern "C" __global__ __aicore__ void sgemm_cube_fixup_rows(GM_ADDR a, GM_ADDR b
     sgemm_cube::kernel::RunFixupRows<Soc>(
         reinterpret_cast<__gm__ float*>(a), reinterpret_cast<__gm__ float*>(b), reinterpret_cast<__gm__ int32_t*>(meta_a),
         reinterpret_cast<__gm__ int32_t*>(meta_b), reinterpret_cast<__gm__ float*>(c),
-        sgemm_cube::kernel::FixupArgs{batch, mp, np, kp, k, fix_from, plan_cores, alpha_mant, alpha_exp});
+        sgemm_cube::kernel::FixupArgs{batch, mp, np, kp, k, fixup_min_class, plan_cores, alpha_mant, alpha_exp});
 }
 
 extern "C" __global__ __aicore__ void sgemm_cube_fixup_cols(GM_ADDR a, GM_ADDR b, GM_ADDR meta_a, GM_ADDR meta_b,
                                                             GM_ADDR c, uint32_t batch, uint32_t mp, uint32_t np,
-                                                            uint32_t kp, uint32_t k, uint32_t fix_from,
+                                                            uint32_t kp, uint32_t k, uint32_t fixup_min_class,
                                                             uint32_t plan_cores, float alpha_mant, int32_t alpha_exp)
 {
 #if defined(SGEMM_CUBE_SOC_910B)
@@ -168,5 +168,5 @@ extern "C" __global__ __aicore__ void sgemm_cube_fixup_cols(GM_ADDR a, GM_ADDR b
     sgemm_cube::kernel::RunFixupCols<Soc>(
         reinterpret_cast<__gm__ float*>(a), reinterpret_cast<__gm__ float*>(b), reinterpret_cast<__gm__ int32_t*>(meta_a),
         reinterpret_cast<__gm__ int32_t*>(meta_b), reinterpret_cast<__gm__ float*>(c),
-        sgemm_cube::kernel::FixupArgs{batch, mp, np, kp, k, fix_from, plan_cores, alpha_mant, alpha_exp});
+        sgemm_cube::kernel::FixupArgs{batch, mp, np, kp, k, fixup_min_class, plan_cores, alpha_mant, alpha_exp});
 }

@@ -7,7 +7,7 @@
 
 ``ascendc_kernels/bringup.py`` runs this after the build.  Every case runs
 ``sgemm_cube.matmul(a, b, backend="npu")`` (the guarantee's bookkeeping
-around the three kernels: line scaling, FP32 recomputation of the lines the
+around the three kernels: line scaling, FP32 fix-up of the lines the
 split cannot hold) or, for the case with an explicit tiling, the kernels
 alone (``npu.matmul(..., tiling=...)``), and prints one table row:
 
@@ -85,11 +85,11 @@ except ImportError:  # pragma: no cover - the bring-up needs torch anyway
 
 def _guarded_model(a, b, scale_code, fixup, alpha, kw):
     """The device bookkeeping's rules (cpu_fallback.guard, bit for bit as the kernels are tested to be): lines
-    scaled, NaN/Inf and |x| >= max_abs as 0, the kernels' model, unscaled with alpha, the listed lines by
+    scaled, NaN/Inf and |x| >= max_abs as 0, the kernels' model, unscaled with alpha, the fix-up lines by
     recursive FP32 summation of the unscaled lines, times alpha."""
     from sgemm_cube.backends import npu_schedule
     from sgemm_cube.cpu_fallback import split_limits
-    from sgemm_cube.cpu_fallback.guard import fix_from, line_meta, scale_lines, unscale
+    from sgemm_cube.cpu_fallback.guard import fixup_min_class, line_meta, scale_lines, unscale
 
     sequential_fp32 = _guarantee_module().sequential_fp32
     scale = {0: None, 1: "auto", 2: "rows", 3: "matrix"}[scale_code]
@@ -103,7 +103,7 @@ def _guarded_model(a, b, scale_code, fixup, alpha, kw):
         xa = np.where(np.abs(sa) < limit, sa, np.float32(0)).astype(np.float32)
         xb = np.where(np.abs(sbb) < limit, sbb, np.float32(0)).astype(np.float32)
     c = unscale(npu_schedule.simulate(xa, xb, **kw), ma.t, mb.t, alpha)
-    rows, cols = ma.cls >= fix_from(fixup), mb.cls >= fix_from(fixup)
+    rows, cols = ma.cls >= fixup_min_class(fixup), mb.cls >= fixup_min_class(fixup)
     if rows.any() or cols.any():
         with np.errstate(all="ignore"):
             fp32 = unscale(sequential_fp32(a, b), np.zeros_like(ma.t), np.zeros_like(mb.t), alpha)
@@ -328,7 +328,7 @@ def _native(a, b, device: str):
 def measure(case: Case, soc: str, *, dry_run: bool, seed: int = 0) -> Row:
     """Run one case on the NPU (or, with ``dry_run``, on the CPU model) and compare."""
     import sgemm_cube
-    from sgemm_cube.cpu_fallback.guard import line_meta, recomputed_lines
+    from sgemm_cube.cpu_fallback.guard import line_meta, fixup_lines
     from sgemm_cube.backends import npu
     check_guarantee, references = _guarantee_check()
 
@@ -348,7 +348,7 @@ def measure(case: Case, soc: str, *, dry_run: bool, seed: int = 0) -> Row:
     fp32_lines = 0
     if case.tiling is None:
         ma, mb = line_meta(a[None], -1), line_meta(b[None], -2)
-        for _, rows, cols in recomputed_lines(ma, mb, True):
+        for _, rows, cols in fixup_lines(ma, mb, True):
             kernel[rows, :] = False
             kernel[:, cols] = False
             fp32_lines += rows.size + cols.size
@@ -475,7 +475,7 @@ def _sync_operands(k: int):
     a = rng.standard_normal((512, k)).astype(np.float32)
     b = rng.standard_normal((k, 384)).astype(np.float32)
     if k >= 16:
-        a[::7, ::2] *= np.float32(1e-10)  # listed rows: the FP32 fix-up runs too
+        a[::7, ::2] *= np.float32(1e-10)  # fix-up rows: the FP32 fix-up runs too
         a[3, 5] = np.inf
     return a, b
 

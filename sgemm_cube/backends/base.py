@@ -11,13 +11,13 @@ all of them: dtype and shape checks, broadcasting, ``out=``, autograd.  So
 ``run`` receives 3-D float32 operands ``a`` (B, M, K) and ``b`` (B, K, N)
 of the backend's array kind, with any strides, and writes all of ``out``
 (B, M, N), including the accuracy guarantee's bookkeeping (line statistics,
-scaling, recomputed lines, non-finite inputs), which each backend computes
+scaling, fix-up lines, non-finite inputs), which each backend computes
 from its own operands.
 
 The plan's decisions (:func:`make_plan`, shared by every backend):
 
 * ``scheme="auto"`` is ``fp16x3``: with per-line scaling and the plain-FP32
-  recomputation of the lines the split cannot hold (``fixup=True``), it
+  fix-up of the lines the split cannot hold (``fixup=True``), it
   keeps SGEMM's error bound on every finite input, and it is the fastest.
 * ``backend="auto"`` runs native FP32 where the emulation cannot win:
   ``K < MIN_K`` on every device (the split's own 22-bit rounding makes it

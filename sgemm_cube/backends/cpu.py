@@ -8,8 +8,8 @@ computes the same line exponents and classes bit for bit):
 2. exact power-of-two scaling of the lines that need it, NaN/Inf as 0;
 3. the emulated product (:func:`sgemm_cube.cpu_fallback.emulated_matmul`, exact to
    its documented accumulation model), unscaled with one rounding;
-4. the outputs of recomputed lines from the unscaled operands, summed in float64 and rounded once
-   (:func:`sgemm_cube.cpu_fallback.guard.recompute`).
+4. the outputs of fix-up lines from the unscaled operands, summed in float64 and rounded once
+   (:func:`sgemm_cube.cpu_fallback.guard.fixup_dot`).
 
 Bounded memory: steps 1-3 run slab by slab, so that their temporaries
 (line statistics, scaled and split copies, float64 chunk sums, FP32
@@ -35,7 +35,7 @@ import numpy as np
 
 from sgemm_cube.cpu_fallback import ACCUMULATION_MODELS, ORDERS, ProductAccumulator, get_scheme
 from sgemm_cube.cpu_fallback.accumulate import _PANEL_BYTES
-from sgemm_cube.cpu_fallback.guard import (LineStats, line_stats, meta_from_stats, recompute, recomputed_lines,
+from sgemm_cube.cpu_fallback.guard import (LineStats, line_stats, meta_from_stats, fixup_dot, fixup_lines,
                                           scale_lines, unscale)
 
 from ..plan import Plan, Request
@@ -55,7 +55,7 @@ DEFAULT_ACCUMULATE = "cube16"
 #: output tile and the float64 temporaries of unscaling.  A product that fits runs in one slab (a
 #: 1024^3 product does, for every scheme).  On top come the fixed, cache-sized panel buffers of
 #: :mod:`sgemm_cube.cpu_fallback.accumulate` (8 MiB per product of the scheme in flight: one termwise, all of
-#: them elementwise) and the float64 copies of the recomputation (step 4).
+#: them elementwise) and the float64 copies of the fix-up (step 4).
 MEMORY_BUDGET = 256 << 20
 
 # Slab lengths along K are multiples of every accumulation model's chunk (16): no chunk is cut.
@@ -190,16 +190,16 @@ def _emulate(plan: Plan, req: Request, a, b, ma, mb, out, tiling: _Tiling, alpha
                     out[i, rows, cols] = acc.result()
 
 
-def _recompute(a, b, out, i: int, rows, cols, alpha: float) -> None:
-    """Step 4 for batch entry ``i``: the listed rows, then the listed columns (their crossings take the
-    column's value), by :func:`sgemm_cube.cpu_fallback.guard.recompute` from the unscaled operands."""
+def _fixup(a, b, out, i: int, rows, cols, alpha: float) -> None:
+    """Step 4 for batch entry ``i``: the fix-up rows, then the fix-up columns (their crossings take the
+    column's value), by :func:`sgemm_cube.cpu_fallback.guard.fixup_dot` from the unscaled operands."""
     if rows.size:
-        out[i, rows, :] = recompute(a[i, rows, :], b[i], alpha)
+        out[i, rows, :] = fixup_dot(a[i, rows, :], b[i], alpha)
     if cols.size:
-        out[i][:, cols] = recompute(a[i], b[i][:, cols], alpha)
+        out[i][:, cols] = fixup_dot(a[i], b[i][:, cols], alpha)
 
 
-def _recompute_bytes(a, b, rows, cols) -> int:
+def _fixup_bytes(a, b, rows, cols) -> int:
     """Step 4's float64 copies for one batch entry: the lines taken, the operand they meet, the products."""
     _, m, k = a.shape
     n = b.shape[2]
@@ -232,8 +232,8 @@ def run(plan: Plan, req: Request, a, b, out, alpha: float = 1.0) -> None:
         ma = _line_meta(a, -1, plan, req.fixup)
         mb = _line_meta(b, -2, plan, req.fixup)
         _emulate(plan, req, a, b, ma, mb, out, tiling, alpha)
-        for i, rows, cols in recomputed_lines(ma, mb, req.fixup):
-            need = max(need, _recompute_bytes(a, b, rows, cols))
-            _recompute(a, b, out, i, rows, cols, alpha)
+        for i, rows, cols in fixup_lines(ma, mb, req.fixup):
+            need = max(need, _fixup_bytes(a, b, rows, cols))
+            _fixup(a, b, out, i, rows, cols, alpha)
     except MemoryError as exc:
         raise MemoryError(_out_of_memory(a.shape, b.shape, need)) from exc

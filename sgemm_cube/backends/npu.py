@@ -18,7 +18,7 @@ product (``ascendc_kernels/README.md`` has the details):
    first (on 910A with one K group, in the GEMM's epilogue);
 4. (:func:`run`) ``sgemm_cube_unscale``, ``sgemm_cube_fixup_rows``,
    ``sgemm_cube_fixup_cols``: one FP32 rounding back from the scaled lines, and
-   the listed lines in plain FP32 from the unscaled operands (native FP32).
+   the fix-up lines in plain FP32 from the unscaled operands (native FP32).
 
 The result equals :func:`sgemm_cube.cpu_fallback.emulated_matmul` (``order="termwise"``,
 ``accumulate="cube16"`` if the cube rounds as that model says) whenever K
@@ -183,7 +183,7 @@ def matmul(a, b, *, sb: int, order: str, keep_lo_lo: bool, out, accumulate: str 
         ``{"scale": ..., "fixup": bool, "alpha": float}``.  Each row of A and
         column of B is scaled by its power of two before the split (NaN, Inf
         and entries the split cannot hold as 0), the product unscaled with one
-        FP32 rounding (times ``alpha``), and the listed lines computed in FP32
+        FP32 rounding (times ``alpha``), and the fix-up lines computed in FP32
         (:mod:`sgemm_cube.cpu_fallback.guard` bit for bit).  None: the kernels
         alone (non-finite values as 0).
 

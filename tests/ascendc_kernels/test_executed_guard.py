@@ -162,16 +162,16 @@ def _scaled_split_input(x: np.ndarray, t: np.ndarray, axis: int, sb: int) -> np.
 
 def _expected(a, b, meta_a, meta_b, scaled_product, *, fixup=True, alpha=1.0):
     """What the device computes: guard.unscale of the emulated product of the scaled lines, except in the
-    listed rows of A and columns of B (class >= fix_from), recomputed in FP32 by recursive summation of the
+    fix-up rows of A and columns of B (class >= fixup_min_class), recomputed in FP32 by recursive summation of the
     unscaled lines (NaN/Inf as IEEE gives them), times alpha.  Also returns the mask of the outputs to
     compare (all)."""
-    from sgemm_cube.cpu_fallback.guard import fix_from, unpack_meta, unscale
+    from sgemm_cube.cpu_fallback.guard import fixup_min_class, unpack_meta, unscale
     from tests.guarantee_data import sequential_fp32
 
     ma, mb = unpack_meta(meta_a), unpack_meta(meta_b)
     want = unscale(scaled_product, ma.t, mb.t, alpha)
-    rows = ma.cls >= fix_from(fixup)  # (batch, m)
-    cols = mb.cls >= fix_from(fixup)  # (batch, n)
+    rows = ma.cls >= fixup_min_class(fixup)  # (batch, m)
+    cols = mb.cls >= fixup_min_class(fixup)  # (batch, n)
     with np.errstate(all="ignore"):
         fp32 = unscale(sequential_fp32(a, b), np.zeros_like(ma.t), np.zeros_like(mb.t), alpha)
     want = np.where(rows[:, :, None] | cols[:, None, :], fp32, want)
@@ -352,14 +352,14 @@ def test_planted_bug_in_the_unscale_fails(name, soc, tmp_path):
     assert wrong or not r.clean, f"planted bug {name} on {soc} went unnoticed"
 
 
-# ------------------------------------------------------ the listed rows, in FP32 on the device
+# ------------------------------------------------------ the fix-up rows, in FP32 on the device
 @pytest.mark.parametrize("soc", sorted(CHIPS))
 @pytest.mark.parametrize("fixup", [True, False])
 def test_listed_rows_are_recursive_fp32_sums(gemm_binaries, soc, fixup, tmp_path):
     """Rows of A with NaN/Inf, with entries the split cannot hold or (fixup) would lose bits in: computed by
     sgemm_cube_fixup_rows as recursive summation of the unscaled lines, NaN and Inf as IEEE gives them."""
     from sgemm_cube.backends import npu_schedule as ns
-    from sgemm_cube.cpu_fallback.guard import fix_from, unpack_meta
+    from sgemm_cube.cpu_fallback.guard import fixup_min_class, unpack_meta
 
     from .executed import PROFILE, run
 
@@ -375,7 +375,7 @@ def test_listed_rows_are_recursive_fp32_sums(gemm_binaries, soc, fixup, tmp_path
     r = run(gemm_binaries[soc], a, b, tiling=tiling, cube=3, vector=3, workdir=tmp_path, guard="device",
             fixup=fixup)
     got = _clean(r)
-    rows = unpack_meta(r.meta[0]).cls >= fix_from(fixup)
+    rows = unpack_meta(r.meta[0]).cls >= fixup_min_class(fixup)
     assert rows.sum() == (3 if fixup else 2)
     ta, tb = unpack_meta(r.meta[0]).t, unpack_meta(r.meta[1]).t
     xa, xb = _scaled_split_input(a, ta, -1, 12), _scaled_split_input(b, tb, -2, 12)
@@ -389,11 +389,11 @@ PLANTED_FIXUP = [
     ("accumulators_not_cleared_for_the_next_row", "include/sgemm_cube/kernel/fixup_kernel.hpp",
      "            AscendC::Duplicate<float>(v.c, 0.0f, n);               // the accumulators\n", ""),
     ("class_threshold_off_by_one", "include/sgemm_cube/kernel/fixup_kernel.hpp",
-     "if (row.cls < int32_t(args.fix_from)) {", "if (row.cls <= int32_t(args.fix_from)) {"),
+     "if (row.cls < int32_t(args.fixup_min_class)) {", "if (row.cls <= int32_t(args.fixup_min_class)) {"),
     ("sum_past_the_products_k", "include/sgemm_cube/kernel/fixup_kernel.hpp",
      "for (uint32_t k0 = 0; k0 < args.k; k0 += kW) {\n                const uint32_t ka = schedule::min_u32(kW, args.k - k0);",
      "for (uint32_t k0 = 0; k0 < args.k; k0 += kW) {\n                const uint32_t ka = schedule::min_u32(kW, args.k - k0) - 1;"),
-    # the listed columns
+    # the fix-up columns
     ("column_fixup_transposes_the_wrong_column", "include/sgemm_cube/kernel/fixup_cols_kernel.hpp",
      "col.SetValue(i, blk.GetValue(i * 8 + (k - k0)));", "col.SetValue(i, blk.GetValue(i * 8 + (7 - (k - k0))));"),
     ("column_fixup_writes_the_neighbouring_element", "include/sgemm_cube/kernel/fixup_cols_kernel.hpp",

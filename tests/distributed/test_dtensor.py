@@ -4,7 +4,7 @@ Checked on every rank: the result's placement is the rule's (no input was
 redistributed), each rank's local result is sgemm_cube's product of its
 local operands (the fingerprint), shardings without partial sums give the
 one-device result bit for bit where no line is recomputed in native FP32
-(the recomputation is native FP32, whose rounding depends on the BLAS's
+(the fix-up is native FP32, whose rounding depends on the BLAS's
 blocking for each shape), K-sharded results keep the single-device
 guarantee, gradients flow, and tensor-parallel layers run sgemm_cube.
 """

@@ -4,7 +4,7 @@ Not part of CI (no GPU there).  Covers what ``tests/sgemm_cube/backends/cuda/tes
 covers under the interpreter, on the compiled kernels, plus large sizes:
 
 * the split kernel equals :func:`cpu_fallback.split` bit for bit, and its
-  line integers (scaling exponent, class) and recompute lists are
+  line meta (scaling exponent, class) and fix-up lists are
   :func:`cpu_fallback.guard.line_meta`'s, for every ``scale`` mode;
 * every kernel variant, odd/batched/broadcast/transposed shapes: error
   against float64 at most twice cuBLAS SGEMM's (TF32 off) on the same data,
@@ -66,14 +66,14 @@ def _check(a, b, c, factor=2.0, floor=2.0 ** -21):
 
 
 def _check_lines(lines, x, axis, **kw):
-    """The split pass's line integers and recompute lists against :func:`cpu_fallback.guard.line_meta`."""
-    fix_from = kw.pop("fix_from", 1)
-    want = line_meta(x, axis, fixup=fix_from == 1, **kw)
+    """The split pass's line meta and fix-up lists against :func:`cpu_fallback.guard.line_meta`."""
+    fixup_min_class = kw.pop("fixup_min_class", 1)
+    want = line_meta(x, axis, fixup=fixup_min_class == 1, **kw)
     assert np.array_equal(lines.meta.cpu().numpy(), pack_meta(want))
     counts, lists, bl = lines.counts.cpu().numpy(), lines.lists.cpu().numpy(), lines.block_l
     for i in range(x.shape[0]):
         for p in range(lines.blocks):
-            listed = np.flatnonzero(want.cls[i, p * bl:(p + 1) * bl] >= fix_from) + p * bl
+            listed = np.flatnonzero(want.cls[i, p * bl:(p + 1) * bl] >= fixup_min_class) + p * bl
             assert counts[i, p] == listed.size and np.array_equal(lists[i, p * bl:p * bl + listed.size], listed)
 
 
@@ -82,15 +82,15 @@ def test_split_bit_for_bit(rng, dist):
     """x.T as A and x as B (the same lines): with scale=None, fixup=False every line is used unscaled."""
     x = draw(rng, dist, (1000, 777))
     xg = _gpu(x)
-    ops = launch.split_operands(xg.T[None], xg[None], scale=None, fix_from=2)
+    ops = launch.split_operands(xg.T[None], xg[None], scale=None, fixup_min_class=2)
     hi, lo = cpu_fallback.split(np.ascontiguousarray(x.T), 12)
     assert np.array_equal(ops.a_hilo[0, 0, :777, :1000].cpu().numpy().view(np.uint16), hi.view(np.uint16))
     assert np.array_equal(ops.a_hilo[1, 0, :777, :1000].cpu().numpy().view(np.uint16), lo.view(np.uint16))
     assert np.array_equal(ops.b_hilo[0, 0, :1000, :777].cpu().numpy().view(np.uint16), hi.T.view(np.uint16))
     assert np.array_equal(ops.b_hilo[1, 0, :1000, :777].cpu().numpy().view(np.uint16), lo.T.view(np.uint16))
     assert not ops.a_hilo[:, :, 777:].float().any() and not ops.a_hilo[:, :, :, 1000:].float().any()
-    _check_lines(ops.a_lines, x.T[None], -1, scale=None, fix_from=2)
-    _check_lines(ops.b_lines, x[None], -2, scale=None, fix_from=2)
+    _check_lines(ops.a_lines, x.T[None], -1, scale=None, fixup_min_class=2)
+    _check_lines(ops.b_lines, x[None], -2, scale=None, fixup_min_class=2)
 
 
 @pytest.mark.parametrize("scale", [None, "auto", "rows", "matrix"])
@@ -102,10 +102,10 @@ def test_line_integers_are_the_guards(rng, scale, scheme):
     x[1, 12, :] = rng.uniform(0.5, 1, 300) * 2.0 ** -30
     x[0, 15, :] = rng.uniform(-1, 1, 300) * 2.0 ** rng.integers(-40, 40, 300)
     xg = _gpu(x)
-    for fix_from in (1, 2):
-        ops = launch.split_operands(xg, xg.mT, scheme=scheme, scale=scale, fix_from=fix_from)
-        _check_lines(ops.a_lines, x, -1, scheme=scheme, scale=scale, fix_from=fix_from)
-        _check_lines(ops.b_lines, x.transpose(0, 2, 1), -2, scheme=scheme, scale=scale, fix_from=fix_from)
+    for fixup_min_class in (1, 2):
+        ops = launch.split_operands(xg, xg.mT, scheme=scheme, scale=scale, fixup_min_class=fixup_min_class)
+        _check_lines(ops.a_lines, x, -1, scheme=scheme, scale=scale, fixup_min_class=fixup_min_class)
+        _check_lines(ops.b_lines, x.transpose(0, 2, 1), -2, scheme=scheme, scale=scale, fixup_min_class=fixup_min_class)
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
@@ -208,14 +208,14 @@ def test_bf16_split_bit_for_bit(rng):
     x.flat[:7] = [2.0 ** -149, -2.0 ** -140, 0.0, -0.0, 1.0 + 2.0 ** -8, 1.0 + 3 * 2.0 ** -8,  # subnormals, ties
                   np.nextafter(np.float32(2.0 ** top), np.float32(0))]
     xg = _gpu(x)
-    ops = launch.split_operands(xg.T[None], xg[None], scheme="bf16x9", scale=None, fix_from=2)
+    ops = launch.split_operands(xg.T[None], xg[None], scheme="bf16x9", scale=None, fixup_min_class=2)
     model = cpu_fallback.split_slices(np.ascontiguousarray(x.T), cpu_fallback.get_scheme("bf16x9"), 12)
     for got, want in zip(ops.a_hilo[:, 0, :777, :1000].float().cpu().numpy(), model):
         assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
     for got, want in zip(ops.b_hilo[:, 0, :1000, :777].float().cpu().numpy(), model):
         assert np.array_equal(got.view(np.uint32), want.T.view(np.uint32))
     assert not ops.a_hilo[:, :, 777:].float().any() and not ops.a_hilo[:, :, :, 1000:].float().any()
-    _check_lines(ops.a_lines, x.T[None], -1, scheme="bf16x9", scale=None, fix_from=2)
+    _check_lines(ops.a_lines, x.T[None], -1, scheme="bf16x9", scale=None, fixup_min_class=2)
 
 
 @pytest.mark.parametrize("scheme", BF16_SCHEMES)

@@ -57,7 +57,7 @@ def test_termwise_beats_elementwise_on_average(rng):
 
 @pytest.mark.parametrize("exp", [-12, -9])
 def test_sb12_beats_sb0_on_small_exponents(rng, exp):
-    """SGEMM-cube Fig. 8: the paper's split (no scaling, no FP32 recomputation) needs sb=12 there."""
+    """SGEMM-cube Fig. 8: the paper's split (no scaling, no FP32 fix-up) needs sb=12 there."""
     a = draw(rng, "uniform01", (64, 400), scale_exp=exp)
     b = draw(rng, "uniform01", (400, 48), scale_exp=exp)
     ref = reference_matmul64(a, b)

@@ -206,7 +206,7 @@ def test_no_internal_warnings_and_no_silent_nan(rng, scale, kwargs):
 @pytest.mark.parametrize("backend", ["auto", "cpu"])
 def test_special_values_raise_no_warning(rng, nan_or_inf, backend):
     """NaN and infinities are data: their outputs are native FP32's, and nothing warns (NumPy's FP32
-    recomputation of their lines would say "invalid value encountered in matmul")."""
+    fix-up of their lines would say "invalid value encountered in matmul")."""
     a = rng.standard_normal((6, 32)).astype(np.float32)
     b = rng.standard_normal((32, 5)).astype(np.float32)
     if nan_or_inf == "inf*0":

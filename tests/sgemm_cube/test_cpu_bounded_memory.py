@@ -1,7 +1,7 @@
 """The CPU backend in bounded memory (issue 12, defect 6).
 
 * Cutting the product into slabs (K slabs at multiples of the chunk length,
-  output tiles, blocks of line statistics, unscaling and the recomputation's
+  output tiles, blocks of line statistics, unscaling and the fix-up's
   scaling in blocks) changes no bit: a tiny ``MEMORY_BUDGET`` gives the result
   of the default one for every scheme, order and accumulation model, on awkward
   shapes (K not a multiple of 16, K = 1..40, batches, broadcasting), NaN/Inf

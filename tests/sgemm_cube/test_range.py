@@ -12,7 +12,7 @@ import pytest
 
 import sgemm_cube
 from sgemm_cube.cpu_fallback import SCHEMES, emulated_matmul
-from sgemm_cube.cpu_fallback.guard import line_meta, line_range
+from sgemm_cube.cpu_fallback.guard import LineClass, line_meta, line_range
 from sgemm_cube.metrics import reference_matmul64, relative_error, snr_db
 from sgemm_cube.backends.base import make_plan
 from sgemm_cube.plan import make_request
@@ -137,14 +137,14 @@ def test_bf16_without_scaling_loses_only_subnormal_bits(rng):
     top = int(np.log2(line_range("bf16x9", 12).upper)) - 2
     a = (rng.uniform(0.5, 1, (6, 16)) * 2.0 ** top).astype(np.float32)
     b = (rng.uniform(0.5, 1, (16, 4)) * 2.0 ** -130).astype(np.float32)
-    assert np.all(line_meta(a[None], -1, scheme="bf16x9", scale=None).cls == 0)
+    assert np.all(line_meta(a[None], -1, scheme="bf16x9", scale=None).cls == LineClass.SPLIT)
     ref = reference_matmul64(a, b)
     unscaled = relative_error(sgemm_cube.matmul(a, b, scheme="bf16x9", scale=None, fixup=False), ref)
     scaled = relative_error(sgemm_cube.matmul(a, b, scheme="bf16x9", scale="rows"), ref)
     assert scaled < 1e-6 < unscaled
     assert relative_error(sgemm_cube.matmul(a, b, scheme="bf16x9"), ref) < 1e-6  # scale="auto" scales B
     # without scaling, B's columns are of class 1 and fixup=True computes them in FP32
-    assert np.all(line_meta(b[None], -2, scheme="bf16x9", scale=None).cls == 1)
+    assert np.all(line_meta(b[None], -2, scheme="bf16x9", scale=None).cls == LineClass.LOSES_BITS)
     assert relative_error(sgemm_cube.matmul(a, b, scheme="bf16x9", scale=None), ref) < 1e-6
 
 
@@ -202,7 +202,7 @@ def test_lines_spanning_too_many_binades_are_computed_in_fp32(rng):
     a, b = draw(rng, "normal", (30, 64)), draw(rng, "normal", (64, 20))
     a[:, :5] *= np.float32(1e-12)
     b[:5] *= np.float32(1e12)
-    assert np.all(line_meta(a[None], -1).cls == 1) and np.all(line_meta(b[None], -2).cls == 1)
+    assert np.all(line_meta(a[None], -1).cls == LineClass.LOSES_BITS) and np.all(line_meta(b[None], -2).cls == LineClass.LOSES_BITS)
     ref = reference_matmul64(a, b)
     native = relative_error(fp32_matmul(a, b), ref)
     auto = relative_error(sgemm_cube.matmul(a, b), ref)

@@ -15,7 +15,7 @@
 //        guard::Scale `scale` and `fixup`), the splits scale every line by them and zero entries the
 //        split cannot hold, and after the combine the unscale kernel gives C = alpha * (AB) 2^-(ta+tb).
 //        guard = 2: host/binding.cpp's matmul_fp32 instead: every line's integers "class 0, t = 0",
-//        every row through the fix-up kernel (fix_from = 0), C = alpha * (AB) in plain FP32.
+//        every row through the fix-up kernel (fixup_min_class = 0), C = alpha * (AB) in plain FP32.
 //   OUT: C (batch*m*n float32), then A_hi, A_lo (batch*mp*kp FP16 bits, Zz), B_hi, B_lo
 //        (batch*kp*np, Zz), as the split kernel wrote them; with guard = 1 then the packed
 //        integers of A's rows (batch*m int32) and of B's columns (batch*n).
@@ -227,7 +227,7 @@ int main(int argc, char** argv)
             sgemm_cube_unscale(gm(term_ptr[0]), gm(meta_a.data()), gm(meta_b.data()), batch, g.mp, g.np,
                                vector_cores, alpha_mant, alpha_exp);
         });
-        // The listed rows of A in plain FP32 (fix_from: 1 with fixup, else 2).
+        // The fix-up rows of A in plain FP32 (fixup_min_class: 1 with fixup, else 2).
         ascend_exec::launch("fixup_rows", schedule::min_u32(vector_cores, batch * g.mp), [&] {
             sgemm_cube_fixup_rows(gm(a_src.data()), gm(b_src.data()), gm(meta_a.data()), gm(meta_b.data()),
                                   gm(term_ptr[0]), batch, g.mp, g.np, g.kp, k, guard_fixup ? 1u : 2u, vector_cores,

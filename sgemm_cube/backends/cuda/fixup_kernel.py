@@ -1,4 +1,4 @@
-"""Plain FP32 outputs inside the GEMM launch: the recomputed lines, and tiles that may overflow.
+"""Plain FP32 outputs inside the GEMM launch: the fix-up lines, and tiles that may overflow.
 
 The split pass lists, per block of ``BLOCK_L`` lines, the rows of A and
 columns of B whose outputs must be native FP32 (:mod:`sgemm_cube.cpu_fallback.guard`:
@@ -7,7 +7,7 @@ GEMM's tiles leave those outputs alone, and ``FIX_PROGRAMS`` extra programs
 of the same launch compute them (:func:`fixup_program`):
 
 * every fix-up program reads the per-block counts (a few hundred integers)
-  and compacts the listed lines on the fly into groups of ``GROUP`` lines
+  and compacts the fix-up lines on the fly into groups of ``GROUP`` lines
   (rank ``r`` of a batch's list sits in the block whose running count first
   passes ``r``), so that a group reads the other operand once for up to
   ``GROUP`` lines however scattered they are;
@@ -18,7 +18,7 @@ The products are FP64 tensor-core dots (``tl.dot`` of float64 tiles; DMMA
 on Hopper) of the **unscaled** operands: each product of two FP32 values is
 exact in FP64 and cannot overflow or underflow there, the sums are FP64,
 and each output times ``alpha`` is rounded once to FP32
-(:func:`sgemm_cube.cpu_fallback.guard.recompute`).  So a line spanning FP32's whole
+(:func:`sgemm_cube.cpu_fallback.guard.fixup_dot`).  So a line spanning FP32's whole
 range loses none of its entries, no partial sum overflows, an output
 overflows exactly where its exact value does, and NaN and infinities come
 out as IEEE arithmetic gives them (``inf * 0`` and ``inf - inf`` are NaN,
@@ -32,7 +32,7 @@ import triton.language as tl
 
 from .split_kernel import decode_meta
 
-__all__ = ["listed_dot", "fixup_program", "fixup_shape"]
+__all__ = ["fixup_dot", "fixup_program", "fixup_shape"]
 
 
 def fixup_shape(k: int, sms: int) -> tuple[tuple[int, int, int], int]:
@@ -50,7 +50,7 @@ def fixup_shape(k: int, sms: int) -> tuple[tuple[int, int, int], int]:
 
 
 @triton.jit
-def listed_dot(x_ptr, x_off, x_valid, stride_xk, y_ptr, y_off, y_valid, stride_yk, K, alpha,
+def fixup_dot(x_ptr, x_off, x_valid, stride_xk, y_ptr, y_off, y_valid, stride_yk, K, alpha,
                ROWS: tl.constexpr, COLS: tl.constexpr, BLOCK_K: tl.constexpr):
     """alpha * sum_k x[r, k] * y[k, c] of FP32 operands, summed in FP64 and rounded once to FP32.
 
@@ -107,14 +107,14 @@ def _fix_lines(p, num_programs, item_base,
                c_ptr, stride_cb, stride_cl, stride_co,
                x_meta, n_lines, y_meta, y_batched, n_batch, n_other, K, alpha,
                SKIP_LISTED: tl.constexpr,
-               FIX_FROM: tl.constexpr, BLOCK_L: tl.constexpr, GROUP: tl.constexpr, BLOCK_O: tl.constexpr,
+               FIXUP_MIN_CLASS: tl.constexpr, BLOCK_L: tl.constexpr, GROUP: tl.constexpr, BLOCK_O: tl.constexpr,
                BLOCK_K: tl.constexpr, NB_CHUNK: tl.constexpr):
-    """Outputs c[b, l, o] = sum_k x[b, l, k] y[b, k, o] of the listed lines l (c seen through strides).
+    """Outputs c[b, l, o] = sum_k x[b, l, k] y[b, k, o] of the fix-up lines l (c seen through strides).
 
     ``line_batched``/``y_batched`` are 0 for an operand broadcast over the
     batch; ``x_meta`` (.., n_lines) and ``y_meta`` (.., n_other) hold the
     lines' packed integers.  With SKIP_LISTED, outputs whose ``o`` is a
-    listed line of y are left to the other pass.  Returns the next item
+    fix-up line of y are left to the other pass.  Returns the next item
     number (items are dealt round-robin across the passes).
     """
     n_ob = tl.cdiv(n_other, BLOCK_O)
@@ -130,7 +130,7 @@ def _fix_lines(p, num_programs, item_base,
             o_in = offs_o < n_other
             lines, valid = _gather_group(counts, list_ptr + tl.cast(bl, tl.int64) * n_blocks * BLOCK_L, n_blocks,
                                          g * GROUP, total, BLOCK_L, GROUP, NB_CHUNK)
-            acc = listed_dot(x_ptr + tl.cast(bl, tl.int64) * stride_xb, lines.to(tl.int64) * stride_xl, valid,
+            acc = fixup_dot(x_ptr + tl.cast(bl, tl.int64) * stride_xb, lines.to(tl.int64) * stride_xl, valid,
                              stride_xk,
                              y_ptr + tl.cast(bo, tl.int64) * stride_yb, offs_o.to(tl.int64) * stride_yo, o_in,
                              stride_yk, K, alpha, GROUP, BLOCK_O, BLOCK_K)
@@ -138,7 +138,7 @@ def _fix_lines(p, num_programs, item_base,
             if SKIP_LISTED:
                 y_cls, _ = decode_meta(tl.load(y_meta + tl.cast(bo * y_batched, tl.int64) * n_other + offs_o,
                                                mask=o_in, other=4096))
-                keep = keep & (y_cls < FIX_FROM)[None, :]
+                keep = keep & (y_cls < FIXUP_MIN_CLASS)[None, :]
             c = c_ptr + tl.cast(bo, tl.int64) * stride_cb
             tl.store(c + lines[:, None].to(tl.int64) * stride_cl + offs_o[None, :].to(tl.int64) * stride_co, acc,
                      mask=keep)
@@ -154,9 +154,9 @@ def fixup_program(p, num_programs,
                   a_count, a_list, a_blocks, a_meta,
                   b_count, b_list, b_blocks, b_meta,
                   batch, M, N, K, alpha,
-                  FIX_FROM: tl.constexpr, BLOCK_LA: tl.constexpr, BLOCK_LB: tl.constexpr,
+                  FIXUP_MIN_CLASS: tl.constexpr, BLOCK_LA: tl.constexpr, BLOCK_LB: tl.constexpr,
                   GROUP: tl.constexpr, BLOCK_O: tl.constexpr, BLOCK_K: tl.constexpr):
-    """Fix-up program ``p`` of ``num_programs``: the listed rows of A, then the listed columns of B.
+    """Fix-up program ``p`` of ``num_programs``: the fix-up rows of A, then the fix-up columns of B.
 
     ``a_batched``/``b_batched``: 1, or 0 where the operand is broadcast over
     the batch (its lines, counts and lists exist for batch 0 only).
@@ -167,7 +167,7 @@ def fixup_program(p, num_programs,
                       b_ptr, stride_bb, stride_bk, stride_bn,
                       c_ptr, stride_cb, stride_cm, 1,
                       a_meta, M, b_meta, b_batched, batch, N, K, alpha, False,
-                      FIX_FROM, BLOCK_LA, GROUP, BLOCK_O, BLOCK_K, 256)
+                      FIXUP_MIN_CLASS, BLOCK_LA, GROUP, BLOCK_O, BLOCK_K, 256)
     # Columns of B: c^T = b^T a^T, skipping the rows the first pass wrote.
     _fix_lines(p, num_programs, item,
                b_count, b_list, b_blocks, b_batched,
@@ -175,4 +175,4 @@ def fixup_program(p, num_programs,
                a_ptr, stride_ab, stride_ak, stride_am,
                c_ptr, stride_cb, 1, stride_cm,
                b_meta, N, a_meta, a_batched, batch, M, K, alpha, True,
-               FIX_FROM, BLOCK_LB, GROUP, BLOCK_O, BLOCK_K, 256)
+               FIXUP_MIN_CLASS, BLOCK_LB, GROUP, BLOCK_O, BLOCK_K, 256)

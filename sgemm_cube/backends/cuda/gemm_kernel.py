@@ -92,7 +92,7 @@ def _load_tile(src, row, col, ld, USE_TMA: tl.constexpr, UPCAST: tl.constexpr,
 def _compute_tile(tile, a_src, b_src, c_ptr, M, N, k_steps, num_pid_m, num_pid_n,
                   a_plane_rows, a_batch_rows, b_plane_rows, b_batch_rows, lda, ldb, stride_cb, stride_cm,
                   meta_a, meta_a_batch, meta_b, meta_b_batch, alpha,
-                  FIX_FROM: tl.constexpr, SCALE: tl.constexpr, TERMWISE: tl.constexpr, SLICES: tl.constexpr, TOP_LEVEL: tl.constexpr,
+                  FIXUP_MIN_CLASS: tl.constexpr, SCALE: tl.constexpr, TERMWISE: tl.constexpr, SLICES: tl.constexpr, TOP_LEVEL: tl.constexpr,
                   FLUSH_STEPS: tl.constexpr, SPLIT_CORR: tl.constexpr, USE_TMA: tl.constexpr,
                   UPCAST: tl.constexpr, MERGE_LEVELS: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
@@ -112,8 +112,8 @@ def _compute_tile(tile, a_src, b_src, c_ptr, M, N, k_steps, num_pid_m, num_pid_n
     cls_b, t_b = decode_meta(tl.load(meta_b + bidx * meta_b_batch + offs_n, mask=n_in, other=4096))
     # A tile whose rows (or columns) are all listed has no output of its own (the fix-up programs write
     # them): its K loop runs no step.
-    rows_kept = tl.max((m_in & (cls_a < FIX_FROM)).to(tl.int32), axis=0)
-    cols_kept = tl.max((n_in & (cls_b < FIX_FROM)).to(tl.int32), axis=0)
+    rows_kept = tl.max((m_in & (cls_a < FIXUP_MIN_CLASS)).to(tl.int32), axis=0)
+    cols_kept = tl.max((n_in & (cls_b < FIXUP_MIN_CLASS)).to(tl.int32), axis=0)
     steps = k_steps * rows_kept * cols_kept
 
     hh = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
@@ -194,8 +194,8 @@ def _compute_tile(tile, a_src, b_src, c_ptr, M, N, k_steps, num_pid_m, num_pid_n
     # the result overflows exactly where alpha times the product exceeds FP32's range.
     if (tl.max(tl.abs(t_a), axis=0) + tl.max(tl.abs(t_b), axis=0) > 0) | (alpha != 1.0):
         c = (c.to(tl.float64) * (pow2_f64(-(t_a[:, None] + t_b[None, :])) * tl.cast(alpha, tl.float64))).to(tl.float32)
-    # Outputs of listed lines belong to the fix-up programs.
-    keep = (m_in & (cls_a < FIX_FROM))[:, None] & (n_in & (cls_b < FIX_FROM))[None, :]
+    # Outputs of fix-up lines belong to the fix-up programs.
+    keep = (m_in & (cls_a < FIXUP_MIN_CLASS))[:, None] & (n_in & (cls_b < FIXUP_MIN_CLASS))[None, :]
     c_tile = c_ptr + bidx.to(tl.int64) * stride_cb
     tl.store(c_tile + offs_m[:, None].to(tl.int64) * stride_cm + offs_n[None, :], c, mask=keep)
 
@@ -208,7 +208,7 @@ def sgemm_cube_kernel(a_src, b_src, c_ptr,
                       a_ptr, stride_ab, stride_am, stride_ak, b_ptr, stride_bb, stride_bk, stride_bn, K,
                       meta_a, meta_a_batch, meta_b, meta_b_batch,
                       a_count, a_list, a_blocks, b_count, b_list, b_blocks, fix_programs, alpha,
-                      FIX_FROM: tl.constexpr, BLOCK_LA: tl.constexpr, BLOCK_LB: tl.constexpr,
+                      FIXUP_MIN_CLASS: tl.constexpr, BLOCK_LA: tl.constexpr, BLOCK_LB: tl.constexpr,
                       FIX_GROUP: tl.constexpr, FIX_BLOCK_O: tl.constexpr, FIX_BLOCK_K: tl.constexpr,
                       SCALE: tl.constexpr, TERMWISE: tl.constexpr, SLICES: tl.constexpr, TOP_LEVEL: tl.constexpr,
                       FLUSH_STEPS: tl.constexpr, SPLIT_CORR: tl.constexpr, USE_TMA: tl.constexpr,
@@ -230,10 +230,10 @@ def sgemm_cube_kernel(a_src, b_src, c_ptr,
     a_batch_rows, b_batch_rows : row offset between batches (Mp, Kp; 0 to broadcast).
     Kp : padded K, a multiple of BLOCK_K; Mp, Np are multiples of BLOCK_M, BLOCK_N.
     a_ptr, b_ptr (+ strides), K : the original FP32 operands (batch stride 0 to broadcast).
-    meta_a, meta_b : packed line integers (Ba, M) and (Bb, N); meta_*_batch their batch stride (0 to broadcast).
-    a_count, a_list, a_blocks (and b_*) : the split pass's per-block lists of recomputed lines.
+    meta_a, meta_b : packed line meta (Ba, M) and (Bb, N); meta_*_batch their batch stride (0 to broadcast).
+    a_count, a_list, a_blocks (and b_*) : the split pass's per-block lists of fix-up lines.
     alpha : float32 factor of every output, applied before its one rounding (1.0: the product).
-    FIX_FROM : smallest line class recomputed from the unscaled lines (1, or 2 with fixup=False).
+    FIXUP_MIN_CLASS : smallest line class recomputed from the unscaled lines (1, or 2 with fixup=False).
     FIX_GROUP, FIX_BLOCK_O, FIX_BLOCK_K : the fix-up's FP64 dot tiles (:func:`.fixup_kernel.fixup_shape`).
     SCALE : factor between consecutive levels, 2**-sb (FP16) or 1 (BF16).
     SLICES, TOP_LEVEL : slices per operand (2 FP16, 3 BF16) and the highest
@@ -259,17 +259,17 @@ def sgemm_cube_kernel(a_src, b_src, c_ptr,
                       a_count, a_list, a_blocks, meta_a,
                       b_count, b_list, b_blocks, meta_b,
                       batch, M, N, K, alpha,
-                      FIX_FROM, BLOCK_LA, BLOCK_LB, FIX_GROUP, FIX_BLOCK_O, FIX_BLOCK_K)
+                      FIXUP_MIN_CLASS, BLOCK_LA, BLOCK_LB, FIX_GROUP, FIX_BLOCK_O, FIX_BLOCK_K)
     elif PERSISTENT:
         for tile in tl.range(pid, num_pid_m * num_pid_n * batch, num_programs):
             _compute_tile(tile, a_src, b_src, c_ptr, M, N, k_steps, num_pid_m, num_pid_n,
                           a_plane_rows, a_batch_rows, b_plane_rows, b_batch_rows, lda, ldb, stride_cb, stride_cm,
                           meta_a, meta_a_batch, meta_b, meta_b_batch, alpha,
-                          FIX_FROM, SCALE, TERMWISE, SLICES, TOP_LEVEL, FLUSH_STEPS, SPLIT_CORR, USE_TMA, UPCAST,
+                          FIXUP_MIN_CLASS, SCALE, TERMWISE, SLICES, TOP_LEVEL, FLUSH_STEPS, SPLIT_CORR, USE_TMA, UPCAST,
                           MERGE_LEVELS, WARP_SPECIALIZE, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M)
     else:
         _compute_tile(pid, a_src, b_src, c_ptr, M, N, k_steps, num_pid_m, num_pid_n,
                       a_plane_rows, a_batch_rows, b_plane_rows, b_batch_rows, lda, ldb, stride_cb, stride_cm,
                       meta_a, meta_a_batch, meta_b, meta_b_batch, alpha,
-                      FIX_FROM, SCALE, TERMWISE, SLICES, TOP_LEVEL, FLUSH_STEPS, SPLIT_CORR, USE_TMA, UPCAST,
+                      FIXUP_MIN_CLASS, SCALE, TERMWISE, SLICES, TOP_LEVEL, FLUSH_STEPS, SPLIT_CORR, USE_TMA, UPCAST,
                       MERGE_LEVELS, WARP_SPECIALIZE, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M)

@@ -1,10 +1,10 @@
 """Host side of the CUDA backend: configs, padding, the three launches.
 
-``matmul`` = split A, split B (:mod:`.split_kernel`: slices, line integers,
-lists of lines to recompute), then the GEMM of the scheme's slice products
+``matmul`` = split A, split B (:mod:`.split_kernel`: slices, line meta,
+fix-up lists), then the GEMM of the scheme's slice products
 (:mod:`.gemm_kernel`: three or four FP16 products for fp16x3, fp16x4, nine
 or six BF16 products for bf16x9, bf16x6), whose extra programs compute the
-listed lines' outputs in plain FP32 (:mod:`.fixup_kernel`).  Nothing is
+fix-up lines' outputs in plain FP32 (:mod:`.fixup_kernel`).  Nothing is
 read back to the host.  Which tile shape and kernel variant to use is
 data: ``configs/default.json`` and ``configs/<gpu>.json`` hold the measured
 choice per mode and shape bucket (schema and validator: :mod:`.configs`; see
@@ -24,7 +24,7 @@ import torch
 import triton
 
 from sgemm_cube.cpu_fallback import get_scheme
-from sgemm_cube.cpu_fallback.guard import fix_from as _fix_from
+from sgemm_cube.cpu_fallback.guard import fixup_min_class as _fixup_min_class
 from sgemm_cube.cpu_fallback.guard import line_range
 
 from . import configs as _configs
@@ -74,9 +74,9 @@ class SplitOperands(NamedTuple):
 class LineOutputs(NamedTuple):
     """What the split pass writes per line besides the slices (:mod:`.split_kernel`).
 
-    ``meta`` (Bx, L) int32 packed line integers (:func:`sgemm_cube.cpu_fallback.guard.unpack_meta`);
+    ``meta`` (Bx, L) int32 packed line meta (:func:`sgemm_cube.cpu_fallback.guard.unpack_meta`);
     ``lists`` (Bx, blocks * block_l) and ``counts`` (Bx, blocks) int32, the
-    recomputed lines of each block of ``block_l`` lines.
+    fix-up lines of each block of ``block_l`` lines.
     """
 
     meta: torch.Tensor
@@ -276,7 +276,7 @@ def _split_side(x_role: str, x_shape, x_strides, *, lines_axis: int, rows_pad: i
     return side, offset
 
 
-def _split_launches(a: _SplitSide, b: _SplitSide, *, sb: int, scheme: str, scale, fix_from: int,
+def _split_launches(a: _SplitSide, b: _SplitSide, *, sb: int, scheme: str, scale, fixup_min_class: int,
                     block: tuple[int, int], num_warps: int) -> tuple[_Launch, _Launch, _Launch]:
     """The three split launches, each over both operands (A's programs first)."""
     rng = line_range(scheme, sb)
@@ -284,7 +284,7 @@ def _split_launches(a: _SplitSide, b: _SplitSide, *, sb: int, scheme: str, scale
     stats = _Launch(tile_stats_kernel, (a.tile_programs + b.tile_programs,),
                     (a.tile_programs,) + a.stats_args + b.stats_args + tuple(tiles.values()),
                     len(tiles), tuple(tiles), 4, 1)
-    lines_c = dict(TOP=rng.top, SCALE_MODE=SCALE_MODES[scale], FIX_FROM=fix_from,
+    lines_c = dict(TOP=rng.top, SCALE_MODE=SCALE_MODES[scale], FIXUP_MIN_CLASS=fixup_min_class,
                    A_BLOCK_L=block[0], B_BLOCK_L=block[0], BLOCK_T=block[1])
     lines = _Launch(line_integers_kernel, (a.line_programs + b.line_programs,),
                     (a.line_programs,) + a.lines_args + b.lines_args + (rng.lower, rng.upper)
@@ -313,7 +313,7 @@ class _Problem(NamedTuple):
 
 
 def _problem(a_shape, a_strides, b_shape, b_strides, out_strides, device, *, sb: int, order: str, scheme: str,
-             scale, fix_from: int, flush_k: int | None, config: dict | None) -> _Problem:
+             scale, fixup_min_class: int, flush_k: int | None, config: dict | None) -> _Problem:
     batch, m, k = a_shape
     n = b_shape[2]
     cfg = resolve_config(batch, m, n, k, device, order=order, config=config, scheme=scheme)
@@ -327,7 +327,7 @@ def _problem(a_shape, a_strides, b_shape, b_strides, out_strides, device, *, sb:
                                  scheme=scheme, scale=scale, block_l=block[0], offset=0)
     side_b, offset = _split_side("b", (bb, k, n), b_strides, lines_axis=2, rows_pad=kp, cols_pad=np_, sb=sb,
                                  scheme=scheme, scale=scale, block_l=block[0], offset=offset)
-    split_launches = _split_launches(side_a, side_b, sb=sb, scheme=scheme, scale=scale, fix_from=fix_from,
+    split_launches = _split_launches(side_a, side_b, sb=sb, scheme=scheme, scale=scale, fixup_min_class=fixup_min_class,
                                      block=block, num_warps=cfg["split_warps"])
     a_slices, b_slices, a_ints, b_ints = side_a.slices, side_b.slices, side_a.ints, side_b.ints
     la = lb = block[0]
@@ -358,7 +358,7 @@ def _problem(a_shape, a_strides, b_shape, b_strides, out_strides, device, *, sb:
             a_ints[2], a_ints[1], a_ints[2].shape[1], b_ints[2], b_ints[1], b_ints[2].shape[1], fix_programs,
             _Ref("alpha"))
     constexprs = dict(
-        FIX_FROM=fix_from, BLOCK_LA=la, BLOCK_LB=lb,
+        FIXUP_MIN_CLASS=fixup_min_class, BLOCK_LA=la, BLOCK_LB=lb,
         FIX_GROUP=fix_tile[0], FIX_BLOCK_O=fix_tile[1], FIX_BLOCK_K=fix_tile[2],
         SCALE=sch.level_scale(sb), TERMWISE=order == "termwise", SLICES=slices,
         TOP_LEVEL=max(i + j for i, j in sch.products), FLUSH_STEPS=steps,
@@ -493,11 +493,11 @@ _CACHE_LIMIT = 1024
 
 
 def split_operands(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None, *, sb: int = 12,
-                   order: str = "termwise", scheme: str = "fp16x3", scale="auto", fix_from: int = 1,
+                   order: str = "termwise", scheme: str = "fp16x3", scale="auto", fixup_min_class: int = 1,
                    config: dict | None = None, flush_k: int | None = None) -> SplitOperands:
     """Run the two split launches of a product and return their outputs (for tests and studies)."""
     prob = _problem(tuple(a.shape), a.stride(), tuple(b.shape), b.stride(), (0, 0), a.device, sb=sb, order=order,
-                    scheme=scheme, scale=scale, fix_from=fix_from, flush_k=flush_k, config=config)
+                    scheme=scheme, scale=scale, fixup_min_class=fixup_min_class, flush_k=flush_k, config=config)
     mem = _memory(prob, a, b, out, scale)
     for launch in prob.launches[:-1]:
         _launch_slow(launch, mem)
@@ -579,7 +579,7 @@ def run(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *, sb: int, order: 
         return
     if alpha != 1:
         alpha = float(np.float32(alpha))  # the kernels take it as float32, as PyTorch's float32 kernels do
-    fix = _fix_from(fixup)
+    fix = _fixup_min_class(fixup)
     fast = (a.is_cuda and config is None and flush_k is None and scale != "matrix")
     if fast:
         key = (a.device, a.shape, b.shape, a.stride(), b.stride(), out.stride(), a.data_ptr() % 16,
@@ -589,7 +589,7 @@ def run(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *, sb: int, order: 
             cached(a, b, out, alpha)
             return
     prob = _problem(tuple(a.shape), a.stride(), tuple(b.shape), b.stride(), out.stride(), a.device, sb=sb,
-                    order=order, scheme=scheme, scale=scale, fix_from=fix, flush_k=flush_k, config=config)
+                    order=order, scheme=scheme, scale=scale, fixup_min_class=fix, flush_k=flush_k, config=config)
     mem = _memory(prob, a, b, out, scale, alpha)
     kernels = [_launch_slow(launch, mem) for launch in prob.launches]
     if fast and all(kernels):

@@ -1,4 +1,4 @@
-"""The split on the GPU: FP32 operands -> line integers, recompute lists, scaled low-precision slices.
+"""The split on the GPU: FP32 operands -> line meta, fix-up lists, scaled low-precision slices.
 
 A *line* is a row of A or a column of B (:mod:`sgemm_cube.cpu_fallback.guard`).  Three
 passes, each one launch over both operands (A's programs first, then B's;
@@ -8,7 +8,7 @@ each operand's branch is compiled with its own tile shape):
    smallest nonzero finite magnitude, the smallest negated where the tile
    holds NaN/Inf (a read of the operand, coalesced, every tile at once);
 2. :func:`line_integers_kernel`, by blocks of whole lines: reduces those
-   statistics into the line integers of :mod:`sgemm_cube.cpu_fallback.guard` (scaling
+   statistics into the line meta of :mod:`sgemm_cube.cpu_fallback.guard` (scaling
    exponent ``t`` and class, bit for bit, tested), stored packed in one int32
    per line (:func:`sgemm_cube.cpu_fallback.guard.pack_meta`), and appends the lines
    whose outputs are recomputed in plain FP32 to the block's segment of a
@@ -66,7 +66,7 @@ def pow2_f64(t):
 
 @triton.jit
 def decode_meta(meta):
-    """(cls, t) of packed line integers (:func:`sgemm_cube.cpu_fallback.guard.pack_meta`)."""
+    """(cls, t) of packed line meta (:func:`sgemm_cube.cpu_fallback.guard.pack_meta`)."""
     return meta & 3, ((meta >> 2) & 2047) - 1024
 
 
@@ -128,14 +128,14 @@ def _tile_stats(pid_l, pid_k, bidx, n_kt, x_ptr, part_ptr, L, K, L_PAD, stride_x
 @triton.jit
 def _line_integers(pid_l, bidx, n_blocks, part_ptr, n_kt, meta_ptr, list_ptr, count_ptr, mat_t_ptr,
                    L, L_PAD, LOWER, UPPER,
-                   TOP: tl.constexpr, SCALE_MODE: tl.constexpr, FIX_FROM: tl.constexpr,
+                   TOP: tl.constexpr, SCALE_MODE: tl.constexpr, FIXUP_MIN_CLASS: tl.constexpr,
                    BLOCK_L: tl.constexpr, BLOCK_T: tl.constexpr):
     """Pass 2 for lines ``pid_l * BLOCK_L ...`` of batch bidx (``n_blocks`` blocks of lines per batch).
 
     part, n_kt : pass 1's statistics, (batch, 2, n_kt, L_PAD) float32, read BLOCK_T tiles at a time.
     meta : (batch, L) int32, packed (cls, t) per line.
     list, count : (batch, n_blocks * BLOCK_L) and (batch, n_blocks) int32:
-        block p writes its lines with ``cls >= FIX_FROM`` to
+        block p writes its lines with ``cls >= FIXUP_MIN_CLASS`` to
         ``list[b, p * BLOCK_L :]`` and their number to ``count[b, p]``.
     mat_t : (batch,) int32, the matrix's exponent (SCALE_MODE 3 only).
     LOWER, UPPER, TOP : :func:`sgemm_cube.cpu_fallback.guard.line_range` of the scheme.
@@ -175,9 +175,9 @@ def _line_integers(pid_l, bidx, n_blocks, part_ptr, n_kt, meta_ptr, list_ptr, co
     cls = tl.where(small.to(tl.float64) * scale < LOWER, 1, 0)
     cls = tl.where((big.to(tl.float64) * scale >= UPPER) | (bad > 0), 2, cls)
     # Lines recomputed in FP32 take the exponent that brings their largest entry into [1, 2).
-    t = tl.where(cls >= FIX_FROM, tl.where(big > 0, -floor_log2(big), 0), t)
+    t = tl.where(cls >= FIXUP_MIN_CLASS, tl.where(big > 0, -floor_log2(big), 0), t)
     tl.store(meta_ptr + bidx * L + offs_l, cls | ((t + 1024) << 2), mask=line_in)
-    fix = ((cls >= FIX_FROM) & line_in).to(tl.int32)
+    fix = ((cls >= FIXUP_MIN_CLASS) & line_in).to(tl.int32)
     rank = tl.cumsum(fix, axis=0) - fix
     seg = bidx.to(tl.int64) * n_blocks * BLOCK_L + pid_l * BLOCK_L
     tl.store(list_ptr + seg + rank, offs_l, mask=fix > 0)
@@ -188,7 +188,7 @@ def _line_integers(pid_l, bidx, n_blocks, part_ptr, n_kt, meta_ptr, list_ptr, co
 def _split_scaled(pid_l, pid_k, bidx, x_ptr, out_ptr, meta_ptr,
                   L, K, L_PAD, K_PAD, stride_xb, stride_xl, stride_xk, stride_oplane, stride_ob, stride_ol, stride_ok,
                   SB_SCALE: tl.constexpr, BF16: tl.constexpr, BLOCK_L: tl.constexpr, BLOCK_K: tl.constexpr):
-    """Pass 3: the split of ``x * 2**t`` for tile (pid_l, pid_k) of batch bidx, ``t`` from the line integers."""
+    """Pass 3: the split of ``x * 2**t`` for tile (pid_l, pid_k) of batch bidx, ``t`` from the line meta."""
     offs_l = pid_l * BLOCK_L + tl.arange(0, BLOCK_L)
     offs_k = pid_k * BLOCK_K + tl.arange(0, BLOCK_K)
     x, mag, finite = _load_finite(x_ptr + bidx.to(tl.int64) * stride_xb + offs_l[:, None].to(tl.int64) * stride_xl
@@ -229,17 +229,17 @@ def line_integers_kernel(programs_a,
                          a_part, a_n_kt, a_meta, a_list, a_count, a_mat_t, a_n_blocks, a_L, a_L_PAD,
                          b_part, b_n_kt, b_meta, b_list, b_count, b_mat_t, b_n_blocks, b_L, b_L_PAD,
                          LOWER, UPPER,
-                         TOP: tl.constexpr, SCALE_MODE: tl.constexpr, FIX_FROM: tl.constexpr,
+                         TOP: tl.constexpr, SCALE_MODE: tl.constexpr, FIXUP_MIN_CLASS: tl.constexpr,
                          A_BLOCK_L: tl.constexpr, B_BLOCK_L: tl.constexpr, BLOCK_T: tl.constexpr):
     """Pass 2 of both operands (:func:`_line_integers`): A's blocks of lines, then B's."""
     pid = tl.program_id(0)
     if pid < programs_a:
         _line_integers(pid % a_n_blocks, pid // a_n_blocks, a_n_blocks, a_part, a_n_kt, a_meta, a_list, a_count,
-                       a_mat_t, a_L, a_L_PAD, LOWER, UPPER, TOP, SCALE_MODE, FIX_FROM, A_BLOCK_L, BLOCK_T)
+                       a_mat_t, a_L, a_L_PAD, LOWER, UPPER, TOP, SCALE_MODE, FIXUP_MIN_CLASS, A_BLOCK_L, BLOCK_T)
     else:
         q = pid - programs_a
         _line_integers(q % b_n_blocks, q // b_n_blocks, b_n_blocks, b_part, b_n_kt, b_meta, b_list, b_count,
-                       b_mat_t, b_L, b_L_PAD, LOWER, UPPER, TOP, SCALE_MODE, FIX_FROM, B_BLOCK_L, BLOCK_T)
+                       b_mat_t, b_L, b_L_PAD, LOWER, UPPER, TOP, SCALE_MODE, FIXUP_MIN_CLASS, B_BLOCK_L, BLOCK_T)
 
 
 @triton.jit

@@ -192,7 +192,7 @@ def test_chosen_tiling_fits_the_plan(soc):
 
 def test_run_keeps_the_guarantee_around_the_kernels(model_ext, torch):
     """npu.run (the backend protocol) scales lines, runs the (modelled) kernels, unscales, and computes the
-    listed lines in FP32: mixed magnitudes, 1e30 rows and NaN/Inf give what the CPU backend gives."""
+    fix-up lines in FP32: mixed magnitudes, 1e30 rows and NaN/Inf give what the CPU backend gives."""
     from tests.guarantee_data import check_guarantee
 
     from sgemm_cube.plan import make_request
@@ -255,7 +255,7 @@ def test_run_neither_synchronises_nor_uses_float64(model_ext, torch, monkeypatch
     rng = np.random.default_rng(13)
     a = rng.standard_normal((2, 24, 40)).astype(np.float32)
     b = rng.standard_normal((2, 40, 20)).astype(np.float32)
-    a[0, :, ::2] *= np.float32(1e-10)  # listed rows
+    a[0, :, ::2] *= np.float32(1e-10)  # fix-up rows
     a[1, 3, 5] = np.inf
     ta, tb = torch.from_numpy(a), torch.from_numpy(b)
     out = torch.empty(2, 24, 20)

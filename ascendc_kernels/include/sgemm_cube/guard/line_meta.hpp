@@ -1,4 +1,4 @@
-// The accuracy guarantee's per-line integers on the device: cpu_fallback/guard.py's
+// The accuracy guarantee's line meta on the device: cpu_fallback/guard.py's
 // meta_from_stats, bit for bit, in integer arithmetic on FP32 bit patterns (no float
 // compare, no float64: the AI cores have none, and 910A's saturation mode must not
 // matter).  Plain C++ (no AscendC types): the line-meta kernel, the host and the g++
@@ -130,7 +130,7 @@ SGEMM_CUBE_HOST_DEVICE LineMeta meta_from_stats(const LineStats& s, const LineRa
         cls = 2;
     }
     if (cls >= (fixup ? 1 : 2)) {
-        t = s.big != 0 ? -e : 0;  // recomputed lines: largest finite entry into [1, 2)
+        t = s.big != 0 ? -e : 0;  // fix-up lines: largest finite entry into [1, 2)
     }
     return LineMeta{t, cls};
 }

@@ -1,5 +1,5 @@
-// Kernel layer, vector unit: the listed columns of B (class >= fix_from) computed in plain FP32 on the
-// device, as fixup_kernel.hpp does for the listed rows of A: the unscaled operands, products summed in K
+// Kernel layer, vector unit: the fix-up columns of B (class >= fixup_min_class) computed in plain FP32 on the
+// device, as fixup_kernel.hpp does for the fix-up rows of A: the unscaled operands, products summed in K
 // order with every product and sum rounded to FP32 (recursive summation), then times alpha.  Run after
 // the rows' fix-up: an output in a listed row and a listed column gets the same value from both (same
 // products, same order).
@@ -34,7 +34,7 @@ __aicore__ inline void RunFixupCols(__gm__ float* a, __gm__ float* b, __gm__ int
     if (core >= cores) {
         return;
     }
-    (void)meta_a;  // the recomputation uses the unscaled operands: A's integers are not needed here
+    (void)meta_a;  // the fix-up uses the unscaled operands: A's integers are not needed here
     AscendC::GlobalTensor<float> ga, gb, gc;
     AscendC::GlobalTensor<int32_t> gmb;
     ga.SetGlobalBuffer(a);
@@ -71,7 +71,7 @@ __aicore__ inline void RunFixupCols(__gm__ float* a, __gm__ float* b, __gm__ int
             AscendC::PipeBarrier<PIPE_ALL>();
             for (uint32_t jj = 0; jj < w; ++jj) {
                 const guard::LineMeta cm = guard::unpack(mb.GetValue(jj));
-                if (cm.cls < int32_t(args.fix_from)) {
+                if (cm.cls < int32_t(args.fixup_min_class)) {
                     continue;
                 }
                 const uint32_t j = j0 + jj;

@@ -1,5 +1,5 @@
-// Kernel layer, vector unit: the listed rows of A (class >= fix_from in their packed integers) computed
-// in plain FP32 on the device from the UNSCALED operands, as guard.py defines the recomputation where the
+// Kernel layer, vector unit: the fix-up rows of A (class >= fixup_min_class in their packed integers) computed
+// in plain FP32 on the device from the UNSCALED operands, as guard.py defines the fix-up where the
 // hardware has no FP64: the products summed in K order, each product and each sum rounded to FP32
 // (recursive summation: tests/guarantee_data.sequential_fp32), then times alpha (alpha_mant, then the
 // exact power of two 2^alpha_exp: unscale_kernel.hpp's ApplyPow2).  No scaling: a line spanning FP32's
@@ -26,7 +26,7 @@ namespace kernel {
 struct FixupArgs {
     uint32_t batch, mp, np, kp;  ///< padded sizes; A (batch * mp) x kp, B (batch * kp) x np, C (batch * mp) x np
     uint32_t k;                  ///< the product's K: the sum stops there (adding the padding's +0 could turn -0 into +0)
-    uint32_t fix_from;           ///< guard.fix_from: 1 (fixup) or 2
+    uint32_t fixup_min_class;           ///< guard.fixup_min_class: 1 (fixup) or 2
     uint32_t plan_cores;
     float alpha_mant;            ///< alpha = alpha_mant * 2^alpha_exp, as the unscale kernel takes it
     int32_t alpha_exp;
@@ -54,7 +54,7 @@ __aicore__ inline void RunFixupRows(__gm__ float* a, __gm__ float* b, __gm__ int
     if (core >= cores) {
         return;
     }
-    (void)meta_b;  // the recomputation uses the unscaled operands: B's integers are not needed here
+    (void)meta_b;  // the fix-up uses the unscaled operands: B's integers are not needed here
     AscendC::GlobalTensor<float> ga, gb, gc;
     AscendC::GlobalTensor<int32_t> gma;
     ga.SetGlobalBuffer(a);
@@ -78,7 +78,7 @@ __aicore__ inline void RunFixupRows(__gm__ float* a, __gm__ float* b, __gm__ int
         AscendC::PipeBarrier<PIPE_ALL>();
         const guard::LineMeta row = guard::unpack(ameta.GetValue(r & 7u));
         AscendC::PipeBarrier<PIPE_ALL>();  // read before the next row's integers arrive
-        if (row.cls < int32_t(args.fix_from)) {
+        if (row.cls < int32_t(args.fixup_min_class)) {
             continue;
         }
         const uint32_t batch = r / args.mp;

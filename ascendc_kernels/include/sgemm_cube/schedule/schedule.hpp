@@ -823,10 +823,10 @@ static_assert(kSplitTileCols % kCube == 0 && kCombineTile % kFractalElems == 0, 
 constexpr uint32_t kStatsUbBytes = 8 * kStatsTile * 4 + 3 * kStatsTileCols * 4 + 3 * kCube * 4;
 /// Unscale: eight tiles of kUnscaleTile words (result, integers, work, three constants) and the rows' integers.
 constexpr uint32_t kUnscaleUbBytes = 9 * kUnscaleTile * 4;
-/// Fix-up of listed rows: the unscale tiles, then B's row, two factor tiles, A's row (kUnscaleTile
+/// Fix-up of fix-up rows: the unscale tiles, then B's row, two factor tiles, A's row (kUnscaleTile
 /// words each) and one 32-byte block of A's rows' integers.
 constexpr uint32_t kFixupUbBytes = kUnscaleUbBytes + 4 * kUnscaleTile * 4 + kBlockBytes;
-/// Fix-up of listed columns: rows of A per unit (a multiple of 8, at most kUnscaleTile), and the UB of
+/// Fix-up of fix-up columns: rows of A per unit (a multiple of 8, at most kUnscaleTile), and the UB of
 /// the unscale tiles, one accumulator, the rows' 8-column block, A's column, two factor tiles, the rows'
 /// exponents, one 32-byte block and a chunk of B's integers.
 constexpr uint32_t kFixupColRows = 512;

@@ -11,7 +11,7 @@ What is claimed and checked here:
   :func:`cpu_fallback.guard.scale_lines` ``(x, t, axis)`` bit for bit (so
   :func:`cpu_fallback.split` itself where no line is scaled), NaN/Inf split
   to 0, zero padding; its per-block lists hold exactly the lines of class
-  ``>= fix_from``, in order;
+  ``>= fixup_min_class``, in order;
 * the GEMM's arithmetic (every kernel variant, both orders, lo*lo, flush
   intervals, batches with broadcasting, transposed and strided operands)
   with ``scale=None, fixup=False`` (the paper's algorithm) agrees with
@@ -132,20 +132,20 @@ def _unique(x):
     return x[:1] if x.shape[0] > 1 and x.stride(0) == 0 else x
 
 
-def _check_lines(x, slices, lines, *, axis, scheme="fp16x3", sb=12, scale="auto", fix_from=1):
+def _check_lines(x, slices, lines, *, axis, scheme="fp16x3", sb=12, scale="auto", fixup_min_class=1):
     """Line integers, slices, padding and lists of one split operand against :mod:`cpu_fallback.guard`."""
     xn = _unique(x).numpy()
-    want = line_meta(xn, axis, scheme=scheme, sb=sb, scale=scale, fixup=fix_from == 1)
+    want = line_meta(xn, axis, scheme=scheme, sb=sb, scale=scale, fixup=fixup_min_class == 1)
     got = unpack_meta(lines.meta.numpy())
     for name, g, w in zip(("t", "cls"), got, want):
         assert np.array_equal(g, w), (name, np.argwhere(g != w)[:5].tolist())
     assert np.array_equal(lines.meta.numpy(), pack_meta(want))
-    # The slices of the lines the GEMM uses (class < fix_from): the split of the scaled lines (NaN/Inf
-    # as 0), bit for bit; and zeros in the pad.  (The recomputed lines' slices go unused.)
+    # The slices of the lines the GEMM uses (class < fixup_min_class): the split of the scaled lines (NaN/Inf
+    # as 0), bit for bit; and zeros in the pad.  (The fix-up lines' slices go unused.)
     model = cpu_fallback.split_slices(scale_lines(xn, want.t, axis), cpu_fallback.get_scheme(scheme), sb)
     rows, cols = xn.shape[1:]
     assert slices.shape[:2] == (len(model), xn.shape[0])
-    used = np.expand_dims(want.cls < fix_from, axis)
+    used = np.expand_dims(want.cls < fixup_min_class, axis)
     for got_s, want_s in zip(slices[:, :, :rows, :cols], model):
         if slices.dtype == torch.float16:
             got_bits, want_bits = got_s.numpy().view(np.uint16), want_s.view(np.uint16)
@@ -155,11 +155,11 @@ def _check_lines(x, slices, lines, *, axis, scheme="fp16x3", sb=12, scale="auto"
     pad = slices.clone()
     pad[:, :, :rows, :cols] = 0
     assert not pad.float().any()  # the pad is zero, so the GEMM needs no masks
-    # The lists: per block of block_l lines, the lines of class >= fix_from, in order.
+    # The lists: per block of block_l lines, the lines of class >= fixup_min_class, in order.
     counts, lists, bl = lines.counts.numpy(), lines.lists.numpy(), lines.block_l
     for i in range(xn.shape[0]):
         for p in range(lines.blocks):
-            listed = np.flatnonzero(want.cls[i, p * bl:(p + 1) * bl] >= fix_from) + p * bl
+            listed = np.flatnonzero(want.cls[i, p * bl:(p + 1) * bl] >= fixup_min_class) + p * bl
             assert counts[i, p] == listed.size
             assert np.array_equal(lists[i, p * bl:p * bl + listed.size], listed)
 
@@ -192,15 +192,15 @@ def test_split_is_the_cpu_model_bit_for_bit(rng, layout, dist, sb):
     rows, cols = 37, 53
     x = _layout(lambda s: draw(rng, dist, s), rows, cols, layout)
     x[0, 0] = 2.0 ** -130  # an FP32 subnormal
-    # scale=None, fixup=False (fix_from=2): no line is scaled and all are used (no data beyond the
+    # scale=None, fixup=False (fixup_min_class=2): no line is scaled and all are used (no data beyond the
     # split's overflow limit), so the slices are cpu_fallback.split's -- x as A, x.T as B (same lines)
-    ops = launch.split_operands(x[None], x.T[None], sb=sb, scale=None, fix_from=2, config=SMALL)
+    ops = launch.split_operands(x[None], x.T[None], sb=sb, scale=None, fixup_min_class=2, config=SMALL)
     hi, lo = cpu_fallback.split(x.numpy(), sb)
     assert np.array_equal(ops.a_hilo[0, 0, :rows, :cols].numpy().view(np.uint16), hi.view(np.uint16))
     assert np.array_equal(ops.a_hilo[1, 0, :rows, :cols].numpy().view(np.uint16), lo.view(np.uint16))
     assert np.array_equal(ops.b_hilo[0, 0, :cols, :rows].numpy().view(np.uint16), hi.T.view(np.uint16))
     assert np.array_equal(ops.b_hilo[1, 0, :cols, :rows].numpy().view(np.uint16), lo.T.view(np.uint16))
-    _check_split(ops, x[None], x.T[None], sb=sb, scale=None, fix_from=2)
+    _check_split(ops, x[None], x.T[None], sb=sb, scale=None, fixup_min_class=2)
     # the default scale="auto": only the lines that do not fit are scaled
     ops = launch.split_operands(x[None], x.T[None], sb=sb, config=SMALL)
     _check_split(ops, x[None], x.T[None], sb=sb)
@@ -221,8 +221,8 @@ def _line_zoo(rng, batch=2, lines=37, k=29):
 
 
 _LAYOUTS = ("contiguous", "transposed", "broadcast")
-# (scheme, scale, fix_from, layout of A, layout of B): every scale with both schemes and both
-# fix_from, the layouts rotating.
+# (scheme, scale, fixup_min_class, layout of A, layout of B): every scale with both schemes and both
+# fixup_min_class, the layouts rotating.
 LINE_CASES = [(scheme, scale, 1 + (i + j) % 2, _LAYOUTS[(i + j) % 3], _LAYOUTS[(i + j + 1) % 3])
               for i, scheme in enumerate(("fp16x3", "bf16x9")) for j, scale in enumerate((None, "auto", "rows", "matrix"))]
 
@@ -236,14 +236,14 @@ def _zoo_operand(rng, layout):
     return x
 
 
-@pytest.mark.parametrize("scheme, scale, fix_from, layout_a, layout_b", LINE_CASES)
-def test_line_integers_and_lists_are_the_guards(rng, scheme, scale, fix_from, layout_a, layout_b):
-    """Rows of A and columns of B: (t, cls) bit for bit, slices of the scaled lines, recompute lists."""
+@pytest.mark.parametrize("scheme, scale, fixup_min_class, layout_a, layout_b", LINE_CASES)
+def test_line_integers_and_lists_are_the_guards(rng, scheme, scale, fixup_min_class, layout_a, layout_b):
+    """Rows of A and columns of B: (t, cls) bit for bit, slices of the scaled lines, fix-up lists."""
     a = _zoo_operand(rng, layout_a)
     b = _zoo_operand(rng, layout_b).transpose(-1, -2)  # (batch, K, lines): B's columns are the lines
-    ops = launch.split_operands(a, b, scheme=scheme, scale=scale, fix_from=fix_from, config=SMALL)
+    ops = launch.split_operands(a, b, scheme=scheme, scale=scale, fixup_min_class=fixup_min_class, config=SMALL)
     assert ops.a_lines.meta.shape == (_unique(a).shape[0], 37) and ops.b_lines.meta.shape == (_unique(b).shape[0], 37)
-    _check_split(ops, a, b, scheme=scheme, scale=scale, fix_from=fix_from)
+    _check_split(ops, a, b, scheme=scheme, scale=scale, fixup_min_class=fixup_min_class)
     if scale is not None:  # scaled or recomputed: the used slices are finite (unscaled 1e5 overflows FP16)
         assert all(torch.isfinite(s.float()).all() for s in (ops.a_hilo, ops.b_hilo))
 
@@ -260,10 +260,10 @@ def test_line_classes_say_what_the_split_holds():
     assert auto.cls.tolist() == [[0, 0, 1, 0, 2, 0]]
     assert auto.t[0, [0, 1, 3, 5]].tolist() == [0, 13, -1, 0]  # largest entry into [2**14, 2**15) if scaled
     xt = torch.from_numpy(x)
-    for fix_from, listed in ((1, [2, 4]), (2, [4])):
-        ops = launch.split_operands(xt, xt.mT, fix_from=fix_from, config=SMALL)
+    for fixup_min_class, listed in ((1, [2, 4]), (2, [4])):
+        ops = launch.split_operands(xt, xt.mT, fixup_min_class=fixup_min_class, config=SMALL)
         for lines in (ops.a_lines, ops.b_lines):
-            assert np.array_equal(lines.meta.numpy(), pack_meta(line_meta(x, -1, fixup=fix_from == 1)))
+            assert np.array_equal(lines.meta.numpy(), pack_meta(line_meta(x, -1, fixup=fixup_min_class == 1)))
             assert lines.counts.numpy().tolist() == [[len(listed)]]
             assert lines.lists.numpy()[0, :len(listed)].tolist() == listed
 
@@ -353,7 +353,7 @@ def test_nonfinite_inputs_give_native_special_values(rng, fixup):
 
 
 @pytest.mark.parametrize("fixup", [True, False])
-def test_recomputed_lines_across_blocks_are_fp32(rng, fixup):
+def test_fixup_lines_across_blocks_are_fp32(rng, fixup):
     """Class-1 lines scattered over several blocks of A's rows and B's columns, some of both: with
     fixup=True their outputs are plain FP32 (fix-up programs gather the per-block lists); with
     fixup=False they keep the paper's split, as in the CPU backend."""
@@ -362,7 +362,7 @@ def test_recomputed_lines_across_blocks_are_fp32(rng, fixup):
     a[::3, 7] = 2.0 ** -40  # below the split's range, 40 binades under the row: class 1 even scaled
     b[11, ::4] = 2.0 ** -40
     assert (line_meta(a[None], -1).cls == 1).sum() == 24 and (line_meta(b[None], -2).cls == 1).sum() == 12
-    ops = launch.split_operands(_t(a)[None], _t(b)[None], fix_from=1 if fixup else 2)
+    ops = launch.split_operands(_t(a)[None], _t(b)[None], fixup_min_class=1 if fixup else 2)
     assert ops.a_lines.blocks >= 4 and ops.a_lines.counts.sum() == (24 if fixup else 0)
     c = _run(a, b, fixup=fixup)[0]
     _check_against_model(a, b, c, fixup=fixup)
@@ -389,7 +389,7 @@ def test_results_beyond_fp32s_range_are_infinities_of_their_sign(rng):
 @pytest.mark.parametrize("gen", ["full_range_rows", "full_range_cols", "special_vs_extremes"])
 def test_lines_spanning_fp32s_range_lose_nothing(gen):
     """Lines over FP32's whole range (2**-149 .. 2**127) and infinities against partners at both ends: the
-    fix-up programs' FP64 products of the unscaled lines keep every entry (an FP32 recomputation of scaled
+    fix-up programs' FP64 products of the unscaled lines keep every entry (an FP32 fix-up of scaled
     lines gave 0 for outputs near 24 and NaN for inf * 1e-30)."""
     from tests.guarantee_data import GENERATORS, check_guarantee
 
@@ -595,19 +595,19 @@ def test_bf16_split_is_the_cpu_model_bit_for_bit(rng, layout, dist):
     rows, cols = 37, 53
     gen = (lambda s: _below_upper(rng, s)) if dist == "below_upper" else (lambda s: draw(rng, dist, s))
     x = _layout(gen, rows, cols, layout)
-    ops = launch.split_operands(x[None], x.T[None], scheme="bf16x9", scale=None, fix_from=2, config=SMALL)
+    ops = launch.split_operands(x[None], x.T[None], scheme="bf16x9", scale=None, fixup_min_class=2, config=SMALL)
     assert ops.a_hilo.dtype == torch.bfloat16 and ops.a_hilo.shape == (3, 1, 48, 64)
     model = cpu_fallback.split_slices(x.numpy(), cpu_fallback.get_scheme("bf16x9"), 12)
     for got_a, got_b, want in zip(ops.a_hilo[:, 0, :rows, :cols], ops.b_hilo[:, 0, :cols, :rows], model):
         assert np.array_equal(got_a.float().numpy().view(np.uint32), want.view(np.uint32))
         assert np.array_equal(got_b.float().numpy().view(np.uint32), want.T.view(np.uint32))
-    _check_split(ops, x[None], x.T[None], scheme="bf16x9", scale=None, fix_from=2)
+    _check_split(ops, x[None], x.T[None], scheme="bf16x9", scale=None, fixup_min_class=2)
 
 
 @pytest.mark.parametrize("scale", [None, "auto"])
 def test_bf16_lines_beyond_the_upper_limit(rng, scale):
     """Lines over FP32's whole range (up to its largest values): class 2 unscaled, scaled by "auto";
-    the line integers and the used slices are the guard's, and no slice is infinite."""
+    the line meta and the used slices are the guard's, and no slice is infinite."""
     x = _t(_full_range(rng, (37, 53)))
     ops = launch.split_operands(x[None], x.T[None], scheme="bf16x9", scale=scale, config=SMALL)
     _check_split(ops, x[None], x.T[None], scheme="bf16x9", scale=scale)
