@@ -29,13 +29,15 @@ setup(
     # A source checkout runs through the editable install (README's test command), which maps them too.
     packages=[*find_packages(include=["sgemm_cube", "sgemm_cube.*"]), "sgemm_cube.cpu_fallback", "sgemm_cube.tuning"],
     package_dir={"sgemm_cube.cpu_fallback": "cpu_fallback", "sgemm_cube.tuning": "tuning"},
-    package_data={"sgemm_cube": ["backends/cuda/configs/*.json"],
+    package_data={"sgemm_cube": ["py.typed", "backends/cuda/configs/*.json"],
                   "sgemm_cube.tuning": ["profiles/*.json", "tables/*.json"]},
-    install_requires=["numpy>=1.24"],
+    license="BSD-3-Clause",
+    # tqdm: the progress bars of the command line's long runs (tuning, accuracy studies); small, pure Python.
+    install_requires=["numpy>=1.24", "tqdm>=4.60"],
     extras_require={
         "torch": ["torch>=2.4"],
         "cuda": ["torch>=2.4", "triton>=3.0"],
-        "plot": ["matplotlib>=3.7", "tqdm>=4.60"],
+        "plot": ["matplotlib>=3.7"],
         "test": ["pytest>=7", "hypothesis>=6", "matplotlib>=3.7", "tqdm>=4.60", "triton>=3.0", "pybind11>=2.10"],
     },
     entry_points={"console_scripts": ["sgemm-cube = sgemm_cube.cli:main"]},

@@ -6,7 +6,7 @@ with FP32 accumulation, combined termwise, rebuild the FP32 product.
 
 Public API
 ----------
-matmul(a, b, sb=12, *, scheme, scale, order, accumulate, keep_lo_lo, backend, out, fixup)
+matmul(a, b, sb=12, *, scheme, scale, order, accumulate, backend, out, fixup)
     The product, on NumPy arrays or torch tensors (CPU, CUDA, Ascend NPU), never less
     accurate than native FP32 SGEMM (README: "The accuracy guarantee").
 explain(a, b, ...)

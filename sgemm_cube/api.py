@@ -10,21 +10,29 @@ first, which computes the gradients on the same path).
 from __future__ import annotations
 
 
+from typing import TYPE_CHECKING, Union
+
 import numpy as np
 
 from . import product
-from .plan import Plan, make_request
+from .plan import Accumulate, BackendName, Order, Plan, SbOption, Scale, Scheme, make_request
 from .product import _is_torch, select_backend
 
 __all__ = ["matmul", "explain", "select_backend"]
 
+if TYPE_CHECKING:  # annotations only: importing sgemm_cube never imports torch
+    import torch
 
-def _options(sb, scheme, scale, order, accumulate, keep_lo_lo, backend, fixup):
+#: What ``a``, ``b`` and ``out`` may be: NumPy arrays or torch tensors (CPU, CUDA, Ascend NPU).
+Operand = Union[np.ndarray, "torch.Tensor"]
+
+
+def _options(sb, scheme, scale, order, accumulate, backend, fixup):
     if _is_torch(sb) or isinstance(sb, np.ndarray):
         raise TypeError("sgemm_cube.matmul's third positional argument is sb (an int or 'auto'), not an "
                         "array: pass the output as out=... (keyword-only)")
     try:
-        return make_request(sb, scheme, scale, order, accumulate, keep_lo_lo, backend, fixup)
+        return make_request(sb, scheme, scale, order, accumulate, backend, fixup)
     except TypeError as exc:
         if "unhashable" in str(exc):  # an option of a type no option has (a list, an array): say which
             raise TypeError(f"sgemm_cube.matmul: options must be strings, integers or booleans "
@@ -32,9 +40,9 @@ def _options(sb, scheme, scale, order, accumulate, keep_lo_lo, backend, fixup):
         raise
 
 
-def matmul(a, b, sb: int | str = 12, *, scheme: str = "fp16x3", scale: str | None = "auto",
-           order: str = "termwise", accumulate: str | None = None, keep_lo_lo: bool = False,
-           backend: str = "auto", out=None, fixup: bool = True):
+def matmul(a: Operand, b: Operand, sb: SbOption = 12, *, scheme: Scheme = "fp16x3", scale: Scale = "auto",
+           order: Order = "termwise", accumulate: Accumulate = None, backend: BackendName = "auto",
+           out: Operand | None = None, fixup: bool = True) -> Operand:
     """FP32 matrix product computed with FP16 matrix products (SGEMM-cube), never less accurate than SGEMM.
 
     Each FP32 operand is split into an FP16 high part and an FP16 residual
@@ -43,8 +51,8 @@ def matmul(a, b, sb: int | str = 12, *, scheme: str = "fp16x3", scale: str | Non
     and columns of ``b`` that the split cannot hold as they are are scaled by
     a power of two; those it cannot hold at all (entries spanning more than
     about 29 binades, NaN, infinities) have their outputs computed in plain
-    FP32 (``cpu_fallback/guard.py``).  All of it is decided on the device:
-    on CUDA a call launches three kernels and never waits for the GPU.
+    FP32 (the fix-up, ``cpu_fallback/guard.py``).  All of it is decided on
+    the device: on CUDA a call launches four kernels and never waits for the GPU.
 
     **Guarantee** (default options, any finite float32 data, any device):
     every output satisfies SGEMM's componentwise error bound,
@@ -92,8 +100,6 @@ def matmul(a, b, sb: int | str = 12, *, scheme: str = "fp16x3", scale: str | Non
         FP32 accumulation model of the CPU backend (``None``: ``"cube16"``).
         Hardware backends accumulate as their matrix engine does and accept
         only ``None``.
-    keep_lo_lo : bool, keyword-only
-        Shorthand for ``scheme="fp16x4"``.
     backend : {"auto", "cpu", "cuda", "npu", "native"}, keyword-only
         ``"auto"``: the CPU model for NumPy arrays and CPU tensors, the
         Triton kernels for CUDA tensors, the AscendC kernels for NPU tensors;
@@ -115,11 +121,11 @@ def matmul(a, b, sb: int | str = 12, *, scheme: str = "fp16x3", scale: str | Non
         torch: a float32 tensor on the operands' device, resized (with
         torch's warning) if its shape differs, as :func:`torch.matmul` does.
     fixup : bool, default True, keyword-only
-        Recompute in plain FP32 the outputs of rows and columns with an entry
-        the split would round to fewer than 22 bits.  ``False`` keeps the
-        paper's split for them (for studies of the split; no guarantee).
-        Lines with NaN/Inf or entries the split would overflow on are always
-        recomputed.
+        Fix up the rows and columns with an entry the split would round to
+        fewer than 22 bits: their outputs are computed from the unscaled
+        operands, without the split.  ``False`` keeps the paper's split for
+        them (for studies of the split; no guarantee).  Lines with NaN/Inf or
+        entries the split would overflow on are always fixed up.
 
     Returns
     -------
@@ -158,7 +164,7 @@ def matmul(a, b, sb: int | str = 12, *, scheme: str = "fp16x3", scale: str | Non
     >>> float(sgemm_cube.matmul(a * np.float32(1e30), b * np.float32(1e-30))[0, 0]) == float(c[0, 0])
     True
     """
-    req = _options(sb, scheme, scale, order, accumulate, keep_lo_lo, backend, fixup)
+    req = _options(sb, scheme, scale, order, accumulate, backend, fixup)
     if getattr(a, "requires_grad", False) or getattr(b, "requires_grad", False):  # a torch tensor
         from ._autograd import differentiable
 
@@ -169,8 +175,9 @@ def matmul(a, b, sb: int | str = 12, *, scheme: str = "fp16x3", scale: str | Non
     return product.compute(req, a, b, out)
 
 
-def explain(a, b, sb=12, *, scheme: str = "fp16x3", scale="auto", order: str = "termwise", accumulate=None,
-            keep_lo_lo: bool = False, backend: str = "auto", fixup: bool = True) -> Plan:
+def explain(a: Operand, b: Operand, sb: SbOption = 12, *, scheme: Scheme = "fp16x3", scale: Scale = "auto",
+            order: Order = "termwise", accumulate: Accumulate = None, backend: BackendName = "auto",
+            fixup: bool = True) -> Plan:
     """Say how :func:`matmul` would compute ``a @ b`` with these options, and why, without computing it.
 
     Takes :func:`matmul`'s parameters and returns the :class:`~sgemm_cube.plan.Plan`
@@ -185,6 +192,6 @@ def explain(a, b, sb=12, *, scheme: str = "fp16x3", scale="auto", order: str = "
     >>> sgemm_cube.explain(a, a.T).backend          # K = 8 < 16: native FP32 is faster and as accurate
     'native'
     """
-    req = _options(sb, scheme, scale, order, accumulate, keep_lo_lo, backend, fixup)
+    req = _options(sb, scheme, scale, order, accumulate, backend, fixup)
     return product.plan(req, a, b)
 

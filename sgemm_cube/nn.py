@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 
 from . import torch_ops
+from .plan import Order, Scale, Scheme, make_request
 
 __all__ = ["Linear", "convert"]
 
@@ -22,9 +23,9 @@ class Linear(torch.nn.Linear):
     ----------
     in_features, out_features, bias, device, dtype
         As in :class:`torch.nn.Linear`.
-    sb, order, keep_lo_lo, rescale
-        Options of the product (keyword-only), as in
-        :func:`sgemm_cube.torch_ops.matmul`.
+    sb, scheme, scale, order, fixup
+        Options of the product (keyword-only), as in :func:`sgemm_cube.matmul`
+        (same names, defaults and validation).
 
     Shape
     -----
@@ -34,20 +35,22 @@ class Linear(torch.nn.Linear):
     """
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, device=None, dtype=None, *,
-                 sb: int = 12, order: str = "termwise", keep_lo_lo: bool = False, rescale: bool = True):
-        torch_ops._check_options(sb, order)
+                 sb: int = 12, scheme: Scheme = "fp16x3", scale: Scale = "auto", order: Order = "termwise",
+                 fixup: bool = True):
+        make_request(sb, scheme, scale, order, fixup=fixup)  # refuse bad options now, not at the first forward
         super().__init__(in_features, out_features, bias=bias, device=device, dtype=dtype)
-        self.sb, self.order, self.keep_lo_lo, self.rescale = sb, order, keep_lo_lo, rescale
+        self.sb, self.scheme, self.scale, self.order, self.fixup = sb, scheme, scale, order, fixup
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
         if input.dtype == torch.float32 and self.weight.dtype == torch.float32:
-            return torch_ops.linear(input, self.weight, self.bias, sb=self.sb, order=self.order,
-                                    keep_lo_lo=self.keep_lo_lo, rescale=self.rescale)
+            return torch_ops.linear(input, self.weight, self.bias, sb=self.sb, scheme=self.scheme, scale=self.scale,
+                                    order=self.order, fixup=self.fixup)
         return torch.nn.functional.linear(input, self.weight, self.bias)
 
     def extra_repr(self) -> str:
-        return f"{super().extra_repr()}, sb={self.sb}, order={self.order!r}" + (
-            ", keep_lo_lo=True" if self.keep_lo_lo else "") + ("" if self.rescale else ", rescale=False")
+        defaults = dict(scheme="fp16x3", scale="auto", order="termwise", fixup=True)
+        changed = "".join(f", {k}={getattr(self, k)!r}" for k, v in defaults.items() if getattr(self, k) != v)
+        return f"{super().extra_repr()}, sb={self.sb}{changed}"
 
     @classmethod
     def from_linear(cls, module: torch.nn.Linear, **options) -> "Linear":
@@ -64,8 +67,8 @@ class Linear(torch.nn.Linear):
         return new
 
 
-def convert(module: torch.nn.Module, *, sb: int = 12, order: str = "termwise", keep_lo_lo: bool = False,
-            rescale: bool = True) -> torch.nn.Module:
+def convert(module: torch.nn.Module, *, sb: int = 12, scheme: Scheme = "fp16x3", scale: Scale = "auto",
+            order: Order = "termwise", fixup: bool = True) -> torch.nn.Module:
     """Replace every :class:`torch.nn.Linear` in ``module`` by a :class:`Linear`.
 
     Submodules are replaced in place (their parameters are shared, not
@@ -77,8 +80,8 @@ def convert(module: torch.nn.Module, *, sb: int = 12, order: str = "termwise", k
     Parameters
     ----------
     module : torch.nn.Module
-    sb, order, keep_lo_lo, rescale
-        Options given to every new :class:`Linear` (keyword-only).
+    sb, scheme, scale, order, fixup
+        Options given to every new :class:`Linear` (keyword-only), as in :func:`sgemm_cube.matmul`.
 
     Returns
     -------
@@ -94,7 +97,7 @@ def convert(module: torch.nn.Module, *, sb: int = 12, order: str = "termwise", k
     >>> type(model[0]).__module__
     'sgemm_cube.nn'
     """
-    options = dict(sb=sb, order=order, keep_lo_lo=keep_lo_lo, rescale=rescale)
+    options = dict(sb=sb, scheme=scheme, scale=scale, order=order, fixup=fixup)
     if type(module) is torch.nn.Linear:
         return Linear.from_linear(module, **options)
     for name, child in module.named_children():

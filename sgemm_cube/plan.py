@@ -13,13 +13,22 @@ sb holds the data).
 from __future__ import annotations
 
 import functools
-from typing import NamedTuple
+from typing import Literal, NamedTuple, Optional, Union
 
 from sgemm_cube.cpu_fallback import ORDERS, SCHEMES, ACCUMULATION_MODELS
 from sgemm_cube.cpu_fallback.guard import SCALES
 from sgemm_cube.cpu_fallback.split import _check_sb
 
-__all__ = ["Request", "Plan", "make_request"]
+__all__ = ["Request", "Plan", "make_request", "Scheme", "Scale", "Order", "Accumulate", "BackendName"]
+
+# The options' types, one definition for every interface (api, torch_ops, nn, switch).
+Scheme = Literal["fp16x3", "fp16x4", "bf16x9", "bf16x6", "auto"]
+Scale = Optional[Literal["auto", "rows", "matrix"]]
+Order = Literal["termwise", "elementwise"]
+Accumulate = Optional[Literal["cube16", "sequential"]]
+BackendName = Literal["auto", "cpu", "cuda", "npu", "native"]
+SbOption = Union[int, Literal["auto"]]
+
 
 class Request(NamedTuple):
     """The options of one :func:`sgemm_cube.matmul` call, validated (see its docstring)."""
@@ -60,9 +69,14 @@ class Plan(NamedTuple):
 
 # typed: 12.0 == 12 and True == 1 must not find each other's entry (the first is refused, the second not)
 @functools.lru_cache(maxsize=256, typed=True)
-def make_request(sb=12, scheme: str = "fp16x3", scale="auto", order: str = "termwise", accumulate=None,
-                 keep_lo_lo: bool = False, backend: str = "auto", fixup: bool = True) -> Request:
-    """Validate :func:`sgemm_cube.matmul`'s options once; raises ``TypeError``/``ValueError`` naming the option."""
+def make_request(sb: SbOption = 12, scheme: Scheme = "fp16x3", scale: Scale = "auto", order: Order = "termwise",
+                 accumulate: Accumulate = None, backend: BackendName = "auto", fixup: bool = True) -> Request:
+    """Validate the product options once; raises ``TypeError``/``ValueError`` naming the option.
+
+    The one validator of the options of every interface: :func:`sgemm_cube.matmul`,
+    :func:`sgemm_cube.explain`, :func:`sgemm_cube.torch_ops.matmul` (the operator),
+    :mod:`sgemm_cube.nn` and the switch (:func:`sgemm_cube.enable`) take the same names.
+    """
     if scheme != "auto" and scheme not in SCHEMES:
         raise ValueError(f"unknown scheme {scheme!r}; choose one of {['auto', *SCHEMES]}")
     if sb == "auto":
@@ -76,12 +90,6 @@ def make_request(sb=12, scheme: str = "fp16x3", scale="auto", order: str = "term
     if accumulate is not None and accumulate not in ACCUMULATION_MODELS:
         raise ValueError(f"unknown accumulation model {accumulate!r}; choose one of "
                          f"{[None, *sorted(ACCUMULATION_MODELS)]}")
-    if not isinstance(keep_lo_lo, bool):
-        raise TypeError(f"keep_lo_lo must be True or False, got {keep_lo_lo!r}")
-    if keep_lo_lo:
-        if scheme not in ("fp16x3", "fp16x4"):
-            raise ValueError(f"keep_lo_lo is shorthand for scheme='fp16x4'; it does not combine with {scheme!r}")
-        scheme = "fp16x4"
     if not isinstance(fixup, bool):
         raise TypeError(f"fixup must be True or False, got {fixup!r}")
     from .backends import BACKENDS

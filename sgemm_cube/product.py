@@ -25,7 +25,7 @@ import numpy as np
 from .backends import get_backend
 from .plan import Plan, Request
 
-__all__ = ["Problem", "compute", "plan", "plan_for", "select_backend", "resize_output"]
+__all__ = ["Operands", "compute", "plan", "plan_for", "select_backend", "resize_output"]
 
 
 #: Repeated small calls: (shapes, dtypes, layouts, devices, request) -> True for CUDA products of plain tensors
@@ -113,8 +113,8 @@ def select_backend(a, backend: str = "auto") -> str:
     return "cpu"
 
 
-class Problem:
-    """Operands checked, the problem's sizes, and (on demand) the operands broadcast to 3-D."""
+class Operands:
+    """A call's operands, checked, with the product's sizes and (on demand) the operands broadcast to 3-D."""
 
     __slots__ = ("a", "b", "m", "n", "k", "batch", "nb", "result_shape", "torch_mode", "wrap")
 
@@ -131,22 +131,23 @@ class Problem:
                         f"b on {b.device}: move them to one device")
         if a.ndim == 0 or b.ndim == 0:
             raise error("sgemm_cube.matmul: operands must have at least one dimension (use * for scalars)")
-        sa, sb = tuple(a.shape), tuple(b.shape)
-        m, k = sa[-2:] if len(sa) > 1 else (1, sa[0])
-        k2, n = sb[-2:] if len(sb) > 1 else (sb[0], 1)
+        shape_a, shape_b = tuple(a.shape), tuple(b.shape)
+        m, k = shape_a[-2:] if len(shape_a) > 1 else (1, shape_a[0])
+        k2, n = shape_b[-2:] if len(shape_b) > 1 else (shape_b[0], 1)
         if k != k2:
-            raise error(f"sgemm_cube.matmul: shapes {sa} and {sb} cannot be multiplied: "
+            raise error(f"sgemm_cube.matmul: shapes {shape_a} and {shape_b} cannot be multiplied: "
                         f"a has {k} columns, b has {k2} rows")
-        if len(sa) <= 2 and len(sb) <= 2:  # the common case, kept cheap
+        if len(shape_a) <= 2 and len(shape_b) <= 2:  # the common case, kept cheap
             batch = ()
         else:
             try:
-                batch = tuple(np.broadcast_shapes(sa[:-2], sb[:-2]))
+                batch = tuple(np.broadcast_shapes(shape_a[:-2], shape_b[:-2]))
             except ValueError:
-                raise error(f"sgemm_cube.matmul: batch dimensions of {sa} and {sb} do not broadcast") from None
+                raise error(f"sgemm_cube.matmul: batch dimensions of {shape_a} and {shape_b} "
+                            "do not broadcast") from None
         self.a, self.b, self.m, self.n, self.k, self.batch = a, b, m, n, k, batch
         self.nb = math.prod(batch)
-        self.result_shape = batch + ((m,) if len(sa) > 1 else ()) + ((n,) if len(sb) > 1 else ())
+        self.result_shape = batch + ((m,) if len(shape_a) > 1 else ()) + ((n,) if len(shape_b) > 1 else ())
         self.torch_mode = torch_mode
         self.wrap = None if torch_mode else _subclass_of(a, b)
 
@@ -174,7 +175,7 @@ def _subclass_of(a, b):
 
 def plan(req: Request, a, b) -> Plan:
     """The plan :func:`compute` runs for ``a @ b`` (:func:`sgemm_cube.explain` returns it)."""
-    prob = Problem(a, b)
+    prob = Operands(a, b)
     return plan_for(req, prob.a, prob.nb, prob.m, prob.n, prob.k)
 
 
@@ -195,7 +196,7 @@ def compute(req: Request, a, b, out=None, *, alpha: float = 1.0):
 
     Raises what :func:`sgemm_cube.matmul` documents for the operands and ``out``.
     """
-    prob = Problem(a, b)
+    prob = Operands(a, b)
     out = _check_out(out, prob)
     chosen = plan_for(req, prob.a, prob.nb, prob.m, prob.n, prob.k)  # also for empty results: an option no backend takes fails on every shape
     empty = not (prob.m and prob.n and prob.nb)
@@ -227,7 +228,7 @@ def compute(req: Request, a, b, out=None, *, alpha: float = 1.0):
     return out
 
 
-def _wrap(res, prob: "Problem"):
+def _wrap(res, prob: "Operands"):
     """The result as NumPy's matmul gives it: a scalar for 1-D @ 1-D, the operands' ndarray subclass."""
     if prob.torch_mode:
         return res
@@ -241,7 +242,7 @@ def _wrap(res, prob: "Problem"):
     return res
 
 
-def _result_array(shape3, prob: "Problem"):
+def _result_array(shape3, prob: "Operands"):
     """A new float32 result, with an error naming the user's problem when it does not fit in memory."""
     try:
         return np.empty(shape3, np.float32)
@@ -258,14 +259,14 @@ def _same_memory(x, y, torch_mode) -> bool:
     return np.shares_memory(x, y) and x.ctypes.data == y.ctypes.data
 
 
-def _overlaps(out, prob: Problem) -> bool:
+def _overlaps(out, prob: Operands) -> bool:
     if prob.torch_mode:
         storages = {t.untyped_storage().data_ptr() for t in (prob.a, prob.b)}
         return out.untyped_storage().data_ptr() in storages
     return np.may_share_memory(out, prob.a) or np.may_share_memory(out, prob.b)
 
 
-def _direct_view(out, shape3, prob: Problem):
+def _direct_view(out, shape3, prob: Operands):
     """A (B, M, N) view of ``out`` to compute into, or None (not contiguous, or it overlaps an input)."""
     if out is None or _overlaps(out, prob) or tuple(out.shape) != prob.result_shape:
         return None
@@ -288,7 +289,7 @@ def resize_output(out, shape, warns: bool = True) -> None:
     out.resize_(shape)
 
 
-def _check_out(out, prob: Problem):
+def _check_out(out, prob: Operands):
     """``out`` checked as NumPy (ValueError/TypeError) or torch (RuntimeError) would check it."""
     if out is None:
         return None

@@ -67,6 +67,8 @@ import os
 import threading
 import warnings
 
+from .plan import Order, SbOption, Scale, Scheme
+
 __all__ = ["enable", "disable", "enabled", "is_enabled", "bypass", "restore", "routed_devices", "routed_calls",
            "ENV_VAR", "OPERATORS", "PRODUCT_AT_ZERO_ALPHA"]
 
@@ -129,19 +131,15 @@ def routed_devices() -> frozenset:
     return _devices
 
 
-def enable(*, sb: int = 12, order: str = "termwise", keep_lo_lo: bool = False, rescale: bool = True,
-           devices=None) -> None:
+def enable(*, sb: SbOption = 12, scheme: Scheme = "fp16x3", scale: Scale = "auto", order: Order = "termwise",
+           fixup: bool = True, devices=None) -> None:
     """Turn the switch on (or, if it is on, count one more user of it).
 
     Parameters
     ----------
-    sb, order, keep_lo_lo
-        Options of every routed product, as in :func:`sgemm_cube.matmul`.
-    rescale : bool, default True
-        ``True``: :func:`sgemm_cube.matmul`'s ``scale="auto"`` (rows and
-        columns that do not fit the split are scaled by powers of two);
-        ``False``: ``scale=None`` (they are computed in plain FP32).  Any
-        finite float32 data keep FP32 accuracy either way.
+    sb, scheme, scale, order, fixup
+        Options of every routed product, as in :func:`sgemm_cube.matmul` (same
+        names, defaults and validation).
     devices : iterable of {"cuda", "npu", "cpu"}, optional
         The device types whose products are routed.  Default: the
         accelerators whose sgemm_cube backend can run here (CUDA, Ascend
@@ -166,9 +164,9 @@ def enable(*, sb: int = 12, order: str = "termwise", keep_lo_lo: bool = False, r
     if not hasattr(torch.library, "get_kernel"):
         raise ImportError(f"sgemm_cube's switch needs torch >= 2.9 (torch.library.get_kernel); "
                           f"this is torch {torch.__version__}")
-    request = make_request(sb, scale="auto" if rescale else None, order=order, keep_lo_lo=bool(keep_lo_lo))
+    request = make_request(sb, scheme, scale, order, fixup=fixup)
     chosen = _choose_devices(devices)
-    options = dict(sb=request.sb, order=order, keep_lo_lo=bool(keep_lo_lo), rescale=bool(rescale), devices=chosen)
+    options = dict(request=request, devices=chosen)
     with _lock:
         if _count:
             if options != _options:
@@ -234,8 +232,8 @@ def restore() -> None:
 
 
 @contextlib.contextmanager
-def enabled(*, sb: int = 12, order: str = "termwise", keep_lo_lo: bool = False, rescale: bool = True,
-            devices=None):
+def enabled(*, sb: SbOption = 12, scheme: Scheme = "fp16x3", scale: Scale = "auto", order: Order = "termwise",
+            fixup: bool = True, devices=None):
     """Context manager: the switch is on inside the ``with`` block.
 
     Takes :func:`enable`'s options; blocks nest (also across threads), and
@@ -248,7 +246,7 @@ def enabled(*, sb: int = 12, order: str = "termwise", keep_lo_lo: bool = False, 
     >>> with sgemm_cube.enabled(devices=("cpu",)):
     ...     y = model(torch.randn(8, 16))   # FP32 product from FP16 ones (the CPU model)
     """
-    enable(sb=sb, order=order, keep_lo_lo=keep_lo_lo, rescale=rescale, devices=devices)
+    enable(sb=sb, scheme=scheme, scale=scale, order=order, fixup=fixup, devices=devices)
     try:
         yield
     finally:

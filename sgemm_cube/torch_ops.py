@@ -7,8 +7,9 @@ opaque node that Dynamo, AOTAutograd, Inductor and ``torch.export`` keep in
 their graphs without a graph break:
 
 * schema ``sgemm_cube::matmul(Tensor a, Tensor b, *, int sb=12,
-  str order="termwise", str? accumulate=None, bool keep_lo_lo=False,
-  str backend="auto", bool rescale=True) -> Tensor``;
+  str scheme="fp16x3", str? scale="auto", str order="termwise",
+  str? accumulate=None, str backend="auto", bool fixup=True) -> Tensor``:
+  :func:`sgemm_cube.matmul`'s options, with the same names and meanings;
 * one implementation for every device: it calls :func:`sgemm_cube.matmul`,
   which picks the backend from the tensors' device (CPU model, CUDA Triton
   kernels, Ascend NPU kernels where ``torch_npu`` is installed);
@@ -22,17 +23,16 @@ Out-of-range data.  The FP16 split keeps 22 significant bits of finite
 ``|x|`` below ``split_limits(sb).max_abs`` (32768 for sb = 12) and at or
 above ``min_row_abs`` (2**-15).  Gradients leave that range all the time;
 :func:`sgemm_cube.matmul` handles it on the device, per row of ``a`` and
-column of ``b`` (:mod:`sgemm_cube.cpu_fallback.guard`).  With ``rescale=True`` (the
-default) the operator passes ``scale="auto"``, the library's default: a
-line that does not fit the split as it is is multiplied by the power of
-two that puts its largest finite magnitude in the split's top binade, and
-the result is multiplied back (exact, one rounding); lines that fit are
-left alone, so on in-range data the result is bit for bit that of
-``scale=None``.  ``rescale=False`` passes ``scale=None``: no line is
-scaled, and the lines the split cannot hold have their outputs computed in
-plain FP32 instead.  Either way every output keeps SGEMM's error bound, and
-lines with NaN/Inf (or values the split would overflow on) are computed in
-plain FP32, so special values propagate as in native FP32.
+column of ``b`` (:mod:`sgemm_cube.cpu_fallback.guard`).  With ``scale="auto"``
+(the default) a line that does not fit the split as it is is multiplied by
+the power of two that puts its largest finite magnitude in the split's top
+binade, and the result is multiplied back (exact, one rounding); lines that
+fit are left alone, so on in-range data the result is bit for bit that of
+``scale=None``.  With ``scale=None`` no line is scaled, and the lines the
+split cannot hold are fixed up (their outputs computed without the split).
+Either way every output keeps SGEMM's error bound, and lines with NaN/Inf
+(or values the split would overflow on) are fixed up, so special values
+propagate as in native FP32.
 """
 from __future__ import annotations
 
@@ -40,34 +40,32 @@ import math
 
 import torch
 
-from sgemm_cube.cpu_fallback import ORDERS, split_limits
-
 from . import product as _product_path
-from .plan import make_request
+from .plan import Accumulate, BackendName, Order, Scale, Scheme, make_request
 from ._autograd import gradient_operands, gradients
 from . import distributed as _distributed
 from . import switch as _switch
 
 __all__ = ["matmul", "linear", "OP"]
 
-_SCHEMA = ('(Tensor a, Tensor b, *, int sb=12, str order="termwise", str? accumulate=None, '
-           'bool keep_lo_lo=False, str backend="auto", bool rescale=True) -> Tensor')
+_SCHEMA = ('(Tensor a, Tensor b, *, int sb=12, str scheme="fp16x3", str? scale="auto", str order="termwise", '
+           'str? accumulate=None, str backend="auto", bool fixup=True) -> Tensor')
 
 
 # Tagged cudagraph_unsafe: Inductor leaves the operator out of CUDA-graph
-# capture and graphs the rest.  (The CUDA backend no longer reads anything
-# back to the host, but it prepares and caches its launches in Python on first
-# use, and backend="auto" may take another path per shape; capture is not
-# tested.)
+# capture and graphs the rest.  The CUDA backend reads nothing back to the host
+# and replays correctly when captured by hand (tested:
+# tests/gpu/test_guarantee_gpu.py, test_switch_cuda.py), but it prepares and caches its launches in Python on a shape's
+# first call, which must not happen during Inductor's capture.
 _TAGS = {"tags": (torch.Tag.cudagraph_unsafe,)} if hasattr(torch.Tag, "cudagraph_unsafe") else {}
 
 
 @torch.library.custom_op("sgemm_cube::matmul", mutates_args=(), schema=_SCHEMA, **_TAGS)
-def _matmul_op(a: torch.Tensor, b: torch.Tensor, *, sb: int = 12, order: str = "termwise",
-               accumulate: str | None = None, keep_lo_lo: bool = False, backend: str = "auto",
-               rescale: bool = True) -> torch.Tensor:
+def _matmul_op(a: torch.Tensor, b: torch.Tensor, *, sb: int = 12, scheme: str = "fp16x3", scale: str | None = "auto",
+               order: str = "termwise", accumulate: str | None = None, backend: str = "auto",
+               fixup: bool = True) -> torch.Tensor:
     """The eager implementation, for every device: :func:`sgemm_cube.matmul` does the dispatch."""
-    options = dict(sb=sb, order=order, accumulate=accumulate, keep_lo_lo=keep_lo_lo, backend=backend)
+    req = make_request(sb, scheme, scale, order, accumulate, backend, fixup)
     # The backends call torch.matmul themselves (the native backend): with the
     # drop-in switch on they must reach the originals.
     with _switch.bypass():
@@ -76,31 +74,19 @@ def _matmul_op(a: torch.Tensor, b: torch.Tensor, *, sb: int = 12, order: str = "
             # rows are independent, so the values are the same.
             lead = a.shape[:-1]
             rows = math.prod(lead)  # not -1: ambiguous when K = 0
-            return _product(a.reshape(rows, a.shape[-1]), b, rescale, options).reshape(*lead, b.shape[-1])
-        return _product(a, b, rescale, options)
+            return _product_path.compute(req, a.reshape(rows, a.shape[-1]), b).reshape(*lead, b.shape[-1])
+        # product.compute, not sgemm_cube.matmul: the operator's own autograd formula records the gradients.
+        return _product_path.compute(req, a, b)
 
 
 #: The operator, ``torch.ops.sgemm_cube.matmul.default``.
 OP = torch.ops.sgemm_cube.matmul.default
 
 
-def _product(a, b, rescale: bool, options: dict) -> torch.Tensor:
-    # rescale: the API's exact power-of-two scaling of the rows of a and columns of b that need it.
-    # product.compute, not sgemm_cube.matmul: the operator's own autograd formula records the gradients.
-    req = make_request(scale="auto" if rescale else None, **options)
-    return _product_path.compute(req, a, b)
-
-
-def _check_options(sb: int, order: str) -> None:
-    """Raise ValueError now for options the operator would refuse when it runs."""
-    split_limits(sb)  # validates sb
-    if order not in ORDERS:
-        raise ValueError(f"unknown order {order!r}; choose one of {list(ORDERS)}")
-
-
 @_matmul_op.register_fake
-def _matmul_fake(a, b, *, sb=12, order="termwise", accumulate=None, keep_lo_lo=False, backend="auto",
-                 rescale=True):
+def _matmul_fake(a, b, *, sb=12, scheme="fp16x3", scale="auto", order="termwise", accumulate=None, backend="auto",
+                 fixup=True):
+    make_request(sb, scheme, scale, order, accumulate, backend, fixup)  # traced calls refuse what eager refuses
     torch._check(a.dtype == torch.float32 and b.dtype == torch.float32,
                  lambda: f"sgemm_cube::matmul takes float32 tensors, got {a.dtype} and {b.dtype}")
     torch._check(a.device == b.device, lambda: f"a is on {a.device} and b on {b.device}")
@@ -131,9 +117,9 @@ def _backward(ctx, grad):
 _matmul_op.register_autograd(_backward, setup_context=_setup_context)
 
 
-def matmul(a: torch.Tensor, b: torch.Tensor, sb: int = 12, *, order: str = "termwise",
-           accumulate: str | None = None, keep_lo_lo: bool = False, backend: str = "auto",
-           rescale: bool = True) -> torch.Tensor:
+def matmul(a: torch.Tensor, b: torch.Tensor, sb: int = 12, *, scheme: Scheme = "fp16x3", scale: Scale = "auto",
+           order: Order = "termwise", accumulate: Accumulate = None, backend: BackendName = "auto",
+           fixup: bool = True) -> torch.Tensor:
     """Differentiable, compilable sgemm_cube product of float32 tensors.
 
     The custom operator ``torch.ops.sgemm_cube.matmul``: same arithmetic as
@@ -148,22 +134,10 @@ def matmul(a: torch.Tensor, b: torch.Tensor, sb: int = 12, *, order: str = "term
         On one device (CPU, CUDA, or Ascend NPU).  Batch dimensions
         broadcast and 1-D operands are promoted as in :func:`torch.matmul`.
     sb : int, default 12
-        Scaling exponent of the FP16 residuals, ``0 <= sb <= 24``.
-    order : {"termwise", "elementwise"}, keyword-only
-        How the three FP16 products are accumulated (see :func:`sgemm_cube.matmul`).
-    accumulate : {"cube16", "sequential"} or None, keyword-only
-        FP32 accumulation model of the CPU backend; ``None`` for the others.
-    keep_lo_lo : bool, keyword-only
-        Also add the fourth product ``a_lo @ b_lo * 2**-2sb``.
-    backend : {"auto", "cpu", "cuda", "npu", "native"}, keyword-only
-        As in :func:`sgemm_cube.matmul`; ``"auto"`` picks by device.
-    rescale : bool, default True, keyword-only
-        ``True``: :func:`sgemm_cube.matmul`'s ``scale="auto"`` (its
-        default): the rows of ``a`` and columns of ``b`` that do not fit the
-        split as they are are scaled by a power of two (exact; see the module
-        docstring).  ``False``: ``scale=None``, no scaling; the lines the
-        split cannot hold have their outputs computed in plain FP32.  Any
-        finite float32 data keep FP32 accuracy either way.
+        Scaling exponent of the FP16 residuals, ``0 <= sb <= 24`` (an integer: the schema's type).
+    scheme, scale, order, accumulate, backend, fixup : keyword-only
+        As in :func:`sgemm_cube.matmul`, with the same defaults, validated by
+        the same function (:func:`sgemm_cube.plan.make_request`).
 
     Returns
     -------
@@ -181,13 +155,13 @@ def matmul(a: torch.Tensor, b: torch.Tensor, sb: int = 12, *, order: str = "term
     >>> a.grad.shape
     torch.Size([8, 5])
     """
-    return OP(a, b, sb=sb, order=order, accumulate=accumulate, keep_lo_lo=keep_lo_lo, backend=backend,
-              rescale=rescale)
+    return OP(a, b, sb=sb, scheme=scheme, scale=scale, order=order, accumulate=accumulate, backend=backend,
+              fixup=fixup)
 
 
 def linear(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, *, sb: int = 12,
-           order: str = "termwise", keep_lo_lo: bool = False, backend: str = "auto",
-           rescale: bool = True) -> torch.Tensor:
+           scheme: Scheme = "fp16x3", scale: Scale = "auto", order: Order = "termwise", backend: BackendName = "auto",
+           fixup: bool = True) -> torch.Tensor:
     """``input @ weight.T + bias`` with the product computed by :func:`matmul`.
 
     The float32 counterpart of :func:`torch.nn.functional.linear`.
@@ -198,14 +172,14 @@ def linear(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None 
     weight : Tensor, shape (out_features, in_features) or (in_features,), float32
     bias : Tensor, shape (out_features,) or (), float32, optional
         Added in FP32 after the product.
-    sb, order, keep_lo_lo, backend, rescale
+    sb, scheme, scale, order, backend, fixup
         As in :func:`matmul` (keyword-only).
 
     Returns
     -------
     Tensor, shape (..., out_features), float32
     """
-    out = matmul(input, weight.t(), sb, order=order, keep_lo_lo=keep_lo_lo, backend=backend, rescale=rescale)
+    out = matmul(input, weight.t(), sb, scheme=scheme, scale=scale, order=order, backend=backend, fixup=fixup)
     return out if bias is None else out + bias
 
 

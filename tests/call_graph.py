@@ -1,6 +1,6 @@
 """The module-level call graph of one call into sgemm_cube, and the two rules a call must follow.
 
-Issue 15's target, "following an operand from ``sgemm_cube.matmul`` to the
+The design rule "following an operand from ``sgemm_cube.matmul`` to the
 kernel, no module is entered twice", made checkable:
 
 * **One way** (:func:`cycles`): no module calls, directly or through other

@@ -1,6 +1,6 @@
 """Shared fixtures: seeds, and random data of several distributions and exponent ranges.
 
-Test data are fixed by default and fresh on request (issue 15):
+Test data are fixed by default and fresh on request:
 
 * ``SGEMM_CUBE_TEST_SEED`` unset: session seed 0, so every run sees the same numbers.  This is what
   CI runs (``.ci/run``, README's test command).

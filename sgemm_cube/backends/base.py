@@ -6,8 +6,11 @@ whether it can run here, turns a validated :class:`~sgemm_cube.plan.Request`
 and a problem's shape into a :class:`~sgemm_cube.plan.Plan`
 (:func:`sgemm_cube.explain` returns exactly that plan), and runs a plan.
 
-The API layer (:mod:`sgemm_cube.api`) owns everything that is the same for
-all of them: dtype and shape checks, broadcasting, ``out=``, autograd.  So
+The layers above own everything that is the same for all of them:
+:mod:`sgemm_cube.api` validates the options once (a
+:class:`~sgemm_cube.plan.Request`) and sends operands that require grad
+through :mod:`sgemm_cube._autograd`; :mod:`sgemm_cube.product` checks the
+operands (dtypes, devices, shapes), broadcasts them and handles ``out=``.  So
 ``run`` receives 3-D float32 operands ``a`` (B, M, K) and ``b`` (B, K, N)
 of the backend's array kind, with any strides, and writes all of ``out``
 (B, M, N), including the accuracy guarantee's bookkeeping (line statistics,
@@ -89,9 +92,13 @@ def make_plan(req: Request, backend: str, schemes, k: int, *, orders=ORDERS, nat
         raise ValueError(f"the {backend!r} backend implements the schemes {list(schemes)}, not {scheme!r}")
     if req.order not in orders:
         raise ValueError(f"the {backend!r} backend implements order={list(orders)}, not {req.order!r}")
-    why = ("as requested" if req.scheme != "auto" else
-           "fp16x3 with per-line power-of-two scaling, and plain FP32 for the lines the split cannot hold, "
-           "keeps SGEMM's error bound and is the fastest scheme")
+    # Each decision with what made it: the caller's option, or the rule that chose for "auto".
+    where = (f"backend='auto': the {backend!r} backend of the operands' device (K = {k} >= {MIN_K} and no "
+             f"measured rule prefers native FP32 here)" if auto else f"backend={backend!r} as requested")
+    what = ("scheme='auto': fp16x3 with per-line power-of-two scaling and the fix-up of the lines the split "
+            "cannot hold keeps SGEMM's error bound and is the fastest scheme" if req.scheme == "auto"
+            else f"scheme={scheme!r}" + (" (the default)" if scheme == "fp16x3" else " as requested"))
+    why = f"{where}; {what}"
     if not req.fixup:
-        why += "; fixup=False: lines whose entries lose bits in the split are NOT recomputed (no guarantee)"
+        why += "; fixup=False: lines whose entries lose bits in the split are NOT fixed up (no guarantee)"
     return Plan(scheme, req.sb, req.scale, backend, why)

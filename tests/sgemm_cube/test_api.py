@@ -109,12 +109,13 @@ def test_options_are_forwarded_exactly(rng):
     for sb in (0, 6, 12):
         for order in ("termwise", "elementwise"):
             for accumulate in ("cube16", "sequential"):
-                for keep in (False, True):
-                    kw = dict(order=order, accumulate=accumulate, keep_lo_lo=keep)
-                    got = sgemm_cube.matmul(a, b, sb, scale=None, fixup=False, backend="cpu", **kw)
-                    assert np.array_equal(got, emulated_matmul(a, b, sb=sb, **kw)), (sb, kw)
-                    got = sgemm_cube.matmul(a_in, b_in, sb, **kw)
-                    assert np.array_equal(got, emulated_matmul(a_in, b_in, sb=sb, **kw)), (sb, kw)
+                for scheme in ("fp16x3", "fp16x4"):
+                    kw = dict(order=order, accumulate=accumulate)
+                    model = dict(kw, keep_lo_lo=scheme == "fp16x4")
+                    got = sgemm_cube.matmul(a, b, sb, scheme=scheme, scale=None, fixup=False, backend="cpu", **kw)
+                    assert np.array_equal(got, emulated_matmul(a, b, sb=sb, **model)), (sb, scheme, kw)
+                    got = sgemm_cube.matmul(a_in, b_in, sb, scheme=scheme, **kw)
+                    assert np.array_equal(got, emulated_matmul(a_in, b_in, sb=sb, **model)), (sb, scheme, kw)
 
 
 def test_transposed_and_strided_views(rng):

@@ -1,4 +1,4 @@
-"""NumPy's and PyTorch's conventions in :func:`sgemm_cube.matmul` (issue 12, defects 1, 4, 5 and 7).
+"""NumPy's and PyTorch's conventions in :func:`sgemm_cube.matmul`.
 
 * 1: tensors that require grad give a result with a ``grad_fn``; both
   gradients are sgemm_cube products with the call's options (double
@@ -224,8 +224,7 @@ def test_special_values_raise_no_warning(rng, nan_or_inf, backend):
 
 # ---- option checks do not depend on what ran before ----------------------------------------------
 
-OPTION_TYPE_ERRORS = [dict(fixup=1), dict(fixup=0), dict(sb=12.0), dict(sb=True), dict(keep_lo_lo=0),
-                      dict(keep_lo_lo=1)]
+OPTION_TYPE_ERRORS = [dict(fixup=1), dict(fixup=0), dict(sb=12.0), dict(sb=True)]
 
 
 @pytest.mark.parametrize("kwargs", OPTION_TYPE_ERRORS, ids=str)
@@ -236,7 +235,7 @@ def test_option_types_are_checked_whatever_ran_before(kwargs):
     with pytest.raises(TypeError):
         sgemm_cube.matmul(a, a.T, **kwargs)
     sgemm_cube.matmul(a, a.T)
-    sgemm_cube.matmul(a, a.T, sb=1, fixup=True, keep_lo_lo=False)
+    sgemm_cube.matmul(a, a.T, sb=1, fixup=True)
     with pytest.raises(TypeError):
         sgemm_cube.matmul(a, a.T, **kwargs)
 

@@ -1,4 +1,4 @@
-"""The CPU backend in bounded memory (issue 12, defect 6).
+"""The CPU backend in bounded memory.
 
 * Cutting the product into slabs (K slabs at multiples of the chunk length,
   output tiles, blocks of line statistics, unscaling and the fix-up's

@@ -415,8 +415,8 @@ def test_overflow_gives_infinity_of_the_exact_sign(data, backend):
 ATTACKS_CPU = ("half_scaled_1e-10", "row_span_120", "one_tiny_per_row", "cond_phi5", "scale_1e30", "underflow",
                "near_overflow", "specials_half_scaled")
 ATTACKS_CUDA = ("half_scaled_1e-10", "row_span_120", "specials_half_scaled")
-#: Options the (slow) interpreter skips: the default (scale="auto"), keep_lo_lo (= fp16x4), sb=6.
-CUDA_REDUNDANT = (dict(scale="auto"), dict(keep_lo_lo=True), dict(sb=6))
+#: Options the (slow) interpreter skips: the default (scale="auto"), sb=6.
+CUDA_REDUNDANT = (dict(scale="auto"), dict(sb=6))
 #: (m, k, n) of the options test: the NumPy model's BF16 schemes are slow on wide-range rows.
 OPTIONS_SHAPE = (33, 48, 29)
 

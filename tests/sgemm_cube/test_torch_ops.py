@@ -10,9 +10,8 @@ repeats the compile claims on CUDA):
 * ``torch.compile`` traces functions using the operator, forward and
   backward, with zero graph breaks, static and dynamic shapes, bit for bit
   the eager result; ``torch.export`` keeps the operator as one node;
-* the forward is :func:`sgemm_cube.matmul` with its defaults
-  (``rescale=True`` is ``scale="auto"``) and ``rescale=False`` is
-  ``scale=None``, bit for bit; on in-range data the two agree; data far
+* the forward is :func:`sgemm_cube.matmul` with the same options (names,
+  defaults, validation), bit for bit; on in-range data the two agree; data far
   outside the split's range keep FP32 accuracy either way (scaled lines, or
   lines computed in plain FP32), never an error;
 * both gradients, against float64 autograd, are within twice native FP32's
@@ -133,14 +132,14 @@ def _no_subnormal_data(rng, shape):
 
 
 @pytest.mark.parametrize("order", ["termwise", "elementwise"])
-@pytest.mark.parametrize("keep_lo_lo", [False, True])
+@pytest.mark.parametrize("scheme", ["fp16x3", "fp16x4"])
 @pytest.mark.parametrize("sa,sb", [((33, 40), (40, 17)), ((3, 9, 40), (40, 5)), ((40,), (2, 40, 6))])
-def test_rescale_is_exact_in_range(rng, sa, sb, order, keep_lo_lo):
-    """In-range data: scale="auto" scales no line, so rescale changes nothing, bit for bit."""
+def test_scaling_is_exact_in_range(rng, sa, sb, order, scheme):
+    """In-range data: scale="auto" scales no line, so it gives scale=None's bits."""
     a, b = _no_subnormal_data(rng, sa), _no_subnormal_data(rng, sb)
-    got = torch_ops.matmul(a, b, order=order, keep_lo_lo=keep_lo_lo)
-    assert torch.equal(got, sgemm_cube.matmul(a, b, order=order, keep_lo_lo=keep_lo_lo))
-    assert torch.equal(got, torch_ops.matmul(a, b, order=order, keep_lo_lo=keep_lo_lo, rescale=False))
+    got = torch_ops.matmul(a, b, order=order, scheme=scheme)
+    assert torch.equal(got, sgemm_cube.matmul(a, b, order=order, scheme=scheme))
+    assert torch.equal(got, torch_ops.matmul(a, b, order=order, scheme=scheme, scale=None))
 
 
 @pytest.mark.parametrize("dist", list(DISTRIBUTIONS))
@@ -157,7 +156,7 @@ def test_accuracy_any_range(rng, dist, scale_a, scale_b):
     ref0 = ref[:, 0]  # the tiny column keeps its own accuracy (row/column scaling, not one global scale)
     assert relative_error(torch_ops.matmul(_t(a), _t(b))[:, 0], ref0) <= 2 * relative_error(fp32[:, 0], ref0) + FLOOR
     # Without scaling no error either: the lines the split cannot hold are computed in plain FP32.
-    plain = torch_ops.matmul(_t(a), _t(b), rescale=False)
+    plain = torch_ops.matmul(_t(a), _t(b), scale=None)
     assert relative_error(plain, ref) <= 2 * native + FLOOR, (relative_error(plain, ref), native)
     assert relative_error(plain[:, 0], ref0) <= 2 * relative_error(fp32[:, 0], ref0) + FLOOR
 
@@ -213,7 +212,7 @@ def test_second_derivatives_against_float64(rng):
     """Second derivatives (four products chained through tanh, K = 20) are FP32-level, not within twice
     native FP32's error: the guarantee is per product, and the split's 22 bits show at K = 20.
 
-    Measured over 301 seeds (issue 15): err / max(native, 2**-24) median 1.36, 90th percentile 2.19,
+    Measured over 301 seeds: err / max(native, 2**-24) median 1.36, 90th percentile 2.19,
     maximum 4.46 (above 2 on 15% of seeds); err / (native + 2**-21) at most 2.54.  The previous bound,
     ``3 * native + 2**-21``, failed on 4 of those seeds (1.3%); the fixed data give err 7.5e-7, native 5.8e-7.
     """
@@ -253,9 +252,10 @@ def test_linear_matches_functional_linear(rng, shape, bias):
 
 def test_options_reach_the_backend(rng):
     a, b = _operands(rng, (16, 64), (64, 8))
-    for kwargs in [dict(sb=8), dict(order="elementwise"), dict(keep_lo_lo=True), dict(accumulate="sequential")]:
+    for kwargs in [dict(sb=8), dict(order="elementwise"), dict(scheme="fp16x4"), dict(scheme="bf16x9"),
+                   dict(accumulate="sequential"), dict(fixup=False)]:
         assert torch.equal(torch_ops.matmul(a, b, **kwargs), sgemm_cube.matmul(a, b, **kwargs))
-        assert torch.equal(torch_ops.matmul(a, b, rescale=False, **kwargs),
-                           sgemm_cube.matmul(a, b, scale=None, **kwargs))
+        assert torch.equal(torch_ops.matmul(a, b, scale=None, **kwargs), sgemm_cube.matmul(a, b, scale=None, **kwargs))
+    assert torch.equal(torch_ops.matmul(a, b, scale="rows"), sgemm_cube.matmul(a, b, scale="rows"))
     with pytest.raises(ValueError, match="order"):
         torch_ops.matmul(a, b, order="columnwise")

@@ -503,7 +503,7 @@ def test_out_is_resized_and_warned_about_as_in_torch(rng):
     lambda: torch.bmm(torch.zeros(0, 3, 20), torch.zeros(0, 20, 2)),
     lambda: torch.dot(torch.zeros(0), torch.zeros(0)),
 ], ids=["matmul", "@", "nn.Linear(0, 4)", "sgemm_cube op", "mm M=0", "addmm K=0", "bmm B=0", "dot K=0"])
-def test_zero_size_shapes_as_torch(call):  # issue 12, defect 2
+def test_zero_size_shapes_as_torch(call):
     import sgemm_cube.torch_ops  # noqa: F401  (registers torch.ops.sgemm_cube)
 
     native = call()
@@ -624,7 +624,7 @@ def test_options_are_used(rng):
     a, p = data(rng, 6, K) * 2.0 ** -60, selection(rng, K, 5)  # outside the split's range: scaled or FP32
     with on():
         scaled = a @ p
-    with sgemm_cube.enabled(devices=("cpu",), rescale=False):
+    with sgemm_cube.enabled(devices=("cpu",), scale=None):
         unscaled = a @ p
     assert torch.equal(scaled, round22(a * 2.0 ** 60) @ p * 2.0 ** -60)  # scaled by 2**60, split, unscaled
     assert torch.equal(unscaled, a @ p)  # not scaled: the lines are computed in plain FP32

@@ -1,6 +1,6 @@
 """The CUDA launch configurations' one schema and validator (sgemm_cube/backends/cuda/configs.py).
 
-The frozen data at the end was derived before issue 15 moved the configs into
+The frozen data at the end was derived before the configs moved into
 ``configs/default.json``, ``h100.json``, ``h200.json`` (a one-off script ran
 ``launch.resolve_config`` and ``hybrid.native_rule`` for the GPUs, modes and
 shapes below with the old tables and in-code fallbacks): the files must keep
@@ -174,7 +174,7 @@ CONFIG_KEYS = ('variant',
  'split_warps',
  'flush_k',
  'merge_levels')
-#: Every distinct config chosen before issue 15, in CONFIG_KEYS order; TODAY's letters index it.
+#: Every distinct config chosen before the move to configs/*.json, in CONFIG_KEYS order; TODAY's letters index it.
 CONFIGS = [('tma', 128, 128, 32, 8, 8, 3, False, False, None, 4, 32, False),
  ('tma', 128, 128, 64, 8, 8, 3, False, False, None, 4, 64, False),
  ('tma', 64, 128, 32, 8, 8, 3, False, False, None, 4, 32, False),
