@@ -428,24 +428,11 @@ def _native(like, batch: int, m: int, n: int, k: int) -> bool:
     return native
 
 
-@contextlib.contextmanager
-def _true_fp32(device):
-    """TF32 off inside the block on CUDA (as sgemm_cube's native backend runs FP32 products)."""
-    import torch
-
-    if device.type == "cuda" and torch.backends.cuda.matmul.allow_tf32:
-        torch.backends.cuda.matmul.allow_tf32 = False
-        try:
-            yield
-        finally:
-            torch.backends.cuda.matmul.allow_tf32 = True
-    else:
-        yield
-
-
 def _run_native(original, keyset, args, kwargs):
-    """PyTorch's kernel, in true FP32."""
-    with _true_fp32(args[0].device):
+    """PyTorch's kernel, in true FP32 (TF32 off, as sgemm_cube's native backend runs it)."""
+    from .backends.native import true_fp32
+
+    with true_fp32(args[0].device):
         return original.call_boxed(keyset, *args, **kwargs)
 
 

@@ -13,7 +13,7 @@ from sgemm_cube.cpu_fallback import ORDERS
 
 from ..plan import Plan, Request
 
-__all__ = ["SCHEMES", "ORDERS", "is_available", "unavailable_reason", "plan", "run", "matmul"]
+__all__ = ["SCHEMES", "ORDERS", "is_available", "unavailable_reason", "plan", "run", "matmul", "true_fp32"]
 
 SCHEMES = ("native",)
 ORDERS = ORDERS  # no terms to order: every order is accepted (and means nothing)
@@ -39,16 +39,46 @@ def run(plan: Plan, req: Request, a, b, out, alpha: float = 1.0) -> None:
 
 
 
+class true_fp32:
+    """Context manager: cuBLAS computes FP32 products in FP32 inside the block, not TF32.
+
+    ``with true_fp32():`` turns ``torch.backends.cuda.matmul.allow_tf32`` off
+    and gives the previous setting back after the block; ``true_fp32(device)``
+    does so only for a CUDA device (elsewhere it does nothing).  The one place
+    that sets it: the native backend, the switch's native route, the benchmarks
+    and the tuner use it.  A class, not a generator: it runs on the small-call
+    path, where a generator-based context manager's microsecond shows.
+    """
+
+    __slots__ = ("_cuda", "_saved")
+
+    def __init__(self, device=None):
+        self._cuda = device is None or getattr(device, "type", device) == "cuda"
+
+    def __enter__(self):
+        if self._cuda:
+            import torch
+
+            self._saved = torch.backends.cuda.matmul.allow_tf32
+            if self._saved:
+                torch.backends.cuda.matmul.allow_tf32 = False
+        return self
+
+    def __exit__(self, *exc):
+        if self._cuda and self._saved:
+            import torch
+
+            torch.backends.cuda.matmul.allow_tf32 = True
+        return False
+
+
 def matmul(a, b, *, out):
     """``a @ b`` in FP32 with the library's own kernel (NumPy or torch), into ``out`` if given; returns it."""
     if isinstance(a, np.ndarray):
         return np.matmul(a, b, out=out)
     import torch
 
-    if a.is_cuda and torch.backends.cuda.matmul.allow_tf32:
-        torch.backends.cuda.matmul.allow_tf32 = False  # true FP32 SGEMM, not TF32
-        try:
+    if a.is_cuda:
+        with true_fp32():  # true FP32 SGEMM, not TF32
             return torch.matmul(a, b, out=out)
-        finally:
-            torch.backends.cuda.matmul.allow_tf32 = True
     return torch.matmul(a, b, out=out)

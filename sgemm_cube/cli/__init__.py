@@ -8,6 +8,7 @@ Each subcommand lives in its own module; this file only wires them into
   :mod:`sgemm_cube.cli.bench_model` - speed against native FP32 through the public API
   (``sgemm-cube bench-cpu``, ``sgemm-cube bench``), :mod:`sgemm_cube.cli.records` what their records share;
 * :mod:`sgemm_cube.cli.demo` - ``sgemm-cube demo``;
+* :mod:`sgemm_cube.cli.arguments` - option types that refuse values a command cannot use;
 * ``sgemm-cube tune`` is :mod:`sgemm_cube.tuning.cli`.
 
 The library never imports this package: ``import sgemm_cube`` loads none of it.
@@ -17,13 +18,20 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .arguments import nonnegative_int, positive_int
+
 __all__ = ["main", "build_parser"]
 
 
 def _demo(args) -> int:
+    from ..backends import BackendUnavailableError
     from .demo import run_demo
 
-    run_demo(size=args.size, device=args.device, seed=args.seed, repeats=args.repeats)
+    try:
+        run_demo(size=args.size, device=args.device, seed=args.seed, repeats=args.repeats)
+    except BackendUnavailableError as exc:
+        print(f"sgemm-cube demo: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -37,18 +45,29 @@ def _bench_cpu(args) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sgemm-cube",
                                      description="FP32-accurate matrix multiply from FP16 matrix engines (SGEMM-cube).")
+    from .. import __version__
+
+    parser.add_argument("--version", action="version", version=f"sgemm-cube {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     demo = sub.add_parser("demo", help="multiply random matrices on the best backend and compare accuracy")
-    demo.add_argument("--size", type=int, default=None, help="M = N = K (default 4096 on a GPU, 512 on the CPU)")
-    demo.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
-    demo.add_argument("--seed", type=int, default=0)
-    demo.add_argument("--repeats", type=int, default=3)
+    demo.add_argument("--size", type=positive_int, default=None, metavar="N",
+                      help="M = N = K (default 4096 on a GPU, 512 on the CPU)")
+    demo.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
+                      help="cuda: the Triton kernels on a CUDA GPU; cpu: the CPU arithmetic model; "
+                           "auto: cuda where a GPU is usable, else cpu (default: %(default)s)")
+    demo.add_argument("--seed", type=nonnegative_int, default=0,
+                      help="seed of the random normal inputs (default: %(default)s)")
+    demo.add_argument("--repeats", type=positive_int, default=3, metavar="N",
+                      help="timed calls per method after one warm-up; the best is shown (default: %(default)s)")
     demo.set_defaults(func=_demo)
 
     bench = sub.add_parser("bench-cpu", help="time the CPU arithmetic model against numpy.matmul in float32")
-    bench.add_argument("--size", type=int, default=1024)
-    bench.add_argument("--repeats", type=int, default=3)
+    bench.add_argument("--size", type=positive_int, default=1024, metavar="N",
+                       help="M = N = K (default: %(default)s)")
+    bench.add_argument("--repeats", type=positive_int, default=3, metavar="N",
+                       help="timed calls of the model after one warm-up; the best is shown (numpy.matmul: at "
+                            "least 5) (default: %(default)s)")
     bench.add_argument("--out", default=None, help="folder for the JSON record (default: print only)")
     bench.set_defaults(func=_bench_cpu)
 

@@ -23,7 +23,13 @@ __all__ = ["run_cpu_benchmark"]
 
 def run_cpu_benchmark(*, size: int = 1024, repeats: int = 3, out_dir: str | None = None, seed: int = 0,
                       print_fn=print) -> dict:
-    """Time the CPU model against float32 ``numpy.matmul``; optionally write JSON to ``out_dir``."""
+    """Time the CPU model against float32 ``numpy.matmul``; optionally write JSON to ``out_dir``.
+
+    ``size`` (M = N = K) and ``repeats`` must be positive integers (ValueError otherwise).
+    """
+    for name, value in (("size", size), ("repeats", repeats)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
     rng = np.random.default_rng(seed)
     a = rng.standard_normal((size, size), dtype=np.float32)
     b = rng.standard_normal((size, size), dtype=np.float32)

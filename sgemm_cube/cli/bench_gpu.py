@@ -59,6 +59,7 @@ import sys
 import time
 from typing import NamedTuple
 
+from .arguments import nonnegative_int, positive_float, positive_int
 from .records import RESULTS_DIR, no_tf32
 from .records import environment as _env
 from .records import rel_error as _rel_err
@@ -992,14 +993,16 @@ def add_parser(subparsers, name: str = "bench"):
 
 
 def _add_arguments(p):
-    p.add_argument("--sizes", type=int, nargs="+", default=list(SQUARE_SIZES), help="square sizes")
+    p.add_argument("--sizes", type=positive_int, nargs="+", default=list(SQUARE_SIZES), metavar="N",
+                   help="square sizes M = N = K")
     p.add_argument("--no-rect", action="store_true", help="skip the rectangular and batched shapes")
-    p.add_argument("--reps-ms", type=float, default=None,
+    p.add_argument("--reps-ms", type=positive_float, default=None,
                    help="timing budget per measurement (ms; default 200, with --matrix 100)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=nonnegative_int, default=0, help="seed of the random data (default: %(default)s)")
     p.add_argument("--sweep", action="store_true", help="compare kernel variants instead")
     p.add_argument("--overhead", action="store_true", help="profile the host time of one call instead")
-    p.add_argument("--sweep-size", type=int, default=8192)
+    p.add_argument("--sweep-size", type=positive_int, default=8192, metavar="N",
+                   help="M = N = K of --sweep (default: %(default)s)")
     p.add_argument("--results-dir", type=pathlib.Path, default=RESULTS_DIR, help="where the JSON goes")
     p.add_argument("--write-config", action="store_true",
                    help="with --matrix: store the fitted hybrid rule in "
@@ -1010,14 +1013,14 @@ def _add_arguments(p):
                         f"{len(matrix_problems())} problems; JSON to <results-dir>/matrix_<gpu>_<time>.json")
     m.add_argument("--only", nargs="+", metavar="TEXT",
                    help="only the problems whose name contains one of these (e.g. 'square' 'linear')")
-    m.add_argument("--rounds", type=int, default=3, help="round-robin do_bench runs per method (median)")
-    m.add_argument("--host-ms", type=float, default=50.0,
+    m.add_argument("--rounds", type=positive_int, default=3, help="round-robin do_bench runs per method (median)")
+    m.add_argument("--host-ms", type=positive_float, default=50.0,
                    help="GPU work per host loop (ms): sets the number of back-to-back calls")
-    m.add_argument("--ref-max-flops", type=float, default=2e12,
+    m.add_argument("--ref-max-flops", type=positive_float, default=2e12,
                    help="largest float64 reference product; beyond it the error covers the first rows only")
-    m.add_argument("--budget-s", type=float, default=330.0,
+    m.add_argument("--budget-s", type=positive_float, default=330.0,
                    help="after this many seconds the remaining problems are skipped (recorded as such)")
-    m.add_argument("--margin", type=float, default=1.0,
+    m.add_argument("--margin", type=positive_float, default=1.0,
                    help="fitting the hybrid rule, the emulation loses where it takes > margin x SGEMM's time")
     md = p.add_argument_group("model benchmark (--model): a TransformerEncoder, native vs sgemm_cube.enabled()")
     md.add_argument("--model", action="store_true",
@@ -1033,7 +1036,12 @@ def run(args) -> int:
         from .bench_model import run as run_model
 
         return run_model(args)
-    torch = _torch()
+    try:
+        torch = _torch()
+        import triton  # noqa: F401  (do_bench, and the kernels timed)
+    except ImportError as exc:
+        print(f"bench_gpu: needs torch and triton ({exc}): pip install 'sgemm_cube[cuda]'", file=sys.stderr)
+        return 2
     if not torch.cuda.is_available():
         print("bench_gpu: no CUDA GPU", file=sys.stderr)
         return 2

@@ -44,6 +44,7 @@ import pathlib
 import sys
 import time
 
+from .arguments import nonnegative_int, positive_int
 from .records import RESULTS_DIR, no_tf32
 from .records import environment as _env
 from .records import rel_error as _rel_err
@@ -322,16 +323,19 @@ def add_model_arguments(p, *, standalone: bool = False) -> None:
     for name, what in (("layers", "encoder layers"), ("d-model", "model width"), ("heads", "attention heads"),
                        ("ffn", "feed-forward width"), ("batch", "sequences per batch"),
                        ("tokens", "tokens per sequence")):
-        p.add_argument(f"--{name}", type=int, default=None,
+        p.add_argument(f"--{name}", type=positive_int, default=None, metavar="N",
                        help=f"{what} (default {getattr(FULL, name.replace('-', '_'))}; "
                             f"{getattr(TINY, name.replace('-', '_'))} with --tiny)")
-    p.add_argument("--runs", type=int, default=None, help="timed runs per case (default 10; 2 with --tiny)")
-    p.add_argument("--warmup", type=int, default=None, help="untimed runs first (default 3; 1 with --tiny)")
+    p.add_argument("--runs", type=positive_int, default=None, metavar="N",
+                   help="timed runs per case (default 10; 2 with --tiny)")
+    p.add_argument("--warmup", type=nonnegative_int, default=None, metavar="N",
+                   help="untimed runs first (default 3; 1 with --tiny)")
     p.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available)")
     p.add_argument("--no-train", action="store_true", help="skip the training-step cases")
     p.add_argument("--lr", type=float, default=1e-4, help="SGD learning rate of the training step")
     if standalone:
-        p.add_argument("--seed", type=int, default=0)
+        p.add_argument("--seed", type=nonnegative_int, default=0,
+                       help="seed of the model and data (default: %(default)s)")
         p.add_argument("--results-dir", type=pathlib.Path, default=RESULTS_DIR, help="where the JSON goes")
 
 
@@ -344,22 +348,35 @@ def config_from_args(args) -> ModelConfig:
 
 def run(args) -> int:
     """Run the model benchmark described by parsed ``args``, print the table, write the JSON."""
-    torch = _torch()
+    try:
+        torch = _torch()
+    except ImportError:
+        print("model bench: needs torch, which is not installed: pip install 'sgemm_cube[torch]'", file=sys.stderr)
+        return 2
     device = getattr(args, "device", None) or ("cuda" if torch.cuda.is_available() else "cpu")
-    if torch.device(device).type == "cuda" and not torch.cuda.is_available():
+    try:
+        device_type = torch.device(device).type
+    except RuntimeError:
+        print(f"model bench: --device {device!r} is not a torch device (cuda, cuda:N or cpu)", file=sys.stderr)
+        return 2
+    if device_type == "cuda" and not torch.cuda.is_available():
         print("model bench: no CUDA GPU (use --device cpu, with --tiny)", file=sys.stderr)
         return 2
     tiny = getattr(args, "tiny", False)
     runs = args.runs if getattr(args, "runs", None) is not None else (2 if tiny else 10)
     warmup = args.warmup if getattr(args, "warmup", None) is not None else (1 if tiny else 3)
     cfg = config_from_args(args)
+    if cfg.d_model % cfg.heads:
+        print(f"model bench: the model width ({cfg.d_model}) must be a multiple of the attention heads "
+              f"({cfg.heads}): set --d-model or --heads", file=sys.stderr)
+        return 2
     env = _env(device)
     print(json.dumps(env), flush=True)
     print(f"model: {cfg}", flush=True)
     record = run_model_bench(cfg, device=device, runs=runs, warmup=warmup, seed=getattr(args, "seed", 0),
                              train=not getattr(args, "no_train", False), lr=getattr(args, "lr", 1e-4))
     print(format_model_report(record))
-    if torch.device(device).type == "cuda":
+    if device_type == "cuda":
         from ..backends.cuda.hybrid import device_key
 
         key = device_key(device)

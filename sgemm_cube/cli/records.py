@@ -5,11 +5,12 @@ Used by the GPU benchmark (:mod:`.bench_gpu`), the model benchmark
 """
 from __future__ import annotations
 
-import contextlib
 import datetime
 import pathlib
 import platform
 import sys
+
+from ..backends.native import true_fp32 as no_tf32  # the one TF32-off context manager (restores the setting)
 
 __all__ = ["RESULTS_DIR", "environment", "rel_error", "no_tf32", "synchronize"]
 
@@ -47,19 +48,6 @@ def rel_error(c, ref) -> float:
     if not torch.isfinite(c).all():
         return float("nan")
     return float(torch.linalg.norm((c - ref).flatten()) / torch.linalg.norm(ref.flatten()))
-
-
-@contextlib.contextmanager
-def no_tf32():
-    """cuBLAS in true FP32 inside the block (``allow_tf32 = False``); the previous setting after it."""
-    import torch
-
-    saved = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = False
-    try:
-        yield
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = saved
 
 
 def synchronize(device) -> None:

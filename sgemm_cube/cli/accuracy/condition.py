@@ -14,9 +14,10 @@ delta**2)``), so the achieved average is above ``delta``; the study records
 the average it measured on the FP32 inputs.
 
 The study computes, for every ``delta``, the average componentwise relative
-error ``|C - C64| / |C64|`` over all outputs of all trials, for native FP32
-and sgemm_cube, and the share of outputs where sgemm_cube is strictly more
-accurate than native FP32.
+error ``|C - C64| / |C64|`` over all outputs of all trials, for native FP32,
+the paper's split (``scale=None, fixup=False``) and sgemm_cube with the
+library's defaults (scaling + fix-up), and the share of outputs where each
+of the latter is strictly more accurate than native FP32.
 
 What the paper reports (GB200, 10000 pairs of 160 x 160 per point, Fig. 4):
 the error of both grows in proportion to the condition number from 1e1 to
@@ -97,9 +98,9 @@ def condition_study(*, delta_range: tuple[float, float] = (1e1, 1e6), delta_coun
     trials : int
         Independent (A, B) pairs per ``delta`` (the paper: 10000).
     sb : int
-        Scaling exponent of sgemm_cube.
+        Scaling exponent of the paper's split.
     orders : sequence of {"termwise", "elementwise"}
-        Combination orders of sgemm_cube.
+        Combination orders of the paper's split.
     seed, backend, accumulate, progress
         As in :func:`~sgemm_cube.cli.accuracy.exponent_sweep.exponent_sweep_study`.
 
@@ -108,7 +109,7 @@ def condition_study(*, delta_range: tuple[float, float] = (1e1, 1e6), delta_coun
     StudyData
         One row per (delta, method): the achieved mean and median condition
         number, mean / median / max componentwise relative error over all
-        outputs of all trials, and for sgemm_cube the share of outputs
+        outputs of all trials, and for the emulations the share of outputs
         strictly more accurate than native FP32 (``share_better``) and
         exactly as accurate (``share_equal``).
     """

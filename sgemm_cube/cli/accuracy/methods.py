@@ -1,23 +1,25 @@
 """The products the studies compare, run on one backend.
 
-Four kinds of product, as in the papers' figures:
+Five kinds of product, as in the papers' figures, each labelled in the
+figures and tables by the options it runs:
 
-``"fp16"``
-    FP16 only: ``fp16(A) @ fp16(B)`` with FP32 accumulation, what the matrix
-    engine gives without the split (the paper's "FP16 HGEMM").
-``"fp32"``
-    Native FP32: the array library's own SGEMM (OpenBLAS through NumPy on
-    the CPU, cuBLAS with TF32 off on CUDA).
-``"termwise"``, ``"elementwise"``
-    :func:`sgemm_cube.matmul` with that ``order`` and a given ``sb``.
-    This is the paper's algorithm exactly: ``scale=None, fixup=False``
-    (no power-of-two scaling of the lines, no plain-FP32 recomputation of
-    the lines the split cannot hold).
-``"auto"``
+``"fp16"`` -- "FP16 only"
+    ``fp16(A) @ fp16(B)`` with FP32 accumulation, what the matrix engine
+    gives without the split (the paper's "FP16 HGEMM").
+``"fp32"`` -- "native FP32"
+    The array library's own SGEMM (OpenBLAS through NumPy on the CPU,
+    cuBLAS with TF32 off on CUDA).
+``"termwise"``, ``"elementwise"`` -- "paper's split termwise sb=12 (scale=None, fixup=False)"
+    The paper's algorithm exactly: :func:`sgemm_cube.matmul` with that
+    ``order``, a given ``sb`` and ``scale=None, fixup=False`` (no
+    power-of-two scaling of the lines, no plain-FP32 fix-up of the lines
+    the split cannot hold).  Not what the library does by default.
+``"auto"`` -- "sgemm_cube sb=12 (default: scaling + fix-up)"
     :func:`sgemm_cube.matmul` with its default options (fp16x3, sb=12,
-    ``scale="auto"``, ``fixup=True``): the lines that do not fit the split
-    are scaled by powers of two, and those it cannot hold are computed in
-    plain FP32 (the full FP32 range).
+    termwise, ``scale="auto"``, ``fixup=True``): the lines that do not fit
+    the split are scaled by powers of two, and those it cannot hold are
+    computed in plain FP32 (the full FP32 range).  The studies that run the
+    paper's split run this beside it.
 
 The studies deliberately leave the split's accurate range, so the
 ``termwise``/``elementwise`` kinds run the paper's split unguarded.  A
@@ -79,8 +81,8 @@ class Method:
         if self.kind == "fp32":
             return "native FP32"
         if self.kind == "auto":
-            return "sgemm_cube defaults (scale=auto)"
-        return f"sgemm_cube {self.kind} sb={self.sb}"
+            return "sgemm_cube sb=12 (default: scaling + fix-up)"
+        return f"paper's split {self.kind} sb={self.sb} (scale=None, fixup=False)"
 
     def columns(self) -> dict:
         """The method's columns in a study's rows: ``method`` (key), ``kind``, ``sb`` (NaN for baselines)."""
@@ -96,10 +98,11 @@ class Method:
         return split_limits(self.sb).max_abs
 
 
-def methods(*, sbs=(12,), orders=("elementwise", "termwise"), fp16: bool = True, fp32: bool = True) -> list[Method]:
-    """The baselines followed by every (order, sb) of sgemm_cube, in legend order."""
+def methods(*, sbs=(12,), orders=("elementwise", "termwise"), fp16: bool = True, fp32: bool = True,
+            defaults: bool = True) -> list[Method]:
+    """The baselines, every (order, sb) of the paper's split, then the library's defaults, in legend order."""
     out = ([Method("fp16")] if fp16 else []) + ([Method("fp32")] if fp32 else [])
-    return out + [Method(order, int(sb)) for sb in sbs for order in orders]
+    return out + [Method(order, int(sb)) for sb in sbs for order in orders] + ([Method("auto")] if defaults else [])
 
 
 class Operands(NamedTuple):
@@ -215,6 +218,6 @@ class Engine:
                                       accumulate=self.accumulate or "cube16")
         if method.kind == "auto":  # the library's defaults: scaling and plain-FP32 lines where needed
             return matmul(a, b, accumulate=self.accumulate, backend=self.backend)
-        # The paper's split exactly: no scaling, no recomputation (the study measures the split itself).
+        # The paper's split exactly: no scaling, no fix-up (the study measures the split itself).
         return matmul(a, b, method.sb, order=method.kind, accumulate=self.accumulate, backend=self.backend,
                       scale=None, fixup=False)

@@ -1,7 +1,7 @@
 """Progress bars for the studies: :mod:`tqdm` when installed, silence otherwise.
 
-tqdm is an optional dependency (it comes with the ``test`` extra); a
-missing tqdm only removes the bar, never breaks a study.
+tqdm is an install requirement of the package; where it is missing all
+the same (an install without dependencies) only the bar goes, never a study.
 """
 from __future__ import annotations
 

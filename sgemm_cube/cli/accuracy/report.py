@@ -79,8 +79,10 @@ def run_all(*, out_dir, preset: str = "small", seed: int = 0, backend: str = "cp
     accumulate : {"cube16", "sequential"} or None
         CPU model's accumulation.
     plot : bool
-        Draw the PNGs (needs matplotlib); ``False`` writes data and summary
-        only (draw them later with :func:`rebuild_report`).
+        Draw the PNGs (needs matplotlib: ``pip install 'sgemm_cube[plot]'``;
+        without it :class:`~.plotting.PlotsUnavailable` is raised before any
+        study runs); ``False`` writes data and summary only (draw them later
+        with :func:`rebuild_report`).
     progress : bool
         Show progress bars.
     print_fn : callable or None
@@ -95,6 +97,10 @@ def run_all(*, out_dir, preset: str = "small", seed: int = 0, backend: str = "cp
         studies = PRESETS[preset]
     except KeyError:
         raise ValueError(f"unknown preset {preset!r}; choose one of {list(PRESETS)}") from None
+    if plot:
+        from .plotting import require_matplotlib
+
+        require_matplotlib()
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     results = {}
@@ -115,8 +121,12 @@ def rebuild_report(out_dir) -> Path:
     """Redraw the PNGs and rewrite ``summary.md`` from the JSON files of a report folder.
 
     For a report computed where matplotlib is missing (``plot=False``, e.g.
-    on a GPU server): copy the folder, then rebuild it here.
+    on a GPU server): copy the folder, then rebuild it here.  Raises
+    :class:`~.plotting.PlotsUnavailable` without matplotlib.
     """
+    from .plotting import require_matplotlib
+
+    require_matplotlib()
     out_dir = Path(out_dir)
     results = {name: load(out_dir / f"{name}.json") for name in _TITLES if (out_dir / f"{name}.json").exists()}
     if not results:

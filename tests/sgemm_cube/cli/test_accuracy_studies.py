@@ -191,7 +191,7 @@ def test_size_sweep_rows_and_flat_error_in_m(seed):
     30 seeds, which says nothing about the emulation.)"""
     data = size_sweep_study(mn_sizes=(16, 32), k_fixed=256, k_sizes=(64,), mn_fixed=16,
                             distributions=("symmetric",), seed=seed, progress=False)
-    assert len(data.rows) == 3 * 4
+    assert len(data.rows) == 3 * 5  # FP16 only, native FP32, the paper's split in two orders, the defaults
     for method in ("fp32", "termwise_sb12"):
         small, large = data.column("rel_error", sweep="mn", method=method)
         assert 0.33 < small / large < 3
@@ -295,3 +295,59 @@ def test_unavailable_backend_is_a_clear_error(tmp_path, capsys, monkeypatch):
     assert main(["condition", "--backend", "cuda", "--out", str(tmp_path), "--no-progress"]) == 2
     assert "no GPU here (test)" in capsys.readouterr().err
     assert not any(tmp_path.iterdir())
+
+
+def test_labels_name_the_options_that_ran():
+    """The paper's split is never labelled as the package: each label says which options ran."""
+    assert Method("termwise", 12).label == "paper's split termwise sb=12 (scale=None, fixup=False)"
+    assert Method("elementwise", 0).label == "paper's split elementwise sb=0 (scale=None, fixup=False)"
+    assert Method("auto").label == "sgemm_cube sb=12 (default: scaling + fix-up)"
+
+
+def test_engine_runs_what_the_labels_say(monkeypatch, rng):
+    from sgemm_cube.cli.accuracy import methods as methods_module
+
+    calls = []
+    monkeypatch.setattr(methods_module, "matmul", lambda a, b, *args, **kw: calls.append((args, kw)) or a @ b)
+    engine = Engine("cpu")
+    ops = engine.operands(draw(rng, "normal", (4, 8)), draw(rng, "normal", (8, 4)))
+    engine.run(Method("termwise", 6), ops)
+    engine.run(Method("auto"), ops)
+    (paper_args, paper_kw), (default_args, default_kw) = calls
+    assert paper_args == (6,) and paper_kw["scale"] is None and paper_kw["fixup"] is False
+    assert default_args == () and "scale" not in default_kw and "fixup" not in default_kw  # the defaults
+
+
+@pytest.mark.parametrize("study, kwargs", [
+    (exponent_sweep_study, dict(exp_range=(-4, 0), exp_step=4, m=4, k=16, n=4, sb=(12,), distributions=("symmetric",))),
+    (size_sweep_study, dict(mn_sizes=(4,), k_fixed=16, k_sizes=(16,), mn_fixed=4, distributions=("symmetric",))),
+    (condition_study, dict(delta_range=(10, 100), delta_count=2, size=8, trials=1)),
+    (heatmap_study, dict(exp_range=(0, 0), m=4, k=16, n=4)),
+])
+def test_studies_of_the_paper_split_show_the_defaults_beside_it(seed, study, kwargs):
+    data = study(**kwargs, seed=seed, progress=False)
+    keys = data.values("method")
+    assert "termwise_sb12" in keys and keys[-1] == "auto"
+    assert data.label("auto") == Method("auto").label
+    assert data.label("termwise_sb12") == Method("termwise", 12).label
+
+
+def test_defaults_keep_fp32_accuracy_where_the_paper_split_fails(seed):
+    """Below the split's range (e = -20) the paper's split sb=12 loses most bits; the defaults (scaled
+    lines) stay within a small factor of native FP32 over the whole sweep, beyond the range included."""
+    data = exponent_sweep_study(exp_range=(-20, 16), exp_step=12, m=16, k=64, n=8, sb=(12,),
+                                distributions=("symmetric",), seed=seed, progress=False)
+
+    def err(method, e):
+        return data.column("rel_error", exponent=e, method=method)[0]
+
+    assert err("termwise_sb12", -20) > 100 * err("fp32", -20)
+    assert data.column("status", exponent=16, method="termwise_sb12") == ["out_of_range"]
+    for e in (-20, -8, 4, 16):
+        assert data.column("status", exponent=e, method="auto") == ["ok"]
+        assert err("auto", e) < 2 * err("fp32", e), e
+
+
+def test_heatmap_without_the_paper_split_compares_the_defaults_alone(seed):
+    data = heatmap_study(exp_range=(0, 0), m=4, k=16, n=4, scheme="auto", seed=seed, progress=False)
+    assert data.values("method") == ["fp32", "auto"]
