@@ -67,7 +67,7 @@ from .records import synchronize as _sync
 
 __all__ = ["add_parser", "run", "main", "run_benchmark", "run_sweep", "derive_native_rule",
            "sweep_winners", "host_overhead", "SQUARE_SIZES", "RECT_SHAPES", "SWEEP_CONFIGS",
-           "Problem", "LAYOUTS", "MATRIX_METHODS", "matrix_problems", "make_operands", "measure_problem",
+           "BenchProblem", "LAYOUTS", "MATRIX_METHODS", "matrix_problems", "make_operands", "measure_problem",
            "run_matrix", "host_loop_ms", "reference_rows", "format_matrix_table", "matrix_summary",
            "derive_hybrid_rule", "write_hybrid_config", "no_tf32"]
 
@@ -424,7 +424,7 @@ def host_overhead(sizes=(1024, 2048), calls: int = 200):
 
 # ---- the benchmark matrix (--matrix): the public API against cuBLAS SGEMM ---------------------------
 
-class Problem(NamedTuple):
+class BenchProblem(NamedTuple):
     """One product of the benchmark matrix: ``batch`` products of an (m, k) by a (k, n) matrix.
 
     ``batch == 1`` means 2-D operands.  ``layout`` says how the operands are
@@ -502,13 +502,13 @@ MATRIX_METHODS = {
 
 
 def matrix_problems() -> tuple:
-    """The problems of ``--matrix`` (see :class:`Problem`), cheap ones first, 16384^3 last.
+    """The problems of ``--matrix`` (see :class:`BenchProblem`), cheap ones first, 16384^3 last.
 
     Squares (odd sizes included), linear layers with 8192 tokens, tall-skinny,
     short-wide, K-heavy, odd shapes, batched (B broadcast included) and
     strided/transposed operands; then real-shaped data (:data:`DATA_KINDS`).
     """
-    P = Problem
+    P = BenchProblem
     squares = [P(f"square {s}", 1, s, s, s, "square")
                for s in (128, 256, 384, 512, 768, 1000, 1024, 1536, 2048, 3000, 3072, 4096, 6144, 8192)]
     tokens = 8192
@@ -546,7 +546,7 @@ def matrix_problems() -> tuple:
     return tuple(squares + linear + shapes + data + [P("square 16384", 1, 16384, 16384, 16384, "square")])
 
 
-def make_operands(p: Problem, device="cuda", generator=None):
+def make_operands(p: BenchProblem, device="cuda", generator=None):
     """Float32 operands of ``p`` in its layout: random normal (never zeros), or ``p.data`` (:func:`make_data`,
     contiguous)."""
     torch = _torch()
@@ -628,7 +628,7 @@ def _host_calls(gpu_ms: float, host_ms: float) -> int:
     return int(min(200, max(2, host_ms / gpu_ms)))
 
 
-def reference_rows(p: Problem, max_flops: float) -> int:
+def reference_rows(p: BenchProblem, max_flops: float) -> int:
     """Rows of ``a`` (per batch) the float64 reference covers: all, or the first ones within ``max_flops``."""
     per_row = 2.0 * p.batch * p.n * p.k
     return int(min(p.m, max(1, max_flops // per_row)))
@@ -651,7 +651,7 @@ def _explain(a, b) -> dict:
     return {f: getattr(plan, f) for f in fields if hasattr(plan, f)} or {"repr": repr(plan)[:300]}
 
 
-def _hybrid_native(p: Problem, device):
+def _hybrid_native(p: BenchProblem, device):
     """What the hybrid rule in force (``prefers_native``) says for ``p`` on ``device``; None off CUDA."""
     torch = _torch()
     if torch.device(device).type != "cuda":
@@ -668,7 +668,7 @@ def _failure(exc) -> str:
     return f"{type(exc).__name__}: {str(exc)[:300]}"
 
 
-def measure_problem(p: Problem, *, device="cuda", rep_ms: float = 100.0, rounds: int = 3,
+def measure_problem(p: BenchProblem, *, device="cuda", rep_ms: float = 100.0, rounds: int = 3,
                     host_ms: float = 50.0, ref_max_flops: float = 2e12, seed: int = 0) -> dict:
     """Errors and timings of every :data:`MATRIX_METHODS` entry on one problem; returns its row.
 

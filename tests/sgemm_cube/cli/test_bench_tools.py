@@ -17,7 +17,7 @@ torch = pytest.importorskip("torch")
 
 import sgemm_cube  # noqa: E402
 from sgemm_cube.cli import bench_gpu  # noqa: E402
-from sgemm_cube.cli.bench_gpu import Problem, derive_hybrid_rule, derive_native_rule  # noqa: E402
+from sgemm_cube.cli.bench_gpu import BenchProblem, derive_hybrid_rule, derive_native_rule  # noqa: E402
 
 
 def _row(m, n, k, sgemm_ms, cuda_ms, batch=1, name=None):
@@ -221,7 +221,7 @@ def test_matrix_covers_the_requested_problems():
 
 @pytest.mark.parametrize("layout", bench_gpu.LAYOUTS)
 def test_operands_have_the_layout(layout):
-    p = Problem("t", 3 if layout == "b broadcast" else 1, 5, 6, 7, "test", layout)
+    p = BenchProblem("t", 3 if layout == "b broadcast" else 1, 5, 6, 7, "test", layout)
     a, b = bench_gpu.make_operands(p, "cpu", torch.Generator().manual_seed(0))
     lead = (3,) if p.batch > 1 else ()
     assert a.shape == (*lead, 5, 7) and a.dtype == torch.float32 and (a != 0).all()
@@ -234,10 +234,10 @@ def test_operands_have_the_layout(layout):
 
 
 def test_reference_rows_stay_within_the_flop_limit():
-    p = Problem("big", 1, 16384, 16384, 16384, "square")
+    p = BenchProblem("big", 1, 16384, 16384, 16384, "square")
     rows = bench_gpu.reference_rows(p, 2e12)
     assert 1 <= rows < p.m and 2.0 * rows * p.n * p.k <= 2e12
-    assert bench_gpu.reference_rows(Problem("small", 4, 100, 100, 100, "b"), 2e12) == 100
+    assert bench_gpu.reference_rows(BenchProblem("small", 4, 100, 100, 100, "b"), 2e12) == 100
 
 
 def test_no_tf32_restores_the_setting():
@@ -255,8 +255,8 @@ def test_no_tf32_restores_the_setting():
 @pytest.mark.skipif(os.environ.get("TRITON_INTERPRET", "0") != "1",
                     reason="backend='cuda' on CPU tensors needs Triton's interpreter (set by conftest without a GPU)")
 def test_matrix_dry_run_on_the_cpu(monkeypatch):
-    probs = [Problem("batched B broadcast", 2, 24, 20, 40, "batched", "b broadcast"),
-             Problem("strided", 1, 16, 24, 40, "layout", "a strided view")]
+    probs = [BenchProblem("batched B broadcast", 2, 24, 20, 40, "batched", "b broadcast"),
+             BenchProblem("strided", 1, 16, 24, 40, "layout", "a strided view")]
     rows = bench_gpu.run_matrix(probs, device="cpu", rep_ms=1, rounds=1, host_ms=0.01,
                                 ref_max_flops=2 * 2 * 20 * 40 * 10, budget_s=None, show_progress=False)
     assert [r["name"] for r in rows] == [p.name for p in probs]
@@ -338,7 +338,7 @@ def _measured_row(p, sgemm_ms, cuda_ms):
 def test_matrix_mode_writes_the_record_and_the_config(tmp_path, monkeypatch, capsys):
     import argparse
 
-    probs = [Problem(f"square {s}", 1, s, s, s, "square") for s in range(128, 128 * 25, 128)]
+    probs = [BenchProblem(f"square {s}", 1, s, s, s, "square") for s in range(128, 128 * 25, 128)]
     rows = [_measured_row(p, 1.0, 1.4 if p.m < 1000 else 0.6) for p in probs]
     monkeypatch.setattr(bench_gpu, "run_matrix", lambda problems, **kw: rows)
     from sgemm_cube.backends.cuda import configs
