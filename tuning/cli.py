@@ -27,6 +27,7 @@ from sgemm_cube.backends.npu_schedule import TilingError
 from . import pipeline
 from .hardware import ProfileError, get_profile, list_profiles, load_profiles
 from .model import bm_opt, constraints, kernel_blocking, rank, representative_f, round_bm_opt
+from .plots import MissingExtraError, require_matplotlib
 from .table import find_tables, format_table, save, table_dirs
 
 __all__ = ["add_parser", "main", "parse_args", "run"]
@@ -146,7 +147,7 @@ def _print_ranked(args, profile, rows, out) -> None:
     print("TFLOP/s are FP32-equivalent (2mnk / time), roofline upper bounds.", file=out)
 
 
-def _measure(args, out) -> int:
+def _measure(args, extra, out) -> int:
     if args.device.lower() == "cuda":
         from . import gpu
 
@@ -154,7 +155,8 @@ def _measure(args, out) -> int:
         return gpu.main(argv)
     from . import npu
 
-    table = npu.tune(args.device, [(args.m, args.n, args.k)])
+    # Says at once (BackendUnavailableError, reported by run()) when no NPU can run the kernel.
+    table = npu.tune(get_profile(args.device, extra=extra), [(args.m, args.n, args.k)])
     print(format_table(table), file=out)
     print(f"wrote {save(table, args.out)}", file=out)
     return 0
@@ -174,9 +176,11 @@ def run(args: argparse.Namespace, *, out=None) -> int:
                 print(f"{key:>8}  {p.name}", file=out)
             return 0
         if args.measure:
-            return _measure(args, out)
+            return _measure(args, extra, out)
         if args.device.lower() == "cuda":
             return _cuda_info(args, out)
+        if args.plot or args.plot_fig5:
+            require_matplotlib()  # before the work, not after it
         profile = get_profile(args.device, extra=extra)
         if min(args.m, args.n, args.k) < 1 or args.top < 1:
             raise ValueError("--m, --n, --k and --top must be positive")
@@ -203,7 +207,7 @@ def run(args: argparse.Namespace, *, out=None) -> int:
                 least = min(r.traffic_bytes for r in model_rows)
                 model_rows.sort(key=lambda r: (round(r.traffic_bytes / least, 2), -r.tflops))
             model_rows = model_rows[:args.top]
-    except (KeyError, ValueError, ProfileError, RuntimeError, TilingError) as exc:
+    except (KeyError, ValueError, ProfileError, RuntimeError, TilingError, MissingExtraError) as exc:
         print(f"sgemm-cube tune: error: {exc.args[0] if isinstance(exc, KeyError) else exc}", file=sys.stderr)
         return 2
     if args.json:

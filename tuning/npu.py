@@ -35,12 +35,23 @@ _ABS_ERROR_LIMIT = 1e-5  # FP32-level relative error, used where no native FP32 
 
 
 def _default_runner() -> Callable[..., Any]:
-    """The AscendC backend's matmul taking a ``tiling=`` override (the Ascend helper's contract)."""
+    """The AscendC backend's matmul taking a ``tiling=`` override (the Ascend helper's contract).
+
+    Raises :class:`sgemm_cube.backends.BackendUnavailableError` at once, before any work, where the
+    backend cannot run (no torch_npu, CANN toolkit or built extension: no NPU to measure on).
+    """
+    from sgemm_cube.backends import BackendUnavailableError
+
     try:
-        from sgemm_cube.backends.npu import matmul
+        from sgemm_cube.backends import npu as backend
     except ImportError as exc:
-        raise RuntimeError("measured NPU tuning needs the AscendC backend (sgemm_cube.backends.npu) "
-                           "built with CANN and torch_npu") from exc
+        raise BackendUnavailableError("measured NPU tuning needs the AscendC backend (sgemm_cube.backends.npu), "
+                                      f"which failed to import: {exc}") from exc
+    missing = backend.unavailable_reason()
+    if missing:
+        raise BackendUnavailableError("measured NPU tuning needs an Ascend NPU with the AscendC backend, which "
+                                      f"cannot run here: {missing}")
+    matmul = backend.matmul
 
     def run(a, b, out, tiling: Tiling) -> None:
         matmul(a, b, sb=12, order="termwise", keep_lo_lo=False, out=out, tiling=tiling)
@@ -79,13 +90,14 @@ def tune(
     operands into ``out``; ``sync()`` waits for the device (default
     ``torch.npu.synchronize``).  ``native_available`` says whether the native
     FP32 product is a fair accuracy baseline (default: the profile has an
-    FP32 cube).
+    FP32 cube).  Without ``runner`` and where the AscendC backend cannot run,
+    raises :class:`sgemm_cube.backends.BackendUnavailableError` before any work.
     """
+    p = get_profile(profile)
+    runner = runner or _default_runner()
     import torch
     from tqdm.auto import tqdm
 
-    p = get_profile(profile)
-    runner = runner or _default_runner()
     if sync is None:
         sync = torch.npu.synchronize if hasattr(torch, "npu") else (lambda: None)
     native = p.cube_fp32_tflops is not None if native_available is None else native_available

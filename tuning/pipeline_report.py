@@ -2,12 +2,16 @@
 
 MODEL PREDICTIONS: prints the calibration against the paper's 910A
 measurements, the Fig. 11 trends, the predicted gains of the kernel changes
-and the 910B outlook, as Markdown.  Takes a few minutes.
+and the 910B outlook, as Markdown, each table as it is done (a progress bar
+on stderr).  Takes about half a minute on two cores.
 """
 from __future__ import annotations
 
 import dataclasses
+import functools
 import sys
+
+from tqdm.auto import tqdm
 
 from . import pipeline as pl
 from .hardware import get_profile
@@ -29,7 +33,18 @@ def _best(profile, m, n, k, design, tilings=None):
     return max(rows, key=lambda r: r[1])
 
 
-def calibration(out=sys.stdout) -> None:
+@functools.lru_cache(maxsize=256)  # the sections rank the same products again
+def _rank1(profile_key: str, shape: tuple, design: pl.Design) -> pl.Ranked:
+    """The model's best row for one product (:func:`sgemm_cube.tuning.pipeline.rank`)."""
+    return pl.rank(profile_key, *shape, design=design, top=1)[0]
+
+
+def _no_bar():
+    return tqdm(disable=True)  # update() does nothing: the sections run without a bar
+
+
+def calibration(out=sys.stdout, bar=None) -> None:
+    bar = _no_bar() if bar is None else bar
     p = get_profile("910a")
     m, n, k = CALIBRATION_SHAPE
     print(f"### Calibration (910A, {m} x {n} x {k}, paper's design)\n", file=out)
@@ -40,6 +55,7 @@ def calibration(out=sys.stdout) -> None:
         t, best = _best(p, m, n, k, d)
         at = pl.predict(p, m, n, k, PAPER_FIG10_BEST, design=d).tflops
         print(f"| {buffering} | {PAPER_FIG10_PEAKS[buffering]} | {best:.1f} at {tuple(t)[:4]} | {at:.1f} |", file=out)
+        bar.update()
     print("\nSensitivity to the unknown m, n (k = 2816):\n", file=out)
     print("| m = n | best double (model) | at (176, 64, 176, 44) | best single (model) |", file=out)
     print("| --- | --- | --- | --- |", file=out)
@@ -48,9 +64,11 @@ def calibration(out=sys.stdout) -> None:
         ts, bs = _best(p, s, s, k, pl.PAPER_SINGLE)
         at = pl.predict(p, s, s, k, PAPER_FIG10_BEST, design=pl.PAPER_DOUBLE).tflops
         print(f"| {s} | {bd:.1f} at {tuple(td)[:4]} | {at:.1f} | {bs:.1f} at {tuple(ts)[:4]} |", file=out)
+        bar.update()
 
 
-def fig11(out=sys.stdout) -> None:
+def fig11(out=sys.stdout, bar=None) -> None:
+    bar = _no_bar() if bar is None else bar
     p = get_profile("910a")
     d = pl.PAPER_DOUBLE
     t = PAPER_FIG10_BEST
@@ -63,6 +81,7 @@ def fig11(out=sys.stdout) -> None:
         b = pl.predict(p, 16384, 16384, s, t, design=d).tflops
         c = pl.predict(p, s, s, s, t, design=d).tflops
         print(f"| {s} | {a:.1f} | {b:.1f} | {c:.1f} |", file=out)
+        bar.update()
 
 
 CHANGES = {
@@ -78,21 +97,26 @@ _OWN_TILING = ("l0c_stages", "per_term")  # changes that move the best tiling: r
 SHAPES = ((8192, 8192, 8192), (4096, 4096, 4096), (8192, 8192, 1024), (256, 8192, 8192), (2048, 2048, 16384))
 
 
-def changes(profile_key: str = "910a", out=sys.stdout) -> None:
+def changes(profile_key: str = "910a", out=sys.stdout, bar=None) -> None:
+    bar = _no_bar() if bar is None else bar
     p = get_profile(profile_key)
     print(f"\n### Kernel changes ({p.name}, this package's kernel, TFLOP/s of the whole product)\n", file=out)
     print("| change | " + " | ".join("x".join(map(str, s)) for s in SHAPES) + " |", file=out)
     print("| --- |" + " --- |" * len(SHAPES), file=out)
-    base_tilings = {s: pl.rank(p, *s, design=pl.KERNEL, top=1)[0].tiling for s in SHAPES}
+    base_tilings = {}
+    for s in SHAPES:
+        base_tilings[s] = _rank1(p.key, s, pl.KERNEL).tiling
+        bar.update()
     base = {s: pl.predict(p, *s, base_tilings[s], design=pl.KERNEL).tflops for s in SHAPES}
     for name, kw in CHANGES.items():
         d = dataclasses.replace(pl.KERNEL, **kw)
         cells = []
         for s in SHAPES:
-            t = pl.rank(p, *s, design=d, top=1)[0].tiling if set(kw) & set(_OWN_TILING) else base_tilings[s]
+            t = _rank1(p.key, s, d).tiling if set(kw) & set(_OWN_TILING) else base_tilings[s]
             v = pl.predict(p, *s, t, design=d).tflops
             cells.append(f"{v:.1f}" if not kw else f"{v:.1f} ({(v / base[s] - 1) * 100:+.0f}%)")
         print(f"| {name} | " + " | ".join(cells) + " |", file=out)
+        bar.update()
     print("\nTilings (model's best for the kernel as it is): "
           + ", ".join(f"{'x'.join(map(str, s))}: {tuple(t)[:4]}" for s, t in base_tilings.items()), file=out)
 
@@ -101,8 +125,9 @@ MODE_SHAPES = (CALIBRATION_SHAPE, (16384, 16384, 2816), (8192, 8192, 8192), (409
                (8192, 8192, 1024))
 
 
-def modes(out=sys.stdout) -> None:
+def modes(out=sys.stdout, bar=None) -> None:
     """The kernel's two GEMM modes at the paper's shapes and 8192^3, and the tuner's pick."""
+    bar = _no_bar() if bar is None else bar
     print("\n### The kernel's GEMM modes: all terms in one pass, or one pass per term (TFLOP/s of the whole "
           "product)\n", file=out)
     print("| chip | shape | one pass: best tiling | one pass per term: best tiling | "
@@ -111,8 +136,8 @@ def modes(out=sys.stdout) -> None:
     for key in ("910a", "910b"):
         p = get_profile(key)
         for s in MODE_SHAPES:
-            fused = pl.rank(p, *s, design=pl.KERNEL, top=1)[0]
-            per_term = pl.rank(p, *s, design=pl.KERNEL_PER_TERM, top=1)[0]
+            fused = _rank1(p.key, s, pl.KERNEL)
+            per_term = _rank1(p.key, s, pl.KERNEL_PER_TERM)
             try:
                 paper = f"{pl.predict(p, *s, PAPER_FIG10_BEST, design=pl.KERNEL_PER_TERM).tflops:.1f}"
             except ValueError:
@@ -122,13 +147,15 @@ def modes(out=sys.stdout) -> None:
             print(f"| {p.name} | {'x'.join(map(str, s))} | {fused.tflops:.1f} at {tuple(fused.tiling)[:4]} | "
                   f"{per_term.tflops:.1f} at {tuple(per_term.tiling)[:4]} | {paper} | {mode}, "
                   f"{max(v.tflops for v in preds.values()):.1f} at {tuple(pick)[:4]} |", file=out)
+            bar.update()
 
 
 BOOKKEEPING_SHAPES = ((8192, 8192, 8192), (4096, 4096, 4096), (8192, 8192, 1024))
 
 
-def bookkeeping(out=sys.stdout) -> None:
+def bookkeeping(out=sys.stdout, bar=None) -> None:
     """The predicted cost of the guarantee's integers on the device (Design.bookkeeping)."""
+    bar = _no_bar() if bar is None else bar
     print("\n### The guarantee's bookkeeping on the device (predicted, ms; at the model's best tiling for the "
           "kernel)\n", file=out)
     print("| chip | shape | product without | line statistics A + B | line meta | split scaling | unscale | "
@@ -138,7 +165,7 @@ def bookkeeping(out=sys.stdout) -> None:
     for key in ("910a", "910b"):
         p = get_profile(key)
         for s in BOOKKEEPING_SHAPES:
-            t = pl.rank(p, *s, design=pl.KERNEL, top=1)[0].tiling
+            t = _rank1(p.key, s, pl.KERNEL).tiling
             base, full = pl.predict(p, *s, t, design=pl.KERNEL), pl.predict(p, *s, t, design=d)
             ms = {k: v * 1e3 for k, v in full.phases.items()}
             split = (full.phases["split_a"] + full.phases["split_b"] - base.phases["split_a"]
@@ -147,33 +174,60 @@ def bookkeeping(out=sys.stdout) -> None:
                   f"{ms['line_stats_a'] + ms['line_stats_b']:.2f} | {ms['line_meta']:.2f} | {split:.2f} | "
                   f"{ms['unscale']:.2f} | {full.seconds * 1e3:.2f} | {(full.seconds / base.seconds - 1) * 100:+.0f}% |",
                   file=out)
+            bar.update()
 
 
-def outlook_910b(out=sys.stdout) -> None:
+OUTLOOK_SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192), (16384, 16384, 16384))
+
+
+def outlook_910b(out=sys.stdout, bar=None) -> None:
+    bar = _no_bar() if bar is None else bar
     p = get_profile("910b")
     print(f"\n### {p.name}: the model's best tiling against the native FP32 cube ({p.cube_fp32_tflops} TFLOP/s peak)\n",
           file=out)
     print("| shape | kernel design: tiling | predicted TFLOP/s | of FP16/3 peak | vs native FP32 peak | "
           "paper's design: predicted |", file=out)
     print("| --- | --- | --- | --- | --- | --- |", file=out)
-    for s in ((4096, 4096, 4096), (8192, 8192, 8192), (16384, 16384, 16384)):
-        r = max((pl.rank(p, *s, design=d, top=1)[0] for d in (pl.KERNEL, pl.KERNEL_PER_TERM)),
-                key=lambda row: row.tflops)
-        q = pl.rank(p, *s, design=pl.PAPER_DOUBLE, top=1)[0]
+    for s in OUTLOOK_SHAPES:
+        r = max((_rank1(p.key, s, d) for d in (pl.KERNEL, pl.KERNEL_PER_TERM)), key=lambda row: row.tflops)
+        q = _rank1(p.key, s, pl.PAPER_DOUBLE)
         mode = ", per term" if r.tiling.per_term else ""
         print(f"| {'x'.join(map(str, s))} | {tuple(r.tiling)[:4]}{mode} | {r.tflops:.1f} | "
               f"{r.tflops / (p.cube_fp16_tflops / 3) * 100:.0f}% | {r.tflops / p.cube_fp32_tflops:.2f}x | "
               f"{q.tflops:.1f} at {tuple(q.tiling)[:4]} |", file=out)
+        bar.update()
+
+
+class _AboveTheBar:
+    """A text file whose lines are written above the progress bar (``tqdm.write``), so that tables and bar
+    do not mix on a terminal; each line is flushed as it is done."""
+
+    def __init__(self, out):
+        self._out, self._partial = out, ""
+
+    def write(self, text: str) -> int:
+        *lines, self._partial = (self._partial + text).split("\n")
+        for line in lines:
+            tqdm.write(line, file=self._out)
+        self._out.flush()
+        return len(text)
+
+    def flush(self) -> None:
+        self._out.flush()
 
 
 def main() -> int:
-    calibration()
-    fig11()
-    changes("910a")
-    changes("910b")
-    modes()
-    bookkeeping()
-    outlook_910b()
+    rows = (2 + 3 + len(_SIZES) + 2 * (len(SHAPES) + len(CHANGES)) + 2 * len(MODE_SHAPES)
+            + 2 * len(BOOKKEEPING_SHAPES) + len(OUTLOOK_SHAPES))
+    out = _AboveTheBar(sys.stdout)
+    with tqdm(total=rows, desc="pipeline report", unit="row", file=sys.stderr) as bar:
+        calibration(out, bar)
+        fig11(out, bar)
+        changes("910a", out, bar)
+        changes("910b", out, bar)
+        modes(out, bar)
+        bookkeeping(out, bar)
+        outlook_910b(out, bar)
     return 0
 
 

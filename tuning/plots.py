@@ -9,7 +9,26 @@ import numpy as np
 from .hardware import Profile, get_profile
 from .model import enumerate_blocks
 
-__all__ = ["fig10_data", "fig10_tilings", "fig5_data", "plot_fig10", "plot_fig5"]
+__all__ = ["MissingExtraError", "fig10_data", "fig10_tilings", "fig5_data", "plot_fig10", "plot_fig5",
+           "require_matplotlib"]
+
+
+class MissingExtraError(ImportError):
+    """An optional dependency is not installed; the message names the extra that installs it."""
+
+
+def require_matplotlib():
+    """matplotlib's ``Figure`` and Agg canvas classes; :class:`MissingExtraError` saying how to install it.
+
+    The figures need matplotlib, the ``plot`` extra of the package: it is not installed with it.
+    """
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError as exc:
+        raise MissingExtraError(f"the figures need matplotlib, which is not installed ({exc}); "
+                                "install it with: pip install 'sgemm_cube[plot]'") from exc
+    return Figure, FigureCanvasAgg
 
 
 def fig5_data(profile: Profile | str, ratios: Sequence[float] = (0.5, 1.0, 2.0)) -> dict[float, dict[str, np.ndarray]]:
@@ -37,12 +56,10 @@ def plot_fig5(
 ) -> str:
     """Write Fig. 5 (N_fused and f against bm*bk, one series per bn/bm) as an image.
 
-    Needs matplotlib (the ``plot`` extra); uses the non-interactive Agg
-    canvas, so it works without a display.  Returns the path written.
+    Needs matplotlib (the ``plot`` extra: :class:`MissingExtraError` without it); uses the
+    non-interactive Agg canvas, so it works without a display.  Returns the path written.
     """
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
+    Figure, FigureCanvasAgg = require_matplotlib()
     p = get_profile(profile)
     data = fig5_data(p, ratios)
     fig = Figure(figsize=(10, 4), layout="constrained")
@@ -98,11 +115,10 @@ def plot_fig10(profile: Profile | str, path: str | os.PathLike[str], *, m: int, 
     its cube work per element copied to L0 (``bm bn / (bm + bn)``), coloured
     by bk; the paper's measured 910A peaks drawn as dashed lines for
     comparison (they were measured at its own problem size, which it does not
-    state).  Returns the path written.
+    state).  Needs matplotlib (the ``plot`` extra: :class:`MissingExtraError` without it); the sweep
+    takes a few seconds (``progress``: a bar on stderr after a second).  Returns the path written.
     """
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
+    Figure, FigureCanvasAgg = require_matplotlib()
     p = get_profile(profile)
     data = fig10_data(p, m, n, k, terms=terms, progress=progress)
     fig = Figure(figsize=(11, 4.2), layout="constrained")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import io
 import json
 
 import pytest
@@ -267,3 +268,106 @@ def test_bookkeeping_passes_are_timed():
         assert full.phases["gemm"] == base.phases["gemm"] and full.seconds > base.seconds
     with pytest.raises(ValueError):
         pl.Design("paper", bookkeeping=True)
+
+
+STEP_REPLAY_CASES = [  # (soc, batch, m, n, k, tiling, design): split columns, several groups and rounds, tails
+    ("910a", 1, 300, 200, 700, (128, 64, 128, 4), pl.PAPER_DOUBLE),
+    ("910a", 2, 64, 48, 1000, (64, 64, 48, 3), pl.KERNEL),
+    ("910b", 1, 100, 90, 130, (32, 32, 32, 2), pl.KERNEL_PER_TERM),
+    ("910b", 3, 50, 70, 300, (48, 64, 32, 3), pl.PAPER_SINGLE),
+    ("910a", 1, 16, 1000, 64, (16, 16, 64, 4), dataclasses.replace(pl.KERNEL, l0c_stages=2)),
+    ("910a", 1, 2000, 1500, 2816, (176, 64, 176, 44), pl.PAPER_SINGLE),
+    ("910b", 1, 3000, 700, 5000, (112, 64, 96, 16), pl.KERNEL),
+    ("910a", 1, 2000, 900, 2816, (176, 64, 176, 44), pl.KERNEL_PER_TERM),
+    ("910b", 1, 1000, 3000, 1000, (64, 128, 64, 14), dataclasses.replace(pl.KERNEL, terms=4)),
+    ("910a", 1, 5000, 600, 3000, (128, 128, 128, 7), pl.KERNEL),  # one L0 stage
+    ("910b", 1, 4000, 2000, 700, (128, 64, 128, 8), dataclasses.replace(pl.PAPER_DOUBLE, l0c_stages=2)),
+]
+
+
+@pytest.mark.parametrize("case", STEP_REPLAY_CASES, ids=str)
+def test_step_replay_is_the_program_replay(case):
+    """The GEMM's time followed step by step (what predict uses) is replay() of core_program, bit for bit."""
+    soc, batch, m, n, k, tiling, design = case
+    p, t = get_profile(soc), ns.Tiling(*tiling)
+    steps, busy, g = pl._replay_gemm(p, design, batch, m, n, k, t)
+    program, program_busy, _ = pl._replay_gemm(p, design, batch, m, n, k, t, program=True)
+    assert steps == program
+    assert busy == pytest.approx(program_busy, rel=1e-12)
+    assert g.groups > 1 or g.n_split > 1 or g.n_fused > 3  # the cases exercise the loops
+
+
+def test_vector_replay_is_the_program_replay(monkeypatch):
+    """The split, combine and bookkeeping kernels' times followed tile by tile are replay() of their
+    programs, bit for bit."""
+    def program_replay(tiles, *, stages, ops, flag_latency):
+        return pl.replay(pl._vector_program(tiles, stages=stages, ops=ops), lambda op: op.step, pl._SYNCS,
+                         flag_latency)[0]
+
+    kernels = (pl._split_cycles, pl._line_stats_cycles, pl._line_meta_cycles, pl._unscale_cycles, pl._combine_cycles)
+    calls = []
+    for soc in ("910a", "910b"):
+        p = get_profile(soc)
+        for d in (pl.KERNEL, dataclasses.replace(pl.KERNEL, bookkeeping=True),
+                  dataclasses.replace(pl.KERNEL, split_strips=False, combine_double=True, terms=4)):
+            for batch, rows, cols in ((1, 4096, 1040), (2, 336, 7000)):
+                calls += [(pl._split_cycles, (p, d, batch * rows // 16, cols, "rows")),
+                          (pl._split_cycles, (p, d, batch * rows // 16, cols, "columns")),
+                          (pl._line_stats_cycles, (p, d, batch, rows, cols, True)),
+                          (pl._line_stats_cycles, (p, d, batch, rows, cols, False)),
+                          (pl._line_meta_cycles, (p, d, batch * rows)), (pl._unscale_cycles, (p, d, batch, rows, cols)),
+                          (pl._combine_cycles, (p, d, batch * rows * cols))]
+
+    def times():
+        for f in kernels:
+            f.cache_clear()
+        return [f(*args) for f, args in calls]
+
+    try:
+        tile_by_tile = times()
+        monkeypatch.setattr(pl, "_replay_vector", program_replay)
+        assert times() == tile_by_tile
+    finally:
+        for f in kernels:
+            f.cache_clear()
+
+
+@pytest.mark.parametrize("soc, shape, design, tiling, tflops", [
+    # docs/ascend_pipeline_model.md's tables (the kernel's modes, the 910B outlook)
+    ("910a", (8192, 8192, 8192), pl.KERNEL, (128, 64, 128, 30), 53.2),
+    ("910a", CALIBRATION_SHAPE, pl.KERNEL, (176, 32, 112, 45), 46.0),
+    ("910a", CALIBRATION_SHAPE, pl.KERNEL_PER_TERM, (176, 64, 176, 44), 51.3),
+    ("910b", (8192, 8192, 8192), pl.PAPER_DOUBLE, (144, 112, 112, 14), 59.9),
+    ("910b", CALIBRATION_SHAPE, pl.KERNEL, (96, 80, 96, 15), 43.0),
+], ids=lambda v: f"{v.kind}{'-per-term' if v.per_term else ''}" if isinstance(v, pl.Design) else None)
+def test_screen_picks_the_best_tiling_of_the_full_ranking(soc, shape, design, tiling, tflops):
+    """rank's screen (every candidate on one round of block rows and one K group, the best 24 on the whole
+    product) picks the tiling that timing every candidate on the whole product picks, the documented one."""
+    screened = pl.rank(soc, *shape, design=design, top=1)[0]
+    everyone = pl.rank(soc, *shape, design=design, top=1, screen=1 << 30)[0]
+    assert screened.tiling == everyone.tiling
+    assert tuple(screened.tiling)[:4] == tiling and round(screened.tflops, 1) == tflops
+
+
+def test_predictions_are_the_callers_own():
+    a = pl.predict("910a", 2048, 2048, 2048, (128, 64, 128, 30), design=pl.KERNEL)
+    a.phases.clear()
+    a.busy.clear()
+    b = pl.predict("910a", 2048, 2048, 2048, (128, 64, 128, 30), design=pl.KERNEL)
+    assert b.phases and b.busy and b.seconds == a.seconds  # the model's cache handed out copies
+
+
+def test_report_sections_tick_the_progress_bar_and_write_above_it():
+    from sgemm_cube.tuning import pipeline_report as report
+
+    class Bar:
+        n = 0
+
+        def update(self, n=1):
+            self.n += n
+
+    out, bar = io.StringIO(), Bar()
+    report.fig11(report._AboveTheBar(out), bar)
+    rows = [line for line in out.getvalue().splitlines() if line.startswith("| ") and line[2].isdigit()]
+    assert bar.n == len(report._SIZES) == len(rows)
+    assert out.getvalue().count("\n") == len(out.getvalue().splitlines())  # whole lines only

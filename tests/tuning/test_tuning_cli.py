@@ -162,3 +162,40 @@ def test_module_entry_point():
                           capture_output=True, text=True, env=env, cwd=REPO, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "Ascend 910A" in proc.stdout and "N_fused" in proc.stdout
+
+
+def test_measure_without_an_npu_says_so_before_any_work(capsys, monkeypatch):
+    from sgemm_cube.backends import npu as backend
+    from sgemm_cube.tuning import npu
+
+    if backend.is_available():
+        pytest.skip("an NPU is present: this checks the message on NPU-less machines")
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("the candidates were ranked before the NPU was looked for")
+
+    monkeypatch.setattr(npu, "rank", no_work)
+    rc, text = _run(["--device", "910a", "--measure"])
+    err = capsys.readouterr().err
+    assert rc == 2 and text == ""
+    assert err.startswith("sgemm-cube tune: error: ") and "needs an Ascend NPU" in err
+    assert backend.unavailable_reason() in err and "Traceback" not in err
+
+
+def test_plots_without_matplotlib_name_the_extra(capsys, monkeypatch, tmp_path):
+    from sgemm_cube.tuning import pipeline, plots
+
+    for name in ("matplotlib", "matplotlib.figure", "matplotlib.backends", "matplotlib.backends.backend_agg"):
+        monkeypatch.setitem(sys.modules, name, None)  # import matplotlib... fails as if it were not installed
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("the blocks were ranked before matplotlib was looked for")
+
+    monkeypatch.setattr(pipeline, "rank", no_work)
+    for flag in ("--plot", "--plot-fig5"):
+        rc, text = _run(["--device", "910a", flag, str(tmp_path / "fig.png")])
+        err = capsys.readouterr().err
+        assert rc == 2 and text == "" and "pip install 'sgemm_cube[plot]'" in err
+    with pytest.raises(plots.MissingExtraError, match=r"sgemm_cube\[plot\]"):
+        plots.plot_fig5("910a", tmp_path / "fig5.png")
+    assert not (tmp_path / "fig.png").exists() and not (tmp_path / "fig5.png").exists()
