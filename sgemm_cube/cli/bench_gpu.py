@@ -231,8 +231,7 @@ def _measure_shape(batch, m, n, k, kind, *, reps_ms, seed):
     from sgemm_cube.backends.cuda import launch
 
     cfg = launch.resolve_config(batch, m, n, k, a.device)
-    block_k, _ = launch.flush_steps(cfg["flush_k"], cfg["BLOCK_K"])
-    row["ms"]["cube_split"] = _bench(lambda: launch.split_operands(a, b, sb=12, cfg=cfg, block_k=block_k), reps_ms)
+    row["ms"]["cube_split"] = _bench(lambda: launch.split_operands(a, b, sb=12, config=cfg), reps_ms)
     row["config"] = cfg
     return row
 
@@ -326,7 +325,7 @@ def run_sweep(*, size: int = 8192, reps_ms: float = 300.0, seed: int = 0, config
     ``on_row(result_so_far)`` is called after every variant (to save partial results).
     """
     torch = _torch()
-    from sgemm_cube.backends.cuda.split_kernel import split_operand
+    from sgemm_cube.backends.cuda import launch
 
     gen = torch.Generator(device="cuda").manual_seed(seed)
     data = {}
@@ -342,12 +341,11 @@ def run_sweep(*, size: int = 8192, reps_ms: float = 300.0, seed: int = 0, config
     fp16 = _methods(a, b, 1)["fp16_fp32"]
     print(f"sweep {size}^3: sgemm {base['ms']:.3f} ms ({flops / base['ms'] * 1e-9:.1f} TFLOP/s), "
           f"fp16->fp32 {flops / _bench(fp16, reps_ms) * 1e-9:.1f} TFLOP/s", flush=True)
-    for stats in (True, False):  # the statistics' atomics: what they cost
-        t = _bench(lambda: [split_operand(x, rows_pad=size, cols_pad=size, k_axis=ax, sb=12, stats=stats)
-                            for x, ax in ((a, 1), (b, 0))], reps_ms)
-        print(f"split of A and B (stats={stats}): {t:.3f} ms, {4 * size * size * 2 * 2 / t * 1e-6:.0f} GB/s "
-              f"(bytes read + written)", flush=True)
-        rows.append({"name": f"split stats={stats}", "ms": t})
+    # The three split launches (statistics, line meta, scaled split): memory-bound, against copy bandwidth.
+    t = _bench(lambda: launch.split_operands(a, b, sb=12), reps_ms)
+    print(f"split of A and B: {t:.3f} ms, {4 * size * size * 2 * 2 / t * 1e-6:.0f} GB/s (bytes read + written)",
+          flush=True)
+    rows.append({"name": "split", "ms": t})
     for name, cfg, flush_k, order in configs:
         row = {"name": name, "config": cfg, "flush_k": flush_k, "order": order}
         try:

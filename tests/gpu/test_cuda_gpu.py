@@ -35,7 +35,7 @@ import sgemm_cube  # noqa: E402
 from sgemm_cube.cpu_fallback.guard import line_meta, line_range, pack_meta  # noqa: E402
 from sgemm_cube.backends import cuda  # noqa: E402
 from sgemm_cube.backends.cuda import launch  # noqa: E402
-from sgemm_cube.backends.cuda.gemm_kernel import VARIANTS  # noqa: E402
+from sgemm_cube.backends.cuda.gemm_tiles import VARIANTS  # noqa: E402
 
 from tests.conftest import draw  # noqa: E402
 
@@ -95,7 +95,7 @@ def test_split_bit_for_bit(rng, dist):
 
 @pytest.mark.parametrize("scale", [None, "auto", "rows", "matrix"])
 @pytest.mark.parametrize("scheme", ["fp16x3", "bf16x9"])
-def test_line_integers_are_the_guards(rng, scale, scheme):
+def test_line_meta_is_the_guards(rng, scale, scheme):
     """Rows spread over 80 binades, lines below and beyond the split's range, NaN/Inf, zeros."""
     x = (rng.uniform(-1, 1, (2, 700, 300)) * 2.0 ** rng.integers(-40, 40, (2, 700, 1))).astype(np.float32)
     x[0, 3, 5], x[1, 7, 200], x[0, 4, :], x[1, 9, :] = np.nan, -np.inf, 0.0, np.inf

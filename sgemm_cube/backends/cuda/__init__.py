@@ -1,14 +1,20 @@
 """CUDA backend of sgemm_cube: the SGEMM-cube algorithm on tensor cores, in Triton.
 
 Importing this package needs neither torch nor triton nor a GPU; the kernels
-are imported on first use.  Layers, one per module:
+are imported on first use.  A product is four launches (:mod:`.launch`): the
+statistics of both operands; their line meta and fix-up lists; the scaled
+split; the GEMM with its fix-up programs.  Layers, one per module:
 
 * :mod:`.split_kernel` -- FP32 -> padded buffer of FP16 (hi, lo) or three
-  BF16 slices, plus the range statistics (one memory-bound pass per operand);
-* :mod:`.gemm_kernel` -- the scheme's tensor-core products per K step (3 or
-  4 FP16, 9 or 6 BF16), the level-0 partial flushed into a
-  round-to-nearest FP32 accumulator every ``flush_k`` elements, termwise or
-  elementwise combination;
+  BF16 slices, with the line meta (:mod:`.line_meta`) and fix-up lists (three
+  memory-bound passes, each over both operands);
+* :mod:`.gemm_fp16_kernel`, :mod:`.gemm_bf16_kernel` -- the scheme's
+  tensor-core products per K step (3 or 4 FP16, 9 or 6 BF16), the level-0
+  partial flushed into a round-to-nearest FP32 accumulator every ``flush_k``
+  elements, termwise or elementwise combination; what both share (a tile's
+  place, line meta and epilogue): :mod:`.gemm_tiles`;
+* :mod:`.fixup_kernel` -- the fix-up programs of the GEMM launch: the fix-up
+  lines' outputs from the unscaled operands, in FP64;
 * :mod:`.launch` -- config resolution, padding, launches (:func:`matmul`);
 * :mod:`.configs` -- the schema, key list and validator of ``configs/<gpu>.json``
   and ``configs/default.json`` (written by ``tuning/gpu.py`` alone);

@@ -29,7 +29,7 @@ distance (ties: the larger).  Bucket entries apply only on the GPU named by
 the file's ``device`` (measurements do not transfer to a sibling GPU).  Entries may carry ``source``, ``note`` and
 ``measured`` (free-form records of how they were obtained).
 
-Key ranges are those the kernels accept (``gemm_kernel.py``, ``split_kernel.py``):
+Key ranges are those the kernels accept (``gemm_fp16_kernel.py``, ``gemm_bf16_kernel.py``, ``split_kernel.py``):
 
 * ``BLOCK_M/N/K``: powers of two in [16, 512] (``tl.dot`` needs 16 or more);
 * ``flush_k``: 0 (never flush) or a positive multiple of 16.  :func:`.launch.flush_steps`
@@ -41,7 +41,7 @@ Key ranges are those the kernels accept (``gemm_kernel.py``, ``split_kernel.py``
   launcher ignores it otherwise, so a table entry of an FP16 mode saying
   ``true`` is rejected as a mistake, while ``config=`` overrides may carry it;
 * ``split_block``: ``null`` (the launcher's default) or two powers of two;
-* ``variant``: one of ``gemm_kernel.VARIANTS``.
+* ``variant``: one of ``gemm_tiles.VARIANTS``.
 """
 from __future__ import annotations
 
@@ -64,7 +64,7 @@ KIND = "sgemm_cube.cuda_configs"
 CONFIG_DIR = pathlib.Path(__file__).with_name("configs")
 #: Split schemes the kernels implement (:mod:`sgemm_cube.cpu_fallback.schemes`).
 SCHEMES = ("fp16x3", "fp16x4", "bf16x9", "bf16x6")
-#: Accumulation orders of fp16x3 (``gemm_kernel``'s termwise and elementwise variants).
+#: Accumulation orders of the GEMM kernels (their ``TERMWISE`` switch).
 ORDERS = ("termwise", "elementwise")
 #: Config table modes: the FP16 orders, ``lo_lo`` (fp16x4) and the BF16 schemes (:func:`mode_of`).
 MODES = ("termwise", "elementwise", "lo_lo", "bf16x9", "bf16x6")
@@ -77,7 +77,7 @@ def mode_of(order: str, scheme: str) -> str:
         return order
     return "lo_lo" if scheme == "fp16x4" else scheme
 
-#: ``gemm_kernel.VARIANTS`` (kept here so that validation needs no triton; a test checks they agree).
+#: ``gemm_tiles.VARIANTS`` (kept here so that validation needs no triton; a test checks they agree).
 VARIANT_NAMES = ("ptr", "tma", "tma_persistent")
 #: Thresholds of the hybrid rule (:func:`.hybrid.prefers_native`).
 HYBRID_KEYS = ("min_flops", "min_flops_per_matrix", "min_mn", "min_k", "min_tiles")

@@ -1,10 +1,11 @@
-"""Plain FP32 outputs inside the GEMM launch: the fix-up lines, and tiles that may overflow.
+"""The fix-up inside the GEMM launch: the outputs of the fix-up lines, from the unscaled operands.
 
 The split pass lists, per block of ``BLOCK_L`` lines, the rows of A and
-columns of B whose outputs must be native FP32 (:mod:`sgemm_cube.cpu_fallback.guard`:
-an entry the split would round to fewer than 22 bits, NaN, infinity).  The
-GEMM's tiles leave those outputs alone, and ``FIX_PROGRAMS`` extra programs
-of the same launch compute them (:func:`fixup_program`):
+columns of B whose outputs are not computed from the split, the fix-up lines
+(:mod:`sgemm_cube.cpu_fallback.guard`: an entry the split would round to fewer
+than 22 bits, NaN, infinity).  The GEMM's tiles leave those outputs alone, and
+``fixup_programs`` extra programs of the same launch compute them
+(:func:`fixup_program`):
 
 * every fix-up program reads the per-block counts (a few hundred integers)
   and compacts the fix-up lines on the fly into groups of ``GROUP`` lines
@@ -30,9 +31,14 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .split_kernel import decode_meta
+from .line_meta import PAD_META, decode_meta
 
 __all__ = ["fixup_dot", "fixup_program", "fixup_shape"]
+
+#: From this K on, the fix-up takes the larger tiles and fewer programs (:func:`fixup_shape`).
+LONG_K = 4096
+#: Per-block counts of fix-up lines read per step while compacting a batch's lists.
+_COUNTS_CHUNK = tl.constexpr(256)
 
 
 def fixup_shape(k: int, sms: int) -> tuple[tuple[int, int, int], int]:
@@ -44,7 +50,7 @@ def fixup_shape(k: int, sms: int) -> tuple[tuple[int, int, int], int]:
     Long K takes the large tiles, short K more programs of smaller ones.  Normal data (nothing
     listed) measured 3.64-3.81x SGEMM with each, within the run-to-run spread.
     """
-    if k >= 4096:
+    if k >= LONG_K:
         return (64, 256, 32), 2 * sms
     return (64, 128, 32), 4 * sms
 
@@ -137,7 +143,7 @@ def _fix_lines(p, num_programs, item_base,
             keep = valid[:, None] & o_in[None, :]
             if SKIP_LISTED:
                 y_cls, _ = decode_meta(tl.load(y_meta + tl.cast(bo * y_batched, tl.int64) * n_other + offs_o,
-                                               mask=o_in, other=4096))
+                                               mask=o_in, other=PAD_META))
                 keep = keep & (y_cls < FIXUP_MIN_CLASS)[None, :]
             c = c_ptr + tl.cast(bo, tl.int64) * stride_cb
             tl.store(c + lines[:, None].to(tl.int64) * stride_cl + offs_o[None, :].to(tl.int64) * stride_co, acc,
@@ -147,32 +153,32 @@ def _fix_lines(p, num_programs, item_base,
 
 
 @triton.jit
-def fixup_program(p, num_programs,
-                  a_ptr, stride_ab, stride_am, stride_ak, a_batched,
-                  b_ptr, stride_bb, stride_bk, stride_bn, b_batched,
-                  c_ptr, stride_cb, stride_cm,
-                  a_count, a_list, a_blocks, a_meta,
-                  b_count, b_list, b_blocks, b_meta,
-                  batch, M, N, K, alpha,
-                  FIXUP_MIN_CLASS: tl.constexpr, BLOCK_LA: tl.constexpr, BLOCK_LB: tl.constexpr,
+def fixup_program(p, num_programs, a, b, c, batch, M, N, K,
+                  FIXUP_MIN_CLASS: tl.constexpr, BLOCK_L: tl.constexpr,
                   GROUP: tl.constexpr, BLOCK_O: tl.constexpr, BLOCK_K: tl.constexpr):
     """Fix-up program ``p`` of ``num_programs``: the fix-up rows of A, then the fix-up columns of B.
 
-    ``a_batched``/``b_batched``: 1, or 0 where the operand is broadcast over
-    the batch (its lines, counts and lists exist for batch 0 only).
+    a, b : :class:`.gemm_tiles.GemmOperand` -- of each operand, the FP32 operand (A (Ba, M, K),
+        B (Bb, K, N) through their strides), its line meta and the split pass's fix-up lists (per
+        block of ``BLOCK_L`` lines).  A broadcast operand (``meta_batch`` 0) has its lines, counts
+        and lists for batch 0 only.
+    c : :class:`.gemm_tiles.GemmOutput` -- the (batch, M, N) output and alpha.
+    GROUP, BLOCK_O, BLOCK_K : the FP64 dot tiles (:func:`fixup_shape`).
     """
+    a_batched = (a.meta_batch > 0).to(tl.int32)
+    b_batched = (b.meta_batch > 0).to(tl.int32)
     item = _fix_lines(p, num_programs, p * 0,
-                      a_count, a_list, a_blocks, a_batched,
-                      a_ptr, stride_ab, stride_am, stride_ak,
-                      b_ptr, stride_bb, stride_bk, stride_bn,
-                      c_ptr, stride_cb, stride_cm, 1,
-                      a_meta, M, b_meta, b_batched, batch, N, K, alpha, False,
-                      FIXUP_MIN_CLASS, BLOCK_LA, GROUP, BLOCK_O, BLOCK_K, 256)
+                      a.fix_counts, a.fix_lists, a.fix_blocks, a_batched,
+                      a.ptr, a.stride_batch, a.stride_line, a.stride_k,
+                      b.ptr, b.stride_batch, b.stride_k, b.stride_line,
+                      c.ptr, c.stride_batch, c.stride_m, 1,
+                      a.meta, M, b.meta, b_batched, batch, N, K, c.alpha, False,
+                      FIXUP_MIN_CLASS, BLOCK_L, GROUP, BLOCK_O, BLOCK_K, _COUNTS_CHUNK)
     # Columns of B: c^T = b^T a^T, skipping the rows the first pass wrote.
     _fix_lines(p, num_programs, item,
-               b_count, b_list, b_blocks, b_batched,
-               b_ptr, stride_bb, stride_bn, stride_bk,
-               a_ptr, stride_ab, stride_ak, stride_am,
-               c_ptr, stride_cb, 1, stride_cm,
-               b_meta, N, a_meta, a_batched, batch, M, K, alpha, True,
-               FIXUP_MIN_CLASS, BLOCK_LB, GROUP, BLOCK_O, BLOCK_K, 256)
+               b.fix_counts, b.fix_lists, b.fix_blocks, b_batched,
+               b.ptr, b.stride_batch, b.stride_line, b.stride_k,
+               a.ptr, a.stride_batch, a.stride_k, a.stride_line,
+               c.ptr, c.stride_batch, 1, c.stride_m,
+               b.meta, N, a.meta, a_batched, batch, M, K, c.alpha, True,
+               FIXUP_MIN_CLASS, BLOCK_L, GROUP, BLOCK_O, BLOCK_K, _COUNTS_CHUNK)

@@ -1,14 +1,25 @@
-"""Host side of the CUDA backend: configs, padding, the three launches.
+"""Host side of the CUDA backend: configs, padding, the four launches of a product.
 
-``matmul`` = split A, split B (:mod:`.split_kernel`: slices, line meta,
-fix-up lists), then the GEMM of the scheme's slice products
-(:mod:`.gemm_kernel`: three or four FP16 products for fp16x3, fp16x4, nine
-or six BF16 products for bf16x9, bf16x6), whose extra programs compute the
-fix-up lines' outputs in plain FP32 (:mod:`.fixup_kernel`).  Nothing is
-read back to the host.  Which tile shape and kernel variant to use is
-data: ``configs/default.json`` and ``configs/<gpu>.json`` hold the measured
-choice per mode and shape bucket (schema and validator: :mod:`.configs`; see
-``docs/cuda_design.md`` for how each number was measured).
+``matmul`` runs four Triton launches on the current stream, each over both
+operands where it reads them, and reads nothing back to the host:
+
+1. :func:`.split_kernel.tile_stats_kernel` -- the statistics of both operands;
+2. :func:`.split_kernel.line_meta_kernel` -- their line meta and fix-up lists;
+3. :func:`.split_kernel.split_scaled_kernel` -- the scaled split (FP16 or BF16 slices);
+4. the GEMM of the scheme's slice products (:mod:`.gemm_fp16_kernel`: three or
+   four FP16 products for fp16x3, fp16x4; :mod:`.gemm_bf16_kernel`: nine or six
+   BF16 products for bf16x9, bf16x6), whose fix-up programs compute the fix-up
+   lines' outputs (:mod:`.fixup_kernel`).
+
+(``scale="matrix"`` adds PyTorch's reductions for the matrices' exponents.)
+Which tile shape and kernel variant to use is data: ``configs/default.json``
+and ``configs/<gpu>.json`` hold the measured choice per mode and shape bucket
+(schema and validator: :mod:`.configs`; see ``docs/cuda_design.md`` for how
+each number was measured).  Every launch is described once per problem by a
+:class:`_Launch` holding the kernel's arguments by name; the first call goes
+through Triton's public launch path, later calls with the same key replay the
+launches through Triton's private launcher (:class:`_Cached`,
+:func:`_private_launcher`, which checks the Triton version).
 
 Runs on CUDA tensors, or on CPU tensors when ``TRITON_INTERPRET=1`` was set
 before Triton was imported (the CI tests do that).
@@ -16,7 +27,10 @@ before Triton was imported (the CI tests do that).
 from __future__ import annotations
 
 import functools
+import inspect
 import math
+import re
+import warnings
 from typing import NamedTuple
 
 import numpy as np
@@ -29,9 +43,11 @@ from sgemm_cube.cpu_fallback.guard import line_range
 
 from . import configs as _configs
 from .fixup_kernel import fixup_shape
-from .gemm_kernel import VARIANTS, sgemm_cube_kernel
+from .gemm_bf16_kernel import gemm_bf16_kernel
+from .gemm_fp16_kernel import gemm_fp16_kernel
+from .gemm_tiles import VARIANTS
 from .hybrid import device_key, interpreter_active, load_device_table
-from .split_kernel import SCALE_MODES, line_integers_kernel, split_scaled_kernel, tile_stats_kernel
+from .split_kernel import SCALE_MODES, line_meta_kernel, split_scaled_kernel, tile_stats_kernel
 
 __all__ = ["matmul", "run", "split_operands", "resolve_config", "flush_steps",
            "SplitOperands", "LineOutputs", "DEFAULT_FLUSH_K"]
@@ -41,8 +57,21 @@ _DEFAULTS = _configs.defaults()
 DEFAULT_FLUSH_K = _DEFAULTS["gemm_termwise"][0]["config"]["flush_k"]
 #: The launch keys (:data:`.configs.KEYS`, the one list).
 _CONFIG_KEYS = tuple(_configs.KEYS)
-#: (lines, statistics tiles per step) of one program of the line-integers pass; ``split_block`` overrides it.
+#: (lines, statistics tiles per step) of one program of the line-meta pass; ``split_block`` overrides it.
 LINE_BLOCK = (32, 64)
+#: The same under the interpreter, where small blocks keep the NumPy emulation quick.
+_INTERPRETER_LINE_BLOCK = (16, 16)
+#: (lines, K elements) of a program of the tiled split passes (statistics, scaled split): A's rows are
+#: contiguous along K, B's columns across the lines, so that both read coalesced.
+SPLIT_TILE_A = (32, 128)
+SPLIT_TILE_B = (128, 32)
+#: The GEMM kernel of each slice format.
+_GEMM_KERNELS = {"fp16": gemm_fp16_kernel, "bf16": gemm_bf16_kernel}
+#: Workspace pieces start at multiples of this many bytes (at least the 16 that TMA descriptors and
+#: Triton's specialization of pointer arguments need).
+_WS_ALIGN = 256
+#: "SMs" of the CPU under Triton's interpreter (programs of the persistent and fix-up grids).
+_INTERPRETER_SMS = 4
 #: (max K, config): up to this K, on a GPU, the hi*hi partial is flushed every 32 elements
 #: (``configs/default.json``, key ``small_k``, says why).
 SMALL_K_FLUSH = (_DEFAULTS["small_k"]["max_k"], dict(_DEFAULTS["small_k"]["config"]))
@@ -182,7 +211,7 @@ def _cdiv_up(x: int, m: int) -> int:
 
 def _num_sms(device) -> int:
     if torch.device(device).type != "cuda":
-        return 4
+        return _INTERPRETER_SMS
     return torch.cuda.get_device_properties(device).multi_processor_count
 
 
@@ -211,30 +240,47 @@ class _Ref(NamedTuple):
 
 
 class _Launch(NamedTuple):
-    fn: object
+    """One kernel launch of a product, built once per problem."""
+
+    kernel: object        # the @triton.jit function
     grid: tuple
-    args: tuple           # values and _Refs, in the kernel's parameter order (constexprs last)
-    n_constexpr: int      # how many trailing args are constexprs
-    names: tuple          # the constexprs' names
+    kwargs: dict          # every parameter of the kernel by name (constexprs included): values and _Refs
     num_warps: int
     num_stages: int
 
 
+def _param_names(kernel) -> tuple:
+    """The parameters of a @triton.jit function, in order (the private launcher takes them positionally)."""
+    return _parameters(kernel.fn)
+
+
+@functools.lru_cache(maxsize=None)
+def _parameters(fn) -> tuple:
+    return tuple(inspect.signature(fn).parameters)
+
+
+def _positional(launch: _Launch) -> list:
+    """A launch's arguments in its kernel's parameter order; every parameter must be given, and only those."""
+    names = _param_names(launch.kernel)
+    if set(names) != set(launch.kwargs):
+        raise TypeError(f"arguments of {launch.kernel.fn.__name__}: missing {sorted(set(names) - set(launch.kwargs))}, "
+                        f"unknown {sorted(set(launch.kwargs) - set(names))}")
+    return [launch.kwargs[name] for name in names]
+
+
 def _ws_piece(offset: int, dtype, shape) -> tuple[_Ref, int]:
-    """A workspace piece and the offset after it (pieces start at multiples of 256 bytes)."""
+    """A workspace piece and the offset after it (pieces start at multiples of ``_WS_ALIGN`` bytes)."""
     nbytes = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
-    return _Ref("ws", offset, dtype, tuple(shape)), offset + _cdiv_up(max(nbytes, 1), 256)
+    return _Ref("ws", offset, dtype, tuple(shape)), offset + _cdiv_up(max(nbytes, 1), _WS_ALIGN)
 
 
 class _SplitSide(NamedTuple):
     """One operand's part of the three split launches (:mod:`.split_kernel`)."""
 
-    stats_args: tuple     # x, part, n_lt, n_kt, L, K, L_PAD, strides of x
-    lines_args: tuple     # part, n_kt, meta, list, count, mat_t, n_blocks, L, L_PAD
-    scaled_args: tuple    # x, out, meta, n_lt, n_kt, L, K, L_PAD, K_PAD, strides of x and out
-    tile_programs: int
-    line_programs: int
-    tile: tuple           # (lines, K elements) of passes 1 and 3
+    args: dict            # the split kernels' a_*/b_* parameters, named without the prefix
+    tile_programs: int    # programs of the tiled passes (statistics, scaled split)
+    line_programs: int    # programs of the line-meta pass
+    tile: tuple           # (lines, K elements) of a program of the tiled passes
     slices: _Ref
     ints: tuple           # (meta, lists, counts) refs
 
@@ -243,9 +289,9 @@ def _split_side(x_role: str, x_shape, x_strides, *, lines_axis: int, rows_pad: i
                 scheme: str, scale, block_l: int, offset: int):
     """One operand's arguments of the split launches and its workspace pieces; returns (side, next offset).
 
-    Passes 1 and 3 use tiles of 32 lines x 128 K elements for A (rows
-    contiguous along K) and 128 x 32 for B (columns contiguous across the
-    lines): coalesced either way.  Pass 2 owns ``block_l`` whole lines.
+    Passes 1 and 3 use tiles of :data:`SPLIT_TILE_A` for A (rows contiguous along K) and
+    :data:`SPLIT_TILE_B` for B (columns contiguous across the lines): coalesced either way.
+    Pass 2 owns ``block_l`` whole lines.
     """
     sch = get_scheme(scheme)
     bx = x_shape[0]
@@ -254,53 +300,106 @@ def _split_side(x_role: str, x_shape, x_strides, *, lines_axis: int, rows_pad: i
     if lines_axis == 1:
         n_lines, n_k, lines_pad, k_pad = x_shape[1], x_shape[2], rows_pad, cols_pad
         s_xl, s_xk, s_ol, s_ok = x_strides[1], x_strides[2], cols_pad, 1
-        tile = (32, 128)
+        tile = SPLIT_TILE_A
     else:
         n_lines, n_k, lines_pad, k_pad = x_shape[2], x_shape[1], cols_pad, rows_pad
         s_xl, s_xk, s_ol, s_ok = x_strides[2], x_strides[1], 1, cols_pad
-        tile = (128, 32)
+        tile = SPLIT_TILE_B
     n_lt, n_kt = triton.cdiv(lines_pad, tile[0]), triton.cdiv(k_pad, tile[1])
     n_blocks = triton.cdiv(lines_pad, block_l)
     parts, offset = _ws_piece(offset, torch.float32, (bx, 2, n_kt, lines_pad))
     meta, offset = _ws_piece(offset, torch.int32, (bx, n_lines))
     lists, offset = _ws_piece(offset, torch.int32, (bx, n_blocks * block_l))
     counts, offset = _ws_piece(offset, torch.int32, (bx, n_blocks))
-    mat_t = _Ref("mat_t", 0 if lines_axis == 1 else 1) if scale == "matrix" else meta
-    x = _Ref(x_role)
-    x_strides3 = (x_strides[0], s_xl, s_xk)
-    side = _SplitSide((x, parts, n_lt, n_kt, n_lines, n_k, lines_pad) + x_strides3,
-                      (parts, n_kt, meta, lists, counts, mat_t, n_blocks, n_lines, lines_pad),
-                      (x, slices, meta, n_lt, n_kt, n_lines, n_k, lines_pad, k_pad) + x_strides3
-                      + (bx * rows_pad * cols_pad, rows_pad * cols_pad, s_ol, s_ok),
-                      n_lt * n_kt * bx, n_blocks * bx, tile, slices, (meta, lists, counts))
+    args = dict(x=_Ref(x_role), stride_xb=x_strides[0], stride_xl=s_xl, stride_xk=s_xk,
+                L=n_lines, K=n_k, L_PAD=lines_pad, K_PAD=k_pad, n_lt=n_lt, n_kt=n_kt, n_blocks=n_blocks,
+                part=parts, meta=meta, list=lists, count=counts,
+                mat_t=_Ref("mat_t", 0 if lines_axis == 1 else 1) if scale == "matrix" else meta,
+                out=slices, stride_oplane=bx * rows_pad * cols_pad, stride_ob=rows_pad * cols_pad,
+                stride_ol=s_ol, stride_ok=s_ok)
+    side = _SplitSide(args, n_lt * n_kt * bx, n_blocks * bx, tile, slices, (meta, lists, counts))
     return side, offset
 
 
-def _split_launches(a: _SplitSide, b: _SplitSide, *, sb: int, scheme: str, scale, fixup_min_class: int,
+def _two_sided(kernel, a: _SplitSide, b: _SplitSide, programs_a: int, programs_b: int, shared: dict,
+               num_warps: int) -> _Launch:
+    """A split launch over both operands, A's programs first: the kernel's ``a_*`` and ``b_*`` parameters
+    from each side's arguments, the others from ``shared``."""
+    kwargs = dict(programs_a=programs_a, **shared)
+    for prefix, side in (("a_", a), ("b_", b)):
+        kwargs.update({name: side.args[name[2:]] for name in _param_names(kernel) if name.startswith(prefix)})
+    return _Launch(kernel, (programs_a + programs_b,), kwargs, num_warps, 1)
+
+
+def _split_launches(a: _SplitSide, b: _SplitSide, *, sb: int, scheme: str, scale, rng, fixup_min_class: int,
                     block: tuple[int, int], num_warps: int) -> tuple[_Launch, _Launch, _Launch]:
-    """The three split launches, each over both operands (A's programs first)."""
-    rng = line_range(scheme, sb)
+    """The three split launches, each over both operands; ``rng`` is the scheme's :func:`line_range`."""
     tiles = dict(A_BLOCK_L=a.tile[0], A_BLOCK_K=a.tile[1], B_BLOCK_L=b.tile[0], B_BLOCK_K=b.tile[1])
-    stats = _Launch(tile_stats_kernel, (a.tile_programs + b.tile_programs,),
-                    (a.tile_programs,) + a.stats_args + b.stats_args + tuple(tiles.values()),
-                    len(tiles), tuple(tiles), 4, 1)
-    lines_c = dict(TOP=rng.top, SCALE_MODE=SCALE_MODES[scale], FIXUP_MIN_CLASS=fixup_min_class,
-                   A_BLOCK_L=block[0], B_BLOCK_L=block[0], BLOCK_T=block[1])
-    lines = _Launch(line_integers_kernel, (a.line_programs + b.line_programs,),
-                    (a.line_programs,) + a.lines_args + b.lines_args + (rng.lower, rng.upper)
-                    + tuple(lines_c.values()),
-                    len(lines_c), tuple(lines_c), num_warps, 1)
-    scaled_c = dict(SB_SCALE=float(2.0 ** sb), BF16=get_scheme(scheme).format.name == "bf16", **tiles)
-    scaled = _Launch(split_scaled_kernel, (a.tile_programs + b.tile_programs,),
-                     (a.tile_programs,) + a.scaled_args + b.scaled_args + tuple(scaled_c.values()),
-                     len(scaled_c), tuple(scaled_c), 4, 1)
+    stats = _two_sided(tile_stats_kernel, a, b, a.tile_programs, b.tile_programs, tiles, 4)
+    lines = _two_sided(line_meta_kernel, a, b, a.line_programs, b.line_programs,
+                       dict(LOWER=rng.lower, UPPER=rng.upper, TOP=rng.top, SCALE_MODE=SCALE_MODES[scale],
+                            FIXUP_MIN_CLASS=fixup_min_class, A_BLOCK_L=block[0], B_BLOCK_L=block[0],
+                            BLOCK_T=block[1]),
+                       num_warps)
+    scaled = _two_sided(split_scaled_kernel, a, b, a.tile_programs, b.tile_programs,
+                        dict(SB_SCALE=float(2.0 ** sb), BF16=get_scheme(scheme).format.name == "bf16", **tiles), 4)
     return stats, lines, scaled
+
+
+def _gemm_launch(cfg: dict, a: _SplitSide, b: _SplitSide, *, scheme: str, order: str, sb: int,
+                 fixup_min_class: int, block_l: int, batch: int, m: int, n: int, k: int, batches: tuple,
+                 padded: tuple, strides: tuple, block_k: int, flush: int, sms: int) -> _Launch:
+    """The GEMM launch: the scheme family's kernel (:data:`_GEMM_KERNELS`), its arguments by name.
+
+    ``batches`` (Ba, Bb): 1 for a broadcast operand; ``padded`` (Mp, Np, Kp); ``strides`` of A, B
+    and ``out``; ``flush`` the K steps between flushes (:func:`flush_steps`).
+    """
+    sch = get_scheme(scheme)
+    bf16 = sch.format.name == "bf16"
+    (ba, bb), (mp, np_, kp), (a_strides, b_strides, out_strides) = batches, padded, strides
+    block_m, block_n = cfg["BLOCK_M"], cfg["BLOCK_N"]
+    a2d = (sch.slices * ba * mp, kp)
+    b2d = (sch.slices * bb * kp, np_)
+    use_tma, persistent = VARIANTS[cfg["variant"]]
+    dtype = torch.bfloat16 if bf16 else torch.float16  # the split kernel wrote BF16 as int16 bit patterns
+    if use_tma:
+        a_slices = _Ref("desc", a.slices.offset, dtype, a2d, (block_m, block_k))
+        b_slices = _Ref("desc", b.slices.offset, dtype, b2d, (block_k, block_n))
+    else:
+        a_slices = a.slices._replace(shape=a2d, dtype=dtype)
+        b_slices = b.slices._replace(shape=b2d, dtype=dtype)
+    num_tiles = triton.cdiv(m, block_m) * triton.cdiv(n, block_n) * batch
+    tile_programs = min(num_tiles, sms) if persistent else num_tiles
+    fix_tile, fixup_programs = fixup_shape(k, sms)
+    (a_meta, a_lists, a_counts), (b_meta, b_lists, b_counts) = a.ints, b.ints
+    kwargs = dict(
+        a_slices=a_slices, a_plane_rows=ba * mp, a_batch_rows=mp if ba > 1 else 0,
+        b_slices=b_slices, b_plane_rows=bb * kp, b_batch_rows=kp if bb > 1 else 0,
+        a_meta=a_meta, a_meta_batch=m if ba > 1 else 0, b_meta=b_meta, b_meta_batch=n if bb > 1 else 0,
+        a_ptr=_Ref("a"), a_stride_batch=a_strides[0], a_stride_m=a_strides[1], a_stride_k=a_strides[2],
+        b_ptr=_Ref("b"), b_stride_batch=b_strides[0], b_stride_k=b_strides[1], b_stride_n=b_strides[2],
+        a_fix_counts=a_counts, a_fix_lists=a_lists, a_fix_blocks=a_counts.shape[1],
+        b_fix_counts=b_counts, b_fix_lists=b_lists, b_fix_blocks=b_counts.shape[1],
+        c_ptr=_Ref("out"), c_stride_batch=out_strides[0], c_stride_m=out_strides[1], alpha=_Ref("alpha"),
+        M=m, N=n, K=k, Kp=kp, Np=np_, batch=batch, tile_programs=tile_programs, fixup_programs=fixup_programs,
+        FIXUP_MIN_CLASS=fixup_min_class, BLOCK_L=block_l,
+        FIX_GROUP=fix_tile[0], FIX_BLOCK_O=fix_tile[1], FIX_BLOCK_K=fix_tile[2],
+        TOP_LEVEL=max(i + j for i, j in sch.products), TERMWISE=order == "termwise", FLUSH_STEPS=flush,
+        SPLIT_CORR=bool(cfg["split_corr"]),
+        USE_TMA=use_tma, PERSISTENT=persistent, WARP_SPECIALIZE=bool(cfg["warp_specialize"]),
+        BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, GROUP_M=cfg["GROUP_M"])
+    if bf16:
+        kwargs.update(MERGE_LEVELS=bool(cfg["merge_levels"]), UPCAST=interpreter_active())
+    else:
+        kwargs.update(SCALE=sch.level_scale(sb))
+    return _Launch(_GEMM_KERNELS[sch.format.name], (tile_programs + fixup_programs,), kwargs,
+                   cfg["num_warps"], cfg["num_stages"])
 
 
 class _Problem(NamedTuple):
     """Everything about one product but the memory: launches, workspace size, the plan's numbers."""
 
-    launches: tuple
+    launches: tuple       # the four _Launch of a product (:mod:`.launch`'s docstring)
     ws_bytes: int
     a_lines: tuple        # (meta, lists, counts) refs, block_l
     b_lines: tuple
@@ -322,54 +421,19 @@ def _problem(a_shape, a_strides, b_shape, b_strides, out_strides, device, *, sb:
     ba = 1 if batch > 1 and a_strides[0] == 0 else batch  # a broadcast operand is split once
     bb = 1 if batch > 1 and b_strides[0] == 0 else batch
     sms = _num_sms(device)
-    block = tuple(cfg["split_block"] or ((16, 16) if interpreter_active() else LINE_BLOCK))
+    rng = line_range(scheme, sb)  # the split's range, and the top binade of a scaled line
+    block = tuple(cfg["split_block"] or (_INTERPRETER_LINE_BLOCK if interpreter_active() else LINE_BLOCK))
     side_a, offset = _split_side("a", (ba, m, k), a_strides, lines_axis=1, rows_pad=mp, cols_pad=kp, sb=sb,
                                  scheme=scheme, scale=scale, block_l=block[0], offset=0)
     side_b, offset = _split_side("b", (bb, k, n), b_strides, lines_axis=2, rows_pad=kp, cols_pad=np_, sb=sb,
                                  scheme=scheme, scale=scale, block_l=block[0], offset=offset)
-    split_launches = _split_launches(side_a, side_b, sb=sb, scheme=scheme, scale=scale, fixup_min_class=fixup_min_class,
-                                     block=block, num_warps=cfg["split_warps"])
-    a_slices, b_slices, a_ints, b_ints = side_a.slices, side_b.slices, side_a.ints, side_b.ints
-    la = lb = block[0]
-    sch = get_scheme(scheme)
-    bf16 = sch.format.name == "bf16"
-    slices = sch.slices
-    block_m, block_n = cfg["BLOCK_M"], cfg["BLOCK_N"]
-    a2d = (slices * ba * mp, kp)
-    b2d = (slices * bb * kp, np_)
-    use_tma, persistent = VARIANTS[cfg["variant"]]
-    dtype = torch.bfloat16 if bf16 else torch.float16  # the split kernel wrote BF16 as int16 bit patterns
-    if use_tma:
-        a_src = _Ref("desc", a_slices.offset, dtype, a2d, (block_m, block_k))
-        b_src = _Ref("desc", b_slices.offset, dtype, b2d, (block_k, block_n))
-    else:
-        a_src = a_slices._replace(shape=a2d, dtype=dtype)
-        b_src = b_slices._replace(shape=b2d, dtype=dtype)
-    num_tiles = triton.cdiv(m, block_m) * triton.cdiv(n, block_n) * batch
-    programs = min(num_tiles, sms) if persistent else num_tiles
-    fix_tile, fix_programs = fixup_shape(k, sms)
-    args = (a_src, b_src, _Ref("out"),
-            m, n, kp, batch, programs,
-            ba * mp, mp if ba > 1 else 0, bb * kp, kp if bb > 1 else 0, kp, np_,
-            out_strides[0], out_strides[1],
-            _Ref("a"), a_strides[0], a_strides[1], a_strides[2], _Ref("b"), b_strides[0], b_strides[1], b_strides[2],
-            k,
-            a_ints[0], m if ba > 1 else 0, b_ints[0], n if bb > 1 else 0,
-            a_ints[2], a_ints[1], a_ints[2].shape[1], b_ints[2], b_ints[1], b_ints[2].shape[1], fix_programs,
-            _Ref("alpha"))
-    constexprs = dict(
-        FIXUP_MIN_CLASS=fixup_min_class, BLOCK_LA=la, BLOCK_LB=lb,
-        FIX_GROUP=fix_tile[0], FIX_BLOCK_O=fix_tile[1], FIX_BLOCK_K=fix_tile[2],
-        SCALE=sch.level_scale(sb), TERMWISE=order == "termwise", SLICES=slices,
-        TOP_LEVEL=max(i + j for i, j in sch.products), FLUSH_STEPS=steps,
-        SPLIT_CORR=bool(cfg["split_corr"]), USE_TMA=use_tma, UPCAST=bf16 and interpreter_active(),
-        MERGE_LEVELS=bf16 and bool(cfg["merge_levels"]), PERSISTENT=persistent,
-        WARP_SPECIALIZE=bool(cfg["warp_specialize"]),
-        BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, GROUP_M=cfg["GROUP_M"])
-    gemm = _Launch(sgemm_cube_kernel, (programs + fix_programs,), args + tuple(constexprs.values()),
-                   len(constexprs), tuple(constexprs), cfg["num_warps"], cfg["num_stages"])
-    return _Problem((*split_launches, gemm), offset, (a_ints, la), (b_ints, lb), (a_slices, b_slices),
-                    m, n, k, batch, line_range(scheme, sb).top)
+    split_launches = _split_launches(side_a, side_b, sb=sb, scheme=scheme, scale=scale, rng=rng,
+                                     fixup_min_class=fixup_min_class, block=block, num_warps=cfg["split_warps"])
+    gemm = _gemm_launch(cfg, side_a, side_b, scheme=scheme, order=order, sb=sb, fixup_min_class=fixup_min_class,
+                        block_l=block[0], batch=batch, m=m, n=n, k=k, batches=(ba, bb), padded=(mp, np_, kp),
+                        strides=(a_strides, b_strides, out_strides), block_k=block_k, flush=steps, sms=sms)
+    return _Problem((*split_launches, gemm), offset, (side_a.ints, block[0]), (side_b.ints, block[0]),
+                    (side_a.slices, side_b.slices), m, n, k, batch, rng.top)
 
 
 def _view(ws: torch.Tensor, ref: _Ref) -> torch.Tensor:
@@ -396,19 +460,67 @@ class _Memory:
         return view
 
 
-def _resolve(args, mem: _Memory):
-    return [mem.tensor(x) if isinstance(x, _Ref) else x for x in args]
+def _launch_public(launch: _Launch, mem: _Memory):
+    """Launch through Triton's public path, ``kernel[grid](**kwargs)``; returns what it returns (the
+    compiled kernel on a GPU)."""
+    kwargs = {name: mem.tensor(x) if isinstance(x, _Ref) else x for name, x in launch.kwargs.items()}
+    compiled = launch.kernel[launch.grid](**kwargs, num_warps=launch.num_warps, num_stages=launch.num_stages)
+    if hasattr(compiled, "result"):  # a future, where Triton compiles asynchronously
+        compiled = compiled.result()
+    return compiled
 
 
-def _launch_slow(launch: _Launch, mem: _Memory):
-    """Launch through Triton's own dispatch; returns the compiled kernel (None under the interpreter)."""
-    args = _resolve(launch.args, mem)
-    n = len(args) - launch.n_constexpr
-    kernel = launch.fn[launch.grid](*args[:n], **dict(zip(launch.names, args[n:])),
-                                    num_warps=launch.num_warps, num_stages=launch.num_stages)
-    if hasattr(kernel, "result"):
-        kernel = kernel.result()
-    return kernel if hasattr(kernel, "packed_metadata") else None
+#: The Triton releases (major, minor) whose private launcher :func:`_private_launcher` drives: from 3.3
+#: (triton-lang/triton PR 5512: the launcher takes every kernel argument, constexprs included) to the
+#: newest this code was checked against.  Outside them every call takes the public path.
+PRIVATE_LAUNCH_TRITON = ((3, 3), (3, 9))
+
+
+def _triton_version() -> tuple[int, int]:
+    found = re.match(r"(\d+)\.(\d+)", triton.__version__)
+    return (int(found[1]), int(found[2])) if found else (0, 0)
+
+
+@functools.lru_cache(maxsize=None)
+def _private_launch_supported(version: tuple[int, int]) -> bool:
+    """Whether Triton ``version`` is in :data:`PRIVATE_LAUNCH_TRITON`; warns (once) where it is not."""
+    first, last = PRIVATE_LAUNCH_TRITON
+    if first <= version <= last:
+        return True
+    warnings.warn(f"sgemm_cube's CUDA backend replays its launches through Triton's private launcher on "
+                  f"Triton {first[0]}.{first[1]} to {last[0]}.{last[1]} only; with Triton {triton.__version__} "
+                  f"every call takes Triton's public launch path (the same kernels, more host time per call)",
+                  RuntimeWarning, stacklevel=2)
+    return False
+
+
+def _private_launcher(compiled, grid: tuple):
+    """Triton's private launcher of a compiled kernel, as ``launch(stream, args)``, or ``None``: then
+    every call must take the public path (:func:`_launch_public`).
+
+    This is the one use of Triton's private API.  ``CompiledKernel.run`` is called as Triton's own
+    ``JITFunction.run`` calls it: (grid x, y, z, stream, function, packed metadata, launch metadata,
+    enter hook, exit hook, *args), ``args`` being every kernel argument in parameter order,
+    constexprs included (:func:`_positional`), with addresses for pointers.  That skips what the
+    public path does on every call (binding and specializing the arguments, the cache look-up),
+    which :class:`_Cached`'s key makes unnecessary; launch hooks (profilers) are not called.
+    ``None`` where the Triton version is not in :data:`PRIVATE_LAUNCH_TRITON` or the compiled kernel
+    lacks the launcher's parts (both warn), or ``compiled`` is ``None``.
+    """
+    if compiled is None or not _private_launch_supported(_triton_version()):
+        return None
+    try:
+        run, function, packed = compiled.run, compiled.function, compiled.packed_metadata
+    except AttributeError as err:
+        warnings.warn(f"Triton {triton.__version__}'s compiled kernel has no {err.name!r}: sgemm_cube's CUDA "
+                      f"backend takes Triton's public launch path on every call", RuntimeWarning, stacklevel=2)
+        return None
+    x, y = grid[0], grid[1] if len(grid) > 1 else 1
+
+    def launch(stream, args):
+        run(x, y, 1, stream, function, packed, None, None, None, *args)
+
+    return launch
 
 
 def _matrix_exponents(x: torch.Tensor, top: int) -> torch.Tensor:
@@ -432,17 +544,17 @@ class _Cached:
     Triton specializes a kernel on its integer arguments (equal to 1,
     divisible by 16) and on the alignment of its pointers; the cache key
     holds every integer and the operands' alignment, so the compiled kernels
-    stay valid for every call with that key.
+    stay valid for every call with that key.  ``launchers``: each launch's
+    :func:`_private_launcher`.
     """
 
-    def __init__(self, prob: _Problem, kernels):
+    def __init__(self, prob: _Problem, launchers):
         self.prob = prob
-        self.kernels = kernels
-        self.templates = []
-        for launch in prob.launches:
-            args = list(launch.args)
+        self.steps = []
+        for launch, launcher in zip(prob.launches, launchers):
+            args = _positional(launch)
             patches = [(i, x) for i, x in enumerate(args) if isinstance(x, _Ref)]
-            self.templates.append((args, patches))
+            self.steps.append((launcher, args, patches))
         self.descs = {}
 
     def _address(self, ref: _Ref, a, b, out, ws_ptr, alpha):
@@ -466,12 +578,10 @@ class _Cached:
         ws = torch.empty(self.prob.ws_bytes, dtype=torch.uint8, device=a.device)
         ws_ptr = ws.data_ptr()
         stream = torch._C._cuda_getCurrentRawStream(a.get_device())  # what Triton's own dispatch reads
-        for (args, patches), launch, kernel in zip(self.templates, self.prob.launches, self.kernels):
+        for launcher, args, patches in self.steps:
             for i, ref in patches:
                 args[i] = self._address(ref, a, b, out, ws_ptr, alpha)
-            g = launch.grid
-            kernel.run(g[0], g[1] if len(g) > 1 else 1, 1, stream, kernel.function, kernel.packed_metadata,
-                       None, None, None, *args)
+            launcher(stream, args)
         return ws  # kept alive by the caller until the launches are queued
 
 
@@ -495,12 +605,12 @@ _CACHE_LIMIT = 1024
 def split_operands(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None, *, sb: int = 12,
                    order: str = "termwise", scheme: str = "fp16x3", scale="auto", fixup_min_class: int = 1,
                    config: dict | None = None, flush_k: int | None = None) -> SplitOperands:
-    """Run the two split launches of a product and return their outputs (for tests and studies)."""
+    """Run the three split launches of a product (all but the GEMM) and return their outputs (for tests and studies)."""
     prob = _problem(tuple(a.shape), a.stride(), tuple(b.shape), b.stride(), (0, 0), a.device, sb=sb, order=order,
                     scheme=scheme, scale=scale, fixup_min_class=fixup_min_class, flush_k=flush_k, config=config)
     mem = _memory(prob, a, b, out, scale)
     for launch in prob.launches[:-1]:
-        _launch_slow(launch, mem)
+        _launch_public(launch, mem)
     (a_ints, la), (b_ints, lb) = prob.a_lines, prob.b_lines
     sl = [mem.tensor(r) for r in prob.slices]
     if get_scheme(scheme).format.name == "bf16":
@@ -564,13 +674,13 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor, sb: int = 12,
 
 def run(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *, sb: int, order: str, scheme: str, scale,
         fixup: bool, flush_k: int | None = None, config: dict | None = None, alpha: float = 1.0) -> None:
-    """:func:`matmul` without the argument checks (the public API has made them): three launches, no sync.
+    """:func:`matmul` without the argument checks (the public API has made them): four launches, no sync.
 
     ``alpha``: ``out = alpha * (a @ b)``, each output rounded once (``alpha`` taken as float32).
 
     The launches of a product are prepared once per (shapes, strides, operand
     alignment, options, device) and replayed with new addresses afterwards
-    (:class:`_Cached`): a call then costs one allocation and three launches of host work.
+    (:class:`_Cached`): a call then costs one allocation and four launches of host work.
     """
     batch, m, k = a.shape
     n = b.shape[2]
@@ -591,8 +701,10 @@ def run(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *, sb: int, order: 
     prob = _problem(tuple(a.shape), a.stride(), tuple(b.shape), b.stride(), out.stride(), a.device, sb=sb,
                     order=order, scheme=scheme, scale=scale, fixup_min_class=fix, flush_k=flush_k, config=config)
     mem = _memory(prob, a, b, out, scale, alpha)
-    kernels = [_launch_slow(launch, mem) for launch in prob.launches]
-    if fast and all(kernels):
-        if len(_CACHE) >= _CACHE_LIMIT:
-            _CACHE.clear()
-        _CACHE[key] = _Cached(prob, kernels)
+    compiled = [_launch_public(launch, mem) for launch in prob.launches]
+    if fast:
+        launchers = [_private_launcher(kernel, launch.grid) for kernel, launch in zip(compiled, prob.launches)]
+        if all(launchers):
+            if len(_CACHE) >= _CACHE_LIMIT:
+                _CACHE.clear()
+            _CACHE[key] = _Cached(prob, launchers)

@@ -7,11 +7,11 @@ each operand's branch is compiled with its own tile shape):
 1. :func:`tile_stats_kernel`, tiled: per (line, K tile) the largest and the
    smallest nonzero finite magnitude, the smallest negated where the tile
    holds NaN/Inf (a read of the operand, coalesced, every tile at once);
-2. :func:`line_integers_kernel`, by blocks of whole lines: reduces those
+2. :func:`line_meta_kernel`, by blocks of whole lines: reduces those
    statistics into the line meta of :mod:`sgemm_cube.cpu_fallback.guard` (scaling
    exponent ``t`` and class, bit for bit, tested), stored packed in one int32
-   per line (:func:`sgemm_cube.cpu_fallback.guard.pack_meta`), and appends the lines
-   whose outputs are recomputed in plain FP32 to the block's segment of a
+   per line (:mod:`.line_meta`), and appends the fix-up lines (whose
+   outputs are not computed from the split) to the block's segment of a
    list, with their number in a per-block count (no atomics and no zeroed
    memory: the GEMM's fix-up programs compact the segments themselves);
 3. :func:`split_scaled_kernel`, tiled: the split of ``x * 2**t`` (float64,
@@ -44,30 +44,32 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-__all__ = ["tile_stats_kernel", "line_integers_kernel", "split_scaled_kernel", "SCALE_MODES", "floor_log2",
-           "pow2_f64", "decode_meta"]
+from .line_meta import LOSES_BITS, PAD_META, SPECIAL, SPLIT, decode_meta, encode_meta
 
-#: ``scale`` option -> the kernel's SCALE_MODE.
+__all__ = ["tile_stats_kernel", "line_meta_kernel", "split_scaled_kernel", "SCALE_MODES", "floor_log2",
+           "pow2_f64"]
+
+#: ``scale`` option -> the line-meta pass's SCALE_MODE.
 SCALE_MODES = {None: 0, "auto": 1, "rows": 2, "matrix": 3}
+# The same modes, as the kernel compares them.
+SCALE_NONE, SCALE_AUTO, SCALE_ROWS = (tl.constexpr(SCALE_MODES[s]) for s in (None, "auto", "rows"))
+# The float64 format: 52 fraction bits under an 11-bit exponent field biased by 1023.
+_F64_FRACTION_BITS = tl.constexpr(52)
+_F64_EXP_MASK = tl.constexpr(0x7FF)
+_F64_EXP_BIAS = tl.constexpr(1023)
 
 
 @triton.jit
 def floor_log2(x):
     """floor(log2 |x|) of float32 ``x > 0`` (subnormals included), through the float64 exponent field."""
     bits = x.to(tl.float64).to(tl.int64, bitcast=True)
-    return (((bits >> 52) & 0x7FF) - 1023).to(tl.int32)
+    return (((bits >> _F64_FRACTION_BITS) & _F64_EXP_MASK) - _F64_EXP_BIAS).to(tl.int32)
 
 
 @triton.jit
 def pow2_f64(t):
     """``2.0 ** t`` as float64 for integer ``t`` in [-1022, 1023], exactly."""
-    return ((t.to(tl.int64) + 1023) << 52).to(tl.float64, bitcast=True)
-
-
-@triton.jit
-def decode_meta(meta):
-    """(cls, t) of packed line meta (:func:`sgemm_cube.cpu_fallback.guard.pack_meta`)."""
-    return meta & 3, ((meta >> 2) & 2047) - 1024
+    return ((t.to(tl.int64) + _F64_EXP_BIAS) << _F64_FRACTION_BITS).to(tl.float64, bitcast=True)
 
 
 @triton.jit
@@ -126,20 +128,20 @@ def _tile_stats(pid_l, pid_k, bidx, n_kt, x_ptr, part_ptr, L, K, L_PAD, stride_x
 
 
 @triton.jit
-def _line_integers(pid_l, bidx, n_blocks, part_ptr, n_kt, meta_ptr, list_ptr, count_ptr, mat_t_ptr,
-                   L, L_PAD, LOWER, UPPER,
-                   TOP: tl.constexpr, SCALE_MODE: tl.constexpr, FIXUP_MIN_CLASS: tl.constexpr,
-                   BLOCK_L: tl.constexpr, BLOCK_T: tl.constexpr):
+def _line_meta(pid_l, bidx, n_blocks, part_ptr, n_kt, meta_ptr, list_ptr, count_ptr, mat_t_ptr,
+               L, L_PAD, LOWER, UPPER,
+               TOP: tl.constexpr, SCALE_MODE: tl.constexpr, FIXUP_MIN_CLASS: tl.constexpr,
+               BLOCK_L: tl.constexpr, BLOCK_T: tl.constexpr):
     """Pass 2 for lines ``pid_l * BLOCK_L ...`` of batch bidx (``n_blocks`` blocks of lines per batch).
 
     part, n_kt : pass 1's statistics, (batch, 2, n_kt, L_PAD) float32, read BLOCK_T tiles at a time.
-    meta : (batch, L) int32, packed (cls, t) per line.
+    meta : (batch, L) int32, packed line meta (:func:`.line_meta.encode_meta`).
     list, count : (batch, n_blocks * BLOCK_L) and (batch, n_blocks) int32:
         block p writes its lines with ``cls >= FIXUP_MIN_CLASS`` to
         ``list[b, p * BLOCK_L :]`` and their number to ``count[b, p]``.
-    mat_t : (batch,) int32, the matrix's exponent (SCALE_MODE 3 only).
+    mat_t : (batch,) int32, the matrix's exponent (``scale="matrix"`` only).
     LOWER, UPPER, TOP : :func:`sgemm_cube.cpu_fallback.guard.line_range` of the scheme.
-    SCALE_MODE : 0 none, 1 auto, 2 rows, 3 matrix (:data:`SCALE_MODES`).
+    SCALE_MODE : SCALE_NONE, SCALE_AUTO, SCALE_ROWS or "matrix" (:data:`SCALE_MODES`).
     """
     offs_l = pid_l * BLOCK_L + tl.arange(0, BLOCK_L)
     line_in = offs_l < L
@@ -162,21 +164,21 @@ def _line_integers(pid_l, bidx, n_blocks, part_ptr, n_kt, meta_ptr, list_ptr, co
     bad = tl.max(bad2, axis=1)
 
     to_top = tl.where(big > 0, TOP - floor_log2(big), 0)
-    if SCALE_MODE == 0:
+    if SCALE_MODE == SCALE_NONE:
         t = tl.zeros([BLOCK_L], dtype=tl.int32)
-    elif SCALE_MODE == 1:
+    elif SCALE_MODE == SCALE_AUTO:
         fits = (big < UPPER) & ((small >= LOWER) | (small == float("inf")))
         t = tl.where(fits, 0, to_top)
-    elif SCALE_MODE == 2:
+    elif SCALE_MODE == SCALE_ROWS:
         t = to_top
-    else:
+    else:  # "matrix"
         t = tl.zeros([BLOCK_L], dtype=tl.int32) + tl.load(mat_t_ptr + bidx)
     scale = pow2_f64(t)
-    cls = tl.where(small.to(tl.float64) * scale < LOWER, 1, 0)
-    cls = tl.where((big.to(tl.float64) * scale >= UPPER) | (bad > 0), 2, cls)
-    # Lines recomputed in FP32 take the exponent that brings their largest entry into [1, 2).
+    cls = tl.where(small.to(tl.float64) * scale < LOWER, LOSES_BITS, SPLIT)
+    cls = tl.where((big.to(tl.float64) * scale >= UPPER) | (bad > 0), SPECIAL, cls)
+    # Fix-up lines take the exponent that brings their largest entry into [1, 2).
     t = tl.where(cls >= FIXUP_MIN_CLASS, tl.where(big > 0, -floor_log2(big), 0), t)
-    tl.store(meta_ptr + bidx * L + offs_l, cls | ((t + 1024) << 2), mask=line_in)
+    tl.store(meta_ptr + bidx * L + offs_l, encode_meta(cls, t), mask=line_in)
     fix = ((cls >= FIXUP_MIN_CLASS) & line_in).to(tl.int32)
     rank = tl.cumsum(fix, axis=0) - fix
     seg = bidx.to(tl.int64) * n_blocks * BLOCK_L + pid_l * BLOCK_L
@@ -194,7 +196,7 @@ def _split_scaled(pid_l, pid_k, bidx, x_ptr, out_ptr, meta_ptr,
     x, mag, finite = _load_finite(x_ptr + bidx.to(tl.int64) * stride_xb + offs_l[:, None].to(tl.int64) * stride_xl
                                   + offs_k[None, :].to(tl.int64) * stride_xk,
                                   (offs_l[:, None] < L) & (offs_k[None, :] < K))
-    _, t = decode_meta(tl.load(meta_ptr + bidx.to(tl.int64) * L + offs_l, mask=offs_l < L, other=4096))
+    _, t = decode_meta(tl.load(meta_ptr + bidx.to(tl.int64) * L + offs_l, mask=offs_l < L, other=PAD_META))
     if tl.max(tl.abs(t), axis=0) > 0:  # exact unless it underflows; float64 holds every 2**t
         x = (x.to(tl.float64) * pow2_f64(t)[:, None]).to(tl.float32)
     _store_slices(out_ptr + bidx.to(tl.int64) * stride_ob + offs_l[:, None].to(tl.int64) * stride_ol
@@ -210,44 +212,46 @@ def _tile_coords(pid, n_lt, n_kt):
 
 @triton.jit
 def tile_stats_kernel(programs_a,
-                      a_x, a_part, a_n_lt, a_n_kt, a_L, a_K, a_L_PAD, a_sxb, a_sxl, a_sxk,
-                      b_x, b_part, b_n_lt, b_n_kt, b_L, b_K, b_L_PAD, b_sxb, b_sxl, b_sxk,
+                      a_x, a_part, a_n_lt, a_n_kt, a_L, a_K, a_L_PAD, a_stride_xb, a_stride_xl, a_stride_xk,
+                      b_x, b_part, b_n_lt, b_n_kt, b_L, b_K, b_L_PAD, b_stride_xb, b_stride_xl, b_stride_xk,
                       A_BLOCK_L: tl.constexpr, A_BLOCK_K: tl.constexpr,
                       B_BLOCK_L: tl.constexpr, B_BLOCK_K: tl.constexpr):
     """Pass 1 of both operands (:func:`_tile_stats`): a 1-D grid of A's tiles, then B's."""
     pid = tl.program_id(0)
     if pid < programs_a:
         pl, pk, pb = _tile_coords(pid, a_n_lt, a_n_kt)
-        _tile_stats(pl, pk, pb, a_n_kt, a_x, a_part, a_L, a_K, a_L_PAD, a_sxb, a_sxl, a_sxk, A_BLOCK_L, A_BLOCK_K)
+        _tile_stats(pl, pk, pb, a_n_kt, a_x, a_part, a_L, a_K, a_L_PAD, a_stride_xb, a_stride_xl, a_stride_xk,
+                    A_BLOCK_L, A_BLOCK_K)
     else:
         pl, pk, pb = _tile_coords(pid - programs_a, b_n_lt, b_n_kt)
-        _tile_stats(pl, pk, pb, b_n_kt, b_x, b_part, b_L, b_K, b_L_PAD, b_sxb, b_sxl, b_sxk, B_BLOCK_L, B_BLOCK_K)
+        _tile_stats(pl, pk, pb, b_n_kt, b_x, b_part, b_L, b_K, b_L_PAD, b_stride_xb, b_stride_xl, b_stride_xk,
+                    B_BLOCK_L, B_BLOCK_K)
 
 
 @triton.jit
-def line_integers_kernel(programs_a,
-                         a_part, a_n_kt, a_meta, a_list, a_count, a_mat_t, a_n_blocks, a_L, a_L_PAD,
-                         b_part, b_n_kt, b_meta, b_list, b_count, b_mat_t, b_n_blocks, b_L, b_L_PAD,
-                         LOWER, UPPER,
-                         TOP: tl.constexpr, SCALE_MODE: tl.constexpr, FIXUP_MIN_CLASS: tl.constexpr,
-                         A_BLOCK_L: tl.constexpr, B_BLOCK_L: tl.constexpr, BLOCK_T: tl.constexpr):
-    """Pass 2 of both operands (:func:`_line_integers`): A's blocks of lines, then B's."""
+def line_meta_kernel(programs_a,
+                     a_part, a_n_kt, a_meta, a_list, a_count, a_mat_t, a_n_blocks, a_L, a_L_PAD,
+                     b_part, b_n_kt, b_meta, b_list, b_count, b_mat_t, b_n_blocks, b_L, b_L_PAD,
+                     LOWER, UPPER,
+                     TOP: tl.constexpr, SCALE_MODE: tl.constexpr, FIXUP_MIN_CLASS: tl.constexpr,
+                     A_BLOCK_L: tl.constexpr, B_BLOCK_L: tl.constexpr, BLOCK_T: tl.constexpr):
+    """Pass 2 of both operands (:func:`_line_meta`): A's blocks of lines, then B's."""
     pid = tl.program_id(0)
     if pid < programs_a:
-        _line_integers(pid % a_n_blocks, pid // a_n_blocks, a_n_blocks, a_part, a_n_kt, a_meta, a_list, a_count,
-                       a_mat_t, a_L, a_L_PAD, LOWER, UPPER, TOP, SCALE_MODE, FIXUP_MIN_CLASS, A_BLOCK_L, BLOCK_T)
+        _line_meta(pid % a_n_blocks, pid // a_n_blocks, a_n_blocks, a_part, a_n_kt, a_meta, a_list, a_count,
+                   a_mat_t, a_L, a_L_PAD, LOWER, UPPER, TOP, SCALE_MODE, FIXUP_MIN_CLASS, A_BLOCK_L, BLOCK_T)
     else:
         q = pid - programs_a
-        _line_integers(q % b_n_blocks, q // b_n_blocks, b_n_blocks, b_part, b_n_kt, b_meta, b_list, b_count,
-                       b_mat_t, b_L, b_L_PAD, LOWER, UPPER, TOP, SCALE_MODE, FIXUP_MIN_CLASS, B_BLOCK_L, BLOCK_T)
+        _line_meta(q % b_n_blocks, q // b_n_blocks, b_n_blocks, b_part, b_n_kt, b_meta, b_list, b_count,
+                   b_mat_t, b_L, b_L_PAD, LOWER, UPPER, TOP, SCALE_MODE, FIXUP_MIN_CLASS, B_BLOCK_L, BLOCK_T)
 
 
 @triton.jit
 def split_scaled_kernel(programs_a,
                         a_x, a_out, a_meta, a_n_lt, a_n_kt, a_L, a_K, a_L_PAD, a_K_PAD,
-                        a_sxb, a_sxl, a_sxk, a_sop, a_sob, a_sol, a_sok,
+                        a_stride_xb, a_stride_xl, a_stride_xk, a_stride_oplane, a_stride_ob, a_stride_ol, a_stride_ok,
                         b_x, b_out, b_meta, b_n_lt, b_n_kt, b_L, b_K, b_L_PAD, b_K_PAD,
-                        b_sxb, b_sxl, b_sxk, b_sop, b_sob, b_sol, b_sok,
+                        b_stride_xb, b_stride_xl, b_stride_xk, b_stride_oplane, b_stride_ob, b_stride_ol, b_stride_ok,
                         SB_SCALE: tl.constexpr, BF16: tl.constexpr,
                         A_BLOCK_L: tl.constexpr, A_BLOCK_K: tl.constexpr,
                         B_BLOCK_L: tl.constexpr, B_BLOCK_K: tl.constexpr):
@@ -256,8 +260,10 @@ def split_scaled_kernel(programs_a,
     if pid < programs_a:
         pl, pk, pb = _tile_coords(pid, a_n_lt, a_n_kt)
         _split_scaled(pl, pk, pb, a_x, a_out, a_meta, a_L, a_K, a_L_PAD, a_K_PAD,
-                      a_sxb, a_sxl, a_sxk, a_sop, a_sob, a_sol, a_sok, SB_SCALE, BF16, A_BLOCK_L, A_BLOCK_K)
+                      a_stride_xb, a_stride_xl, a_stride_xk, a_stride_oplane, a_stride_ob, a_stride_ol, a_stride_ok,
+                      SB_SCALE, BF16, A_BLOCK_L, A_BLOCK_K)
     else:
         pl, pk, pb = _tile_coords(pid - programs_a, b_n_lt, b_n_kt)
         _split_scaled(pl, pk, pb, b_x, b_out, b_meta, b_L, b_K, b_L_PAD, b_K_PAD,
-                      b_sxb, b_sxl, b_sxk, b_sop, b_sob, b_sol, b_sok, SB_SCALE, BF16, B_BLOCK_L, B_BLOCK_K)
+                      b_stride_xb, b_stride_xl, b_stride_xk, b_stride_oplane, b_stride_ob, b_stride_ol, b_stride_ok,
+                      SB_SCALE, BF16, B_BLOCK_L, B_BLOCK_K)

@@ -63,7 +63,7 @@ import sgemm_cube  # noqa: E402
 from sgemm_cube.cpu_fallback.guard import line_meta, line_range, pack_meta, scale_lines, unpack_meta  # noqa: E402
 from sgemm_cube.backends import cuda  # noqa: E402
 from sgemm_cube.backends.cuda import hybrid, launch  # noqa: E402
-from sgemm_cube.backends.cuda.gemm_kernel import VARIANTS  # noqa: E402
+from sgemm_cube.backends.cuda.gemm_tiles import VARIANTS  # noqa: E402
 
 from tests.conftest import draw  # noqa: E402
 from tests.guarantee_data import fp32_matmul  # noqa: E402
@@ -237,7 +237,7 @@ def _zoo_operand(rng, layout):
 
 
 @pytest.mark.parametrize("scheme, scale, fixup_min_class, layout_a, layout_b", LINE_CASES)
-def test_line_integers_and_lists_are_the_guards(rng, scheme, scale, fixup_min_class, layout_a, layout_b):
+def test_line_meta_and_lists_are_the_guards(rng, scheme, scale, fixup_min_class, layout_a, layout_b):
     """Rows of A and columns of B: (t, cls) bit for bit, slices of the scaled lines, fix-up lists."""
     a = _zoo_operand(rng, layout_a)
     b = _zoo_operand(rng, layout_b).transpose(-1, -2)  # (batch, K, lines): B's columns are the lines
@@ -443,6 +443,101 @@ def test_flush_interval_sets_block_k():
     for bad in (40, -1, 1.5, True):
         with pytest.raises(ValueError, match="flush_k"):
             launch.flush_steps(bad, 64)
+
+
+def test_line_meta_constants_are_the_guards():
+    """The kernels' packed line meta (:mod:`.line_meta`) has guard.pack_meta's layout and guard.LineClass's classes."""
+    from sgemm_cube.backends.cuda import line_meta as lm
+    from sgemm_cube.cpu_fallback.guard import LineClass, LineMeta
+
+    t = np.arange(-1024, 1024, dtype=np.int32)
+    cls = (np.arange(t.size) % 3).astype(np.int32)
+    packed = pack_meta(LineMeta(t, cls))
+    assert np.array_equal(packed, cls | ((t + lm.META_T_BIAS.value) << lm.META_CLS_BITS.value))
+    assert np.array_equal(packed & lm.META_CLS_MASK.value, cls)
+    assert np.array_equal(((packed >> lm.META_CLS_BITS.value) & lm.META_T_MASK.value) - lm.META_T_BIAS.value, t)
+    pad = pack_meta(LineMeta(np.zeros(1, np.int32), np.full(1, LineClass.SPLIT, np.int32)))
+    assert lm.PAD_META.value == int(pad[0]) == 4096
+    assert [lm.SPLIT.value, lm.LOSES_BITS.value, lm.SPECIAL.value] == [int(c) for c in LineClass]
+
+
+def _problem(a, b, out, **options):
+    opts = dict(sb=12, order="termwise", scheme="fp16x3", scale="auto", fixup_min_class=1, flush_k=None, config=None)
+    opts.update(options)
+    return launch._problem(tuple(a.shape), a.stride(), tuple(b.shape), b.stride(), out.stride(), a.device, **opts)
+
+
+@pytest.mark.parametrize("scheme, variant", [("fp16x3", "tma"), ("bf16x6", "ptr")])
+def test_every_launch_names_every_kernel_parameter(scheme, variant):
+    """A product is four launches, each with exactly its kernel's parameters (the cached replay passes them
+    positionally in that order)."""
+    a, b, out = torch.ones(2, 20, 30), torch.ones(2, 30, 25), torch.empty(2, 20, 25)
+    prob = _problem(a, b, out, scheme=scheme, config={"variant": variant})
+    kernels = [launch.tile_stats_kernel, launch.line_meta_kernel, launch.split_scaled_kernel,
+               launch.gemm_bf16_kernel if scheme.startswith("bf16") else launch.gemm_fp16_kernel]
+    assert [x.kernel for x in prob.launches] == kernels
+    for x in prob.launches:
+        assert list(launch._positional(x)) == [x.kwargs[name] for name in launch._param_names(x.kernel)]
+    broken = prob.launches[3]._replace(kwargs={**prob.launches[3].kwargs, "BLOCK_Q": 1})
+    broken.kwargs.pop("Kp")
+    with pytest.raises(TypeError, match=r"missing \['Kp'\], unknown \['BLOCK_Q'\]"):
+        launch._positional(broken)
+
+
+@pytest.mark.parametrize("variant", ["ptr", "tma"])
+def test_cached_replay_passes_the_call_memory_in_parameter_order(monkeypatch, variant):
+    """What the private launcher receives on a cached call (GPU only, so checked here with a stand-in launcher):
+    every kernel argument in parameter order, this call's addresses and alpha in place of the memory refs."""
+    a, b, out = torch.ones(1, 20, 30), torch.ones(1, 30, 25), torch.empty(1, 20, 25)
+    prob = _problem(a, b, out, config={"variant": variant})
+    seen = []
+    launchers = [lambda stream, args, kernel=x.kernel: seen.append((kernel, stream, list(args))) for x in prob.launches]
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda device: 7, raising=False)
+    ws = launch._Cached(prob, launchers)(a, b, out, 0.5)
+    assert [k for k, _, _ in seen] == [x.kernel for x in prob.launches]
+    for (kernel, stream, args), x in zip(seen, prob.launches):
+        assert stream == 7
+        for name, value in zip(launch._param_names(kernel), args, strict=True):
+            given = x.kwargs[name]
+            if not isinstance(given, launch._Ref):
+                assert value == given, name
+            elif given.role == "desc":
+                assert value.base.data_ptr() == ws.data_ptr() + given.offset and value.block_shape == list(given.block)
+            else:
+                expected = {"a": a.data_ptr(), "b": b.data_ptr(), "out": out.data_ptr(), "alpha": 0.5,
+                            "ws": ws.data_ptr() + given.offset}[given.role]
+                assert value == expected, name
+
+
+def test_private_launcher_checks_the_triton_version(monkeypatch):
+    """Triton's private launcher is driven only on the Triton releases it was checked against, as Triton's own
+    dispatch drives it; elsewhere, or where a compiled kernel lacks its parts, a warning says every call takes
+    the public path."""
+    calls = []
+
+    class Compiled:
+        function, packed_metadata = "function", "metadata"
+
+        def run(self, *args):
+            calls.append(args)
+
+    first, last = launch.PRIVATE_LAUNCH_TRITON
+    assert first == (3, 3) and first <= last
+    monkeypatch.setattr(launch, "_triton_version", lambda: last)
+    launch._private_launcher(Compiled(), (6, 2))("stream", [1, 2.5])
+    launch._private_launcher(Compiled(), (9,))("stream", [])
+    assert calls == [(6, 2, 1, "stream", "function", "metadata", None, None, None, 1, 2.5),
+                     (9, 1, 1, "stream", "function", "metadata", None, None, None)]
+    assert launch._private_launcher(None, (1,)) is None
+    for version in ((last[0], last[1] + 1), (last[0] + 1, 0), (3, 2)):
+        monkeypatch.setattr(launch, "_triton_version", lambda: version)
+        launch._private_launch_supported.cache_clear()
+        with pytest.warns(RuntimeWarning, match="public launch path"):
+            assert launch._private_launcher(Compiled(), (6,)) is None
+    monkeypatch.setattr(launch, "_triton_version", lambda: first)
+    with pytest.warns(RuntimeWarning, match="no 'run'"):
+        assert launch._private_launcher(object(), (6,)) is None
+    launch._private_launch_supported.cache_clear()
 
 
 @pytest.mark.parametrize("kwargs, exc, match", [

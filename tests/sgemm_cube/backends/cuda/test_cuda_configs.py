@@ -34,7 +34,7 @@ def test_every_shipped_file_validates():
 
 def test_variant_names_are_the_kernels():
     pytest.importorskip("triton")
-    from sgemm_cube.backends.cuda.gemm_kernel import VARIANTS
+    from sgemm_cube.backends.cuda.gemm_tiles import VARIANTS
 
     assert set(C.VARIANT_NAMES) == set(VARIANTS)
 

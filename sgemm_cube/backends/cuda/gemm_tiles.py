@@ -1,0 +1,149 @@
+"""What the two GEMM kernels share: the operands' layout, a tile's place, loads, line meta and epilogue.
+
+:mod:`.gemm_fp16_kernel` (fp16x3, fp16x4) and :mod:`.gemm_bf16_kernel` (bf16x9, bf16x6) differ in
+their K loop only.  One launch of either computes every output of a product:
+
+* programs ``0 .. tile_programs - 1`` are *tile programs*: each computes one (``BLOCK_M``,
+  ``BLOCK_N``) output tile (or, persistent, loops over tiles), in the order a tile program runs
+  these helpers:
+
+  1. :func:`tile_position` -- the batch and tile coordinates of tile number ``tile``;
+  2. :func:`tile_line_meta` -- the line meta of the tile's rows and columns, and its number of K
+     steps: none when all its rows or all its columns are fix-up lines (the fix-up programs write
+     those outputs, so the tile has nothing to compute);
+  3. :func:`load_tile` -- the slice tiles of each K step;
+  4. :func:`store_tile` -- the epilogue: undo the lines' power-of-two scaling, times alpha, one
+     rounding, and store every output whose row and column are not fix-up lines;
+
+* the ``fixup_programs`` after them are *fix-up programs*: they compute the outputs of the fix-up
+  lines from the unscaled FP32 operands (:func:`.fixup_kernel.fixup_program`).
+
+The split operands are the padded slice buffers of :mod:`.split_kernel` seen as 2-D row-major
+matrices: A as (S * Ba * Mp, Kp) and B as (S * Bb * Kp, Np) with S slices (2 FP16, 3 BF16), so a
+tile is addressed by a row offset for the plane (the slice) and the batch; a batch offset of 0
+broadcasts an operand.  The buffers are zero padded to whole tiles, so only the store is masked.
+
+Why the level-0 partial is flushed (every kernel's ``FLUSH_STEPS``): tensor cores truncate while
+they accumulate (docs/cuda_design.md: 4x-40x SGEMM's error measured when the level-0 sum lives in
+them for all of K, and on same-sign data the truncation is biased, so the error grows with the
+interval: 4.7e-7 at 128, 2.4e-7 at 64 on uniform [0, 1) data).  The flush is written
+``fma(part, 1, hh)``, the same single rounding as an add: Triton fuses a plain ``hh + dot(...)``
+back into the MMA, which would undo it.
+
+Kernel variants (compile-time switches ``USE_TMA``, ``PERSISTENT``, named in :data:`VARIANTS`):
+``"ptr"`` pointer loads; ``"tma"`` host tensor descriptors (Hopper's bulk tensor copies);
+``"tma_persistent"`` the same with one tile program per SM looping over tiles.  Which is fastest
+where: ``docs/cuda_design.md``.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import triton
+import triton.language as tl
+
+from .line_meta import PAD_META, decode_meta
+from .split_kernel import pow2_f64
+
+__all__ = ["VARIANTS", "GemmOperand", "GemmOutput", "tile_position", "load_tile", "tile_line_meta", "store_tile"]
+
+#: Kernel variant -> (use tensor descriptors, persistent tile programs).
+VARIANTS = {"ptr": (False, False), "tma": (True, False), "tma_persistent": (True, True)}
+
+
+class GemmOperand(NamedTuple):
+    """Everything a GEMM launch reads of one operand, grouped once in the kernel (a tuple costs
+    nothing: Triton flattens it when it compiles).
+
+    Lines are A's rows (``L = M``) or B's columns (``L = N``); ``Bx`` is the batch, 1 for a
+    broadcast operand.
+    """
+
+    slices: object        # tile programs: pointer to, or tensor descriptor of, the split buffer as a 2-D matrix
+    plane_rows: object    # its rows between slice planes (Ba * Mp, Bb * Kp)
+    batch_rows: object    # its rows between batches (Mp, Kp; 0 to broadcast)
+    ld: object            # its row stride (Kp, Np)
+    meta: object          # both: (Bx, L) int32 packed line meta (:mod:`.line_meta`)
+    meta_batch: object    # its batch stride (L, or 0 to broadcast)
+    ptr: object           # fix-up programs: the FP32 operand, (Bx, L, K) through the next three strides
+    stride_batch: object
+    stride_line: object
+    stride_k: object
+    fix_counts: object    # (Bx, fix_blocks) int32: the split pass's fix-up lines per block of BLOCK_L lines
+    fix_lists: object     # (Bx, fix_blocks * BLOCK_L) int32: the block's fix-up lines, first fix_counts of its segment
+    fix_blocks: object
+
+
+class GemmOutput(NamedTuple):
+    """The (batch, M, N) float32 output, strides (stride_batch, stride_m, 1), and the factor of every output."""
+
+    ptr: object
+    stride_batch: object
+    stride_m: object
+    alpha: object         # float32, applied before each output's one rounding (1.0: the product)
+
+
+@triton.jit
+def tile_position(tile, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
+    """(batch, row block, column block) of output tile ``tile``: batch-major, then grouped, so that
+    GROUP_M row blocks reuse the same B columns from L2."""
+    tiles_per_batch = num_pid_m * num_pid_n
+    bidx = tile // tiles_per_batch
+    in_batch = tile % tiles_per_batch
+    in_group = GROUP_M * num_pid_n
+    first_m = (in_batch // in_group) * GROUP_M
+    group_m = min(num_pid_m - first_m, GROUP_M)
+    pid_m = first_m + (in_batch % in_group) % group_m
+    pid_n = (in_batch % in_group) // group_m
+    return bidx, pid_m, pid_n
+
+
+@triton.jit
+def load_tile(src, row, col, ld, USE_TMA: tl.constexpr, UPCAST: tl.constexpr,
+              ROWS: tl.constexpr, COLS: tl.constexpr):
+    """Load the (ROWS, COLS) tile at (row, col) of a split buffer seen as a 2-D matrix (row stride ld).
+
+    UPCAST converts it to FP32: only under Triton's interpreter, whose
+    ``tl.dot`` multiplies BF16 tiles as their raw 16-bit integers (Triton
+    3.9); BF16 values are exact in FP32, so the products stay exact.
+    """
+    if USE_TMA:
+        tile = src.load([row, col])
+    else:
+        rr = tl.arange(0, ROWS)
+        rc = tl.arange(0, COLS)
+        tile = tl.load(src + (row.to(tl.int64) * ld + col) + (rr[:, None] * ld + rc[None, :]))
+    if UPCAST:
+        tile = tile.to(tl.float32)
+    return tile
+
+
+@triton.jit
+def tile_line_meta(a, b, bidx, offs_m, offs_n, m_in, n_in, k_steps, FIXUP_MIN_CLASS: tl.constexpr):
+    """The line meta of a tile's rows ``offs_m`` of A and columns ``offs_n`` of B, and its K steps.
+
+    Returns ``(cls_a, t_a, cls_b, t_b, steps)``: classes and exponents (BLOCK_M,) and (BLOCK_N,)
+    int32, pad lines read as :data:`.line_meta.PAD_META` (class SPLIT, t 0); ``steps`` is
+    ``k_steps``, or 0 where every row or every column of the tile is a fix-up line (class
+    ``>= FIXUP_MIN_CLASS``) or pad: then the tile has no output of its own.
+    """
+    cls_a, t_a = decode_meta(tl.load(a.meta + bidx * a.meta_batch + offs_m, mask=m_in, other=PAD_META))
+    cls_b, t_b = decode_meta(tl.load(b.meta + bidx * b.meta_batch + offs_n, mask=n_in, other=PAD_META))
+    rows_kept = tl.max((m_in & (cls_a < FIXUP_MIN_CLASS)).to(tl.int32), axis=0)
+    cols_kept = tl.max((n_in & (cls_b < FIXUP_MIN_CLASS)).to(tl.int32), axis=0)
+    return cls_a, t_a, cls_b, t_b, k_steps * rows_kept * cols_kept
+
+
+@triton.jit
+def store_tile(acc, c, bidx, offs_m, offs_n, m_in, n_in, cls_a, t_a, cls_b, t_b, FIXUP_MIN_CLASS: tl.constexpr):
+    """The epilogue: store ``alpha * 2**-(t_a + t_b) * acc`` (rounded once) at the outputs of the tile
+    whose row and column are not fix-up lines (the fix-up programs write the others)."""
+    # Undo the lines' power-of-two scaling and multiply by alpha, rounding once (float64 holds every
+    # factor and their product exactly: 24 bits of acc, 24 of alpha): the scaled sums never overflow, so
+    # the result overflows exactly where alpha times the product exceeds FP32's range.
+    if (tl.max(tl.abs(t_a), axis=0) + tl.max(tl.abs(t_b), axis=0) > 0) | (c.alpha != 1.0):
+        acc = (acc.to(tl.float64) * (pow2_f64(-(t_a[:, None] + t_b[None, :])) * tl.cast(c.alpha, tl.float64))
+               ).to(tl.float32)
+    keep = (m_in & (cls_a < FIXUP_MIN_CLASS))[:, None] & (n_in & (cls_b < FIXUP_MIN_CLASS))[None, :]
+    c_tile = c.ptr + bidx.to(tl.int64) * c.stride_batch
+    tl.store(c_tile + offs_m[:, None].to(tl.int64) * c.stride_m + offs_n[None, :], acc, mask=keep)
