@@ -3,7 +3,8 @@
 
 What small-batch inference pays: back-to-back calls with one synchronisation at the end (host loop,
 the median of 5 loops of 2000 calls), for square products up to 512^3 and ``nn.Linear(768, 768)`` on
-1-64 tokens, TF32 off.  Each call here runs native FP32 under ``backend="auto"`` (the hybrid rule),
+1-64 tokens, TF32 off; and, with the switch off but its kernels registered, the cost of the crossing
+into Python and back alone.  Each call here runs native FP32 under ``backend="auto"`` (the hybrid rule),
 so the difference to PyTorch is sgemm_cube's own host work.  The switch's kernels are removed
 (``sgemm_cube.switch.restore()``) after each problem, so PyTorch's figures are its own.  ``--profile`` adds the hottest
 functions of 2000 ``sgemm_cube.matmul`` calls at 64^3 (cProfile)::
@@ -75,12 +76,16 @@ def main(argv=None) -> int:
             t_api = per_call_us(api)
             with sgemm_cube.enabled():
                 t_switch = per_call_us(switched)
-            # Registered kernels pass every call through Python even with the switch off: take them out,
-            # so that the next problem's PyTorch figure is PyTorch's own.
+            # Switch off, kernels still registered: each call crosses into Python and back to PyTorch's
+            # kernel, which is the floor of any switch written in Python.
+            t_off = per_call_us(switched)
+            # Take them out, so that the next problem's PyTorch figure is PyTorch's own.
             sgemm_cube.switch.restore()
-            rows.append(dict(problem=name, torch_us=t_native, api_us=t_api, switch_us=t_switch))
+            rows.append(dict(problem=name, torch_us=t_native, api_us=t_api, switch_us=t_switch,
+                             switch_off_registered_us=t_off))
             print(f"{name:<28} torch {t_native:6.1f} us | sgemm_cube.matmul {t_api:6.1f} us ({t_api / t_native:4.2f}x)"
-                  f" | switch {t_switch:6.1f} us ({t_switch / t_native:4.2f}x)", flush=True)
+                  f" | switch {t_switch:6.1f} us ({t_switch / t_native:4.2f}x)"
+                  f" | switch off, registered {t_off:6.1f} us ({t_off / t_native:4.2f}x)", flush=True)
     if args.profile:
         a = b = torch.randn(64, 64, device="cuda")
         prof = cProfile.Profile()

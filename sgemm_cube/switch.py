@@ -328,21 +328,40 @@ def _register(devices) -> None:
 # not take (another dtype, shapes or devices that do not match: PyTorch raises) goes to the
 # original with the same arguments.
 
+# Every call of a routed operator runs the checks below, so they are written for speed (explicit loops,
+# no generators): on small products their microseconds are the switch's whole cost.
+
 def _float32(*tensors) -> bool:
     """Whether the tensors are float32 on one device, outside sgemm_cube's own calls and :func:`bypass`."""
-    import torch
-
     if getattr(_local, "depth", 0):
         return False  # inside sgemm_cube (its native path) or bypass()
+    float32 = _FLOAT32 or _float32_dtype()
     device = tensors[0].device
-    return all(t.dtype == torch.float32 and t.device == device for t in tensors)
+    for t in tensors:
+        if t.dtype != float32 or t.device != device:
+            return False
+    return True
+
+
+_FLOAT32 = None  # torch.float32, once torch is imported
+
+
+def _float32_dtype():
+    global _FLOAT32
+    import torch
+
+    _FLOAT32 = torch.float32
+    return _FLOAT32
 
 
 def _nonempty(*tensors) -> bool:
     """Whether the operands hold elements.  An empty operand leaves no product to compute, and PyTorch's
     kernels give such calls shapes of their own (``addmv`` of a (0, K) matrix keeps ``input``'s shape):
     those calls go to PyTorch."""
-    return all(t.numel() for t in tensors)
+    for t in tensors:
+        if not t.numel():
+            return False
+    return True
 
 
 def _product(a, b, alpha=1.0):
@@ -359,9 +378,13 @@ def _product(a, b, alpha=1.0):
 
 def _broadcasts(input, shape) -> bool:
     """Whether ``input`` broadcasts to ``shape`` (PyTorch's ``expand_size`` rule)."""
-    if input.dim() > len(shape):
+    have = input.shape
+    if len(have) > len(shape):
         return False
-    return all(s in (1, t) for s, t in zip(reversed(input.shape), reversed(shape)))
+    for s, t in zip(reversed(have), reversed(shape)):
+        if s != 1 and s != t:
+            return False
+    return True
 
 
 def _update(input, a, b, beta, alpha, shape, name, product=_product):
@@ -430,10 +453,18 @@ def _native(like, batch: int, m: int, n: int, k: int) -> bool:
 
 def _run_native(original, keyset, args, kwargs):
     """PyTorch's kernel, in true FP32 (TF32 off, as sgemm_cube's native backend runs it)."""
+    if args[0].device.type != "cuda":
+        return original.call_boxed(keyset, *args, **kwargs)
+    with _true_fp32():
+        return original.call_boxed(keyset, *args, **kwargs)
+
+
+def _true_fp32():
+    global _true_fp32
     from .backends.native import true_fp32
 
-    with true_fp32(args[0].device):
-        return original.call_boxed(keyset, *args, **kwargs)
+    _true_fp32 = true_fp32  # this module's name for it from now on: no import statement per call
+    return true_fp32()
 
 
 def _functional(original, compute, device, name, *, inplace=False, out_variant=False, resize_warns=True):
@@ -466,11 +497,13 @@ def _mm(original, device, name, *, batched=False, out_variant=False):
     ndim = 3 if batched else 2
 
     def compute(self, mat2, out=None):
-        if not (_float32(self, mat2, *(() if out is None else (out,))) and self.dim() == ndim
-                and mat2.dim() == ndim and self.shape[-1] == mat2.shape[-2] and self.shape[:-2] == mat2.shape[:-2]
-                and _nonempty(self, mat2)):
+        if not (_float32(self, mat2) if out is None else _float32(self, mat2, out)):
             return None
-        if _native(self, self.shape[0] if batched else 1, self.shape[-2], mat2.shape[-1], self.shape[-1]):
+        shape_a, shape_b = self.shape, mat2.shape  # each .shape makes a new torch.Size: once
+        if (len(shape_a) != ndim or len(shape_b) != ndim or shape_a[-1] != shape_b[-2]
+                or (batched and shape_a[0] != shape_b[0]) or not _nonempty(self, mat2)):
+            return None
+        if _native(self, shape_a[0] if batched else 1, shape_a[-2], shape_b[-1], shape_a[-1]):
             return _NATIVE
         return _product(self, mat2)
     return _functional(original, compute, device, name, out_variant=out_variant)
@@ -482,13 +515,15 @@ def _addmm(original, device, name, *, inplace=False, out_variant=False, activati
     def compute(self, mat1, mat2, *, beta=1, alpha=1, use_gelu=False, out=None):
         import torch
 
-        if not (_float32(self, mat1, mat2, *(() if out is None else (out,))) and mat1.dim() == 2
-                and mat2.dim() == 2 and mat1.shape[1] == mat2.shape[0] and _nonempty(mat1, mat2)):
+        if not (_float32(self, mat1, mat2) if out is None else _float32(self, mat1, mat2, out)):
             return None
-        shape = (mat1.shape[0], mat2.shape[1])
+        shape_1, shape_2 = mat1.shape, mat2.shape
+        if len(shape_1) != 2 or len(shape_2) != 2 or shape_1[1] != shape_2[0] or not _nonempty(mat1, mat2):
+            return None
+        shape = (shape_1[0], shape_2[1])
         if not (tuple(self.shape) == shape if inplace else _broadcasts(self, shape)):
             return None
-        if _native(mat1, 1, shape[0], shape[1], mat1.shape[1]):
+        if _native(mat1, 1, shape[0], shape[1], shape_1[1]):
             return _NATIVE
         res = _update(self, mat1, mat2, beta, alpha, shape, name)
         if activation:
