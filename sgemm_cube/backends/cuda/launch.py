@@ -396,8 +396,8 @@ def _gemm_launch(cfg: dict, a: _SplitSide, b: _SplitSide, *, scheme: str, order:
                    cfg["num_warps"], cfg["num_stages"])
 
 
-class _Problem(NamedTuple):
-    """Everything about one product but the memory: launches, workspace size, the plan's numbers."""
+class _LaunchPlan(NamedTuple):
+    """Everything about one product but its memory: the four launches, the workspace size, the sizes."""
 
     launches: tuple       # the four _Launch of a product (:mod:`.launch`'s docstring)
     ws_bytes: int
@@ -412,7 +412,7 @@ class _Problem(NamedTuple):
 
 
 def _problem(a_shape, a_strides, b_shape, b_strides, out_strides, device, *, sb: int, order: str, scheme: str,
-             scale, fixup_min_class: int, flush_k: int | None, config: dict | None) -> _Problem:
+             scale, fixup_min_class: int, flush_k: int | None, config: dict | None) -> _LaunchPlan:
     batch, m, k = a_shape
     n = b_shape[2]
     cfg = resolve_config(batch, m, n, k, device, order=order, config=config, scheme=scheme)
@@ -432,7 +432,7 @@ def _problem(a_shape, a_strides, b_shape, b_strides, out_strides, device, *, sb:
     gemm = _gemm_launch(cfg, side_a, side_b, scheme=scheme, order=order, sb=sb, fixup_min_class=fixup_min_class,
                         block_l=block[0], batch=batch, m=m, n=n, k=k, batches=(ba, bb), padded=(mp, np_, kp),
                         strides=(a_strides, b_strides, out_strides), block_k=block_k, flush=steps, sms=sms)
-    return _Problem((*split_launches, gemm), offset, (side_a.ints, block[0]), (side_b.ints, block[0]),
+    return _LaunchPlan((*split_launches, gemm), offset, (side_a.ints, block[0]), (side_b.ints, block[0]),
                     (side_a.slices, side_b.slices), m, n, k, batch, rng.top)
 
 
@@ -530,7 +530,7 @@ def _matrix_exponents(x: torch.Tensor, top: int) -> torch.Tensor:
     return torch.where(big > 0, top - e, torch.zeros_like(e)).to(torch.int32)
 
 
-def _memory(prob: _Problem, a, b, out, scale, alpha: float = 1.0) -> _Memory:
+def _memory(prob: _LaunchPlan, a, b, out, scale, alpha: float = 1.0) -> _Memory:
     ws = torch.empty(prob.ws_bytes, dtype=torch.uint8, device=a.device)
     mat_t = None
     if scale == "matrix":
@@ -548,7 +548,7 @@ class _Cached:
     :func:`_private_launcher`.
     """
 
-    def __init__(self, prob: _Problem, launchers):
+    def __init__(self, prob: _LaunchPlan, launchers):
         self.prob = prob
         self.steps = []
         for launch, launcher in zip(prob.launches, launchers):
