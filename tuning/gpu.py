@@ -34,6 +34,7 @@ import time
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from sgemm_cube.backends.cuda import configs as C
+from sgemm_cube.backends.native import true_fp32
 
 from .hardware import cuda_profile
 
@@ -130,12 +131,8 @@ def _operands(m: int, n: int, k: int, gen, dev) -> dict[str, tuple]:
         a = draw(1, m, k, generator=gen).to(dev)
         b = draw(1, k, n, generator=gen).to(dev)
         ref = torch.matmul(a.double(), b.double())
-        prev_tf32 = torch.backends.cuda.matmul.allow_tf32
-        torch.backends.cuda.matmul.allow_tf32 = False  # native SGEMM, not TF32
-        try:
+        with true_fp32():  # native SGEMM, not TF32
             sgemm_err = _rel_fro(torch.matmul(a, b), ref)
-        finally:
-            torch.backends.cuda.matmul.allow_tf32 = prev_tf32
         out[suffix] = (name, a, b, ref, sgemm_err)
     return out
 
