@@ -932,7 +932,17 @@ def predict(profile: Profile | str, m: int, n: int, k: int, tiling, *, design: D
 def _predict(p: Profile, design: Design, batch: int, m: int, n: int, k: int, t: ns.Tiling, exact: bool) -> Prediction:
     cycles, busy, g = _gemm_cycles(p, design, batch, m, n, k, t, exact)
     hz = p.clock_ghz * 1e9
-    phases = {"gemm": design.passes * cycles / hz}
+    phases = {"gemm": design.passes * cycles / hz, **_other_phases(p, design, batch, g)}
+    seconds = sum(phases.values())
+    return Prediction(seconds, 2.0 * batch * m * n * k / seconds / 1e12, phases,
+                      {pipe: b / cycles for pipe, b in busy.items() if b > 0},
+                      ns.Tiling(g.bm, g.bk, g.bn, g.n_fused, design.per_term), g.groups)
+
+
+def _other_phases(p: Profile, design: Design, batch: int, g: ns.Geometry) -> dict:
+    """Seconds of the product's kernels other than the GEMM (split, bookkeeping, combine)."""
+    hz = p.clock_ghz * 1e9
+    phases = {}
     if design.kind == "kernel":
         phases["split_a"] = _split_cycles(p, design, batch * g.mp // 16, g.kp, "rows") / hz
         phases["split_b"] = _split_cycles(p, design, batch * g.kp // 16, g.np, "columns") / hz
@@ -944,24 +954,23 @@ def _predict(p: Profile, design: Design, batch: int, m: int, n: int, k: int, t: 
             phases["unscale"] = _unscale_cycles(p, design, batch, g.mp, g.np) / hz
         if not (design.fused_combine and g.combine_in_epilogue):
             phases["combine"] = _combine_cycles(p, design, batch * g.mp * g.np) / hz
-    seconds = sum(phases.values())
-    return Prediction(seconds, 2.0 * batch * m * n * k / seconds / 1e12, phases,
-                      {pipe: b / cycles for pipe, b in busy.items() if b > 0},
-                      ns.Tiling(g.bm, g.bk, g.bn, g.n_fused, design.per_term), g.groups)
+    return phases
 
 
-def _kernel_candidates(p: Profile, design: Design, k: int) -> list[ns.Tiling]:
-    """A few tilings per K block size: the two with the most cube work per element copied to L0
-    (:func:`sgemm_cube.tuning.model.l0_intensity`) and the two largest square ones."""
-    by_bk: dict = {}
-    for t in feasible_tilings(p, design=design, k=k):
-        by_bk.setdefault(t.bk, []).append(t)
-    out = []
-    for bk in sorted(by_bk):
-        ts = sorted(by_bk[bk], key=lambda t: (t.bm * t.bn / (t.bm + t.bn), -abs(t.bm - t.bn)), reverse=True)
-        squares = [t for t in ts if t.bm == t.bn]
-        out += ts[:2] + [sq for sq in squares[:2] if sq not in ts[:2]]
-    return out
+def _screen_seconds(p: Profile, design: Design, batch: int, m: int, n: int, k: int, t: ns.Tiling) -> float:
+    """The whole product's time estimated from a short replay (the screen of :func:`rank`).
+
+    The GEMM is replayed on one round of block rows (one block row per core) and one K group; its time is
+    scaled by the rounds core 0 runs on the whole product (items over cores, rounded up: the cores left
+    idle in the last round count) and by the K blocks of the whole product over those of the short one.
+    The other kernels (split, combine unless the epilogue combines) are timed on the whole product.
+    """
+    short_m, short_k = min(m, t.bm * p.ai_cores), min(k, t.bk * t.n_fused)
+    gemm = _predict(p, design, 1, short_m, n, short_k, t, False).phases["gemm"]
+    g = geometry(p, m, n, k, t, design=design, batch=batch)
+    gs = geometry(p, short_m, n, short_k, t, design=design)
+    scale = (-(-g.items // g.cores) / -(-gs.items // gs.cores)) * (g.kb / gs.kb)
+    return gemm * scale + sum(_other_phases(p, design, batch, g).values())
 
 
 def best_kernel(profile: Profile | str, m: int, n: int, k: int, *, terms: int = 3,
@@ -969,12 +978,11 @@ def best_kernel(profile: Profile | str, m: int, n: int, k: int, *, terms: int = 
     """The kernel's tiling for one product: which GEMM mode, with which blocks (MODEL PREDICTION).
 
     A measured tuning-table entry for the shape wins (:mod:`sgemm_cube.tuning.table`).
-    Otherwise, for each mode of the kernel (all terms in one pass; one pass
-    per term) a few candidate blocks per K block size (the two with the most
-    cube work per element copied to L0 and the two largest square ones) are timed
-    by this model on one round of block rows and one K group, and the three
-    best of them on the whole product (split, GEMM, combine or the
-    epilogue's); the fastest wins.  A screen, not :func:`rank`'s search.
+    Otherwise each mode of the kernel (all terms in one pass; one pass per
+    term) is ranked by :func:`rank` (every candidate screened by its
+    estimated whole-product time, the best 24 timed on the whole product:
+    split, GEMM, combine or the epilogue's); the faster mode's best wins.
+    About 0.5-1.5 s per shape on a 2-core machine.
 
     Returns the tiling and ``{"fused": Prediction, "per_term": Prediction}``
     (each mode's best; empty when a table entry answered).
@@ -991,14 +999,11 @@ def best_kernel(profile: Profile | str, m: int, n: int, k: int, *, terms: int = 
     predictions = {}
     for mode, per_term in (("fused", False), ("per_term", True)):
         design = Design("kernel", terms=terms, per_term=per_term)
-        candidates = _kernel_candidates(p, design, k)
-        # rank()'s screen: one round of block rows, one K group; then the whole product for the best three.
-        short = [predict(p, min(m, t.bm * p.ai_cores), n, min(k, t.bk * t.n_fused), t, design=design).tflops
-                 for t in candidates]
-        best3 = [candidates[i] for i in np.argsort(-np.asarray(short), kind="stable")[:3]]
-        timed = [predict(p, m, n, k, t, design=design, batch=batch) for t in best3]
-        if timed:
-            predictions[mode] = max(timed, key=lambda pr: pr.tflops)
+        try:
+            best = rank(p, m, n, k, design=design, top=1, batch=batch)[0]
+        except ValueError:  # no tiling of this mode fits
+            continue
+        predictions[mode] = predict(p, m, n, k, best.tiling, design=design, batch=batch)
     if not predictions:
         raise ValueError(f"no tiling of the kernel fits {p.name}")
     best = max(predictions.values(), key=lambda pr: pr.tflops)
@@ -1050,17 +1055,22 @@ def rank(profile: Profile | str, m: int, n: int, k: int, *, design: Design = KER
     Candidates are the feasible tilings whose cube work per element copied to
     L0 (:func:`sgemm_cube.tuning.model.l0_intensity`) is at least ``min_l0_intensity``
     of the best one's (the rest lose on MTE1 and B traffic; 0 keeps all).
-    Each is first timed on a short version of the problem (one block row
-    per core, one K group); the ``screen`` best of those are then timed on
-    the whole product and sorted by predicted TFLOP/s (to 0.1; ties go to
-    the larger block: fewer instructions).  The roofline's prediction
+    Each is first screened by an estimate of its whole-product time: the
+    GEMM timed on a short version of the problem (one block row per core,
+    one K group) and scaled by the rounds of block rows core 0 runs (the
+    last round's idle cores count) and by the K blocks, plus the other
+    kernels on the whole product (:func:`_screen_seconds`).  The ``screen``
+    best of those are then timed on the whole product and sorted by
+    predicted TFLOP/s (to 0.1; ties go to the larger block: fewer
+    instructions).  The roofline's prediction
     (:func:`sgemm_cube.tuning.model.predict`) is reported beside each row.
     Takes 0.3-1.5 s for one product (``progress``: a bar on stderr after a
-    second).  The screen cannot see wave quantisation (a last round of
-    block rows that leaves cores idle): at 910A 8192^3, paper's design, it
-    ranks (176, 80, 192, 35) first at 43.7 TFLOP/s where timing every
-    candidate on the whole product (``screen`` at least the number of
-    candidates; a few seconds) finds (256, 64, 144, 30) at 49.8.
+    second).  At the shapes ``tests/tuning/test_pipeline_model.py`` checks,
+    the screen's first row is the one timing every candidate on the whole
+    product (``screen`` at least the number of candidates; a few seconds)
+    finds, e.g. (256, 64, 144, 30) at 49.8 TFLOP/s at 910A 8192^3, paper's
+    design, which the screen by the short problem's own TFLOP/s (blind to
+    the last round's idle cores) missed for (176, 80, 192, 35) at 43.7.
     """
     from tqdm.auto import tqdm
 
@@ -1076,12 +1086,11 @@ def rank(profile: Profile | str, m: int, n: int, k: int, *, design: Design = KER
     tilings = [t for t, x in zip(tilings, intensity) if x >= min_l0_intensity * intensity.max() * (1 - 1e-12)]
     with tqdm(total=len(tilings) + min(screen, len(tilings)), desc=f"pipeline model, {p.key}", unit="tiling",
               disable=not progress, delay=_PROGRESS_DELAY_S) as bar:
-        short = []
-        for t in tilings:  # one round of block rows, one K group (long loops are extended, see _gemm_cycles)
-            short.append(predict(p, min(m, t.bm * p.ai_cores), n, min(k, t.bk * t.n_fused), t,
-                                 design=design, batch=1).tflops)
+        estimate = []
+        for t in tilings:  # one round of block rows, one K group, scaled to the whole product
+            estimate.append(_screen_seconds(p, design, batch, m, n, k, t))
             bar.update()
-        order = np.argsort(-np.asarray(short), kind="stable")[:screen]
+        order = np.argsort(np.asarray(estimate), kind="stable")[:screen]
         chosen = [tilings[i] for i in order]
         rows = []
         roof = _roofline(p, design, m, n, k, chosen)

@@ -125,7 +125,7 @@ def choose_tiling(soc: str, m: int, n: int, k: int, *, terms: int = 3) -> npu_sc
     shape), fitted to the kernel's buffer plan by
     :func:`.npu_schedule.fit_tiling`; the plan's own default when the tuner
     has no answer.  Cached per shape (the first call of a shape takes about
-    0.05-0.12 s on a 2-core machine).
+    1-2 s on a 2-core machine: the screen estimates every candidate on the whole product).
     """
     from sgemm_cube.tuning.pipeline import best_kernel
 

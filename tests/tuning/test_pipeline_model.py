@@ -335,18 +335,41 @@ def test_vector_replay_is_the_program_replay(monkeypatch):
 @pytest.mark.parametrize("soc, shape, design, tiling, tflops", [
     # docs/ascend_pipeline_model.md's tables (the kernel's modes, the 910B outlook)
     ("910a", (8192, 8192, 8192), pl.KERNEL, (128, 64, 128, 30), 53.2),
+    ("910a", (8192, 8192, 8192), pl.PAPER_DOUBLE, (256, 64, 144, 30), 49.7),
+    ("910a", (8192, 8192, 8192), pl.KERNEL_PER_TERM, (256, 64, 112, 31), 50.3),
+    ("910b", (4096, 4096, 4096), pl.KERNEL_PER_TERM, (208, 64, 144, 18), 49.3),
     ("910a", CALIBRATION_SHAPE, pl.KERNEL, (176, 32, 112, 45), 46.0),
     ("910a", CALIBRATION_SHAPE, pl.KERNEL_PER_TERM, (176, 64, 176, 44), 51.3),
     ("910b", (8192, 8192, 8192), pl.PAPER_DOUBLE, (144, 112, 112, 14), 59.9),
     ("910b", CALIBRATION_SHAPE, pl.KERNEL, (96, 80, 96, 15), 43.0),
 ], ids=lambda v: f"{v.kind}{'-per-term' if v.per_term else ''}" if isinstance(v, pl.Design) else None)
 def test_screen_picks_the_best_tiling_of_the_full_ranking(soc, shape, design, tiling, tflops):
-    """rank's screen (every candidate on one round of block rows and one K group, the best 24 on the whole
-    product) picks the tiling that timing every candidate on the whole product picks, the documented one."""
+    """rank's screen (every candidate's whole-product time estimated from one round of block rows and one K
+    group, the best 24 on the whole product) picks the tiling that timing every candidate on the whole
+    product picks, the documented one."""
     screened = pl.rank(soc, *shape, design=design, top=1)[0]
     everyone = pl.rank(soc, *shape, design=design, top=1, screen=1 << 30)[0]
     assert screened.tiling == everyone.tiling
     assert tuple(screened.tiling)[:4] == tiling and round(screened.tflops, 1) == tflops
+
+
+@pytest.mark.parametrize("soc, shape", [
+    ("910a", (8192, 8192, 8192)),
+    ("910b", (4096, 4096, 4096)),
+    ("910b", (2048, 2048, 16384)),
+    ("910a", (11264, 11264, 2816)),
+])
+def test_best_kernel_picks_the_models_best_of_every_candidate(soc, shape):
+    """best_kernel's screen counts the cores left idle in the last round of block rows: each mode's pick
+    is (within 1%) the best of timing every candidate on the whole product, and so is the mode it picks."""
+    pick, preds = pl.best_kernel(soc, *shape)
+    everyone = {}
+    for mode, design in (("fused", pl.KERNEL), ("per_term", pl.KERNEL_PER_TERM)):
+        everyone[mode] = pl.rank(soc, *shape, design=design, top=1, screen=1 << 30)[0]
+        assert preds[mode].tflops >= 0.99 * everyone[mode].tflops, (mode, preds[mode].tiling, everyone[mode])
+    assert max(preds.values(), key=lambda pr: pr.tflops).tiling == pick
+    assert pl.predict(soc, *shape, pick, design=pl.KERNEL_PER_TERM if pick.per_term else pl.KERNEL).tflops \
+        >= 0.99 * max(r.tflops for r in everyone.values())
 
 
 def test_predictions_are_the_callers_own():
