@@ -47,7 +47,8 @@ from torch.distributed.tensor import DTensor, Partial, Replicate, Shard, distrib
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # a checkout without pip install
 import sgemm_cube  # noqa: E402
 import sgemm_cube.torch_ops  # noqa: E402,F401 - the operator and its sharding rules
-from sgemm_cube.cli.records import environment, no_tf32, synchronize  # noqa: E402
+from sgemm_cube.backends.native import true_fp32  # noqa: E402
+from sgemm_cube.cli.records import environment, synchronize  # noqa: E402
 
 #: sharding name -> (a's placement, b's placement).
 SHARDINGS = {"rows": (Shard(0), Replicate()), "cols": (Replicate(), Shard(1)),
@@ -146,7 +147,7 @@ def product_cases(args, mesh, device) -> list:
                 if any(isinstance(p, Partial) for p in c.placements):
                     c = c.redistribute(mesh, [Shard(0)])  # the FP32 reduction of the partial sums
                 return c
-            with no_tf32():
+            with true_fp32():
                 c, seconds = _timed(run, args.runs, device)
             row = {"sharding": name, "method": method, "world": mesh.size(), "placements": str(c.placements),
                    "seconds": seconds, "tflops": 2 * m * n * k / seconds / 1e12, **_errors(c, a, b, args.ref_rows, device)}
@@ -182,7 +183,7 @@ def encoder_cases(args, mesh, device) -> list:
     rows = []
     for method in ("native FP32", "sgemm_cube.enabled()"):
         switch = sgemm_cube.enabled(devices=(device.type,)) if method != "native FP32" else contextlib.nullcontext()
-        with no_tf32(), torch.no_grad(), switch:
+        with true_fp32(), torch.no_grad(), switch:
             y, seconds = _timed(lambda: _waited(model(x)), args.runs, device)
             calls = sgemm_cube.switch.routed_calls() if method != "native FP32" else {}
         y = y.full_tensor() if isinstance(y, DTensor) else y

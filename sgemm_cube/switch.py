@@ -67,6 +67,7 @@ import os
 import threading
 import warnings
 
+from .backends.native import true_fp32
 from .plan import Order, SbOption, Scale, Scheme
 
 __all__ = ["enable", "disable", "enabled", "is_enabled", "bypass", "restore", "routed_devices", "routed_calls",
@@ -301,9 +302,10 @@ def _present(device: str) -> bool:
 
 def _register(devices) -> None:
     """Register sgemm_cube's kernels for the devices that do not have them yet (they stay: module docstring)."""
-    global _library
+    global _library, _FLOAT32
     import torch
 
+    _FLOAT32 = torch.float32
     new = sorted(set(devices) - _registered)
     if not new:
         return
@@ -335,23 +337,14 @@ def _float32(*tensors) -> bool:
     """Whether the tensors are float32 on one device, outside sgemm_cube's own calls and :func:`bypass`."""
     if getattr(_local, "depth", 0):
         return False  # inside sgemm_cube (its native path) or bypass()
-    float32 = _FLOAT32 or _float32_dtype()
     device = tensors[0].device
     for t in tensors:
-        if t.dtype != float32 or t.device != device:
+        if t.dtype != _FLOAT32 or t.device != device:
             return False
     return True
 
 
-_FLOAT32 = None  # torch.float32, once torch is imported
-
-
-def _float32_dtype():
-    global _FLOAT32
-    import torch
-
-    _FLOAT32 = torch.float32
-    return _FLOAT32
+_FLOAT32 = None  # torch.float32: set by _register (this module imports torch only when the switch is turned on)
 
 
 def _nonempty(*tensors) -> bool:
@@ -455,16 +448,8 @@ def _run_native(original, keyset, args, kwargs):
     """PyTorch's kernel, in true FP32 (TF32 off, as sgemm_cube's native backend runs it)."""
     if args[0].device.type != "cuda":
         return original.call_boxed(keyset, *args, **kwargs)
-    with _true_fp32():
+    with true_fp32():
         return original.call_boxed(keyset, *args, **kwargs)
-
-
-def _true_fp32():
-    global _true_fp32
-    from .backends.native import true_fp32
-
-    _true_fp32 = true_fp32  # this module's name for it from now on: no import statement per call
-    return true_fp32()
 
 
 def _functional(original, compute, device, name, *, inplace=False, out_variant=False, resize_warns=True):

@@ -23,6 +23,7 @@ import sys
 from typing import Sequence
 
 from sgemm_cube.backends.npu_schedule import TilingError
+from sgemm_cube.cli.arguments import positive_int
 
 from . import pipeline
 from .hardware import ProfileError, get_profile, list_profiles, load_profiles
@@ -40,10 +41,10 @@ _DESCRIPTION = ("Choose SGEMM-cube block sizes: rank the feasible (bm, bk, bn) o
 def _configure(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--device", default="910a",
                    help="hardware profile (910a, 910b, a user profile) or 'cuda' (default 910a)")
-    p.add_argument("--m", type=int, default=8192, help="rows of A and C (default 8192)")
-    p.add_argument("--n", type=int, default=8192, help="columns of B and C (default 8192)")
-    p.add_argument("--k", type=int, default=8192, help="reduction length (default 8192)")
-    p.add_argument("--top", type=int, default=10, help="rows of the ranked table (default 10)")
+    p.add_argument("--m", type=positive_int, default=8192, help="rows of A and C (default 8192)")
+    p.add_argument("--n", type=positive_int, default=8192, help="columns of B and C (default 8192)")
+    p.add_argument("--k", type=positive_int, default=8192, help="reduction length (default 8192)")
+    p.add_argument("--top", type=positive_int, default=10, help="rows of the ranked table (default 10)")
     p.add_argument("--sort", choices=("time", "traffic"), default="time",
                    help="rank by the pipeline model's time, or by the roofline's main-memory traffic")
     p.add_argument("--buffering", choices=("double", "single"), default="double",
@@ -182,8 +183,6 @@ def run(args: argparse.Namespace, *, out=None) -> int:
         if args.plot or args.plot_fig5:
             require_matplotlib()  # before the work, not after it
         profile = get_profile(args.device, extra=extra)
-        if min(args.m, args.n, args.k) < 1 or args.top < 1:
-            raise ValueError("--m, --n, --k and --top must be positive")
         kernel = args.design.startswith("kernel")
         if kernel and args.buffering == "single":
             raise ValueError("the kernel design is double-buffered; --buffering single applies to --design paper")

@@ -982,7 +982,7 @@ def best_kernel(profile: Profile | str, m: int, n: int, k: int, *, terms: int = 
     term) is ranked by :func:`rank` (every candidate screened by its
     estimated whole-product time, the best 24 timed on the whole product:
     split, GEMM, combine or the epilogue's); the faster mode's best wins.
-    About 0.5-1.5 s per shape on a 2-core machine.
+    About 1-2 s per shape on a 2-core machine.
 
     Returns the tiling and ``{"fused": Prediction, "per_term": Prediction}``
     (each mode's best; empty when a table entry answered).

@@ -21,6 +21,7 @@
 #include <pybind11/pybind11.h>
 #include <torch/extension.h>
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -84,6 +85,35 @@ void check_operand(const at::Tensor& t, const char* name, const at::Device& devi
     TORCH_CHECK(t.is_contiguous(), "sgemm_cube NPU kernel: ", name, " must be contiguous");
 }
 
+/// The operands of out = a @ b (3-D, contiguous float32 on one NPU, shapes that multiply): (batch, m, k, n).
+std::array<int64_t, 4> check_product(const at::Tensor& a, const at::Tensor& b, const at::Tensor& out)
+{
+    const at::Device device = a.device();
+    check_operand(a, "a", device);
+    check_operand(b, "b", device);
+    check_operand(out, "out", device);
+    const int64_t batch = a.size(0), m = a.size(1), k = a.size(2), n = b.size(2);
+    TORCH_CHECK(b.size(0) == batch && b.size(1) == k, "sgemm_cube NPU kernel: shapes ", a.sizes(), " and ",
+                b.sizes(), " do not multiply");
+    TORCH_CHECK(out.size(0) == batch && out.size(1) == m && out.size(2) == n, "sgemm_cube NPU kernel: out has shape ",
+                out.sizes(), ", expected (", batch, ", ", m, ", ", n, ")");
+    return {batch, m, k, n};
+}
+
+/// alpha as the kernels take it: alpha = mant * 2^exp with 1 <= |mant| < 2 (both 0 for alpha = 0), in float32.
+struct AlphaParts {
+    float mant;
+    int32_t exp;
+};
+
+AlphaParts split_alpha(double alpha)
+{
+    int e = 0;
+    const float alpha32 = float(alpha);
+    const float m = std::frexp(alpha32, &e);
+    return alpha32 == 0.0f ? AlphaParts{0.0f, 0} : AlphaParts{2.0f * m, e - 1};
+}
+
 uint32_t checked_u32(int64_t v, const char* what)
 {
     TORCH_CHECK(v >= 0 && v <= int64_t(0xFFFF0000u), "sgemm_cube NPU kernel: ", what, " = ", v, " out of range");
@@ -107,14 +137,8 @@ void matmul(const at::Tensor& a, const at::Tensor& b, at::Tensor& out, int64_t s
             double alpha)
 {
     const at::Device device = a.device();
-    check_operand(a, "a", device);
-    check_operand(b, "b", device);
-    check_operand(out, "out", device);
-    const int64_t batch = a.size(0), m = a.size(1), k = a.size(2), n = b.size(2);
-    TORCH_CHECK(b.size(0) == batch && b.size(1) == k, "sgemm_cube NPU kernel: shapes ", a.sizes(), " and ",
-                b.sizes(), " do not multiply");
-    TORCH_CHECK(out.size(0) == batch && out.size(1) == m && out.size(2) == n, "sgemm_cube NPU kernel: out has shape ",
-                out.sizes(), ", expected (", batch, ", ", m, ", ", n, ")");
+    const std::array<int64_t, 4> dims = check_product(a, b, out);  // (batch, m, k, n)
+    const int64_t batch = dims[0], m = dims[1], k = dims[2], n = dims[3];
     TORCH_CHECK(sb >= 0 && sb <= 24, "sgemm_cube NPU kernel: sb must be in [0, 24], got ", sb);
     const std::string family = soc_family(device_soc(device.index()).c_str());
     TORCH_CHECK(family == built_soc(), "sgemm_cube NPU kernel was built for Ascend ", built_soc(),
@@ -227,12 +251,10 @@ void matmul(const at::Tensor& a, const at::Tensor& b, at::Tensor& out, int64_t s
                                       keep_lo_lo ? 1u : 0u, inv_scale));
         });
     }
-    if (guard) {  // alpha = m 2^e with 1 <= |m| < 2 (or 0); then the fix-up lines in FP32
-        int e = 0;
-        const float alpha32 = float(alpha);
-        const float m = std::frexp(alpha32, &e);
-        const float alpha_mant = alpha32 == 0.0f ? 0.0f : 2.0f * m;
-        const int32_t alpha_exp = alpha32 == 0.0f ? 0 : e - 1;
+    if (guard) {  // the unscaling with alpha, then the fix-up lines in FP32
+        const AlphaParts alpha_parts = split_alpha(alpha);
+        const float alpha_mant = alpha_parts.mant;
+        const int32_t alpha_exp = alpha_parts.exp;
         const schedule::UnscaleGeometry ug = schedule::make_unscale_geometry(g.batch, g.mp, g.np, cores.vector);
         const uint32_t fixup_min_class = fixup ? 1u : 2u, k32 = g.k;
         const uint32_t row_cores = schedule::min_u32(cores.vector, g.batch * g.mp);
@@ -263,14 +285,8 @@ void matmul(const at::Tensor& a, const at::Tensor& b, at::Tensor& out, int64_t s
 void matmul_fp32(const at::Tensor& a, const at::Tensor& b, at::Tensor& out, double alpha)
 {
     const at::Device device = a.device();
-    check_operand(a, "a", device);
-    check_operand(b, "b", device);
-    check_operand(out, "out", device);
-    const int64_t batch = a.size(0), m = a.size(1), k = a.size(2), n = b.size(2);
-    TORCH_CHECK(b.size(0) == batch && b.size(1) == k, "sgemm_cube NPU kernel: shapes ", a.sizes(), " and ",
-                b.sizes(), " do not multiply");
-    TORCH_CHECK(out.size(0) == batch && out.size(1) == m && out.size(2) == n, "sgemm_cube NPU kernel: out has shape ",
-                out.sizes(), ", expected (", batch, ", ", m, ", ", n, ")");
+    const std::array<int64_t, 4> dims = check_product(a, b, out);  // (batch, m, k, n)
+    const int64_t batch = dims[0], m = dims[1], k = dims[2], n = dims[3];
     if (batch == 0 || m == 0 || n == 0) {
         return;
     }
@@ -291,11 +307,9 @@ void matmul_fp32(const at::Tensor& a, const at::Tensor& b, at::Tensor& out, doub
     // Every line's integers "class 0, t = 0" (guard::pack): every row listed from class 0, nothing scaled.
     const at::Tensor meta =
         at::full({int64_t(b32) * (mp + np)}, guard::pack(guard::LineMeta{0, 0}), a.options().dtype(at::kInt));
-    int e = 0;
-    const float alpha32 = float(alpha);
-    const float alpha_m = std::frexp(alpha32, &e);
-    const float alpha_mant = alpha32 == 0.0f ? 0.0f : 2.0f * alpha_m;
-    const int32_t alpha_exp = alpha32 == 0.0f ? 0 : e - 1;
+    const AlphaParts alpha_parts = split_alpha(alpha);
+    const float alpha_mant = alpha_parts.mant;
+    const int32_t alpha_exp = alpha_parts.exp;
     const uint32_t row_cores = schedule::min_u32(cores.vector, b32 * mp);
     const aclrtStream stream = c10_npu::getCurrentNPUStream().stream(false);
     enqueue("SgemmCubeFp32", [=]() -> int {

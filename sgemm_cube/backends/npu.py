@@ -124,8 +124,8 @@ def choose_tiling(soc: str, m: int, n: int, k: int, *, terms: int = 3) -> npu_sc
     term, and of those the one the pipeline model predicts faster for this
     shape), fitted to the kernel's buffer plan by
     :func:`.npu_schedule.fit_tiling`; the plan's own default when the tuner
-    has no answer.  Cached per shape (the first call of a shape takes about
-    1-2 s on a 2-core machine: the screen estimates every candidate on the whole product).
+    has no answer.  Cached per shape: the first call of a shape takes
+    :func:`~sgemm_cube.tuning.pipeline.best_kernel`'s time.
     """
     from sgemm_cube.tuning.pipeline import best_kernel
 

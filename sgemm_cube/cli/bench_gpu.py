@@ -60,7 +60,8 @@ import time
 from typing import NamedTuple
 
 from .arguments import nonnegative_int, positive_float, positive_int
-from .records import RESULTS_DIR, no_tf32
+from ..backends.native import true_fp32
+from .records import RESULTS_DIR
 from .records import environment as _env
 from .records import rel_error as _rel_err
 from .records import synchronize as _sync
@@ -69,7 +70,7 @@ __all__ = ["add_parser", "run", "main", "run_benchmark", "run_sweep", "derive_na
            "sweep_winners", "host_overhead", "SQUARE_SIZES", "RECT_SHAPES", "SWEEP_CONFIGS",
            "BenchProblem", "LAYOUTS", "MATRIX_METHODS", "matrix_problems", "make_operands", "measure_problem",
            "run_matrix", "host_loop_ms", "reference_rows", "format_matrix_table", "matrix_summary",
-           "derive_hybrid_rule", "write_hybrid_config", "no_tf32"]
+           "derive_hybrid_rule", "write_hybrid_config"]
 
 
 SQUARE_SIZES = (256, 512, 1024, 1536, 2048, 3072, 4096, 8192, 16384)
@@ -574,7 +575,8 @@ def make_operands(p: BenchProblem, device="cuda", generator=None):
 
 
 def _matrix_methods(a, b) -> dict:
-    """name -> zero-argument callable, for :data:`MATRIX_METHODS` (TF32 must be off: :func:`no_tf32`)."""
+    """name -> zero-argument callable, for :data:`MATRIX_METHODS` (TF32 must be off:
+    :class:`~sgemm_cube.backends.native.true_fp32`)."""
     torch = _torch()
     import sgemm_cube
 
@@ -761,7 +763,7 @@ def run_matrix(problems=None, *, device="cuda", rep_ms: float = 100.0, rounds: i
     bar, say = _progress_bar(len(problems), show_progress)
     rows = []
     start = time.time()
-    with no_tf32():
+    with true_fp32():
         for p in problems:
             t0 = time.time()
             if budget_s is not None and t0 - start > budget_s:

@@ -45,7 +45,8 @@ import sys
 import time
 
 from .arguments import nonnegative_int, positive_int
-from .records import RESULTS_DIR, no_tf32
+from ..backends.native import true_fp32
+from .records import RESULTS_DIR
 from .records import environment as _env
 from .records import rel_error as _rel_err
 from .records import synchronize as _sync
@@ -232,7 +233,7 @@ def run_model_bench(cfg: ModelConfig = FULL, *, device="cuda", runs: int = 10, w
     record = {"config": dataclasses.asdict(cfg), "options": {"runs": runs, "warmup": warmup, "seed": seed,
                                                               "train": train, "lr": lr},
               "eval": [], "train": []}
-    with no_tf32():
+    with true_fp32():
         with eval_mode(False):
             ref = model64(x64).detach()
         for fastpath in (True, False):

@@ -1,4 +1,4 @@
-"""What every benchmark record shares: where results go, the run's environment, the error, true FP32.
+"""What every benchmark record shares: where results go, the run's environment, the error.
 
 Used by the GPU benchmark (:mod:`.bench_gpu`), the model benchmark
 (:mod:`.bench_model`) and the distributed example; one definition each.
@@ -10,9 +10,7 @@ import pathlib
 import platform
 import sys
 
-from ..backends.native import true_fp32 as no_tf32  # the one TF32-off context manager (restores the setting)
-
-__all__ = ["RESULTS_DIR", "environment", "rel_error", "no_tf32", "synchronize"]
+__all__ = ["RESULTS_DIR", "environment", "rel_error", "synchronize"]
 
 #: Where the JSON records go, relative to where a benchmark runs (the checkout).
 RESULTS_DIR = pathlib.Path("benchmarks") / "results"

@@ -127,13 +127,20 @@ def test_list_profiles_includes_user_file(tmp_path):
 
 @pytest.mark.parametrize("argv, message", [
     (["--device", "nosuchchip"], "unknown hardware profile"),
-    (["--m", "0"], "must be positive"),
     (["--min-l0-intensity", "2"], "min_l0_intensity"),
 ])
 def test_errors_exit_with_status_2(capsys, argv, message):
     rc, _ = _run(argv)
     assert rc == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["--m", "0"], ["--k", "-3"], ["--top", "0"]])
+def test_sizes_below_one_are_refused_by_the_parser(capsys, argv):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.parse_args(argv)
+    assert exit_info.value.code == 2
+    assert f"{argv[0]}: must be a positive integer" in capsys.readouterr().err
 
 
 def test_cuda_without_gpu_is_an_error_not_a_crash(capsys):

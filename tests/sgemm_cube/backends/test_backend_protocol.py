@@ -66,3 +66,22 @@ def test_python_dash_m_runs_the_cli():
 
     res = subprocess.run([sys.executable, "-m", "sgemm_cube", "--help"], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0 and "demo" in res.stdout and "tune" in res.stdout
+
+
+def test_true_fp32_turns_tf32_off_and_restores_the_setting():
+    """backends.native.true_fp32, the one TF32-off context manager (native backend, switch, benchmarks)."""
+    torch = pytest.importorskip("torch")
+    from sgemm_cube.backends.native import true_fp32
+
+    saved = torch.backends.cuda.matmul.allow_tf32
+    try:
+        for before in (True, False):
+            torch.backends.cuda.matmul.allow_tf32 = before
+            with true_fp32():
+                assert torch.backends.cuda.matmul.allow_tf32 is False
+            assert torch.backends.cuda.matmul.allow_tf32 is before
+        torch.backends.cuda.matmul.allow_tf32 = True
+        with true_fp32(torch.device("cpu")):  # another device: left alone
+            assert torch.backends.cuda.matmul.allow_tf32 is True
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = saved

@@ -240,17 +240,6 @@ def test_reference_rows_stay_within_the_flop_limit():
     assert bench_gpu.reference_rows(BenchProblem("small", 4, 100, 100, 100, "b"), 2e12) == 100
 
 
-def test_no_tf32_restores_the_setting():
-    saved = torch.backends.cuda.matmul.allow_tf32
-    try:
-        torch.backends.cuda.matmul.allow_tf32 = True
-        with bench_gpu.no_tf32():
-            assert torch.backends.cuda.matmul.allow_tf32 is False
-        assert torch.backends.cuda.matmul.allow_tf32 is True
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = saved
-
-
 @pytest.mark.slow
 @pytest.mark.skipif(os.environ.get("TRITON_INTERPRET", "0") != "1",
                     reason="backend='cuda' on CPU tensors needs Triton's interpreter (set by conftest without a GPU)")

@@ -34,7 +34,7 @@ __aicore__ inline void RunFixupCols(__gm__ float* a, __gm__ float* b, __gm__ int
     if (core >= cores) {
         return;
     }
-    (void)meta_a;  // the fix-up uses the unscaled operands: A's integers are not needed here
+    (void)meta_a;  // the fix-up uses the unscaled operands: A's line meta is not needed here
     AscendC::GlobalTensor<float> ga, gb, gc;
     AscendC::GlobalTensor<int32_t> gmb;
     ga.SetGlobalBuffer(a);

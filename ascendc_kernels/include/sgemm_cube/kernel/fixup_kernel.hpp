@@ -54,7 +54,7 @@ __aicore__ inline void RunFixupRows(__gm__ float* a, __gm__ float* b, __gm__ int
     if (core >= cores) {
         return;
     }
-    (void)meta_b;  // the fix-up uses the unscaled operands: B's integers are not needed here
+    (void)meta_b;  // the fix-up uses the unscaled operands: B's line meta is not needed here
     AscendC::GlobalTensor<float> ga, gb, gc;
     AscendC::GlobalTensor<int32_t> gma;
     ga.SetGlobalBuffer(a);
