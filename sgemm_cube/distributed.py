@@ -44,10 +44,10 @@ which would cost about half a second on every ``import sgemm_cube.torch_ops``.
 """
 from __future__ import annotations
 
-import importlib.abc
-import importlib.util
 import sys
 import threading
+
+from ._after_import import after_import
 
 __all__ = ["sharding_rules", "register", "install", "registered"]
 
@@ -129,28 +129,6 @@ def registered() -> bool:
     return _registered
 
 
-class _AfterImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Runs :func:`register` right after ``torch.distributed.tensor`` is imported (wraps its loader)."""
-
-    def find_spec(self, name, path, target=None):
-        if name != _DTENSOR:
-            return None
-        sys.meta_path.remove(self)  # find the real spec with the other finders, once
-        spec = importlib.util.find_spec(name)
-        if spec is None or spec.loader is None:
-            return spec
-        self._loader = spec.loader
-        spec.loader = self
-        return spec
-
-    def create_module(self, spec):
-        return self._loader.create_module(spec)
-
-    def exec_module(self, module):
-        self._loader.exec_module(module)
-        register()
-
-
 def install() -> None:
     """Register the rules now if ``torch.distributed.tensor`` is imported, or as soon as it is.
 
@@ -161,7 +139,4 @@ def install() -> None:
 
     if not torch.distributed.is_available():
         return
-    if _DTENSOR in sys.modules:
-        register()
-    elif not any(isinstance(f, _AfterImport) for f in sys.meta_path):
-        sys.meta_path.insert(0, _AfterImport())
+    after_import(_DTENSOR, register)

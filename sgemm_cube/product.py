@@ -199,6 +199,12 @@ def compute(req: Request, a, b, out=None, *, alpha: float = 1.0):
     prob = Operands(a, b)
     out = _check_out(out, prob)
     chosen = plan_for(req, prob.a, prob.nb, prob.m, prob.n, prob.k)  # also for empty results: an option no backend takes fails on every shape
+    if out is not None and prob.torch_mode and tuple(out.shape) != prob.result_shape:
+        # torch resizes out= (with its warning): only once the result is there, so that a call that
+        # fails (an unavailable backend, a full memory) leaves out untouched
+        res = compute(req, prob.a, prob.b, alpha=alpha)
+        resize_output(out, prob.result_shape)
+        return out.copy_(res)
     empty = not (prob.m and prob.n and prob.nb)
     if empty or prob.k == 0:
         chosen = None
@@ -275,7 +281,7 @@ def _direct_view(out, shape3, prob: Operands):
     return out.reshape(shape3) if out.flags.c_contiguous and out.dtype == np.float32 else None
 
 
-def resize_output(out, shape, warns: bool = True) -> None:
+def resize_output(out, shape, warns: bool = True, stacklevel: int = 4) -> None:
     """Resize tensor ``out`` to ``shape`` as PyTorch's ``resize_output`` does (it warns when a non-empty
     ``out`` changes shape; ``warns=False`` for the kernels that resize silently, such as ``addbmm``)."""
     if tuple(out.shape) == tuple(shape):
@@ -285,7 +291,7 @@ def resize_output(out, shape, warns: bool = True) -> None:
                       f"which does not match the required output shape {list(shape)}. This behavior is "
                       f"deprecated, and in a future PyTorch release outputs will not be resized unless they "
                       f"have zero elements. You can explicitly reuse an out tensor t by resizing it, inplace, "
-                      f"to zero elements with t.resize_(0).", UserWarning, stacklevel=4)
+                      f"to zero elements with t.resize_(0).", UserWarning, stacklevel=stacklevel)
     out.resize_(shape)
 
 
@@ -302,8 +308,7 @@ def _check_out(out, prob: Operands):
             raise RuntimeError(f"Expected out tensor to have dtype float, but got {out.dtype} instead")
         if out.device != prob.a.device:
             raise RuntimeError(f"Expected out tensor to be on {prob.a.device}, but got {out.device} instead")
-        resize_output(out, prob.result_shape)  # as torch.matmul does
-        return out
+        return out  # resized as torch.matmul resizes it by compute, once the result is computed
     if not isinstance(out, np.ndarray):
         raise TypeError(f"out must be a NumPy array for array operands, got {type(out).__name__}")
     core = prob.result_shape[len(prob.batch):]  # as numpy.matmul: out may add leading (loop) dimensions

@@ -16,14 +16,19 @@ runs sgemm_cube: ``torch.matmul``, ``@``, ``torch.mm``/``bmm``/``mv``/``dot``/
 ``F.scaled_dot_product_attention``'s math backend, autograd's gradients,
 functions bound before the switch was turned on (``from torch import
 matmul``), ``out=`` calls, and code compiled with ``torch.compile`` (its
-graphs call ATen's kernels, whose implementation is looked up when they run).
+graphs call ATen's kernels, whose implementation is looked up when they run:
+``mm``, ``addmm``, ``bmm``, ``baddbmm``, ``addbmm`` under Inductor; every
+operator under ``backend="aot_eager"``).
 
 What it leaves alone: other dtypes (autocast's float16 included), sparse,
 quantized and nested tensors, and kernels that multiply without calling these
 operators -- the fused attention kernels of ``F.scaled_dot_product_attention``
 (flash, memory-efficient, cuDNN), convolutions, Inductor's own Triton GEMM
-templates under ``mode="max-autotune"``, and CUDA graphs captured before the
-switch was turned on (they replay the kernels they recorded).  A call it
+templates under ``mode="max-autotune"``, products with a vector compiled by
+Inductor (``mv``, ``addmv``, ``dot``, ``vdot``, ``inner``, ``matmul`` with a
+1-D operand: Inductor decomposes them into its own multiplies and sums), and
+CUDA graphs captured before the switch was turned on (they replay the
+kernels they recorded).  A call it
 cannot take as it is (shapes or devices that do not match, ``out`` of another
 dtype) goes to PyTorch's own kernel, so the errors and warnings are PyTorch's.
 
@@ -31,8 +36,11 @@ Semantics are PyTorch's: ``beta * input + alpha * (A @ B)``, with
 ``alpha`` applied before the product's one rounding (so it overflows only
 where ``alpha`` times the exact product does); ``beta == 0``: ``input`` is
 not read, NaN in it does not propagate; ``alpha == 0``: the product is not
-computed, except by the kernels that PyTorch's own compute it with
-(:data:`PRODUCT_AT_ZERO_ALPHA`: their NaN and infinities reach the result);
+computed, except where PyTorch's own kernel computes it (baddbmm on the CPU
+below 400 multiply-adds per matrix, :data:`PRODUCT_AT_ZERO_ALPHA`: there
+NaN and infinities in the operands give NaN); a NaN or infinite ``alpha``
+gives IEEE's ``beta * input + alpha * p`` as PyTorch does (``addbmm``
+scales each batch's product before summing them);
 on the CPU an infinite ``beta * input`` wins over a product whose operands
 are finite (the exact answer: PyTorch's CPU addmm gives it); ``input``
 broadcast as PyTorch broadcasts it, ``out=`` resized as PyTorch resizes it,
@@ -45,8 +53,15 @@ data); shapes where native FP32 is as accurate and faster (``K < 16``, the
 measured hybrid rule on CUDA) run PyTorch's own kernel, as in
 :func:`sgemm_cube.matmul`.
 
-:func:`enable` and :func:`disable` count, take a lock, and only flip what
-the kernels route: threads may turn the switch on and off while others
+:func:`enable` and :func:`disable` are settings, as ``torch.backends``
+flags are: ``enable`` twice then ``disable`` once leaves the switch off,
+``disable`` while off does nothing, and ``enable`` with other options
+replaces them.  Nesting is the :func:`enabled` context manager's: its blocks
+count (across threads) and the switch goes off when the last one exits,
+unless :func:`enable` turned it on.  The switch is process-wide with one set
+of options; a call asking for others while a block holds it on raises a
+ValueError naming the options that differ.  They take a lock and only flip
+what the kernels route: threads may turn the switch on and off while others
 compute.  The first :func:`enable` for a device registers sgemm_cube's
 kernels for it, and they stay: while the switch is off they pass every call
 to the kernel they replaced (the same results, for a few microseconds of
@@ -63,6 +78,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import math
 import os
 import threading
 import warnings
@@ -91,16 +107,20 @@ _DISPATCH_KEYS = {"cpu": "CPU", "cuda": "CUDA", "npu": "PrivateUse1"}
 _GELU_APPROXIMATION = {"cpu": "none", "cuda": "tanh", "npu": "tanh"}
 
 #: Per device, the operators (every overload) whose PyTorch kernel computes the product when
-#: ``alpha == 0`` and multiplies it by 0, so that NaN and infinities in the operands give NaN; the
-#: others skip the product.  Measured with torch 2.13 on the CPU (K = 4, 16, 64; checked against
-#: PyTorch on every run by ``tests/sgemm_cube/test_torch_switch.py``) and torch 2.11 on an H200
-#: (2048^3, ``tests/gpu/test_switch_cuda.py``: no CUDA kernel computes it).  The NPU's is not
-#: measured (no NPU here): taken as CUDA's.
-PRODUCT_AT_ZERO_ALPHA = {"cpu": frozenset({"baddbmm"}), "cuda": frozenset(), "npu": frozenset()}
+#: ``alpha == 0`` and multiplies it by 0, so that NaN and infinities in the operands give NaN, mapped to
+#: the size ``m * n * k`` (of each matrix of a batch) below which it does so; from there up the kernel
+#: skips the product.  Measured with torch 2.13 on the CPU: baddbmm's naive kernel, which runs below
+#: 400 multiply-adds, computes it; from 400 up it calls BLAS, which skips it (as do addmm, addmv and
+#: addbmm at every size).  Checked against PyTorch on every run, on both sides of 400, by
+#: ``tests/sgemm_cube/test_torch_switch.py``.  CUDA: torch 2.11 on an H200 (2048^3,
+#: ``tests/gpu/test_switch_cuda.py``: no CUDA kernel computes it).  The NPU's is not measured (no NPU
+#: here): taken as CUDA's.
+PRODUCT_AT_ZERO_ALPHA = {"cpu": {"baddbmm": 400}, "cuda": {}, "npu": {}}
 
 _lock = threading.RLock()
-_count = 0
-_options: dict | None = None    # enable()'s arguments while on
+_global: dict | None = None     # enable()'s options while it holds the switch on (None: disable()d)
+_blocks = 0                     # enabled() blocks open, in every thread
+_options: dict | None = None    # the options in force while on: {"request": Request, "devices": frozenset}
 _request = None                 # the validated options of every product (sgemm_cube.plan.Request)
 _devices: frozenset = frozenset()
 _library = None                 # the torch.library.Library holding the replacements (kept once registered)
@@ -112,8 +132,8 @@ _native_plans: dict = {}        # (device, batch, m, n, k) -> whether the plan r
 
 
 def is_enabled() -> bool:
-    """Whether the switch is on (some :func:`enable` is not yet matched by :func:`disable`)."""
-    return _count > 0
+    """Whether the switch is on (:func:`enable` was called and not :func:`disable`, or an :func:`enabled` block is open)."""
+    return _global is not None or _blocks > 0
 
 
 def routed_calls() -> dict:
@@ -134,7 +154,13 @@ def routed_devices() -> frozenset:
 
 def enable(*, sb: SbOption = 12, scheme: Scheme = "fp16x3", scale: Scale = "auto", order: Order = "termwise",
            fixup: bool = True, devices=None) -> None:
-    """Turn the switch on (or, if it is on, count one more user of it).
+    """Turn the switch on, process-wide, with these options (a setting, like ``torch.backends`` flags).
+
+    Calling it again with the same options changes nothing; with other
+    options it replaces them (the last call wins), except while an
+    :func:`enabled` block is open, whose options stay in force.  One
+    :func:`disable` turns the switch off however many calls came before;
+    nesting is the :func:`enabled` context manager's.
 
     Parameters
     ----------
@@ -150,61 +176,46 @@ def enable(*, sb: SbOption = 12, scheme: Scheme = "fp16x3", scale: Scale = "auto
     Raises
     ------
     ImportError
-        torch is not installed, or older than 2.9.
+        torch is not installed (``pip install 'sgemm_cube[torch]'``), or older than 2.9.
     ValueError
-        An option or device is unknown, or the switch is already on with
-        other options (nested users must agree).
+        An option or device is unknown, or an :func:`enabled` block with
+        other options is open (the message names the options that differ).
     sgemm_cube.BackendUnavailableError
         A listed device's backend cannot run here.
+
+    Examples
+    --------
+    >>> import sgemm_cube
+    >>> sgemm_cube.enable(devices=("cpu",))
+    >>> sgemm_cube.enable(devices=("cpu",), sb=10)   # replaces sb=12
+    >>> sgemm_cube.disable()                         # off
     """
-    global _count, _options, _request, _devices
-    from .plan import make_request
-
-    import torch
-
-    if not hasattr(torch.library, "get_kernel"):
-        raise ImportError(f"sgemm_cube's switch needs torch >= 2.9 (torch.library.get_kernel); "
-                          f"this is torch {torch.__version__}")
-    request = make_request(sb, scheme, scale, order, fixup=fixup)
-    chosen = _choose_devices(devices)
-    options = dict(request=request, devices=chosen)
+    global _global
+    options = _options_of(sb, scheme, scale, order, fixup, devices)
     with _lock:
-        if _count:
-            if options != _options:
-                raise ValueError(f"sgemm_cube's switch is already on with {_options}; it cannot also follow "
-                                 f"{options}")
-            _count += 1
-            return
-        if not chosen:
-            warnings.warn("sgemm_cube's switch routes no device: no CUDA or NPU backend can run here "
-                          "(see sgemm_cube.available_backends()); pass devices=('cpu',) to route CPU "
-                          "tensors to the CPU model", UserWarning, stacklevel=2)
-        _register(chosen)
-        _options, _request = options, request
-        _calls.clear()
-        _native_plans.clear()
-        _devices = chosen  # last: from here on the kernels route these devices' calls
-        _count = 1
+        if _blocks and options != _options:
+            raise ValueError(f"sgemm_cube.enable({_call_text(options)}) conflicts with the open "
+                             f"sgemm_cube.enabled() block: {_difference(_options, options)}; the switch is "
+                             f"process-wide with one set of options: pass the block's, or call enable() after "
+                             f"the block exits")
+        _turn_on(options, stacklevel=2)
+        _global = options
 
 
 def disable() -> None:
-    """Undo one :func:`enable`; after the last one every call goes to PyTorch's own kernels.
+    """Turn the switch off: every call goes to PyTorch's own kernels again.
 
-    sgemm_cube's kernels stay registered and pass the calls on (so that
-    other threads may compute meanwhile); :func:`restore` removes them.
-
-    Raises
-    ------
-    RuntimeError
-        The switch is off.
+    Idempotent: it does nothing while the switch is off, and one call undoes
+    any number of :func:`enable` calls.  Inside an open :func:`enabled` block
+    the switch stays on until the last block exits.  sgemm_cube's kernels
+    stay registered and pass the calls on (so that other threads may compute
+    meanwhile); :func:`restore` removes them.
     """
-    global _count, _devices
+    global _global
     with _lock:
-        if not _count:
-            raise RuntimeError("sgemm_cube.disable() called while the switch is off")
-        _count -= 1
-        if not _count:
-            _devices = frozenset()
+        _global = None
+        if not _blocks:
+            _turn_off()
 
 
 def restore() -> None:
@@ -223,7 +234,7 @@ def restore() -> None:
     """
     global _library
     with _lock:
-        if _count:
+        if is_enabled():
             raise RuntimeError("sgemm_cube.switch.restore() called while the switch is on; disable() it first")
         if _library is not None:
             _library._destroy()  # the dispatcher reinstates the kernels registered before ours
@@ -237,8 +248,17 @@ def enabled(*, sb: SbOption = 12, scheme: Scheme = "fp16x3", scale: Scale = "aut
             fixup: bool = True, devices=None):
     """Context manager: the switch is on inside the ``with`` block.
 
-    Takes :func:`enable`'s options; blocks nest (also across threads), and
-    PyTorch's kernels come back when the last one exits.
+    Takes :func:`enable`'s options.  Blocks nest, also across threads: the
+    switch goes off when the last one exits, unless :func:`enable` turned it
+    on (then it stays on).  The switch is process-wide with one set of
+    options, so a block opened while it is on must ask for the options in
+    force.
+
+    Raises
+    ------
+    ValueError
+        As :func:`enable`, or the switch is on with other options (the
+        message names the options that differ).
 
     Examples
     --------
@@ -247,11 +267,86 @@ def enabled(*, sb: SbOption = 12, scheme: Scheme = "fp16x3", scale: Scale = "aut
     >>> with sgemm_cube.enabled(devices=("cpu",)):
     ...     y = model(torch.randn(8, 16))   # FP32 product from FP16 ones (the CPU model)
     """
-    enable(sb=sb, scheme=scheme, scale=scale, order=order, fixup=fixup, devices=devices)
+    global _blocks
+    options = _options_of(sb, scheme, scale, order, fixup, devices)
+    with _lock:
+        if is_enabled() and options != _options:
+            where = "an open sgemm_cube.enabled() block" if _blocks else "sgemm_cube.enable()"
+            raise ValueError(f"sgemm_cube.enabled({_call_text(options)}) conflicts with the switch turned on by "
+                             f"{where}: {_difference(_options, options)}; the switch is process-wide with one "
+                             f"set of options: pass the same ones, or call sgemm_cube.disable() first")
+        _turn_on(options, stacklevel=3)  # the with statement (through contextlib)
+        _blocks += 1
     try:
         yield
     finally:
-        disable()
+        with _lock:
+            _blocks -= 1
+            if not _blocks and _global is None:
+                _turn_off()
+
+
+def _options_of(sb, scheme, scale, order, fixup, devices) -> dict:
+    """The switch's options, validated: ``{"request": Request, "devices": frozenset}``."""
+    from .plan import make_request
+
+    try:
+        import torch
+    except ImportError as exc:
+        raise ImportError(f"sgemm_cube's switch needs torch ({exc}): pip install 'sgemm_cube[torch]' "
+                          f"(or 'sgemm_cube[cuda]' for CUDA GPUs)") from exc
+    if not hasattr(torch.library, "get_kernel"):
+        raise ImportError(f"sgemm_cube's switch needs torch >= 2.9 (torch.library.get_kernel); "
+                          f"this is torch {torch.__version__}")
+    return dict(request=make_request(sb, scheme, scale, order, fixup=fixup), devices=_choose_devices(devices))
+
+
+#: The switch's options as the user names them, in enable()'s order.
+_OPTION_NAMES = ("sb", "scheme", "scale", "order", "fixup")
+
+
+def _user_terms(options) -> dict:
+    req = options["request"]
+    terms = {name: getattr(req, name) for name in _OPTION_NAMES}
+    terms["devices"] = tuple(sorted(options["devices"]))
+    return terms
+
+
+def _call_text(options) -> str:
+    """The options as keyword arguments: ``sb=12, scheme='fp16x3', ..., devices=('cpu',)``."""
+    return ", ".join(f"{k}={v!r}" for k, v in _user_terms(options).items())
+
+
+def _difference(current, asked) -> str:
+    """``the switch has sb=12, this call asks for sb=10`` for the options that differ."""
+    have, want = _user_terms(current), _user_terms(asked)
+    names = [k for k in have if have[k] != want[k]]
+    return (f"the switch has {', '.join(f'{k}={have[k]!r}' for k in names)}, this call asks for "
+            f"{', '.join(f'{k}={want[k]!r}' for k in names)}")
+
+
+def _turn_on(options, stacklevel: int) -> None:
+    """Route ``options["devices"]`` with ``options["request"]`` (under ``_lock``; nothing to do if already so)."""
+    global _options, _request, _devices
+    if is_enabled() and options == _options:
+        return
+    chosen = options["devices"]
+    if not chosen:
+        warnings.warn("sgemm_cube's switch routes no device: no CUDA or NPU backend can run here "
+                      "(see sgemm_cube.available_backends()); pass devices=('cpu',) to route CPU "
+                      "tensors to the CPU model", UserWarning, stacklevel=stacklevel + 1)
+    _register(chosen)
+    if not is_enabled():
+        _calls.clear()
+    _options, _request = options, options["request"]
+    _native_plans.clear()
+    _devices = chosen  # last: from here on the kernels route these devices' calls
+
+
+def _turn_off() -> None:
+    global _devices, _options
+    _devices = frozenset()
+    _options = None
 
 
 @contextlib.contextmanager
@@ -381,24 +476,37 @@ def _broadcasts(input, shape) -> bool:
 
 
 def _update(input, a, b, beta, alpha, shape, name, product=_product):
-    """``beta * input + alpha * (a @ b)`` of ``shape``, with PyTorch's conventions for zero alpha and beta.
+    """``beta * input + alpha * (a @ b)`` of ``shape``, with PyTorch's conventions for special scalars.
 
     ``alpha`` multiplies the product before its one rounding; ``alpha == 0``
-    computes the product only for the operators of
-    :data:`PRODUCT_AT_ZERO_ALPHA`; ``beta == 0`` does not read ``input``.
+    computes the product only where :data:`PRODUCT_AT_ZERO_ALPHA` says
+    PyTorch's kernel does; ``beta == 0`` does not read ``input``.  A NaN or
+    infinite ``alpha`` gives IEEE's ``beta * input + alpha * p`` (NaN where
+    an infinity meets the other sign or a NaN); for ``addbmm`` it scales each
+    batch's product before the sum, as PyTorch's kernel does.
     """
     import torch
 
     device = a.device.type
-    if alpha != 0 or name.partition(".")[0].rstrip("_") in PRODUCT_AT_ZERO_ALPHA.get(device, ()):
-        res = product(a, b, alpha)
+    finite = math.isfinite(alpha)
+    if alpha != 0 or _product_at_zero_alpha(name, device, a, shape):
+        if finite or product is not _summed_product:
+            res = product(a, b, alpha)
+        else:  # addbmm: sum of alpha * (each batch's product), so inf - inf = NaN as in PyTorch
+            res = _product(a, b, alpha).sum(0)
     else:
         res = torch.zeros(shape, dtype=torch.float32, device=a.device)  # the product is not computed
     if beta != 0:
         res.add_(input, alpha=beta)  # input broadcast; not read at all when beta == 0
-        if device == "cpu" and alpha != 0:
+        if device == "cpu" and alpha != 0 and finite:
             res = _infinite_input_wins(res, input, beta, a, b, product is _summed_product)
     return res
+
+
+def _product_at_zero_alpha(name, device, a, shape) -> bool:
+    """Whether PyTorch's kernel of ``name`` computes the product at ``alpha == 0`` for this size."""
+    below = PRODUCT_AT_ZERO_ALPHA.get(device, {}).get(name.partition(".")[0].rstrip("_"))
+    return below is not None and math.prod(shape[-2:]) * a.shape[-1] < below  # m * n (m for addmv) * k
 
 
 def _infinite_input_wins(res, input, beta, a, b, summed: bool):

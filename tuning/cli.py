@@ -23,7 +23,7 @@ import sys
 from typing import Sequence
 
 from sgemm_cube.backends.npu_schedule import TilingError
-from sgemm_cube.cli.arguments import positive_int
+from sgemm_cube.cli.arguments import output_file, positive_int
 
 from . import pipeline
 from .hardware import ProfileError, get_profile, list_profiles, load_profiles
@@ -60,10 +60,11 @@ def _configure(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--profiles", metavar="FILE", action="append", default=[],
                    help="extra profile file (JSON or TOML, schema of tuning/profiles/ascend.json)")
     p.add_argument("--list-profiles", action="store_true", help="list the known profiles and exit")
-    p.add_argument("--plot", metavar="PNG",
-                   help="write Fig. 10 (predicted TFLOP/s over the block sweep, single vs double buffering, paper's "
-                        "design) for the profile and --m/--n/--k")
-    p.add_argument("--plot-fig5", metavar="PNG", help="write Fig. 5 (N_fused and f against bm*bk) for the profile")
+    p.add_argument("--plot", metavar="PNG", type=output_file,
+                   help="write Fig. 10 (predicted TFLOP/s over the paper's block grid, single vs double buffering) "
+                        "for the profile and --m/--n/--k: the paper's design only (refused with another --design)")
+    p.add_argument("--plot-fig5", metavar="PNG", type=output_file,
+                   help="write Fig. 5 (N_fused and f against bm*bk) for the profile")
     p.add_argument("--json", action="store_true", help="print the ranked table as JSON")
     p.add_argument("--show", action="store_true", help="print the stored tuning tables and exit")
     p.add_argument("--measure", action="store_true",
@@ -180,6 +181,9 @@ def run(args: argparse.Namespace, *, out=None) -> int:
             return _measure(args, extra, out)
         if args.device.lower() == "cuda":
             return _cuda_info(args, out)
+        if args.plot and args.design != "paper":
+            raise ValueError(f"--plot draws Fig. 10, the paper's design (single against double buffering); "
+                             f"--design {args.design} has no such figure: drop --plot, or use --design paper")
         if args.plot or args.plot_fig5:
             require_matplotlib()  # before the work, not after it
         profile = get_profile(args.device, extra=extra)

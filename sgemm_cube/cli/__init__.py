@@ -18,9 +18,20 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .arguments import nonnegative_int, positive_int
+from .arguments import nonnegative_int, output_folder, positive_int
 
 __all__ = ["main", "build_parser"]
+
+#: The demo's largest --size: a 2**20 x 2**20 float32 matrix is 4 TiB (larger sizes are beyond any memory).
+_DEMO_MAX_SIZE = 2 ** 20
+
+
+def _demo_size(text: str) -> int:
+    size = positive_int(text)
+    if size > _DEMO_MAX_SIZE:
+        raise argparse.ArgumentTypeError(f"must be at most {_DEMO_MAX_SIZE}, got {size} (the demo holds several "
+                                          f"N x N matrices; at N = {_DEMO_MAX_SIZE} one is 4 TiB)")
+    return size
 
 
 def _demo(args) -> int:
@@ -31,6 +42,11 @@ def _demo(args) -> int:
         run_demo(size=args.size, device=args.device, seed=args.seed, repeats=args.repeats)
     except BackendUnavailableError as exc:
         print(f"sgemm-cube demo: {exc}", file=sys.stderr)
+        return 2
+    except MemoryError:
+        print(f"sgemm-cube demo: --size {args.size}: its {args.size} x {args.size} matrices "
+              f"({args.size ** 2 * 4 / 2 ** 30:.3g} GiB each in float32) do not fit in this machine's memory; "
+              f"choose a smaller --size", file=sys.stderr)
         return 2
     return 0
 
@@ -51,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     demo = sub.add_parser("demo", help="multiply random matrices on the best backend and compare accuracy")
-    demo.add_argument("--size", type=positive_int, default=None, metavar="N",
+    demo.add_argument("--size", type=_demo_size, default=None, metavar="N",
                       help="M = N = K (default 4096 on a GPU, 512 on the CPU)")
     demo.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
                       help="cuda: the Triton kernels on a CUDA GPU; cpu: the CPU arithmetic model; "
@@ -68,7 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--repeats", type=positive_int, default=3, metavar="N",
                        help="timed calls of the model after one warm-up; the best is shown (numpy.matmul: at "
                             "least 5) (default: %(default)s)")
-    bench.add_argument("--out", default=None, help="folder for the JSON record (default: print only)")
+    bench.add_argument("--out", type=output_folder, default=None,
+                       help="folder for the JSON record (created; default: print only)")
     bench.set_defaults(func=_bench_cpu)
 
     from sgemm_cube.tuning.cli import add_parser as add_tune_parser

@@ -12,7 +12,7 @@ import math
 from pathlib import Path
 
 __all__ = ["positive_int", "nonnegative_int", "int_in", "positive_float", "float_at_least", "existing_path",
-           "OrderedPair"]
+           "output_folder", "output_file", "OrderedPair"]
 
 
 def _number(text: str, kind):
@@ -78,6 +78,31 @@ def existing_path(text: str) -> Path:
     if not path.exists():
         raise argparse.ArgumentTypeError(f"no such file or folder: {text}")
     return path
+
+
+def output_folder(text: str) -> str:
+    """A folder to write into: one that exists, or can be created (no file in its way)."""
+    path = Path(text)
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a file, not a folder")
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise argparse.ArgumentTypeError(f"cannot create the folder {text}: {parent} is a file")
+            break
+    return text
+
+
+def output_file(text: str) -> str:
+    """A file to write: its folder must exist, and the path must not be a folder."""
+    path = Path(text)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a folder; name a file in it")
+    folder = path.parent
+    if not folder.is_dir():
+        raise argparse.ArgumentTypeError(f"no such folder: {folder} (create it first)" if not folder.exists()
+                                         else f"{folder} is a file, not a folder")
+    return text
 
 
 class OrderedPair(argparse.Action):

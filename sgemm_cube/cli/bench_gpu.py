@@ -86,7 +86,6 @@ RECT_SHAPES = (
     (64, 512, 512, 512, "batched"),
     (32, 2048, 2048, 2048, "batched, B broadcast"),
 )
-METHODS = ("sgemm", "tf32", "fp16_fp32", "torch_split", "cube", "api")
 
 # Kernel variants compared by --sweep: (name, config overrides, flush_k argument, order).
 _BASE = {"variant": "tma", "BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8,

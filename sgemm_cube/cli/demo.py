@@ -18,6 +18,7 @@ Each row's label names the options it runs.
 """
 from __future__ import annotations
 
+import functools
 import time
 
 import numpy as np
@@ -42,6 +43,10 @@ def format_table(rows: list[dict], columns: list[str]) -> str:
     rule = "  ".join("-" * w for w in widths)
     body = ["  ".join(v.ljust(w) for v, w in zip(row, widths)) for row in cells]
     return "\n".join([line, rule, *body])
+
+
+def _format_row(values, widths) -> str:
+    return "  ".join(str(v).ljust(w) for v, w in zip(values, widths)).rstrip()
 
 
 def best_time(fn, repeats: int, sync=None):
@@ -84,8 +89,8 @@ def _plain_fp16(a, b):
 
 
 def run_demo(*, size: int | None = None, device: str = "auto", seed: int = 0, repeats: int = 3,
-             print_fn=print) -> list[dict]:
-    """Run the demo and print its table; returns the rows.
+             print_fn=None) -> list[dict]:
+    """Run the demo and print its table, each row as soon as it is measured; returns the rows.
 
     Parameters
     ----------
@@ -97,6 +102,8 @@ def run_demo(*, size: int | None = None, device: str = "auto", seed: int = 0, re
         Seed of the random normal inputs.
     repeats : int
         Timed repetitions (the best is reported) after one warm-up.
+    print_fn : callable, optional
+        Receives each line of the table (default: :func:`print`, flushed).
 
     Raises
     ------
@@ -150,13 +157,24 @@ def run_demo(*, size: int | None = None, device: str = "auto", seed: int = 0, re
         ("plain FP16 (FP32 accumulation)", "fp16", lambda: _plain_fp16(a, b)),
     ]
     flops = 2.0 * size ** 3
+    columns = ["method", "backend", "shape", "time_ms", "GFLOP/s", "rel_error_vs_fp64"]
+    known = {"method": [name for name, _, _ in variants], "backend": [backend for _, backend, _ in variants],
+             "shape": [f"{size}x{size}x{size}"]}
+    widths = [max(len(c), 9, *(len(v) for v in known.get(c, ()))) for c in columns]
+    say = print_fn or functools.partial(print, flush=True)  # each row as it finishes: the CPU model takes a while
+    say(f"sgemm_cube demo on {device} (random normal FP32, seed {seed}); backends: "
+        + ", ".join(f"{k}={'yes' if v == 'available' else 'no'}" for k, v in status.items()))
+    if device == "cpu":
+        say("The CPU backend is an exact arithmetic model of the FP16 engine, slow by design (tens of times "
+            "numpy.matmul): its times are not the speed of sgemm_cube on a GPU or NPU.")
+    say(_format_row(columns, widths))
+    say(_format_row(["-" * w for w in widths], widths))
     rows = []
     for name, backend, fn in variants:
         c, seconds = best_time(fn, repeats, sync)
-        rows.append({"method": name, "backend": backend, "shape": f"{size}x{size}x{size}",
-                     "time_ms": f"{seconds * 1e3:.2f}", "GFLOP/s": f"{flops / seconds / 1e9:.1f}",
-                     "rel_error_vs_fp64": f"{relative_error(c, ref):.2e}"})
-    print_fn(f"sgemm_cube demo on {device} (random normal FP32, seed {seed}); backends: "
-             + ", ".join(f"{k}={'yes' if v == 'available' else 'no'}" for k, v in status.items()))
-    print_fn(format_table(rows, ["method", "backend", "shape", "time_ms", "GFLOP/s", "rel_error_vs_fp64"]))
+        row = {"method": name, "backend": backend, "shape": f"{size}x{size}x{size}",
+               "time_ms": f"{seconds * 1e3:.2f}", "GFLOP/s": f"{flops / seconds / 1e9:.1f}",
+               "rel_error_vs_fp64": f"{relative_error(c, ref):.2e}"}
+        rows.append(row)
+        say(_format_row([row[c] for c in columns], widths))
     return rows

@@ -7,6 +7,9 @@ bit for bit -- with ``backend="cpu"``, or under ``backend="auto"`` for K >= 16 (
 ``backend="auto"`` runs native FP32, ``np.matmul``'s own result).
 """
 
+import re
+import sys
+
 import numpy as np
 import pytest
 
@@ -362,3 +365,41 @@ def test_repeated_native_calls_take_the_remembered_plan(monkeypatch):
     assert product.native_call(make_request(), a.requires_grad_(), b, None) is None  # autograd: full path
     with pytest.raises(TypeError, match="float32"):
         sgemm_cube.matmul(a.detach().half(), b.half())
+
+
+def test_out_is_untouched_when_the_call_fails(monkeypatch):
+    """out= is resized (as torch.matmul resizes it) only once the result is there: a call that raises
+    leaves out as it was, shape and values."""
+    torch = pytest.importorskip("torch")
+    from sgemm_cube import backends
+    from sgemm_cube.backends import cuda
+
+    monkeypatch.setattr(cuda, "unavailable_reason", lambda: "no CUDA GPU (simulated)")  # as without a GPU
+    monkeypatch.delitem(backends._ready, "cuda", raising=False)  # found available earlier (Triton's interpreter)
+    a, b = torch.randn(3, 20), torch.randn(20, 4)
+    out = torch.full((5, 5), 7.0)
+    with pytest.raises(BackendUnavailableError):
+        sgemm_cube.matmul(a, b, backend="cuda", out=out)
+    assert out.shape == (5, 5) and bool((out == 7.0).all())
+    with pytest.warns(UserWarning, match="was resized"):  # a call that succeeds resizes it, with torch's warning
+        sgemm_cube.matmul(a, b, backend="cpu", out=out)
+    assert out.shape == (3, 4) and torch.equal(out, sgemm_cube.matmul(a, b, backend="cpu"))
+
+
+@pytest.mark.parametrize("missing", ["torch", "triton"])
+def test_numpy_only_install_names_the_extra(monkeypatch, missing):
+    """Without torch (a NumPy-only ``pip install .``) the switch and the cuda backend name the extra to
+    install, as the command line does; the cuda backend also needs triton."""
+    from sgemm_cube import backends
+
+    monkeypatch.setitem(sys.modules, missing, None)  # import fails, as where it is not installed
+    monkeypatch.delitem(backends._ready, "cuda", raising=False)
+    a = np.ones((3, 20), np.float32)
+    with pytest.raises(BackendUnavailableError, match=re.escape("pip install 'sgemm_cube[cuda]'")):
+        sgemm_cube.matmul(a, a.T, backend="cuda")
+    assert "sgemm_cube[cuda]" in sgemm_cube.available_backends()["cuda"]
+    if missing == "torch":
+        with pytest.raises(ImportError, match=re.escape("pip install 'sgemm_cube[torch]'")):
+            sgemm_cube.enable()
+        sgemm_cube.disable()  # off: nothing to undo, no error
+        assert not sgemm_cube.is_enabled()

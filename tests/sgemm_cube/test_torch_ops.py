@@ -19,6 +19,9 @@ repeats the compile claims on CUDA):
   batched and broadcast operands; second derivatives (four products chained
   through tanh) are FP32-level only: within 3x (native + 2**-21), measured.
 """
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -259,3 +262,28 @@ def test_options_reach_the_backend(rng):
     assert torch.equal(torch_ops.matmul(a, b, scale="rows"), sgemm_cube.matmul(a, b, scale="rows"))
     with pytest.raises(ValueError, match="order"):
         torch_ops.matmul(a, b, order="columnwise")
+
+
+@pytest.mark.parametrize("imports", ["import torch, sgemm_cube", "import sgemm_cube, torch",
+                                     "import sgemm_cube; import torch.nn"])
+def test_documented_names_work_after_import_sgemm_cube(imports):
+    """README's PyTorch block: sgemm_cube.nn, sgemm_cube.torch_ops and torch.ops.sgemm_cube.matmul work after
+    ``import sgemm_cube``, whichever of torch and sgemm_cube is imported first (a fresh process each)."""
+    code = (f"{imports}\n"
+            "a, b = torch.randn(4, 20), torch.randn(20, 3)\n"
+            "c = torch.ops.sgemm_cube.matmul(a, b)\n"
+            "model = sgemm_cube.nn.convert(torch.nn.Linear(20, 3))\n"
+            "assert isinstance(model, sgemm_cube.nn.Linear) and sgemm_cube.torch_ops.OP is not None\n"
+            "print(tuple(c.shape))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip() == "(4, 3)", out.stderr
+    assert out.stderr == ""
+
+
+def test_numpy_users_do_not_import_torch():
+    code = ("import sys, numpy as np, sgemm_cube\n"
+            "sgemm_cube.matmul(np.ones((4, 20), np.float32), np.ones((20, 3), np.float32))\n"
+            "try:\n    sgemm_cube.nope\nexcept AttributeError as exc:\n    print(exc)\n"
+            "print('torch' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.splitlines() == ["module 'sgemm_cube' has no attribute 'nope'", "False"]

@@ -19,8 +19,9 @@ repeats the key checks on CUDA):
 * gradients, ``torch.compile`` (no graph breaks; the switch acts when the
   compiled code runs), ``vmap``, functions bound before ``enable()``;
 * turning it off gives PyTorch's kernels' results (its kernels stay registered
-  and pass calls on; :func:`restore` removes them); enable/disable nest and
-  count across threads, and may be toggled while other threads compute;
+  and pass calls on; :func:`restore` removes them); enable/disable are
+  idempotent settings, ``enabled()`` blocks nest and count across threads,
+  and the switch may be toggled while other threads compute;
   :func:`bypass` is per thread;
 * ``SGEMM_CUBE_ENABLE`` is read at import; importing sgemm_cube does not import torch.
 """
@@ -53,8 +54,7 @@ def _switch_off_after_each_test():
     assert not switch.is_enabled()
     yield
     leaked = switch.is_enabled()
-    while switch.is_enabled():
-        switch.disable()
+    switch.disable()
     assert not leaked, "a test left the switch on"
 
 
@@ -375,21 +375,77 @@ def test_alpha_scales_the_product_before_its_rounding(name):
     assert ((got.double() - exact).abs() <= bound).all(), (got, exact)
 
 
+#: (m, n, k) on both sides of PyTorch's 400 multiply-adds, where its CPU baddbmm leaves its naive kernel
+#: (which computes the product at alpha = 0) for BLAS (which skips it).
+ZERO_ALPHA_SHAPES = [(3, 2, 16), (3, 2, 64), (4, 6, 16), (5, 5, 16), (16, 16, 16), (3, 2, 200)]
+
+
 @pytest.mark.parametrize("name", list(SCALED_CALLS))
-@pytest.mark.parametrize("k", [16, 64])
-def test_zero_alpha_propagates_nan_where_torch_does(rng, name, k):
+@pytest.mark.parametrize("m, n, k", ZERO_ALPHA_SHAPES)
+def test_zero_alpha_propagates_nan_where_torch_does(rng, name, m, n, k):
     """alpha = 0 with NaN and infinities in the operands: PyTorch's CPU kernels skip the product, except
-    baddbmm's, which multiply it by 0 (NaN).  The switch follows each one (``PRODUCT_AT_ZERO_ALPHA``)."""
-    a, b = torch.from_numpy(rng.standard_normal((3, k)).astype(np.float32)), selection(rng, k, 2)
+    baddbmm's below 400 multiply-adds per matrix (its naive kernel), which multiplies it by 0 (NaN).  The
+    switch follows each one (``PRODUCT_AT_ZERO_ALPHA``), compared with PyTorch itself, switch off."""
+    a, b = torch.from_numpy(rng.standard_normal((m, k)).astype(np.float32)), selection(rng, k, n)
     a[0, 1], a[1, 2] = float("nan"), float("inf")
-    c = exact_addend(rng, 3, 2)
+    c = exact_addend(rng, m, n)
     call = SCALED_CALLS[name]
     native = call(c, a, b, alpha=0, beta=2)
     got, _ = _routed(call, c, a, b, alpha=0, beta=2)
     assert torch.equal(got.isnan(), native.isnan()) and torch.equal(got.isinf(), native.isinf())
     assert torch.equal(torch.nan_to_num(got), torch.nan_to_num(native))
-    computes = name.partition(".")[0].rstrip("_").split(" ")[0] in switch.PRODUCT_AT_ZERO_ALPHA["cpu"]
+    below = switch.PRODUCT_AT_ZERO_ALPHA["cpu"].get(name.partition(".")[0].rstrip("_").split(" ")[0])
+    size = (m if name.startswith("addmv") else m * n) * k
+    computes = below is not None and size < below
     assert bool(native.isnan().any()) == computes  # the table says what PyTorch does
+
+
+def test_zero_alpha_baddbmm_repro():
+    """The fuzzer's case: 16 x 16 x 16 reaches BLAS, which gives beta * input (5.0) despite an Inf in batch1."""
+    a = torch.ones(2, 16, 16)
+    a[0, 0, 0] = float("inf")
+    b, c = torch.ones(2, 16, 16), torch.full((2, 16, 16), 5.0)
+    with on():
+        calls = [torch.baddbmm(c, a, b, alpha=0), c.clone().baddbmm_(a, b, alpha=0),
+                 torch.baddbmm(c, a, b, alpha=0, out=torch.empty(2, 16, 16))]
+        assert sum(switch.routed_calls().values()) == 3
+    for got in calls:
+        assert torch.equal(got, torch.full((2, 16, 16), 5.0))
+
+
+def _special_alpha_calls(rng, m, n, k, batch=3):
+    """Every operator with an ``alpha`` on random normal data, ``input`` holding +inf and -inf."""
+    a, b, inp = _normal(rng, m, k), _normal(rng, k, n), _normal(rng, m, n)
+    inp[0, 0], inp[-1, -1] = float("inf"), -float("inf")
+    b1, b2, v = _normal(rng, batch, m, k), _normal(rng, batch, k, n), _normal(rng, k)
+    inp3, inpv = inp.expand(batch, m, n).clone(), inp[:, 0].clone()
+    return {
+        "addmm": lambda **kw: torch.addmm(inp, a, b, **kw),
+        "addmm.out": lambda **kw: torch.addmm(inp, a, b, out=torch.empty(m, n), **kw),
+        "addmm_": lambda **kw: inp.clone().addmm_(a, b, **kw),
+        "_addmm_activation": lambda **kw: torch._addmm_activation(inp, a, b, **kw),
+        "baddbmm": lambda **kw: torch.baddbmm(inp3, b1, b2, **kw),
+        "baddbmm_": lambda **kw: inp3.clone().baddbmm_(b1, b2, **kw),
+        "addbmm": lambda **kw: torch.addbmm(inp, b1, b2, **kw),
+        "addbmm.out": lambda **kw: torch.addbmm(inp, b1, b2, out=torch.empty(m, n), **kw),
+        "addmv": lambda **kw: torch.addmv(inpv, a, v, **kw),
+        "addmv_": lambda **kw: inpv.clone().addmv_(a, v, **kw),
+    }
+
+
+@pytest.mark.parametrize("alpha", [float("nan"), float("inf"), -float("inf")])
+@pytest.mark.parametrize("beta", [0.25, 0.0])
+@pytest.mark.parametrize("m, n, k", [(8, 6, 40), (3, 2, 16), (32, 32, 64)])
+def test_non_finite_alpha_gives_pytorchs_special_values(rng, alpha, beta, m, n, k):
+    """alpha = NaN or +-inf: IEEE's beta * input + alpha * p, as PyTorch gives it (an infinite input meets
+    an infinite alpha * p of the other sign as NaN; addbmm scales each batch's product before the sum).
+    Compared with PyTorch itself, switch off, entry by entry: NaN, +inf and -inf at the same places."""
+    for name, call in _special_alpha_calls(rng, m, n, k).items():
+        native = call(alpha=alpha, beta=beta)
+        got, routed = _routed(call, alpha=alpha, beta=beta)
+        assert routed == 1, name
+        for where in (torch.isnan, torch.isposinf, torch.isneginf):
+            assert torch.equal(where(got), where(native)), (name, where.__name__, got, native)
 
 
 @pytest.mark.parametrize("name", [n for n in SCALED_CALLS if "gelu" not in n])
@@ -576,6 +632,20 @@ def test_compiled_code_follows_the_switch_when_it_runs(rng):
     assert torch.equal(compiled(a, p, c), native)  # off again
 
 
+def test_inductor_vector_products_are_not_routed_as_documented(rng):
+    """What README and switch.py say of torch.compile: Inductor decomposes products with a vector (mv, dot)
+    into its own multiplies and sums, so they do not reach the switch; aot_eager keeps ATen's addmv/dot."""
+    a, v = _normal(rng, 8, K), _normal(rng, K)
+    for name, fn in {"mv": lambda x, y: x @ y, "dot": lambda x, y: torch.dot(y, y)}.items():
+        torch._dynamo.reset()
+        inductor, aot_eager = torch.compile(fn), torch.compile(fn, backend="aot_eager")
+        with on():
+            inductor(a, v)
+            assert switch.routed_calls() == {}, name
+            aot_eager(a, v)
+            assert sum(switch.routed_calls().values()) == 1, name
+
+
 # ---- switch mechanics ------------------------------------------------------------------------------
 
 def test_turning_off_restores_pytorchs_kernels(rng):
@@ -592,20 +662,66 @@ def test_turning_off_restores_pytorchs_kernels(rng):
     assert before.keys() == after.keys()
 
 
-def test_nesting_counts_and_options_must_agree():
+def test_blocks_nest_and_options_must_agree():
     with on():
         with on():
             assert switch.is_enabled()
         assert switch.is_enabled()
-        with pytest.raises(ValueError, match="already on"):
+        with pytest.raises(ValueError, match="conflicts") as info:
             switch.enable(sb=10, devices=("cpu",))
+        with pytest.raises(ValueError, match="conflicts"):
+            with sgemm_cube.enabled(scale=None, devices=("cpu",)):
+                pass  # pragma: no cover - refused on entry
+        assert switch.is_enabled() and switch._request.sb == 12
     assert not switch.is_enabled()
-    with pytest.raises(RuntimeError, match="off"):
-        switch.disable()
+    # in the user's terms: the option that differs, by its keyword, no internal repr
+    message = str(info.value)
+    assert "Request(" not in message and "the switch has sb=12, this call asks for sb=10" in message
     with pytest.raises(ValueError, match="unknown device"):
         switch.enable(devices=("tpu",))
     with pytest.raises(ValueError, match="sb"):
         switch.enable(sb=99, devices=("cpu",))
+    assert not switch.is_enabled()
+
+
+def test_global_setters_are_idempotent(rng):
+    """enable()/disable() are settings (as torch.backends flags are), not counted: two enable() and one
+    disable() leave it off; disable() while off, or after a refused enable(), does nothing."""
+    a, p = data(rng, 6, K), selection(rng, K, 5)
+    switch.disable()  # off already: nothing to undo
+    with pytest.raises(ValueError):
+        switch.enable(sb=99, devices=("cpu",))
+    switch.disable()  # after a refused enable()
+    switch.enable(devices=("cpu",))
+    switch.enable(devices=("cpu",))
+    assert torch.equal(a @ p, round22(a) @ p)
+    switch.disable()
+    assert not switch.is_enabled() and torch.equal(a @ p, a @ p) and not torch.equal(a @ p, round22(a) @ p)
+
+
+def test_enable_with_other_options_replaces_them(rng):
+    """README's sequence: enable() (the accelerators: none here) then enable(devices=("cpu",)) routes the CPU."""
+    a, p = data(rng, 6, K), selection(rng, K, 5)
+    with pytest.warns(UserWarning, match="routes no device"):
+        switch.enable()
+    try:
+        switch.enable(devices=("cpu",))
+        assert switch.routed_devices() == {"cpu"} and torch.equal(a @ p, round22(a) @ p)
+        switch.enable(devices=("cpu",), sb=0, scale=None)  # the paper's split: hi + lo, lo unscaled
+        assert switch._request.sb == 0 and switch.routed_devices() == {"cpu"}
+    finally:
+        switch.disable()
+    assert not switch.is_enabled()
+
+
+def test_enable_inside_a_block_outlives_it_and_disable_waits_for_blocks(rng):
+    a, p = data(rng, 6, K), selection(rng, K, 5)
+    with on():
+        switch.enable(devices=("cpu",))  # the block's options: accepted
+    assert switch.is_enabled() and torch.equal(a @ p, round22(a) @ p)
+    with on():
+        switch.disable()  # the global setting goes; the open block keeps the switch on
+        assert switch.is_enabled() and torch.equal(a @ p, round22(a) @ p)
     assert not switch.is_enabled()
 
 

@@ -40,11 +40,11 @@ def unavailable_reason() -> str:
     try:
         import torch
     except ImportError:
-        return "the cuda backend needs torch (pip install torch)"
+        return "the cuda backend needs torch and triton: pip install 'sgemm_cube[cuda]'"
     try:
         import triton  # noqa: F401
     except ImportError:
-        return "the cuda backend needs triton (pip install triton)"
+        return "the cuda backend needs triton beside torch: pip install 'sgemm_cube[cuda]'"
     if not torch.cuda.is_available() and not interpreter_active():
         return ("the cuda backend needs a CUDA GPU (torch.cuda.is_available() is False; "
                 "TRITON_INTERPRET=1 runs its kernels on the CPU, slowly)")

@@ -662,8 +662,8 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor, sb: int = 12,
         As in :func:`sgemm_cube.matmul` (:mod:`sgemm_cube.cpu_fallback.guard`).
     flush_k : int, optional
         K elements between round-to-nearest flushes of the hi*hi tensor-core
-        partial (default: the config's, 64 unless a measured table says
-        otherwise); 0 never flushes (for comparison only).
+        partial (default: the config's: 32 for K <= ``SMALL_K_FLUSH[0]`` (2048) on a GPU, else 64
+        unless a measured table says otherwise); 0 never flushes (for comparison only).
     config : dict, optional
         Overrides of the launch configuration (keys of :func:`resolve_config`).
     """

@@ -16,7 +16,8 @@ import re
 import sys
 from pathlib import Path
 
-from ..arguments import OrderedPair, existing_path, float_at_least, int_in, nonnegative_int, positive_int
+from ..arguments import (OrderedPair, existing_path, float_at_least, int_in, nonnegative_int, output_folder,
+                         positive_int)
 from . import condition, exponent_sweep, heatmap, size_sweep
 from .data import DISTRIBUTIONS
 from .methods import BACKENDS
@@ -60,7 +61,8 @@ def _study_fn(module):
 
 
 def _common(parser: argparse.ArgumentParser, *, out_default: str = "sgemm_cube_accuracy") -> None:
-    parser.add_argument("--out", default=out_default, help="output folder (default: %(default)s)")
+    parser.add_argument("--out", type=output_folder, default=out_default,
+                        help="output folder (created; default: %(default)s)")
     parser.add_argument("--seed", type=nonnegative_int, default=0,
                         help="seed of all random data (default: %(default)s)")
     parser.add_argument("--backend", choices=BACKENDS, default="cpu",
@@ -147,7 +149,9 @@ def _add_studies(parser: argparse.ArgumentParser) -> None:
                                    "PNGs and summary.md).  Needs matplotlib: pip install 'sgemm_cube[plot]'.")
     p.add_argument("files", nargs="+", type=existing_path, metavar="FILE",
                    help=".json or .csv files, or folders written by 'all'")
-    p.add_argument("--out", default=None, help="folder of the PNGs (default: next to each file)")
+    p.add_argument("--out", type=output_folder, default=None,
+                   help="folder of the PNGs, and of a report folder's summary.md (created; default: next to each "
+                        "file, into each report folder)")
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -212,7 +216,7 @@ def _plot_files(args: argparse.Namespace) -> int:
     for path in args.files:
         try:
             if path.is_dir():  # a report folder: every figure and summary.md
-                print(rebuild_report(path))
+                print(rebuild_report(path, out=args.out))
                 continue
             data = load(path)
         except KeyError as exc:

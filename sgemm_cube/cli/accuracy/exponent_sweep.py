@@ -29,7 +29,7 @@ import numpy as np
 
 from ...metrics import relative_error
 from .data import draw, scale_by_power_of_two, study_rng
-from .io import StudyData, study_meta
+from .io import StudyData, error_cells, study_meta, worse_than_native_line
 from .methods import Engine, methods
 from .progress import progress as _progress
 
@@ -121,7 +121,8 @@ def _geomean(values) -> float:
 
 
 def summarize(data: StudyData) -> str:
-    """Markdown: errors at a few exponents per method, and the paper's findings checked on this data."""
+    """Markdown: errors at a few exponents per method, cells where sgemm_cube's error exceeds native FP32's
+    marked (and every such exponent of the sweep listed), and the paper's findings checked on this data."""
     exps = sorted({r["exponent"] for r in data.rows})
     shown = [e for e in (-20, -14, -8, 0, 8, 14) if e in exps] or exps[:: max(1, len(exps) // 6)]
     keys = data.values("method")
@@ -130,11 +131,18 @@ def summarize(data: StudyData) -> str:
         out.append(f"Relative error, {dist} inputs (mean over {data.meta['params']['trials']} trial(s)):\n")
         out.append("| method | " + " | ".join(f"e={e}" for e in shown) + " |")
         out.append("|---" * (len(shown) + 1) + "|")
+        def errors(key, exponents):
+            return [data.column("rel_error", distribution=dist, exponent=e, method=key)[0] for e in exponents]
+        flagged = {}
         for key in keys:
-            vals = [data.column("rel_error", distribution=dist, exponent=e, method=key)[0] for e in shown]
-            out.append(f"| {data.label(key)} | " + " | ".join("-" if np.isnan(v) else f"{v:.2e}" for v in vals)
-                       + " |")
+            native = errors("fp32", shown) if "fp32" in keys else [float("nan")] * len(shown)
+            cells, _ = error_cells(key, errors(key, shown), native)
+            out.append(f"| {data.label(key)} | " + " | ".join(cells) + " |")
+            if "fp32" in keys:  # every exponent of the sweep, not only the columns shown
+                _, flagged[data.label(key)] = error_cells(key, errors(key, exps), errors("fp32", exps))
         out.append("")
+        if "fp32" in keys:
+            out += [worse_than_native_line(flagged, "e", exps), ""]
         out += [f"- {line}" for line in findings(data, dist)] + [""]
     return "\n".join(out)
 

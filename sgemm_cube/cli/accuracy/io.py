@@ -23,7 +23,8 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["StudyData", "save", "load", "command_line", "study_meta", "FORMAT_VERSION"]
+__all__ = ["StudyData", "save", "load", "command_line", "study_meta", "error_cells", "worse_than_native_line",
+           "FORMAT_VERSION"]
 
 #: Bumped when the file layout changes.
 FORMAT_VERSION = 1
@@ -62,6 +63,50 @@ class StudyData:
     def label(self, method: str) -> str:
         """Legend text of a method key (the key itself if the metadata has none)."""
         return self.meta.get("labels", {}).get(method, method)
+
+
+#: Method keys that are not sgemm_cube (the baselines beside it).
+_BASELINES = ("fp16", "fp32")
+
+
+def error_cells(method: str, values, native) -> tuple[list[str], list[int]]:
+    """A summary table's cells of ``method``'s errors, those above native FP32's ``native`` (same data) marked.
+
+    Returns the cells (``"3.1e-07 **(2.1x native)**"`` where sgemm_cube's error exceeds native's) and the
+    indices of the marked ones.  The baselines themselves are never marked.
+    """
+    cells, worse = [], []
+    for i, (v, nat) in enumerate(zip(values, native)):
+        if v is None or v != v:  # missing (NaN)
+            cells.append("-")
+            continue
+        if method not in _BASELINES and nat == nat and v > nat:
+            cells.append(f"{v:.2e} **({v / nat:.2f}x native)**" if nat > 0 else f"{v:.2e} **(native 0)**")
+            worse.append(i)
+        else:
+            cells.append(f"{v:.2e}")
+    return cells, worse
+
+
+def worse_than_native_line(flagged: dict, axis: str, points: list) -> str:
+    """The line under a summary table: where sgemm_cube's error exceeded native FP32's, or that it never did.
+
+    ``flagged``: method label -> indices into ``points`` (the sweep's values of ``axis``) where it did;
+    runs of neighbouring points are written ``first..last``.
+    """
+    parts = []
+    for label, indices in flagged.items():
+        if not indices:
+            continue
+        runs, start = [], indices[0]
+        for prev, i in zip(indices, indices[1:] + [None]):
+            if i != prev + 1:
+                runs.append(f"{points[start]}" if start == prev else f"{points[start]}..{points[prev]}")
+                start = i
+        parts.append(f"{label} at {axis}=" + ", ".join(runs))
+    if not parts:
+        return "sgemm_cube's error is at most native FP32's at every point of this sweep."
+    return "**sgemm_cube's error exceeds native FP32's** (cells marked): " + "; ".join(parts) + "."
 
 
 def command_line(subcommand: str, params: dict) -> str:

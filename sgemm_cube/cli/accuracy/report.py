@@ -117,20 +117,23 @@ def run_all(*, out_dir, preset: str = "small", seed: int = 0, backend: str = "cp
     return _write_report(out_dir, results, plot=plot)
 
 
-def rebuild_report(out_dir) -> Path:
+def rebuild_report(folder, *, out=None) -> Path:
     """Redraw the PNGs and rewrite ``summary.md`` from the JSON files of a report folder.
 
     For a report computed where matplotlib is missing (``plot=False``, e.g.
-    on a GPU server): copy the folder, then rebuild it here.  Raises
-    :class:`~.plotting.PlotsUnavailable` without matplotlib.
+    on a GPU server): copy the folder, then rebuild it here.  ``out``: the
+    folder of the PNGs and ``summary.md`` (created; default: ``folder``).
+    Raises :class:`~.plotting.PlotsUnavailable` without matplotlib.
     """
     from .plotting import require_matplotlib
 
     require_matplotlib()
-    out_dir = Path(out_dir)
-    results = {name: load(out_dir / f"{name}.json") for name in _TITLES if (out_dir / f"{name}.json").exists()}
+    folder = Path(folder)
+    results = {name: load(folder / f"{name}.json") for name in _TITLES if (folder / f"{name}.json").exists()}
     if not results:
-        raise FileNotFoundError(f"{out_dir} holds none of {[f'{n}.json' for n in _TITLES]}")
+        raise FileNotFoundError(f"{folder} holds none of {[f'{n}.json' for n in _TITLES]}")
+    out_dir = Path(out) if out is not None else folder
+    out_dir.mkdir(parents=True, exist_ok=True)
     return _write_report(out_dir, results, plot=True)
 
 

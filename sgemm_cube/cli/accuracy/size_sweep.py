@@ -19,7 +19,7 @@ import numpy as np
 
 from ...metrics import relative_error
 from .data import draw, scale_by_power_of_two, study_rng
-from .io import StudyData, study_meta
+from .io import StudyData, error_cells, study_meta, worse_than_native_line
 from .methods import Engine, methods
 from .progress import progress as _progress
 
@@ -95,7 +95,8 @@ def size_sweep_study(*, mn_sizes=(32, 64, 128, 256), k_fixed: int = 2816, k_size
 
 
 def summarize(data: StudyData) -> str:
-    """Markdown tables of the error per size and method, one per sweep and distribution."""
+    """Markdown tables of the error per size and method, one per sweep and distribution; every cell where an
+    sgemm_cube method's error exceeds native FP32's on the same data is marked and listed under its table."""
     keys = data.values("method")
     out = []
     for sweep, axis, fixed in (("mn", "m", "k"), ("k", "k", "m")):
@@ -108,8 +109,15 @@ def summarize(data: StudyData) -> str:
             out.append(f"Relative error vs {name} ({fixed.upper()} = {sel[0][fixed]}), {dist} inputs:\n")
             out.append(f"| method | " + " | ".join(f"{name}={s}" for s in sizes) + " |")
             out.append("|---" * (len(sizes) + 1) + "|")
+            def errors(key):
+                return [next((r["rel_error"] for r in sel if r[axis] == s and r["method"] == key), float("nan"))
+                        for s in sizes]
+            native = errors("fp32") if "fp32" in keys else [float("nan")] * len(sizes)
+            flagged = {}
             for key in keys:
-                vals = [r["rel_error"] for s in sizes for r in sel if r[axis] == s and r["method"] == key]
-                out.append(f"| {data.label(key)} | " + " | ".join(f"{v:.2e}" for v in vals) + " |")
+                cells, flagged[data.label(key)] = error_cells(key, errors(key), native)
+                out.append(f"| {data.label(key)} | " + " | ".join(cells) + " |")
             out.append("")
+            if "fp32" in keys:
+                out += [worse_than_native_line(flagged, name, sizes), ""]
     return "\n".join(out)

@@ -351,3 +351,27 @@ def test_defaults_keep_fp32_accuracy_where_the_paper_split_fails(seed):
 def test_heatmap_without_the_paper_split_compares_the_defaults_alone(seed):
     data = heatmap_study(exp_range=(0, 0), m=4, k=16, n=4, scheme="auto", seed=seed, progress=False)
     assert data.values("method") == ["fp32", "auto"]
+
+
+def test_summaries_flag_every_cell_where_sgemm_cube_loses_to_native():
+    """summary.md must not hide where the defaults lose: each sgemm_cube cell above native FP32's error (same
+    data) is marked with the ratio, and the line under the table lists them; baselines are never marked."""
+    from sgemm_cube.cli.accuracy.io import StudyData
+    from sgemm_cube.cli.accuracy import size_sweep
+
+    rows = []
+    for k, native, ours in ((256, 2e-7, 1e-7), (2048, 2e-7, 3e-7), (8192, 1e-7, 3.3e-7)):
+        for method, err in (("fp16", 1e-4), ("fp32", native), ("termwise_sb12", ours)):
+            rows.append(dict(sweep="k", distribution="nonnegative", m=64, n=64, k=k, method=method,
+                             rel_error=err))
+    data = StudyData("size-sweep", list(rows[0]), rows, {"labels": {"termwise_sb12": "sgemm_cube defaults"}})
+    text = size_sweep.summarize(data)
+    line = next(l for l in text.splitlines() if l.startswith("| sgemm_cube defaults"))
+    assert line.count("x native") == 2 and "1.50x native" in line and "3.30x native" in line
+    assert "1.00e-07 |" in line  # K = 256: better than native, not marked
+    assert "exceeds native FP32's** (cells marked): sgemm_cube defaults at K=2048..8192." in text
+    assert all("native" not in l for l in text.splitlines() if l.startswith(("| FP16", "| fp16", "| fp32")))
+    better = [dict(r, rel_error=r["rel_error"] / 10 if r["method"] == "termwise_sb12" else r["rel_error"])
+              for r in rows]
+    assert "at most native FP32's at every point" in size_sweep.summarize(StudyData("size-sweep", list(rows[0]),
+                                                                                     better, {}))

@@ -78,3 +78,21 @@ def test_version_is_the_package_version(capsys):
         main(["--version"])
     assert exit_info.value.code == 0
     assert capsys.readouterr().out.strip() == f"sgemm-cube {sgemm_cube.__version__}"
+
+
+def test_demo_prints_each_row_as_it_finishes(monkeypatch):
+    """On a loaded machine the CPU model takes a while: each row is printed as soon as it is measured, after
+    a line saying the CPU backend is an exact arithmetic model, slow by design."""
+    from sgemm_cube.cli import demo
+
+    events = []
+    measure = demo.best_time
+    monkeypatch.setattr(demo, "best_time", lambda fn, repeats, sync=None: (events.append("measured"),
+                                                                            measure(fn, repeats, sync))[1])
+    rows = demo.run_demo(size=16, device="cpu", repeats=1, print_fn=lambda line: events.append(line))
+    lines = [e for e in events if e != "measured"]
+    assert any("exact arithmetic model" in line and "slow by design" in line for line in lines[:2])
+    measured = [i for i, e in enumerate(events) if e == "measured"]
+    assert len(measured) == len(rows) == 6
+    for i, row in zip(measured, rows):  # the row's line comes right after its measurement
+        assert events[i + 1].startswith(row["method"])

@@ -135,3 +135,59 @@ def test_accuracy_help_is_for_users(capsys):
             main(["accuracy", study, "--help"])
         text = capsys.readouterr().out
         assert not any(markup in text for markup in ("``", ":func:", ":class:", ":mod:")), (study, text)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["bench-cpu", "--size", "8", "--out", "{file}"], "--out: {file} is a file, not a folder"),
+    (["bench-cpu", "--size", "8", "--out", "{file}/sub"], "--out: cannot create the folder {file}/sub: {file} is a file"),
+    (["accuracy", "exponent-sweep", "--out", "{file}"], "--out: {file} is a file, not a folder"),
+    (["accuracy", "all", "--preset", "tiny", "--out", "{file}"], "--out: {file} is a file, not a folder"),
+    (["accuracy", "plot", "{file}", "--out", "{file}"], "--out: {file} is a file, not a folder"),
+    (["demo", "--size", "99999999999"], "--size: must be at most 1048576, got 99999999999"),
+    (["tune", "--device", "910a", "--plot", "{missing}/x.png"], "--plot: no such folder: {missing} (create it first)"),
+    (["tune", "--device", "910a", "--plot-fig5", "{missing}/x.png"], "--plot-fig5: no such folder: {missing}"),
+    (["tune", "--device", "910a", "--plot", "{folder}"], "--plot: {folder} is a folder; name a file in it"),
+])
+def test_output_paths_that_cannot_be_written_are_usage_errors(tmp_path, capsys, argv, message):
+    """An --out that is a file, a --plot in a folder that does not exist, a demo size beyond any memory:
+    one line naming the option, status 2, nothing run (no traceback)."""
+    names = dict(file=tmp_path / "a_file", missing=tmp_path / "missing", folder=tmp_path)
+    names["file"].write_text("keep me")
+    err = _usage_error([arg.format(**names) for arg in argv], capsys)
+    assert message.format(**names) in err.splitlines()[-1]  # the usage, then one line naming the option
+    assert names["file"].read_text() == "keep me" and not names["missing"].exists()
+
+
+def test_demo_out_of_memory_is_one_line(monkeypatch, capsys):
+    from sgemm_cube.cli import demo
+
+    def no_memory(**kwargs):
+        raise MemoryError
+    monkeypatch.setattr(demo, "run_demo", no_memory)
+    assert main(["demo", "--size", "200000"]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.count("\n") == 1 and "--size 200000" in captured.err and "149 GiB" in captured.err
+
+
+def test_accuracy_plot_of_a_report_honours_out(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    report, elsewhere = tmp_path / "report", tmp_path / "figures"
+    assert main(["accuracy", "all", "--preset", "tiny", "--no-plot", "--no-progress", "--out", str(report)]) == 0
+    before = sorted(p.name for p in report.iterdir())
+    assert main(["accuracy", "plot", str(report), "--out", str(elsewhere)]) == 0
+    assert sorted(p.name for p in report.iterdir()) == before  # the report folder is left as it was
+    written = sorted(p.name for p in elsewhere.iterdir())
+    assert "summary.md" in written and len([n for n in written if n.endswith(".png")]) == 5
+    assert "heatmap.png" in (elsewhere / "summary.md").read_text()
+
+
+def test_tune_plot_refuses_a_design_it_does_not_draw(tmp_path, capsys):
+    """Fig. 10 is the paper's design (single against double buffering): --design kernel is refused, not
+    silently drawn as the paper's."""
+    png = tmp_path / "fig10.png"
+    for design in ("kernel", "kernel-per-term"):
+        assert main(["tune", "--device", "910a", "--m", "512", "--n", "512", "--k", "512", "--design", design,
+                     "--plot", str(png)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"--design {design}" in err and "--design paper" in err
+    assert not png.exists()
