@@ -16,9 +16,11 @@ Checked here:
   for both GEMM modes (all terms in one pass, one pass per term) and, on
   910A with one K group, with the terms combined in the GEMM's epilogue;
 * the flag/race checker is clean;
-* Mmad's in-fractal accumulation order is visible (a "sequential" build
-  matches the sequential model, not cube16);
-* planted bugs in a copy of the kernel sources make the run fail.
+* Mmad's in-fractal accumulation order is visible (a run with
+  ``SGEMM_CUBE_EXEC_ARITHMETIC=accumulate=sequential`` matches the sequential
+  model, not cube16);
+* planted bugs in a copy of the kernel sources make the run fail, each with
+  the message of the rule it breaks where the stand-in has one.
 """
 from __future__ import annotations
 
@@ -172,15 +174,15 @@ def test_modes_are_what_the_cases_say(binaries, tmp_path):
 
 
 def test_accumulation_order_is_visible(binaries, tmp_path):
-    """A build with Mmad accumulating one FP32 add per product ("sequential") matches that model and
-    not cube16: the bit-exact checks above do test the cube16 in-fractal order."""
-    seq = build(tmp_path / "run_seq", "910B", defines=["SGEMM_CUBE_EXEC_MMAD_ACCUMULATE=1"])
+    """The same build with Mmad accumulating one FP32 add per product (``accumulate=sequential`` at run
+    time) matches that model and not cube16: the bit-exact checks above do test the cube16 in-fractal order."""
     rng = np.random.default_rng(3)
     a, b = _operands(rng, 1, 32, 32, 64)
     tiling = (32, 64, 32, 1)
     r16 = run(binaries["910B"], a, b, tiling=tiling, workdir=tmp_path)
-    rsq = run(seq, a, b, tiling=tiling, workdir=tmp_path)
+    rsq = run(binaries["910B"], a, b, tiling=tiling, workdir=tmp_path, arithmetic="accumulate=sequential")
     assert r16.clean and rsq.clean
+    assert "ARITHMETIC default" in r16.stdout and "ARITHMETIC accumulate=sequential" in rsq.stdout
     _, _, e16 = references(a, b, sb=12, keep_lo_lo=False, tiling=tiling, cube=4, soc="910B")
     _, _, esq = references(a, b, sb=12, keep_lo_lo=False, tiling=tiling, cube=4, soc="910B", accumulate="sequential")
     assert not _same_bits(e16, esq), "operands do not separate the two models"
@@ -233,6 +235,10 @@ PLANTED = [
     ("epilogue_combine_pipe_barrier_removed", "include/sgemm_cube/tile/accumulator_store.hpp",
      "        ToUb(nz2_, acc[schedule::kHiHi], m, n);\n        AscendC::PipeBarrier<PIPE_V>();\n",
      "        ToUb(nz2_, acc[schedule::kHiHi], m, n);\n", ["910A"]),
+    # what the docs require of every call (the stand-in's rules): start addresses, no GEMV
+    ("combine_ub_tile_16_bytes_off", "include/sgemm_cube/kernel/combine_kernel.hpp",
+     "LocalTensor<float> vhl = base[2 * kTile];", "LocalTensor<float> vhl = base[2 * kTile + 4];", ["910B"]),
+    ("mmad_issued_as_gemv", "include/sgemm_cube/tile/copy.hpp", "p.m = uint16_t(m);", "p.m = 1;", ["910A"]),
 ]
 # The tiling a planted bug runs with when it is not the default (32, 32, 32, 2): K = 80 in two groups.
 PLANTED_TILING = {
@@ -249,8 +255,15 @@ CHECKER_ONLY = {
     "waitflag_combine_mte2_v_removed": ["race RAW on UB: V access not ordered after MTE2 access"],
     "pipe_barrier_v_removed_in_split": ["race RAW on UB: V access not ordered after V access"],
     "waitflag_without_setflag": ["with no earlier matching SetFlag"],
-    "pipe_barrier_m_removed_small_mmad": ["race RAW on L0C: M access not ordered after M access"],
+    # (m/16)*(n/16) = 4 < 10 with the default planted tiling: Mmad.md's rule, and the race it causes
+    "pipe_barrier_m_removed_small_mmad": ["without PipeBarrier<PIPE_M> in between (Mmad.md)",
+                                          "race RAW on L0C: M access not ordered after M access"],
     "epilogue_combine_pipe_barrier_removed": ["race RAW on UB: V access not ordered after V access"],
+    "combine_ub_tile_16_bytes_off": ["misaligned operand: UB start address not 32-byte aligned"],
+}
+# Bugs the stand-in refuses outright (exit 2): a fragment of its fatal message.
+FATAL = {
+    "mmad_issued_as_gemv": "GEMV mode not modelled; the kernels never issue it",
 }
 PLANTED_PARAMS = [(p[0], soc) for p in PLANTED for soc in p[4]]
 
@@ -265,6 +278,9 @@ def test_planted_bug_fails(name, soc, tmp_path):
     a, b = _operands(rng, 1, 40, 64, 80)
     tiling, cube = PLANTED_TILING.get(name, (32, 32, 32, 2)), 2
     r = run(binary, a, b, tiling=tiling, cube=cube, vector=2, workdir=tmp_path)
+    if name in FATAL:
+        assert r.rc == 2 and FATAL[name] in r.stderr, f"{name}: rc={r.rc}\n{r.stderr[-2000:]}"
+        return
     if r.rc == 2:
         assert "EXEC-ASCENDC FATAL" in r.stderr
         return

@@ -28,8 +28,17 @@
 //     is a cross-core race.
 //   * Errors: a WaitFlag with no earlier SetFlag, a SetFlag on a flag that is
 //     still set, an event id outside 0..7, flags left set at the end of a
-//     core's program, and races.  They are counted and reported (report());
+//     core's program, races, and breaches of what the docs require of every
+//     call: operand start addresses aligned as their buffer needs
+//     (check_align), PipeBarrier<PIPE_M> between an Mmad of fewer than 10
+//     fractals and the next Mmad into the same L0C (mmad_barrier_rule), no
+//     NaN/Inf on the cube.  They are counted and reported (report());
 //     out-of-bounds accesses and unsupported parameters abort at once.
+//   * Arithmetic: the hardware behaviours the docs leave open
+//     (cpu_fallback/arithmetic.py, same field names and values) are chosen at
+//     start-up by the environment variable SGEMM_CUBE_EXEC_ARITHMETIC
+//     ("field=value,..."; unset or empty: the defaults), so that one build runs
+//     every alternative; report() prints the choice in force.
 #ifndef SGEMM_CUBE_EXEC_ASCENDC_EXEC_STATE_H
 #define SGEMM_CUBE_EXEC_ASCENDC_EXEC_STATE_H
 
@@ -73,6 +82,126 @@ inline const char* pipe_name(int p)
 
 constexpr uint32_t kShadowBlock = 32;
 
+// ------------------------------------------------------------- arithmetic
+/// Environment variable naming the arithmetic (read once, before main).
+constexpr const char* kArithmeticEnv = "SGEMM_CUBE_EXEC_ARITHMETIC";
+
+/// One open behaviour: its name and values, the default first (cpu_fallback/arithmetic.py's CHOICES).
+struct ArithmeticField {
+    const char* name;
+    const char* values[3];
+    int count;
+};
+enum ArithmeticFieldIndex : int { kCastField = 0, kOverflowField, kSubnormalsField, kAccumulateField, kAtomicField,
+                                  kL0cToUbField, kArithmeticFields };
+inline const ArithmeticField* arithmetic_fields()
+{
+    static const ArithmeticField f[kArithmeticFields] = {
+        {"cast", {"rint", "trunc", nullptr}, 2},
+        {"overflow", {"inf", "saturate", nullptr}, 2},
+        {"subnormals", {"gradual", "flush", nullptr}, 2},
+        {"accumulate", {"cube16", "sequential", "truncate"}, 3},
+        {"atomic", {"rne", "trunc", nullptr}, 2},
+        {"l0c_to_ub", {"block", "unsupported", nullptr}, 2},
+    };
+    return f;
+}
+enum class Accumulate : int { kCube16 = 0, kSequential = 1, kTruncate = 2 };
+
+/// The choice for every open behaviour, as indices into arithmetic_fields() (0 = default).
+struct Arithmetic {
+    int v[kArithmeticFields] = {0, 0, 0, 0, 0, 0};
+    /// Cast FP32 -> FP16 with CAST_NONE, when lossy: toward zero (else nearest even).
+    bool cast_trunc() const { return v[kCastField] == 1; }
+    /// FP32 -> FP16 Cast beyond FP16's range: +-65504 in every round mode (else as the mode rounds).
+    bool saturate() const { return v[kOverflowField] == 1; }
+    /// FP16 subnormals read and written as zero of the same sign (Cast both ways, Mmad's half operands).
+    bool flush() const { return v[kSubnormalsField] == 1; }
+    Accumulate accumulate() const { return Accumulate(v[kAccumulateField]); }
+    /// FP32 atomic add into GM rounds toward zero (else nearest even).
+    bool atomic_trunc() const { return v[kAtomicField] == 1; }
+    /// 910A's L0C -> UB block copy fails.
+    bool l0c_to_ub_unsupported() const { return v[kL0cToUbField] == 1; }
+    /// The fields that differ from the default as "field=value,..." ("default" when none), like Arithmetic.__str__.
+    std::string text() const
+    {
+        std::string out;
+        for (int i = 0; i < kArithmeticFields; ++i) {
+            if (v[i] != 0) {
+                out += (out.empty() ? "" : ",") + std::string(arithmetic_fields()[i].name) + "=" +
+                       arithmetic_fields()[i].values[v[i]];
+            }
+        }
+        return out.empty() ? "default" : out;
+    }
+};
+
+/// Arithmetic.parse of cpu_fallback/arithmetic.py: comma-separated field=value, blanks ignored, fields
+/// left out at their default, a repeated field's last value wins; anything else is a fatal error naming
+/// the valid fields or values.
+inline Arithmetic parse_arithmetic(const char* text)
+{
+    Arithmetic a;
+    std::string s;
+    for (const char* c = text ? text : ""; *c; ++c) {
+        if (*c != ' ') {
+            s += *c;
+        }
+    }
+    const ArithmeticField* f = arithmetic_fields();
+    size_t at = 0;
+    while (at <= s.size()) {
+        size_t end = s.find(',', at);
+        if (end == std::string::npos) {
+            end = s.size();
+        }
+        const std::string item = s.substr(at, end - at);
+        at = end + 1;
+        if (item.empty()) {
+            continue;
+        }
+        const size_t eq = item.find('=');
+        const std::string field = item.substr(0, eq), value = eq == std::string::npos ? "" : item.substr(eq + 1);
+        int fi = -1;
+        for (int i = 0; i < kArithmeticFields; ++i) {
+            if (field == f[i].name) {
+                fi = i;
+            }
+        }
+        if (eq == std::string::npos || fi < 0) {
+            std::string names;
+            for (int i = 0; i < kArithmeticFields; ++i) {
+                names += (i ? ", " : "") + std::string(f[i].name);
+            }
+            fatal("%s: bad item '%s': write field=value with a field of %s", kArithmeticEnv, item.c_str(),
+                  names.c_str());
+        }
+        int vi = -1;
+        std::string values;
+        for (int j = 0; j < f[fi].count; ++j) {
+            values += (j ? ", " : "") + std::string(f[fi].values[j]);
+            if (value == f[fi].values[j]) {
+                vi = j;
+            }
+        }
+        if (vi < 0) {
+            fatal("%s: unknown %s='%s'; choose one of %s", kArithmeticEnv, f[fi].name, value.c_str(), values.c_str());
+        }
+        a.v[fi] = vi;
+    }
+    return a;
+}
+
+// ------------------------------------------------------------- alignment
+/// Start-address alignment of an operand in each buffer (docs: 通用说明和约束.md, table 2 "通用地址对齐约束";
+/// 矩阵计算的搬入/矩阵计算输入搬运约束.md).  GM: none.  L0C: 64 bytes in general (Fixpipe.md says the same for
+/// its source); Mmad.md asks 1024 for its C, checked in Mmad.
+inline uint32_t required_alignment(int mem)
+{
+    static const uint32_t a[] = {1, 32, 512, 512, 64, 32};  // GM, L1, L0A, L0B, L0C, UB
+    return a[mem];
+}
+
 struct Access {
     uint32_t clk = 0;     // 0: none
     uint32_t bepoch = 0;  // barrier epoch of the pipe at the access
@@ -92,9 +221,18 @@ struct FlagSnapshot {
     uint32_t vc[kPipes];
 };
 
+/// An Mmad of fewer than 10 fractals ((m/16)*(n/16) < 10): the next Mmad into its L0C region needs a
+/// PipeBarrier<PIPE_M> in between (Mmad.md, 同步优化说明).
+struct SmallMmad {
+    uint64_t begin, end;  // L0C bytes written
+    uint32_t bepoch;      // PIPE_M barrier epoch when it was issued
+};
+
 struct State {
     // chip-dependent capacities (bytes), filled by kernel_operator.h
     uint32_t cap[kMems] = {0, 0, 0, 0, 0, 0};
+    // the open behaviours in force (SGEMM_CUBE_EXEC_ARITHMETIC, parsed before main)
+    Arithmetic arith;
     // per-core
     std::vector<uint8_t> mem[kMems];
     std::vector<Shadow> shadow[kMems];
@@ -108,6 +246,7 @@ struct State {
     int64_t block_idx = 0, block_num = 1;
     uint64_t op_serial = 0;
     bool cur_ordered = false;
+    std::vector<SmallMmad> small_mmads;  // since the last PIPE_M barrier
     // GM
     std::vector<std::pair<uintptr_t, size_t>> gm_allocs;
     std::unordered_map<uintptr_t, Shadow> gm_shadow;
@@ -123,6 +262,14 @@ inline State& st()
     static State s;
     return s;
 }
+
+inline const Arithmetic& arith() { return st().arith; }
+
+/// Reads SGEMM_CUBE_EXEC_ARITHMETIC once, at start-up (a bad value stops the program before main).
+struct ArithmeticInit {
+    ArithmeticInit() { st().arith = parse_arithmetic(std::getenv(kArithmeticEnv)); }
+};
+inline ArithmeticInit g_arithmetic_init;
 
 /// Count an error; `msg` is its kind (the report groups by it), `detail` is shown for the first one.
 inline void error(const std::string& msg, const std::string& detail = std::string())
@@ -169,6 +316,7 @@ inline void begin_core(int64_t idx, int64_t num)
     std::memset(s.self_done, 0, sizeof s.self_done);
     s.flags.clear();
     s.atomic_add = false;
+    s.small_mmads.clear();
 }
 
 /// End of one core's program: every flag must have been consumed.
@@ -292,6 +440,51 @@ inline void track(Shadow& sh, int p, bool write, int mem, uint64_t byte, bool at
     }
 }
 
+/// An operand of `what` starting at byte `addr` of local memory `mem` must be `need`-byte aligned
+/// (default: the buffer's own requirement, required_alignment); a breach is a checker error.
+inline void check_align(int mem, uint64_t addr, const char* what, uint32_t need = 0, const char* rule = nullptr)
+{
+    if (need == 0) {
+        need = required_alignment(mem);
+    }
+    if (addr % need == 0) {
+        return;
+    }
+    char buf[200], detail[160];
+    std::snprintf(buf, sizeof buf, "misaligned operand: %s start address not %u-byte aligned (%s)", mem_name(mem),
+                  need, rule ? rule : "docs: 通用说明和约束.md, 通用地址对齐约束");
+    std::snprintf(detail, sizeof detail, " first in %s at byte %llu", what, (unsigned long long)addr);
+    error(buf, detail);
+}
+
+/// Mmad.md (同步优化说明): after an Mmad with (m/16)*(n/16) < 10 the cube does not order the next Mmad on
+/// the same L0C by itself; a PipeBarrier<PIPE_M> must come between.  Called by every Mmad with the L0C
+/// bytes it writes; `small` says whether it is itself below the threshold.
+inline void mmad_barrier_rule(uint64_t begin, uint64_t end, bool small)
+{
+    State& s = st();
+    bool missing = false;
+    size_t keep = 0;
+    for (const SmallMmad& e : s.small_mmads) {
+        if (e.bepoch != s.bep[kM]) {
+            continue;  // a PIPE_M (or PIPE_ALL) barrier came after it: ordered, forget it
+        }
+        missing = missing || (begin < e.end && e.begin < end);
+        s.small_mmads[keep++] = e;
+    }
+    s.small_mmads.resize(keep);
+    if (missing) {
+        char detail[96];
+        std::snprintf(detail, sizeof detail, " first at L0C byte %llu", (unsigned long long)begin);
+        error("Mmad into the L0C of an Mmad with (m/16)*(n/16) < 10 without PipeBarrier<PIPE_M> in between "
+              "(Mmad.md)",
+              detail);
+    }
+    if (small && end > begin) {
+        s.small_mmads.push_back(SmallMmad{begin, end, s.bep[kM]});
+    }
+}
+
 /// Record an access of `bytes` bytes at byte offset `off` of local memory `mem`.
 inline void access_local(int mem, uint64_t off, uint64_t bytes, int p, bool write)
 {
@@ -394,6 +587,7 @@ inline int report(FILE* f)
         std::fprintf(f, "CHECK-ERROR %s (x%llu)\n", e.c_str(),
                      (unsigned long long)s.errors[e.substr(0, e.find(" [core "))]);
     }
+    std::fprintf(f, "ARITHMETIC %s\n", s.arith.text().c_str());
     std::fprintf(f, "CHECK-SUMMARY errors=%llu distinct=%zu ops=%llu setflags=%llu waitflags=%llu barriers=%llu\n",
                  (unsigned long long)total, s.errors.size(), (unsigned long long)s.ops, (unsigned long long)s.sets,
                  (unsigned long long)s.waits, (unsigned long long)s.barriers);

@@ -7,17 +7,28 @@
 // docs/zh/api/SIMD-API/基础API/, abbreviated "docs:" below) and, for the 910A
 // L0C -> UB copy, the behaviour of impl/basic_api/dav_c100/
 // kernel_operator_data_copy_impl.h (copy_matrix_cc_to_ubuf on the V pipe).
-// What is NOT modelled: timing, 910A float saturation mode, denormal flushing
-// of the vector unit, round modes other than the ones listed in Cast, bank
-// conflicts, the TPipe queue machinery (the kernels use plain TBufs).
+// What is NOT modelled: timing, 910A float saturation mode beyond what
+// SGEMM_CUBE_EXEC_ARITHMETIC selects, denormal flushing of the vector unit's
+// arithmetic, round modes other than the ones listed in Cast, bank conflicts,
+// the TPipe queue machinery (the kernels use plain TBufs).
 //
-// Mmad's accumulation inside a call is a compile-time choice:
-//   SGEMM_CUBE_EXEC_MMAD_ACCUMULATE=0 (default) "cube16": each 16-long K chunk
-//       (one fractal of K) summed exactly, rounded once to FP32 (nearest even),
-//       added to the accumulator with one FP32 round-to-nearest add, chunks in
-//       K order (cpu_fallback/accumulate.py, model "cube16");
-//   SGEMM_CUBE_EXEC_MMAD_ACCUMULATE=1 "sequential": one FP32 add per product in
-//       K order (model "sequential").
+// What the docs leave open is chosen at run time by SGEMM_CUBE_EXEC_ARITHMETIC
+// (exec_state.h; field names and values of cpu_fallback/arithmetic.py):
+//   cast        Cast FP32 -> FP16 with CAST_NONE when lossy: rint (nearest even)
+//               or trunc (then CAST_NONE is CAST_TRUNC in every respect);
+//   overflow    Cast FP32 -> FP16 of a finite value beyond FP16's range: inf (as
+//               the round mode gives it: +-inf for the nearest modes) or saturate
+//               (+-65504 in every mode); Inf and NaN inputs stay what they are;
+//   subnormals  gradual, or flush: Cast FP32 -> FP16 results below 2^-14 become
+//               zero of the same sign, Cast FP16 -> FP32 and Mmad read FP16
+//               subnormals as zero of the same sign;
+//   accumulate  Mmad inside one call, chunks in K order: cube16 (each 16-long K
+//               chunk summed exactly, rounded once to FP32 nearest even, added to
+//               the accumulator with one FP32 nearest-even add;
+//               cpu_fallback/accumulate.py "cube16"), sequential (one FP32 add
+//               per product), truncate (cube16 with both roundings toward zero);
+//   atomic      FP32 atomic add into GM: rne or trunc (toward zero);
+//   l0c_to_ub   910A's L0C -> UB block copy: block (works) or unsupported (fatal).
 #ifndef SGEMM_CUBE_EXEC_ASCENDC_KERNEL_OPERATOR_H
 #define SGEMM_CUBE_EXEC_ASCENDC_KERNEL_OPERATOR_H
 
@@ -25,7 +36,9 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <type_traits>
+#include <vector>
 
 #include "exec_state.h"
 #include "sgemm_cube/arch/arch.hpp"
@@ -36,8 +49,8 @@
 #error "exec AscendC: only __NPU_ARCH__ 1001 (Ascend910A) and 2201 (Ascend910B*) are modelled"
 #endif
 
-#ifndef SGEMM_CUBE_EXEC_MMAD_ACCUMULATE
-#define SGEMM_CUBE_EXEC_MMAD_ACCUMULATE 0
+#ifdef SGEMM_CUBE_EXEC_MMAD_ACCUMULATE
+#error "SGEMM_CUBE_EXEC_MMAD_ACCUMULATE is gone: set SGEMM_CUBE_EXEC_ARITHMETIC=accumulate=sequential at run time"
 #endif
 
 #include "../ascendc_types.h"  // qualifiers, built-ins, enums, parameter structs (shared with mock_ascendc/)
@@ -148,9 +161,15 @@ public:
         }
         return st().mem[mem_].data() + a;
     }
+    /// Every access of an operation (all but the scalar unit's single elements, GetValue / SetValue) starts
+    /// where the buffer's alignment allows: the operand's start and, for repeated blocks, each block's start
+    /// (whole 32-byte blocks or 512-byte fractals apart, so aligned when the start is).
     void touch(uint64_t byte_off, uint64_t n, int pipe, bool write, const char* what) const
     {
         bytes(byte_off, n, what);
+        if (pipe != ascend_exec::kS) {
+            ascend_exec::check_align(mem_, uint64_t(off_) + byte_off, what);
+        }
         ascend_exec::access_local(mem_, uint64_t(off_) + byte_off, n, pipe, write);
     }
 };
@@ -332,6 +351,30 @@ inline void SetAtomicNone() { ascend_exec::st().atomic_add = false; }
 
 // ----------------------------------------------------------- data movement
 namespace exec_detail {
+/// fl(a + b) rounded toward zero, for any two FP32 values: the exact sum is s + e (TwoSum in double, exact
+/// barring overflow, which FP32 inputs cannot reach), and rounding s + e toward zero to FP32 is rounding s
+/// toward zero unless s is itself an FP32 value and e points toward zero (a float boundary lies at least one
+/// double ulp from any s that is not one, and |e| is at most half of it).
+inline float add_toward_zero(float a, float b)
+{
+    const double x = a, y = b, s = x + y;
+    if (!std::isfinite(s) || s == 0.0) {
+        return float(s);  // Inf/NaN operands as IEEE; an exact zero keeps IEEE's sign
+    }
+    const double bv = s - x;
+    const double e = (x - (s - bv)) + (y - bv);
+    if (std::fabs(s) > double(std::numeric_limits<float>::max())) {
+        return std::copysign(std::numeric_limits<float>::max(), float(s > 0 ? 1 : -1));  // never overflows
+    }
+    float t = float(s);  // nearest
+    if (std::fabs(double(t)) > std::fabs(s)) {
+        t = std::nextafter(t, 0.0f);
+    } else if (double(t) == s && e != 0.0 && (e < 0) != (s < 0)) {
+        t = std::nextafter(t, 0.0f);
+    }
+    return t;
+}
+
 inline void check_params(const DataCopyParams& p, const char* what)
 {
     if (p.blockCount == 0 || p.blockCount > 4095 || p.blockLen == 0) {
@@ -339,7 +382,8 @@ inline void check_params(const DataCopyParams& p, const char* what)
                            p.blockLen);
     }
 }
-/// Store `n` bytes into GM, honouring the atomic-add mode (float add, round to nearest).
+/// Store `n` bytes into GM, honouring the atomic-add mode (float add, rounded as SGEMM_CUBE_EXEC_ARITHMETIC's
+/// `atomic` says: nearest even or toward zero).
 inline void gm_store(uint8_t* dst, const uint8_t* src, uint64_t n, int pipe)
 {
     ascend_exec::State& s = ascend_exec::st();
@@ -348,11 +392,12 @@ inline void gm_store(uint8_t* dst, const uint8_t* src, uint64_t n, int pipe)
         std::memcpy(dst, src, n);
         return;
     }
+    const bool trunc = s.arith.atomic_trunc();
     for (uint64_t i = 0; i < n; i += 4) {
         float a, b;
         std::memcpy(&a, dst + i, 4);
         std::memcpy(&b, src + i, 4);
-        a = a + b;
+        a = trunc ? add_toward_zero(a, b) : a + b;
         std::memcpy(dst + i, &a, 4);
     }
 }
@@ -454,6 +499,12 @@ inline void DataCopy(const LocalTensor<T>& dst, const LocalTensor<T>& src, const
         ascend_exec::fatal("enhanced DataCopy: only L0C -> UB with BLOCK_MODE_MATRIX is modelled");
     }
     static_assert(sizeof(T) == 4, "L0C -> UB block mode modelled for 32-bit data");
+    if (ascend_exec::arith().l0c_to_ub_unsupported()) {
+        // The doc page lists only other products for this copy; dav_c100's header implements it.  Which one
+        // the 910A follows is open (cpu_fallback/arithmetic.py, l0c_to_ub).
+        ascend_exec::fatal("L0C -> UB block copy unsupported on this chip (SGEMM_CUBE_EXEC_ARITHMETIC "
+                           "l0c_to_ub=unsupported)");
+    }
     exec_detail::check_params(p, "DataCopy L0C->UB");
     ascend_exec::begin_op(ascend_exec::kV);
     const uint64_t len = uint64_t(p.blockLen) * 1024;
@@ -507,8 +558,9 @@ inline void LoadData(const LocalTensor<T>& dst, const LocalTensor<T>& src, const
 }
 
 namespace exec_detail {
-/// Round v * 2^exp (v exact) to FP32, nearest even; the result must be 0 or a normal FP32 number.
-inline float round_scaled_i128(__int128 v, int exp = -48)
+/// Round v * 2^exp (v exact) to FP32, nearest even (or toward zero with `trunc`); the result must be 0 or a
+/// normal FP32 number.
+inline float round_scaled_i128(__int128 v, int exp = -48, bool trunc = false)
 {
     if (v == 0) {
         return 0.0f;
@@ -527,7 +579,7 @@ inline float round_scaled_i128(__int128 v, int exp = -48)
         uint64_t q = uint64_t(mag >> shift);
         const unsigned __int128 rem = mag & ((((unsigned __int128)1) << shift) - 1);
         const unsigned __int128 halfway = ((unsigned __int128)1) << (shift - 1);
-        if (rem > halfway || (rem == halfway && (q & 1))) {
+        if (!trunc && (rem > halfway || (rem == halfway && (q & 1)))) {
             ++q;
         }
         r = std::ldexp(double(q), shift + exp);
@@ -538,22 +590,28 @@ inline float round_scaled_i128(__int128 v, int exp = -48)
     return float(neg ? -r : r);
 }
 
-/// The exact FP32 value of one L0A/L0B element (half, or bfloat16_t for the public samples).
-inline double operand_value(half h) { return double(h); }
+/// The value Mmad reads from one L0A/L0B element (half, or bfloat16_t for the public samples): exact, or,
+/// with subnormals=flush, a half subnormal as zero of its sign.
+inline double operand_value(half h, bool flush)
+{
+    const double v = double(h);
+    return flush && v != 0.0 && std::fabs(v) < 0x1p-14 ? std::copysign(0.0, v) : v;
+}
 template <typename T>
-inline double operand_value(const T& x) { return double(float(x)); }
+inline double operand_value(const T& x, bool) { return double(float(x)); }
 
-/// The chunk of up to 16 products p[0..n) (each exact in double) summed exactly and rounded once to FP32.
-/// FP16 products are integer multiples of 2^-48; bfloat16 products are scaled by their smallest
-/// exponent, which must leave the sum within 126 bits (the public samples' data does).
-inline float exact_chunk_sum(const double* p, uint32_t n, bool fp16)
+/// The chunk of up to 16 products p[0..n) (each exact in double) summed exactly and rounded once to FP32
+/// (nearest even, or toward zero with `trunc`).  FP16 products are integer multiples of 2^-48; bfloat16
+/// products are scaled by their smallest exponent, which must leave the sum within 126 bits (the public
+/// samples' data does).
+inline float exact_chunk_sum(const double* p, uint32_t n, bool fp16, bool trunc = false)
 {
     if (fp16) {
         __int128 sum = 0;
         for (uint32_t i = 0; i < n; ++i) {
             sum += (__int128)std::ldexp(p[i], 48);
         }
-        return round_scaled_i128(sum, -48);
+        return round_scaled_i128(sum, -48, trunc);
     }
     int lo = 1 << 20, hi = -(1 << 20);
     for (uint32_t i = 0; i < n; ++i) {
@@ -574,14 +632,18 @@ inline float exact_chunk_sum(const double* p, uint32_t n, bool fp16)
     for (uint32_t i = 0; i < n; ++i) {
         sum += (__int128)std::ldexp(p[i], -lo);
     }
-    return round_scaled_i128(sum, lo);
+    return round_scaled_i128(sum, lo, trunc);
 }
 }  // namespace exec_detail
 
 // docs: 矩阵计算（ISASI）/Mmad计算/Mmad.md.  On the M pipe: C (m x n, FP32, Nz in L0C) = (init ? 0 : C)
 // + A (m x k, FP16, Zz in L0A) * B (k x n, FP16, Zn in L0B), init = cmatrixInitVal && !isBias.
 // bfloat16_t x bfloat16_t -> float (same 16x16 fractals of 2-byte elements) only for the public
-// samples (the mmad sample's scenario 2), with the same in-fractal model.
+// samples (the mmad sample's scenario 2), with the same in-fractal model.  Accumulation inside the call:
+// SGEMM_CUBE_EXEC_ARITHMETIC's `accumulate` (file comment).  What Mmad.md requires is checked: C, A, B
+// 1024-, 512-, 512-byte aligned; m = 1 (GEMV: A read as ND) is refused, the kernels never issue it; after an
+// Mmad of (m/16)*(n/16) < 10 fractals a PipeBarrier<PIPE_M> before the next Mmad into that L0C; no NaN/Inf
+// operand (the 910A's saturation mode turns them into +-MAX and 0; the split zeroes them before the cube).
 template <typename T, typename U, typename S>
 inline void Mmad(const LocalTensor<T>& dst, const LocalTensor<U>& fm, const LocalTensor<S>& filter,
                  const MmadParams& p)
@@ -589,7 +651,7 @@ inline void Mmad(const LocalTensor<T>& dst, const LocalTensor<U>& fm, const Loca
     static_assert(std::is_same<T, float>::value && std::is_same<U, S>::value && sizeof(U) == 2 &&
                       (std::is_same<U, half>::value || std::is_same<U, ::bfloat16_t>::value),
                   "Mmad modelled for half x half -> float (and bfloat16_t x bfloat16_t -> float for the samples)");
-    [[maybe_unused]] constexpr bool kFp16 = std::is_same<U, half>::value;  // the cube16 chunk sum's scale
+    constexpr bool kFp16 = std::is_same<U, half>::value;  // the cube16 chunk sum's scale; flush applies to half
     if (dst.mem_ != ascend_exec::kL0C || fm.mem_ != ascend_exec::kL0A || filter.mem_ != ascend_exec::kL0B) {
         ascend_exec::fatal("Mmad operands must be L0C, L0A, L0B");
     }
@@ -601,9 +663,18 @@ inline void Mmad(const LocalTensor<T>& dst, const LocalTensor<U>& fm, const Loca
     if (p.m > 4095 || p.n > 4095 || p.k > 4095) {
         ascend_exec::fatal("Mmad: m/n/k above 4095");
     }
+    if (p.m == 1) {
+        ascend_exec::fatal("Mmad: m = 1: GEMV mode not modelled; the kernels never issue it (Mmad.md: with M = 1 "
+                           "A is read from L0A in ND layout) (kernel %s, core %lld)",
+                           ascend_exec::st().kernel.c_str(), (long long)ascend_exec::st().block_idx);
+    }
+    ascend_exec::check_align(ascend_exec::kL0C, dst.off_, "Mmad (C)", 1024, "Mmad.md: C 1024-byte aligned");
     const uint32_t m1 = (p.m + 15) / 16, n1 = (p.n + 15) / 16, k1 = (p.k + 15) / 16;
     const bool init = p.cmatrixInitVal && !p.isBias;
-    ascend_exec::begin_op(ascend_exec::kM, m1 * n1 >= 10);
+    // Mmad.md's threshold, as written there: (m / 16) * (n / 16) in integers.
+    const bool small = (p.m / 16u) * (p.n / 16u) < 10;
+    ascend_exec::begin_op(ascend_exec::kM, !small);
+    ascend_exec::mmad_barrier_rule(dst.off_, dst.off_ + uint64_t(m1) * n1 * 1024, small);
     fm.touch(0, uint64_t(m1) * k1 * 512, ascend_exec::kM, false, "Mmad (A)");
     filter.touch(0, uint64_t(k1) * n1 * 512, ascend_exec::kM, false, "Mmad (B)");
     if (!init) {
@@ -613,28 +684,63 @@ inline void Mmad(const LocalTensor<T>& dst, const LocalTensor<U>& fm, const Loca
     const U* a = reinterpret_cast<const U*>(fm.bytes(0, uint64_t(m1) * k1 * 512, "Mmad"));
     const U* b = reinterpret_cast<const U*>(filter.bytes(0, uint64_t(k1) * n1 * 512, "Mmad"));
     float* c = reinterpret_cast<float*>(dst.bytes(0, uint64_t(m1) * n1 * 1024, "Mmad"));
+    const ascend_exec::Arithmetic& ar = ascend_exec::arith();
+    const bool flush = kFp16 && ar.flush();
+    const ascend_exec::Accumulate mode = ar.accumulate();
+    // The operands as the cube reads them, row-major (A: m x k, B: k x n), once per call.
+    std::vector<double> av(size_t(p.m) * p.k), bv(size_t(p.k) * p.n);
+    bool special = false;
+    for (uint32_t i = 0; i < p.m; ++i) {
+        for (uint32_t kk = 0; kk < p.k; ++kk) {
+            const U& e = a[((i / 16) * k1 + kk / 16) * 256 + (i % 16) * 16 + kk % 16];  // Zz
+            const double x = exec_detail::operand_value(e, flush);
+            special = special || !std::isfinite(x);
+            av[size_t(i) * p.k + kk] = x;
+        }
+    }
+    for (uint32_t kk = 0; kk < p.k; ++kk) {
+        for (uint32_t j = 0; j < p.n; ++j) {
+            const U& e = b[((kk / 16) * n1 + j / 16) * 256 + (j % 16) * 16 + kk % 16];  // Zn
+            const double y = exec_detail::operand_value(e, flush);
+            special = special || !std::isfinite(y);
+            bv[size_t(kk) * p.n + j] = y;
+        }
+    }
+    if (special) {
+        // The stand-in then writes NaN to all of C; what the cube gives depends on its saturation mode.
+        ascend_exec::error("Mmad reads a NaN or Inf operand: special values must stay off the cube (Mmad.md: the "
+                           "910A's saturation mode makes Inf +-MAX and NaN 0)");
+    }
     for (uint32_t i = 0; i < p.m; ++i) {
         for (uint32_t j = 0; j < p.n; ++j) {
             float& acc = c[((j / 16) * m1 + i / 16) * 256 + (i % 16) * 16 + j % 16];
             if (init) {
                 acc = 0.0f;
             }
+            if (special) {
+                acc = std::numeric_limits<float>::quiet_NaN();
+                continue;
+            }
             for (uint32_t kc = 0; kc < k1; ++kc) {
                 double prod[16];
                 uint32_t count = 0;
                 for (uint32_t kk = kc * 16; kk < (kc + 1) * 16 && kk < p.k; ++kk) {
-                    const U x = a[((i / 16) * k1 + kk / 16) * 256 + (i % 16) * 16 + kk % 16];
-                    const U y = b[((kk / 16) * n1 + j / 16) * 256 + (j % 16) * 16 + kk % 16];
                     // the product of two 16-bit floats is exact in double (and in FP32)
-                    prod[count++] = exec_detail::operand_value(x) * exec_detail::operand_value(y);
+                    prod[count++] = av[size_t(i) * p.k + kk] * bv[size_t(kk) * p.n + j];
                 }
-#if SGEMM_CUBE_EXEC_MMAD_ACCUMULATE == 0
-                acc = acc + exec_detail::exact_chunk_sum(prod, count, kFp16);  // cube16: one rounding per chunk
-#else
-                for (uint32_t q = 0; q < count; ++q) {
-                    acc = acc + float(prod[q]);  // sequential: one rounding per product
+                switch (mode) {
+                    case ascend_exec::Accumulate::kCube16:  // one rounding per chunk, one per add
+                        acc = acc + exec_detail::exact_chunk_sum(prod, count, kFp16);
+                        break;
+                    case ascend_exec::Accumulate::kSequential:  // one rounding per product
+                        for (uint32_t q = 0; q < count; ++q) {
+                            acc = acc + float(prod[q]);
+                        }
+                        break;
+                    case ascend_exec::Accumulate::kTruncate:  // cube16 with both roundings toward zero
+                        acc = exec_detail::add_toward_zero(acc, exec_detail::exact_chunk_sum(prod, count, kFp16, true));
+                        break;
                 }
-#endif
             }
         }
     }
@@ -734,8 +840,9 @@ inline void binary(const LocalTensor<T>& dst, const LocalTensor<T>& a, const Loc
     });
 }
 
-/// FP32 -> FP16 with an AscendC round mode.
-inline uint16_t f32_to_f16_bits(float x, RoundMode mode)
+/// FP32 -> FP16 with an AscendC round mode.  `saturate`: a finite value beyond FP16's range gives +-65504
+/// whatever the mode; `flush`: a result below 2^-14 in magnitude gives zero of x's sign.  Inf and NaN stay.
+inline uint16_t f32_to_f16_bits(float x, RoundMode mode, bool saturate = false, bool flush = false)
 {
     uint32_t b;
     std::memcpy(&b, &x, 4);
@@ -800,11 +907,11 @@ inline uint16_t f32_to_f16_bits(float x, RoundMode mode)
     const bool to_inf = mode == RoundMode::CAST_NONE || mode == RoundMode::CAST_RINT || mode == RoundMode::CAST_ROUND ||
                         (mode == RoundMode::CAST_FLOOR && neg) || (mode == RoundMode::CAST_CEIL && !neg);
     if (q < 1024) {
-        return uint16_t(sign | q);  // subnormal (Q == -24)
+        return uint16_t(flush ? sign : sign | q);  // subnormal (Q == -24)
     }
     const int biased = Q + 10 + 15;
     if (biased >= 31) {
-        return uint16_t(sign | (to_inf ? 0x7C00u : 0x7BFFu));
+        return uint16_t(sign | (to_inf && !saturate ? 0x7C00u : 0x7BFFu));
     }
     return uint16_t(sign | (uint32_t(biased) << 10) | uint32_t(q - 1024));
 }
@@ -943,16 +1050,22 @@ inline void Cast(const LocalTensor<T>& dst, const LocalTensor<U>& src, const Rou
                 ascend_exec::fatal("Cast float->half on 910A supports CAST_NONE and CAST_ODD only (Cast.md)");
             }
 #endif
+            const ascend_exec::Arithmetic& ar = ascend_exec::arith();
+            // CAST_NONE "means CAST_RINT when lossy" (Cast.md), or truncates (cast=trunc: open on the 910A)
+            const RoundMode mode =
+                roundMode == RoundMode::CAST_NONE && ar.cast_trunc() ? RoundMode::CAST_TRUNC : roundMode;
             for (uint32_t i = 0; i < count; ++i) {
-                const uint16_t h = exec_detail::f32_to_f16_bits(s[i], roundMode);
+                const uint16_t h = exec_detail::f32_to_f16_bits(s[i], mode, ar.saturate(), ar.flush());
                 std::memcpy(&d[i], &h, 2);
             }
         } else if constexpr (std::is_same<T, float>::value && std::is_same<U, half>::value) {
             if (roundMode != RoundMode::CAST_NONE) {
                 ascend_exec::fatal("Cast half->float: only CAST_NONE modelled");
             }
+            const bool flush = ascend_exec::arith().flush();
             for (uint32_t i = 0; i < count; ++i) {
-                d[i] = float(s[i]);
+                const float v = float(s[i]);
+                d[i] = flush && v != 0.0f && std::fabs(v) < 0x1p-14f ? std::copysign(0.0f, v) : v;
             }
         } else if constexpr (std::is_same<T, float>::value && std::is_same<U, int32_t>::value) {
             // int32 -> float: CAST_NONE only on 910A (dav_c100 vconv_s322f32); round to nearest even
