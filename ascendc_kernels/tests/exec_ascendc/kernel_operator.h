@@ -644,6 +644,10 @@ inline float exact_chunk_sum(const double* p, uint32_t n, bool fp16, bool trunc 
 // 1024-, 512-, 512-byte aligned; m = 1 (GEMV: A read as ND) is refused, the kernels never issue it; after an
 // Mmad of (m/16)*(n/16) < 10 fractals a PipeBarrier<PIPE_M> before the next Mmad into that L0C; no NaN/Inf
 // operand (the 910A's saturation mode turns them into +-MAX and 0; the split zeroes them before the cube).
+namespace exec_detail {
+/// MmadParams::unitFlag (public samples; defined in the samples section at the end of this file).
+inline void mmad_unit_flag(uint64_t begin, uint64_t end, uint8_t flag);
+}  // namespace exec_detail
 template <typename T, typename U, typename S>
 inline void Mmad(const LocalTensor<T>& dst, const LocalTensor<U>& fm, const LocalTensor<S>& filter,
                  const MmadParams& p)
@@ -675,6 +679,9 @@ inline void Mmad(const LocalTensor<T>& dst, const LocalTensor<U>& fm, const Loca
     const bool small = (p.m / 16u) * (p.n / 16u) < 10;
     ascend_exec::begin_op(ascend_exec::kM, !small);
     ascend_exec::mmad_barrier_rule(dst.off_, dst.off_ + uint64_t(m1) * n1 * 1024, small);
+    if (p.unitFlag != 0) {
+        exec_detail::mmad_unit_flag(dst.off_, dst.off_ + uint64_t(m1) * n1 * 1024, p.unitFlag);  // samples section
+    }
     fm.touch(0, uint64_t(m1) * k1 * 512, ascend_exec::kM, false, "Mmad (A)");
     filter.touch(0, uint64_t(k1) * n1 * 512, ascend_exec::kM, false, "Mmad (B)");
     if (!init) {
@@ -764,7 +771,8 @@ inline void Fixpipe(const GlobalTensor<T>& dst, const LocalTensor<U>& src, const
                   config.format != CO2Layout::ROW_MAJOR) {
         exec_detail::fixpipe_v220_samples<T, U, config>(dst, src, p);
     } else {
-    if ((p.nSize % 16 != 0 || p.reluEn) && p.nSize != 0 && p.quantPre == QuantMode_t::NoQuant && p.ndNum == 1) {
+    if ((p.nSize % 16 != 0 || p.reluEn || p.unitFlag != 0) && p.nSize != 0 && p.quantPre == QuantMode_t::NoQuant &&
+        p.ndNum == 1) {
         exec_detail::fixpipe_v220_samples<T, U, config>(dst, src, p);
         return;
     }
@@ -1314,13 +1322,93 @@ inline void LoadData(const LocalTensor<T>& dst, const LocalTensor<T>& src, const
     }
 }
 
+// docs: 矩阵计算（ISASI）/Mmad计算/关键特性说明/UnitFlag.md; Mmad.md and L0C到GM数据搬运（Fixpipe）.md
+// (MmadParams::unitFlag, FixpipeParamsV220::unitFlag); the sample mmad_unitflag.  One unit flag per 512-byte
+// block of L0C, 0 at the start of a core's program.  unitFlag 0: off; 2: on, the flag is left as it is;
+// 3: on, the flag is flipped after the instruction (Mmad: to 1, "readable"; Fixpipe: to 0, "writable");
+// 1 is not a documented value (fatal).  Mmad with 2/3 on a block whose flag is 1 waits for a Fixpipe to
+// read it, Fixpipe with 2/3 on a block whose flag is 0 waits for an Mmad with 3: the stand-in runs the
+// program in order, so such a wait, which in program order nothing before it releases, is reported as an
+// error (a stall or hang on the chip).  Not modelled: the ordering the flags give M and FIX in the race
+// checker (a program that relies on unit flags alone is reported as racing; mmad_unitflag also sets
+// M_FIX).  Only on 910B (A2/A3) and 950: fatal on 910A.
+namespace exec_detail {
+inline std::vector<uint8_t>& unit_flags()
+{
+    // reset when another kernel or core starts (the drivers launch each kernel once)
+    static std::string kernel;
+    static int64_t core = -1;
+    static std::vector<uint8_t> bits;
+    const ascend_exec::State& s = ascend_exec::st();
+    if (kernel != s.kernel || core != s.block_idx || bits.size() != s.cap[ascend_exec::kL0C] / 512) {
+        kernel = s.kernel;
+        core = s.block_idx;
+        bits.assign(s.cap[ascend_exec::kL0C] / 512, 0);
+    }
+    return bits;
+}
+/// Mmad or Fixpipe with unitFlag `flag` on L0C bytes [begin, end).
+inline void apply_unit_flag(uint64_t begin, uint64_t end, uint8_t flag, bool is_mmad)
+{
+    const char* who = is_mmad ? "Mmad" : "Fixpipe";
+#if __NPU_ARCH__ == 1001
+    ascend_exec::fatal("%s: unitFlag %u: not available on 910A (UnitFlag.md: 910B, A3, 950)", who, flag);
+#endif
+    if (flag != 0 && flag != 2 && flag != 3) {
+        ascend_exec::fatal("%s: unitFlag %u is not a documented value (0, 2 or 3)", who, flag);
+    }
+    if (flag == 0 || end <= begin) {
+        return;
+    }
+    std::vector<uint8_t>& bits = unit_flags();
+    const uint8_t wait_for = is_mmad ? 0 : 1;  // the flag value the instruction proceeds on
+    bool stalls = false;
+    for (uint64_t b = begin / 512; b <= (end - 1) / 512 && b < bits.size(); ++b) {
+        stalls = stalls || bits[b] != wait_for;
+        if (flag == 3) {
+            bits[b] = is_mmad ? 1 : 0;
+        }
+    }
+    if (stalls) {
+        char detail[96];
+        std::snprintf(detail, sizeof detail, " first at L0C byte %llu", (unsigned long long)begin);
+        ascend_exec::error(is_mmad ? "Mmad with unitFlag writes an L0C block whose unit flag is 1 (an Mmad with unitFlag 3 "
+                                     "marked it, no Fixpipe with unitFlag read it): the Mmad waits (UnitFlag.md)"
+                                   : "Fixpipe with unitFlag reads an L0C block whose unit flag is 0 (no Mmad with "
+                                     "unitFlag 3 marked it): the Fixpipe waits (UnitFlag.md)",
+                           detail);
+    }
+}
+inline void mmad_unit_flag(uint64_t begin, uint64_t end, uint8_t flag) { apply_unit_flag(begin, end, flag, true); }
+}  // namespace exec_detail
+
+// docs: 矩阵计算（ISASI）/矩阵计算的搬出/寄存器配置说明/SetFixPipeConfig.md.  Sets the quantPre tensor (in the
+// Fixpipe Buffer, C2PIPE2GM) of later quantising copies and, with isUnitFlag, sets every unit flag of L0C to
+// 0.  Quantisation is not modelled (a quantising Fixpipe is fatal), so only isUnitFlag has an effect.
+template <typename T, bool setRelu = false>
+inline void SetFixPipeConfig(const LocalTensor<T>& preData, bool isUnitFlag = false)
+{
+    static_assert(!setRelu, "SetFixPipeConfig: setRelu must be false (SetFixPipeConfig.md)");
+    (void)preData;
+    if (isUnitFlag) {
+        std::vector<uint8_t>& bits = exec_detail::unit_flags();
+        std::fill(bits.begin(), bits.end(), uint8_t(0));
+    }
+}
+template <typename T>
+inline void SetFixPipeConfig(const LocalTensor<T>& reluPre, const LocalTensor<T>& quantPre, bool isUnitFlag = false)
+{
+    (void)reluPre;
+    SetFixPipeConfig<T>(quantPre, isUnitFlag);
+}
+
 namespace exec_detail {
 // docs: 矩阵计算（ISASI）/矩阵计算的搬出/L0C到GM数据搬运（Fixpipe）.md (FixpipeParamsV220, 910B).
 // From L0C (FP32, NZ: fractal column j at j * srcStride * 16 elements) to GM on FIX:
 //   CFG_ROW_MAJOR (NZ2ND): dst[r * dstStride + c]                       (dstStride in elements),
 //   CFG_NZ:                dst[(c / 16) * dstStride * 32 / sizeof(T) + r * 16 + c % 16]  (dstStride in 32 B);
 // r < mSize, c < nSize; reluEn: max(x, 0); quantPre NoQuant (float out) or F322F16 (half out, round to nearest
-// even).  ndNum 1 only.
+// even); unitFlag (above).  ndNum 1 only.
 template <typename T, typename U, const FixpipeConfig& config>
 void fixpipe_v220_samples(const GlobalTensor<T>& dst, const LocalTensor<U>& src, const FixpipeParamsV220& p)
 {
@@ -1342,6 +1430,7 @@ void fixpipe_v220_samples(const GlobalTensor<T>& dst, const LocalTensor<U>& src,
     const uint32_t n1 = (p.nSize + 15) / 16;
     const uint64_t src_bytes = uint64_t(n1 - 1) * p.srcStride * 64 + uint64_t(p.mSize) * 64;
     src.touch(0, src_bytes, ascend_exec::kFIX, false, "Fixpipe (src)");
+    apply_unit_flag(src.off_, src.off_ + src_bytes, p.unitFlag, false);
     const float* s = reinterpret_cast<const float*>(src.bytes(0, src_bytes, "Fixpipe"));
     for (uint32_t r = 0; r < p.mSize; ++r) {
         for (uint32_t c = 0; c < p.nSize; ++c) {
