@@ -94,8 +94,27 @@ else:
     hypothesis.settings.load_profile("sgemm_cube_seeded" if SEEDED_BY_ENV else "sgemm_cube_fixed")
 
 
+#: Test modules whose every test is ``slow`` (``pytest -m "not slow"`` leaves them out of the quick run):
+#: each takes tens of seconds or more on the 2-core CI machine -- compiling and executing the AscendC
+#: kernels in their stand-in, or running the Triton kernels under the interpreter.  Listed here rather
+#: than marked in each file, so that one place says what the quick run leaves out.
+SLOW_MODULES = (
+    "tests/ascendc_kernels/test_executed_kernels.py",
+    "tests/ascendc_kernels/test_executed_guard.py",
+    "tests/ascendc_kernels/test_exec_arithmetic.py",
+    "tests/ascendc_kernels/test_guarantee_alternatives.py",
+    "tests/ascendc_kernels/test_probes.py",
+    "tests/ascendc_kernels/test_ascend_build.py",
+    "tests/sgemm_cube/backends/cuda/test_cuda_backend.py",
+)
+
+
 def pytest_collection_modifyitems(config, items):
-    """Under ``SGEMM_CUBE_TEST_SEED``, each hypothesis test draws from the session seed and its node id."""
+    """Mark the tests of :data:`SLOW_MODULES` ``slow``; under ``SGEMM_CUBE_TEST_SEED``, each hypothesis test
+    draws from the session seed and its node id."""
+    for item in items:
+        if item.nodeid.split("::")[0] in SLOW_MODULES:
+            item.add_marker(pytest.mark.slow)
     if hypothesis is None or not SEEDED_BY_ENV:
         return
     for item in items:

@@ -23,7 +23,7 @@ import sys
 from typing import Sequence
 
 from sgemm_cube.backends.npu_schedule import TilingError
-from sgemm_cube.cli.arguments import output_file, positive_int
+from sgemm_cube._option_types import output_file, positive_int
 
 from . import pipeline
 from .hardware import ProfileError, get_profile, list_profiles, load_profiles

@@ -40,7 +40,7 @@ from __future__ import annotations
 import functools
 from collections import deque
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator, NamedTuple, Sequence
+from typing import Callable, Iterable, NamedTuple, Sequence
 
 import numpy as np
 
@@ -270,42 +270,13 @@ class _Op(NamedTuple):
 
 # --------------------------------------------------------------- programs
 
-def _vector_program(tiles: Sequence[tuple], *, stages: int, ops: Callable) -> Iterator[_Op]:
-    """A vector kernel's loop: MTE2 load, V compute, MTE3 store per tile, ``stages`` UB buffers.
-
-    The flags of ``split_kernel.hpp``/``combine_kernel.hpp`` (one stage): the
-    load of tile t+1 waits until V has read tile t's input, V waits for the
-    load and for MTE3 to have written the previous output out.  With two
-    stages (proposed), tile t uses buffers ``t % 2`` and each flag has one
-    event per stage.
-    """
-    for s in range(stages):
-        yield _Op("set", ("V", "MTE2"), s)
-        yield _Op("set", ("MTE3", "V"), s)
-    for t, tile in enumerate(tiles):
-        s = t % stages
-        load, compute, store = ops(tile)
-        yield _Op("wait", ("V", "MTE2"), s)
-        yield from load
-        yield _Op("set", ("MTE2", "V"), s)
-        yield _Op("wait", ("MTE2", "V"), s)
-        yield _Op("wait", ("MTE3", "V"), s)
-        yield from compute
-        yield _Op("set", ("V", "MTE2"), s)
-        yield _Op("set", ("V", "MTE3"), s)
-        yield _Op("wait", ("V", "MTE3"), s)
-        yield from store
-        yield _Op("set", ("MTE3", "V"), s)
-    for s in range(stages):
-        yield _Op("wait", ("V", "MTE2"), s)
-        yield _Op("wait", ("MTE3", "V"), s)
-
-
 def _replay_vector(tiles: Sequence, *, stages: int, ops: Callable, flag_latency: float) -> float:
-    """``replay(_vector_program(tiles, stages=stages, ops=ops), ...)``'s time without building the program.
+    """A vector kernel's time: its loop of MTE2 load, V compute, MTE3 store per tile, ``stages`` UB buffers.
 
-    Same cycles, bit for bit (tested), some 25 times faster: the flags of :func:`_vector_program`
-    are followed tile by tile.  The load of tile t waits until V has read the input of the stage's
+    The flags of ``split_kernel.hpp``/``combine_kernel.hpp`` (one stage; with two stages, proposed, tile
+    t uses buffers ``t % 2`` and each flag has one event per stage), followed tile by tile: the same
+    cycles, bit for bit, as :func:`replay` of the program of those flags and ops, some 25 times faster
+    (``tests/tuning/test_pipeline_model.py`` builds that program and compares).  The load of tile t waits until V has read the input of the stage's
     previous tile, V waits for the load and for MTE3 to have written the stage's previous output,
     MTE3 for V; each set fires ``flag_latency`` after its pipe reached it.  ``ops(tile)`` must
     put loads on MTE2, compute on V and stores on MTE3 (as every vector kernel here does), and

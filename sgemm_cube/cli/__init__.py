@@ -8,7 +8,7 @@ Each subcommand lives in its own module; this file only wires them into
   :mod:`sgemm_cube.cli.bench_model` - speed against native FP32 through the public API
   (``sgemm-cube bench-cpu``, ``sgemm-cube bench``), :mod:`sgemm_cube.cli.records` what their records share;
 * :mod:`sgemm_cube.cli.demo` - ``sgemm-cube demo``;
-* :mod:`sgemm_cube.cli.arguments` - option types that refuse values a command cannot use;
+* :mod:`sgemm_cube._option_types` - option types that refuse values a command cannot use;
 * ``sgemm-cube tune`` is :mod:`sgemm_cube.tuning.cli`.
 
 The library never imports this package: ``import sgemm_cube`` loads none of it.
@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .arguments import nonnegative_int, output_folder, positive_int
+from .._option_types import nonnegative_int, output_folder, positive_int
 
 __all__ = ["main", "build_parser"]
 

@@ -59,7 +59,7 @@ import sys
 import time
 from typing import NamedTuple
 
-from .arguments import nonnegative_int, positive_float, positive_int
+from .._option_types import nonnegative_int, positive_float, positive_int
 from ..backends.native import true_fp32
 from .records import RESULTS_DIR
 from .records import environment as _env

@@ -44,7 +44,7 @@ import pathlib
 import sys
 import time
 
-from .arguments import nonnegative_int, positive_int
+from .._option_types import nonnegative_int, positive_int
 from ..backends.native import true_fp32
 from .records import RESULTS_DIR
 from .records import environment as _env

@@ -11,12 +11,12 @@ float64, longdouble, complex, object), mixed dtypes, extra keywords -- to
 this module imports NumPy's test *module*, never its ``Test*`` classes, so
 pytest does not collect ``TestMatmul`` a second time.
 
-Two subclasses:
-
-* ``TestNumpyMatmulSuite``: default options (``backend="auto"``), what users
-  get; NumPy's operands have K < 16, where ``auto`` runs native FP32.
-* ``TestNumpyMatmulSuiteEmulated``: ``backend="cpu"``, so the FP16 split and
-  the three FP16 products run on every float32 call, whatever K.
+One subclass, ``TestNumpyMatmulSuiteEmulated``, with ``backend="cpu"``, so
+the FP16 split and the three FP16 products run on every float32 call,
+whatever K.  (With the default ``backend="auto"`` the suite would test
+NumPy's own float32 matmul: its operands all have K < 16, where ``auto``
+runs native FP32.  For the same reason the checks below run ``backend="cpu"``,
+and ``auto`` only where K >= 16.)
 
 NumPy's float32 checks are exact (``assert_equal``) on small integer-valued
 data; sgemm_cube must match there (the split holds such values exactly).
@@ -108,21 +108,16 @@ class MatmulDispatcher:
         return np.matmul(*args, **kwargs)
 
 
-_auto = MatmulDispatcher()
 _emulated = MatmulDispatcher(backend="cpu")
 
 if _np_tests is not None:
-    class TestNumpyMatmulSuite(_np_tests.TestMatmul):
-        """NumPy's ``TestMatmul`` (and ``MatmulCommon``), float32 through ``sgemm_cube.matmul`` (defaults)."""
-
-        matmul = staticmethod(_auto)
-
     class TestNumpyMatmulSuiteEmulated(_np_tests.TestMatmul):
-        """The same with ``backend="cpu"``: the FP16 split emulation runs on every float32 call."""
+        """NumPy's ``TestMatmul`` (and ``MatmulCommon``), float32 through ``sgemm_cube.matmul(backend="cpu")``:
+        the FP16 split emulation runs on every float32 call."""
 
         matmul = staticmethod(_emulated)
 
-    _SUITE_CLASSES = {"auto": TestNumpyMatmulSuite, "cpu": TestNumpyMatmulSuiteEmulated}
+    _SUITE_CLASSES = {"cpu": TestNumpyMatmulSuiteEmulated}
 else:
     _SUITE_CLASSES = {}
 
@@ -144,17 +139,15 @@ class _CountingRun:
         return self.run(*args, **kwargs)
 
 
-@pytest.mark.parametrize("backend", ["auto", "cpu"])
-def test_dispatcher_sends_float32_to_sgemm_cube(backend, monkeypatch):
+def test_dispatcher_sends_float32_to_sgemm_cube(monkeypatch):
     """Rerun NumPy's float32-bearing tests with fresh counters: float32 calls reach sgemm_cube, the rest NumPy.
 
     (Independent of test order: the tests are run here, on a fresh dispatcher.)
-    With ``backend="cpu"`` the CPU backend's emulation (``backends.cpu.run``) must run for each of them.
+    The CPU backend's emulation (``backends.cpu.run``) must run for each of them.
     """
     if _np_tests is None:
         pytest.fail("NumPy's test module did not import (see test_numpy_test_module_imports)")
-    options = {} if backend == "auto" else {"backend": backend}
-    dispatcher = MatmulDispatcher(**options)
+    dispatcher = MatmulDispatcher(backend="cpu")
     cpu = get_backend("cpu")
     counting = _CountingRun(cpu.run)
     monkeypatch.setattr(cpu, "run", counting)
@@ -177,11 +170,8 @@ def test_dispatcher_sends_float32_to_sgemm_cube(backend, monkeypatch):
     assert dispatcher.calls["numpy"] > 10 * n, dispatcher.calls
     assert set(seen) == {("<f4", "<f4")}, seen          # nothing but float32 reached sgemm_cube
     assert sum(seen.values()) == n
-    if backend == "cpu":
-        # every successful float32 call ran the emulation (the 9 shape errors are refused before)
-        assert counting.n >= n - 9, (counting.n, n)
-    else:
-        assert counting.n == 0  # K < 16 everywhere in NumPy's tests: auto runs native FP32
+    # every successful float32 call ran the emulation (the 9 shape errors are refused before)
+    assert counting.n >= n - 9, (counting.n, n)
 
 
 def test_suite_classes_collected_once():
@@ -189,7 +179,7 @@ def test_suite_classes_collected_once():
     if _np_tests is None:
         pytest.fail("NumPy's test module did not import (see test_numpy_test_module_imports)")
     names = [k for k, v in globals().items() if isinstance(v, type) and k.startswith("Test")]
-    assert sorted(names) == ["TestNumpyMatmulSuite", "TestNumpyMatmulSuiteEmulated"]
+    assert sorted(names) == ["TestNumpyMatmulSuiteEmulated"]
     for cls in _SUITE_CLASSES.values():
         assert cls.__mro__[1] is _np_tests.TestMatmul
         assert {"test_out_arg", "test_matrix_matrix_values", "test_dot_equivalent"} <= set(dir(cls))
@@ -197,7 +187,10 @@ def test_suite_classes_collected_once():
 
 # --------------------------------------------------------------------------- float32 versions of NumPy's checks
 
-BACKENDS = ["auto", "cpu"]
+#: The checks with K < 16 run the emulation only: there ``auto`` would run native FP32, NumPy's own matmul.
+BACKENDS = ["cpu"]
+#: Where K >= 16, ``auto`` runs the emulation too, through the planner's choice.
+BACKENDS_LARGE_K = ["auto", "cpu"]
 
 
 def _mm(backend):
@@ -426,7 +419,7 @@ def test_matrix_subclass_preserved(rng, k, backend):
     assert_array_equal(np.asarray(res), np.asarray(ref))
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", BACKENDS_LARGE_K)
 @pytest.mark.parametrize("shape", [((16, 16), (16, 16)), ((5, 17), (17, 3)), ((2, 7, 64), (64, 9)),
                                    ((3, 1, 4, 100), (2, 100, 5)), ((64,), (64, 8)), ((8, 33), (33,))])
 def test_integer_valued_exact_large_k(rng, shape, backend):

@@ -297,11 +297,40 @@ def test_step_replay_is_the_program_replay(case):
     assert g.groups > 1 or g.n_split > 1 or g.n_fused > 3  # the cases exercise the loops
 
 
+def _vector_program(tiles, *, stages, ops):
+    """A vector kernel's loop as the program of its flags (``split_kernel.hpp``/``combine_kernel.hpp``):
+    MTE2 load, V compute, MTE3 store per tile, ``stages`` UB buffers.  The load of tile t+1 waits until V
+    has read tile t's input; V waits for the load and for MTE3 to have written the previous output out;
+    with two stages, tile t uses buffers ``t % 2`` and each flag has one event per stage.  The reference
+    that :func:`pipeline._replay_vector`'s tile-by-tile shortcut must equal."""
+    op = pl._Op
+    for s in range(stages):
+        yield op("set", ("V", "MTE2"), s)
+        yield op("set", ("MTE3", "V"), s)
+    for t, tile in enumerate(tiles):
+        s = t % stages
+        load, compute, store = ops(tile)
+        yield op("wait", ("V", "MTE2"), s)
+        yield from load
+        yield op("set", ("MTE2", "V"), s)
+        yield op("wait", ("MTE2", "V"), s)
+        yield op("wait", ("MTE3", "V"), s)
+        yield from compute
+        yield op("set", ("V", "MTE2"), s)
+        yield op("set", ("V", "MTE3"), s)
+        yield op("wait", ("V", "MTE3"), s)
+        yield from store
+        yield op("set", ("MTE3", "V"), s)
+    for s in range(stages):
+        yield op("wait", ("V", "MTE2"), s)
+        yield op("wait", ("MTE3", "V"), s)
+
+
 def test_vector_replay_is_the_program_replay(monkeypatch):
     """The split, combine and bookkeeping kernels' times followed tile by tile are replay() of their
     programs, bit for bit."""
     def program_replay(tiles, *, stages, ops, flag_latency):
-        return pl.replay(pl._vector_program(tiles, stages=stages, ops=ops), lambda op: op.step, pl._SYNCS,
+        return pl.replay(_vector_program(tiles, stages=stages, ops=ops), lambda op: op.step, pl._SYNCS,
                          flag_latency)[0]
 
     kernels = (pl._split_cycles, pl._line_stats_cycles, pl._line_meta_cycles, pl._unscale_cycles, pl._combine_cycles)

@@ -8,10 +8,10 @@ split; the GEMM with its fix-up programs.  Layers, one per module:
 * :mod:`.split_kernel` -- FP32 -> padded buffer of FP16 (hi, lo) or three
   BF16 slices, with the line meta (:mod:`.line_meta`) and fix-up lists (three
   memory-bound passes, each over both operands);
-* :mod:`.gemm_fp16_kernel`, :mod:`.gemm_bf16_kernel` -- the scheme's
+* :mod:`.gemm_kernel` -- one GEMM kernel for every scheme: the scheme's
   tensor-core products per K step (3 or 4 FP16, 9 or 6 BF16), the level-0
   partial flushed into a round-to-nearest FP32 accumulator every ``flush_k``
-  elements, termwise or elementwise combination; what both share (a tile's
+  elements, termwise or elementwise combination; around the K loop (a tile's
   place, line meta and epilogue): :mod:`.gemm_tiles`;
 * :mod:`.fixup_kernel` -- the fix-up programs of the GEMM launch: the fix-up
   lines' outputs from the unscaled operands, in FP64;

@@ -29,15 +29,14 @@ distance (ties: the larger).  Bucket entries apply only on the GPU named by
 the file's ``device`` (measurements do not transfer to a sibling GPU).  Entries may carry ``source``, ``note`` and
 ``measured`` (free-form records of how they were obtained).
 
-Key ranges are those the kernels accept (``gemm_fp16_kernel.py``, ``gemm_bf16_kernel.py``, ``split_kernel.py``):
+Key ranges are those the kernels accept (``gemm_kernel.py``, ``split_kernel.py``):
 
 * ``BLOCK_M/N/K``: powers of two in [16, 512] (``tl.dot`` needs 16 or more);
 * ``flush_k``: 0 (never flush) or a positive multiple of 16.  :func:`.launch.flush_steps`
   halves BLOCK_K until it divides ``flush_k``, so 16 launches (BLOCK_K 16, the
-  smallest ``tl.dot`` K); the former ``>= 32`` of the tuning-table reader had
-  no kernel behind it;
-* ``merge_levels``: a boolean.  The kernel's ``MERGE_LEVELS`` only exists for
-  the BF16 schemes (levels >= 2 summed with level 1 needs ``SCALE == 1``); the
+  smallest ``tl.dot`` K);
+* ``merge_levels``: a boolean.  The kernel's ``MERGE_LEVELS`` applies to
+  the BF16 schemes only (levels >= 2 summed with level 1 needs ``SCALE == 1``); the
   launcher ignores it otherwise, so a table entry of an FP16 mode saying
   ``true`` is rejected as a mistake, while ``config=`` overrides may carry it;
 * ``split_block``: ``null`` (the launcher's default) or two powers of two;

@@ -1,7 +1,8 @@
-"""What the two GEMM kernels share: the operands' layout, a tile's place, loads, line meta and epilogue.
+"""What surrounds the GEMM's K loop: the operands' layout, a tile's place, loads, line meta and epilogue.
 
-:mod:`.gemm_fp16_kernel` (fp16x3, fp16x4) and :mod:`.gemm_bf16_kernel` (bf16x9, bf16x6) differ in
-their K loop only.  One launch of either computes every output of a product:
+:func:`.gemm_kernel.gemm_kernel` runs the K loop of every scheme (FP16 or BF16 slices, a
+compile-time switch); these helpers are the rest of a tile program.  One launch computes every
+output of a product:
 
 * programs ``0 .. tile_programs - 1`` are *tile programs*: each computes one (``BLOCK_M``,
   ``BLOCK_N``) output tile (or, persistent, loops over tiles), in the order a tile program runs

@@ -6,10 +6,10 @@ operands where it reads them, and reads nothing back to the host:
 1. :func:`.split_kernel.tile_stats_kernel` -- the statistics of both operands;
 2. :func:`.split_kernel.line_meta_kernel` -- their line meta and fix-up lists;
 3. :func:`.split_kernel.split_scaled_kernel` -- the scaled split (FP16 or BF16 slices);
-4. the GEMM of the scheme's slice products (:mod:`.gemm_fp16_kernel`: three or
-   four FP16 products for fp16x3, fp16x4; :mod:`.gemm_bf16_kernel`: nine or six
-   BF16 products for bf16x9, bf16x6), whose fix-up programs compute the fix-up
-   lines' outputs (:mod:`.fixup_kernel`).
+4. :func:`.gemm_kernel.gemm_kernel` -- the GEMM of the scheme's slice products
+   (three or four FP16 products for fp16x3, fp16x4; nine or six BF16 products
+   for bf16x9, bf16x6), whose fix-up programs compute the fix-up lines'
+   outputs (:mod:`.fixup_kernel`).
 
 (``scale="matrix"`` adds PyTorch's reductions for the matrices' exponents.)
 Which tile shape and kernel variant to use is data: ``configs/default.json``
@@ -43,8 +43,7 @@ from sgemm_cube.cpu_fallback.guard import line_range
 
 from . import configs as _configs
 from .fixup_kernel import fixup_shape
-from .gemm_bf16_kernel import gemm_bf16_kernel
-from .gemm_fp16_kernel import gemm_fp16_kernel
+from .gemm_kernel import gemm_kernel
 from .gemm_tiles import VARIANTS
 from .hybrid import device_key, interpreter_active, load_device_table
 from .split_kernel import SCALE_MODES, line_meta_kernel, split_scaled_kernel, tile_stats_kernel
@@ -65,8 +64,6 @@ _INTERPRETER_LINE_BLOCK = (16, 16)
 #: contiguous along K, B's columns across the lines, so that both read coalesced.
 SPLIT_TILE_A = (32, 128)
 SPLIT_TILE_B = (128, 32)
-#: The GEMM kernel of each slice format.
-_GEMM_KERNELS = {"fp16": gemm_fp16_kernel, "bf16": gemm_bf16_kernel}
 #: Workspace pieces start at multiples of this many bytes (at least the 16 that TMA descriptors and
 #: Triton's specialization of pointer arguments need).
 _WS_ALIGN = 256
@@ -285,7 +282,7 @@ class _SplitSide(NamedTuple):
     ints: tuple           # (meta, lists, counts) refs
 
 
-def _split_side(x_role: str, x_shape, x_strides, *, lines_axis: int, rows_pad: int, cols_pad: int, sb: int,
+def _split_side(x_role: str, x_shape, x_strides, *, lines_axis: int, rows_pad: int, cols_pad: int,
                 scheme: str, scale, block_l: int, offset: int):
     """One operand's arguments of the split launches and its workspace pieces; returns (side, next offset).
 
@@ -349,7 +346,7 @@ def _split_launches(a: _SplitSide, b: _SplitSide, *, sb: int, scheme: str, scale
 def _gemm_launch(cfg: dict, a: _SplitSide, b: _SplitSide, *, scheme: str, order: str, sb: int,
                  fixup_min_class: int, block_l: int, batch: int, m: int, n: int, k: int, batches: tuple,
                  padded: tuple, strides: tuple, block_k: int, flush: int, sms: int) -> _Launch:
-    """The GEMM launch: the scheme family's kernel (:data:`_GEMM_KERNELS`), its arguments by name.
+    """The GEMM launch (:func:`.gemm_kernel.gemm_kernel`), its arguments by name.
 
     ``batches`` (Ba, Bb): 1 for a broadcast operand; ``padded`` (Mp, Np, Kp); ``strides`` of A, B
     and ``out``; ``flush`` the K steps between flushes (:func:`flush_steps`).
@@ -384,16 +381,15 @@ def _gemm_launch(cfg: dict, a: _SplitSide, b: _SplitSide, *, scheme: str, order:
         M=m, N=n, K=k, Kp=kp, Np=np_, batch=batch, tile_programs=tile_programs, fixup_programs=fixup_programs,
         FIXUP_MIN_CLASS=fixup_min_class, BLOCK_L=block_l,
         FIX_GROUP=fix_tile[0], FIX_BLOCK_O=fix_tile[1], FIX_BLOCK_K=fix_tile[2],
-        TOP_LEVEL=max(i + j for i, j in sch.products), TERMWISE=order == "termwise", FLUSH_STEPS=flush,
-        SPLIT_CORR=bool(cfg["split_corr"]),
-        USE_TMA=use_tma, PERSISTENT=persistent, WARP_SPECIALIZE=bool(cfg["warp_specialize"]),
+        SLICES=sch.slices, SCALE=sch.level_scale(sb), TOP_LEVEL=max(i + j for i, j in sch.products),
+        TERMWISE=order == "termwise", FLUSH_STEPS=flush, SPLIT_CORR=bool(cfg["split_corr"]),
+        # merge_levels is a BF16 option (FP16 has one level >= 2, with an accumulator of its own).
+        MERGE_LEVELS=bf16 and bool(cfg["merge_levels"]),
+        # Only BF16 tiles need FP32 copies under the interpreter (:func:`.gemm_tiles.load_tile`).
+        USE_TMA=use_tma, UPCAST=bf16 and interpreter_active(), PERSISTENT=persistent,
+        WARP_SPECIALIZE=bool(cfg["warp_specialize"]),
         BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, GROUP_M=cfg["GROUP_M"])
-    if bf16:
-        kwargs.update(MERGE_LEVELS=bool(cfg["merge_levels"]), UPCAST=interpreter_active())
-    else:
-        kwargs.update(SCALE=sch.level_scale(sb))
-    return _Launch(_GEMM_KERNELS[sch.format.name], (tile_programs + fixup_programs,), kwargs,
-                   cfg["num_warps"], cfg["num_stages"])
+    return _Launch(gemm_kernel, (tile_programs + fixup_programs,), kwargs, cfg["num_warps"], cfg["num_stages"])
 
 
 class _LaunchPlan(NamedTuple):
@@ -423,9 +419,9 @@ def _problem(a_shape, a_strides, b_shape, b_strides, out_strides, device, *, sb:
     sms = _num_sms(device)
     rng = line_range(scheme, sb)  # the split's range, and the top binade of a scaled line
     block = tuple(cfg["split_block"] or (_INTERPRETER_LINE_BLOCK if interpreter_active() else LINE_BLOCK))
-    side_a, offset = _split_side("a", (ba, m, k), a_strides, lines_axis=1, rows_pad=mp, cols_pad=kp, sb=sb,
+    side_a, offset = _split_side("a", (ba, m, k), a_strides, lines_axis=1, rows_pad=mp, cols_pad=kp,
                                  scheme=scheme, scale=scale, block_l=block[0], offset=0)
-    side_b, offset = _split_side("b", (bb, k, n), b_strides, lines_axis=2, rows_pad=kp, cols_pad=np_, sb=sb,
+    side_b, offset = _split_side("b", (bb, k, n), b_strides, lines_axis=2, rows_pad=kp, cols_pad=np_,
                                  scheme=scheme, scale=scale, block_l=block[0], offset=offset)
     split_launches = _split_launches(side_a, side_b, sb=sb, scheme=scheme, scale=scale, rng=rng,
                                      fixup_min_class=fixup_min_class, block=block, num_warps=cfg["split_warps"])

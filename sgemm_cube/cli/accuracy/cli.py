@@ -3,7 +3,7 @@
 :data:`DESCRIPTION` is what ``sgemm-cube accuracy --help`` prints.  The main
 ``sgemm-cube`` parser calls :func:`add_parser` with its subparsers;
 ``python -m sgemm_cube.cli.accuracy.cli`` runs :func:`main` alone.  Option
-values are checked as they are parsed (:mod:`sgemm_cube.cli.arguments`):
+values are checked as they are parsed (:mod:`sgemm_cube._option_types`):
 a value a study cannot use stops the command with argparse's usage error
 (status 2) before anything runs.
 """
@@ -16,7 +16,7 @@ import re
 import sys
 from pathlib import Path
 
-from ..arguments import (OrderedPair, existing_path, float_at_least, int_in, nonnegative_int, output_folder,
+from ..._option_types import (OrderedPair, existing_path, float_at_least, int_in, nonnegative_int, output_folder,
                          positive_int)
 from . import condition, exponent_sweep, heatmap, size_sweep
 from .data import DISTRIBUTIONS

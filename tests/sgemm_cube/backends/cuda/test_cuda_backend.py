@@ -473,8 +473,7 @@ def test_every_launch_names_every_kernel_parameter(scheme, variant):
     positionally in that order)."""
     a, b, out = torch.ones(2, 20, 30), torch.ones(2, 30, 25), torch.empty(2, 20, 25)
     prob = _problem(a, b, out, scheme=scheme, config={"variant": variant})
-    kernels = [launch.tile_stats_kernel, launch.line_meta_kernel, launch.split_scaled_kernel,
-               launch.gemm_bf16_kernel if scheme.startswith("bf16") else launch.gemm_fp16_kernel]
+    kernels = [launch.tile_stats_kernel, launch.line_meta_kernel, launch.split_scaled_kernel, launch.gemm_kernel]
     assert [x.kernel for x in prob.launches] == kernels
     for x in prob.launches:
         assert list(launch._positional(x)) == [x.kwargs[name] for name in launch._param_names(x.kernel)]

@@ -1,5 +1,10 @@
 """Option types of the ``sgemm-cube`` commands: values checked as argparse parses them.
 
+Shared by :mod:`sgemm_cube.cli` and :mod:`sgemm_cube.tuning.cli` (the ``tune`` command), so it lives
+beside both rather than in either: the command line imports the tuner's parser, and a tuner that
+imported from ``sgemm_cube.cli`` would close a loop between the two packages
+(``tests/call_graph.py``, :func:`package_cycles`).
+
 A value a command cannot use (a size of 0, a negative count, an
 exponent range whose first value exceeds its last, a file that does not
 exist) makes argparse print the usage and one line naming the option,
