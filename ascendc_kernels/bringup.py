@@ -12,7 +12,12 @@
 2. Build: ``pip install --no-build-isolation -v .`` from the repository root
    (skipped when ``sgemm_cube.backends._npu_ext`` is already importable,
    unless ``--rebuild``; ``--no-build`` never builds).
-3. Validate: ``ascendc_kernels/tests/check_on_npu.py`` in a fresh interpreter:
+3. Probe: ``ascendc_kernels/probes.py`` asks the chip first what the docs leave open
+   (the 910A cast's rounding, FP16 subnormals, the cube's accumulation, the
+   atomic add's rounding, FP16 overflow, the 910A L0C -> UB copy): one row per
+   behaviour with the chip's answer beside the model's default, and a plain
+   line for each behaviour no code path covers.
+4. Validate: ``ascendc_kernels/tests/check_on_npu.py`` in a fresh interpreter:
    tail shapes (1x1x1, 17x33x65), K over several K groups, NaN/Inf, data near
    FP32 overflow and underflow, tiny and huge magnitudes; one table row per
    case (difference from the CPU backend and bit-exactness, error against
@@ -21,8 +26,10 @@
    no-synchronisation property (event timing), and the guarantee on the
    adversarial generators next to native FP32 under the chip's mode.
 
-``--dry-run`` builds nothing and needs no NPU: step 3 runs the kernels' CPU
-model (``npu_schedule.simulate``) in place of the device.  Exit status: that
+``--dry-run`` builds nothing and needs no NPU: step 3 runs the probes against the
+executable AscendC stand-in under every modelled alternative (g++ needed) and
+checks that each is identified; step 4 runs the kernels' CPU model
+(``npu_schedule.simulate``) in place of the device.  Exit status: that
 of the first step that fails (1 = build impossible or checks failed).
 """
 from __future__ import annotations
@@ -37,6 +44,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CHECK = ROOT / "ascendc_kernels" / "tests" / "check_on_npu.py"
+PROBES = ROOT / "ascendc_kernels" / "probes.py"
 if str(ROOT) not in sys.path:
     sys.path.append(str(ROOT))  # ascendc_kernels.build_ext; installed packages stay first
 
@@ -114,12 +122,14 @@ def main(argv=None) -> int:
             if res.returncode != 0:
                 print(f"the build failed (exit status {res.returncode}); its output is above")
                 return 1
-    print("\n== 3. checks" + (" (CPU model)" if args.dry_run else ""), flush=True)
-    check = [sys.executable, str(CHECK)]
-    if args.dry_run:
-        check += ["--dry-run", "--soc", args.soc]
+    print("\n== 3. probes" + (" (the executable stand-in, under each alternative)" if args.dry_run else ""),
+          flush=True)
+    dry = ["--dry-run", "--soc", args.soc] if args.dry_run else []
+    probed = subprocess.run([sys.executable, str(PROBES), *dry], cwd=Path.home()).returncode
+    print("\n== 4. checks" + (" (CPU model)" if args.dry_run else ""), flush=True)
+    check = [sys.executable, str(CHECK), *dry]
     check += ["--quick"] * args.quick + ["--bench"] * (args.bench and not args.dry_run)
-    return subprocess.run(check, cwd=Path.home()).returncode
+    return subprocess.run(check, cwd=Path.home()).returncode or probed
 
 
 if __name__ == "__main__":

@@ -6,7 +6,10 @@ every result can be tested without the hardware:
 * :func:`split` / :func:`split_limits` -- the FP32 -> FP16 (hi, lo) split
   (``split.py``);
 * :func:`accumulate_product` -- FP32 accumulation of one FP16 product under
-  the ``"cube16"`` or ``"sequential"`` model (``accumulate.py``);
+  the ``"cube16"``, ``"sequential"`` or ``"truncate"`` model (``accumulate.py``);
+* :mod:`sgemm_cube.cpu_fallback.arithmetic` -- the hardware behaviours the AscendC
+  docs leave open, as named alternatives; the split, the accumulation and
+  :func:`emulated_matmul` take one as ``arithmetic=`` and model it bit for bit;
 * :func:`emulated_matmul` -- the whole algorithm for one 2-D product
   (``gemm.py``: read this file first), and :class:`ProductAccumulator`,
   the same product added up K slab by K slab;

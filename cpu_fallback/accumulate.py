@@ -12,6 +12,21 @@ This module makes that a parameter with two documented models:
 ``"sequential"``
     One FP32 round-to-nearest add per product, in K order (a chunk of 1: the
     product is exact in float64 and rounds once to FP32).
+``"truncate"``
+    ``"cube16"``'s chunks with every rounding toward zero: each chunk's exact
+    dot product rounded toward zero to FP32, each add to the accumulator
+    rounded toward zero (as NVIDIA's tensor cores truncate; the field
+    ``accumulate`` of :mod:`sgemm_cube.cpu_fallback.arithmetic`).  Past FP32's
+    range a sum truncates to the largest finite value, as IEEE does.
+
+These are the models of Mmad's accumulation inside one call
+(``Arithmetic.accumulate``); the other FP32 operations of the algorithm (the
+termwise combination, the unscaling) run on the vector unit and round to
+nearest whatever the model.  The operands are read as they are: a cube that
+flushes FP16 subnormals (``Arithmetic.subnormals="flush"``) reads them as zero,
+but only the split feeds it, and under that arithmetic the split writes none
+(:func:`sgemm_cube.cpu_fallback.split`), so flushing Mmad's inputs is modelled
+there, as flushing the split's outputs.
 
 How the fast path stays exact: chunk sums are computed in float64 by BLAS.
 All products of row ``i`` and column ``j`` in chunk ``c`` are integer
@@ -20,9 +35,11 @@ so every partial sum is exact in float64 when the chunk's bit spans satisfy
 ``span_x[i, c] + span_y[c, j] <= 47`` (53 bits, minus 2 for the product,
 minus 4 for 16 terms).  That holds for almost all data; the (row, column,
 chunk) triples that break it are recomputed with Python integers and rounded
-by :func:`sgemm_cube.cpu_fallback.exact.round_scaled_int`.  Either way the chunk sum is
-the exact sum rounded once, whatever order BLAS adds in, and the result is
-bit-identical to the scalar reference in :mod:`sgemm_cube.cpu_fallback.reference`.
+by :func:`sgemm_cube.cpu_fallback.exact.round_scaled_int` (in the model's rounding mode).
+Either way the chunk sum is the exact sum rounded once, whatever order BLAS adds in, and
+the result is bit-identical to the scalar reference in :mod:`sgemm_cube.cpu_fallback.reference`.
+"truncate"'s adds are exact float64 sums (with their TwoSum error) truncated to FP32
+(:func:`add_toward_zero`).
 
 Speed: the chunk sums are materialised one row panel at a time, in a buffer
 small enough to stay in cache; on two cores a 1024^3 product takes about
@@ -35,10 +52,13 @@ import numpy as np
 from .exact import round_scaled_int
 from .formats import format_of
 
-__all__ = ["ACCUMULATION_MODELS", "accumulate_product", "panel_sums", "chunk_length"]
+__all__ = ["ACCUMULATION_MODELS", "ROUNDING", "accumulate_product", "panel_sums", "chunk_length",
+           "to_f32_toward_zero", "add_toward_zero", "mul_toward_zero"]
 
 #: Accumulation model name -> K chunk length.
-ACCUMULATION_MODELS = {"cube16": 16, "sequential": 1}
+ACCUMULATION_MODELS = {"cube16": 16, "sequential": 1, "truncate": 16}
+#: Accumulation model name -> how it rounds its chunk sums and adds ("rne" or "trunc").
+ROUNDING = {"cube16": "rne", "sequential": "rne", "truncate": "trunc"}
 
 _EXACT_SPAN_BITS = 47      # float64 holds a 16-term chunk sum exactly below this joint span
 # The same for the platform's long double (64-bit significand on x86: 58; equal to 47 where
@@ -55,6 +75,43 @@ def chunk_length(accumulate: str) -> int:
     except KeyError:
         raise ValueError(f"unknown accumulation model {accumulate!r}; "
                          f"choose one of {sorted(ACCUMULATION_MODELS)}") from None
+
+
+def to_f32_toward_zero(x: np.ndarray) -> np.ndarray:
+    """float64 (or long double) values rounded toward zero to FP32; past FP32's range the largest finite
+    value of the sign (IEEE's round toward zero).  NaN and infinities stay."""
+    x = np.asarray(x)
+    with np.errstate(over="ignore", invalid="ignore"):
+        t = x.astype(np.float32)                              # to nearest: at most one step off
+        away = np.abs(t.astype(x.dtype)) > np.abs(x)          # it went away from zero (inf included)
+        return np.where(away & np.isfinite(x), np.nextafter(t, np.float32(0)), t).astype(np.float32)
+
+
+def add_toward_zero(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """``x + y`` for FP32 arrays, rounded once toward zero (the exact sum, not float64's rounding of it).
+
+    The float64 sum ``r`` of two FP32 values can round; TwoSum gives its error ``err`` exactly
+    (``x + y == r + err``).  Rounding ``r`` toward zero gives the exact sum's truncation, except where
+    ``r`` is itself an FP32 number and ``err`` points toward zero: then the exact sum lies just inside
+    ``r`` and truncates to the FP32 number below it.  ``x + (-x)`` is +0, as IEEE gives it.
+    """
+    a = np.asarray(x, np.float32).astype(np.float64)
+    b = np.asarray(y, np.float32).astype(np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        r = a + b
+        bb = r - a
+        err = (a - (r - bb)) + (b - bb)                       # TwoSum: a + b == r + err exactly
+        t = r.astype(np.float32)
+        t64 = t.astype(np.float64)
+        inside = (t64 == r) & (err != 0) & ((err < 0) != (r < 0))
+        step = ((np.abs(t64) > np.abs(r)) | inside) & np.isfinite(r)
+        return np.where(step, np.nextafter(t, np.float32(0)), t).astype(np.float32)
+
+
+def mul_toward_zero(x: np.ndarray, scale: float) -> np.ndarray:
+    """``x * scale`` for FP32 ``x`` and a power-of-two ``scale``, rounded toward zero (exact unless it
+    leaves FP32's normal range)."""
+    return to_f32_toward_zero(np.asarray(x, np.float32).astype(np.float64) * float(scale))
 
 
 def _chunked(x: np.ndarray, chunk: int, axis: int) -> np.ndarray:
@@ -109,28 +166,29 @@ def _scaled_ints(values: np.ndarray) -> np.ndarray:
     return ints * (2 ** (exp - fmt.precision - fmt.quantum_exp).astype(object))
 
 
-def _exact_pair_sums(x, y, rows, cols, k0, k1, spans) -> np.ndarray:
+def _exact_pair_sums(x, y, rows, cols, k0, k1, spans, rounding="rne") -> np.ndarray:
     """Exact sums of x[rows[p], k0:k1] . y[k0:k1, cols[p]] for each pair p, rounded once to FP32.
 
     Pairs whose joint bit span fits the extended format's significand are
     summed there (vectorised; exact, so the order does not matter, and the
     one cast to FP32 rounds once); the rest with Python integers.  At most
     ``_PAIRS_AT_ONCE`` pairs at a time (a panel can have 256 x 1024 of them).
+    ``rounding``: ``"rne"`` to nearest even, ``"trunc"`` toward zero.
     """
     if len(rows) > _PAIRS_AT_ONCE:
         return np.concatenate([_exact_pair_sums(x, y, rows[p:p + _PAIRS_AT_ONCE], cols[p:p + _PAIRS_AT_ONCE],
-                                                k0, k1, spans[p:p + _PAIRS_AT_ONCE])
+                                                k0, k1, spans[p:p + _PAIRS_AT_ONCE], rounding)
                                for p in range(0, len(rows), _PAIRS_AT_ONCE)])
     xs, ys = x[rows, k0:k1], y[k0:k1, cols].T  # (P, chunk) each
     out = np.empty(len(rows), np.float32)
     wide = spans > _EXTENDED_SPAN_BITS
     if _EXTENDED_SPAN_BITS > _EXACT_SPAN_BITS and not wide.all():
         sums = (xs[~wide].astype(np.longdouble) * ys[~wide].astype(np.longdouble)).sum(axis=1)
-        out[~wide] = sums.astype(np.float32)
+        out[~wide] = to_f32_toward_zero(sums) if rounding == "trunc" else sums.astype(np.float32)
     if wide.any():
         xi, yi = _scaled_ints(xs[wide]), _scaled_ints(ys[wide])
         e = format_of(x).quantum_exp + format_of(y).quantum_exp
-        out[wide] = [round_scaled_int(v, e) for v in (xi * yi).sum(axis=1)]  # Python integers: no rounding
+        out[wide] = [round_scaled_int(v, e, rounding) for v in (xi * yi).sum(axis=1)]  # Python integers: exact
     return out
 
 
@@ -147,8 +205,9 @@ class _Operands:
             self.span_y = _bit_span(y, chunk, axis=0)
             self.exact = self.span_x.max() + self.span_y.max() <= _EXACT_SPAN_BITS
 
-    def sums(self, rows, cols, g0, g1, chunk, out):
-        """Chunk sums g0:g1 of a (rows, cols) tile into ``out`` (G, R, C): exact in float64, or patched."""
+    def sums(self, rows, cols, g0, g1, chunk, out, rounding="rne"):
+        """Chunk sums g0:g1 of a (rows, cols) tile into ``out`` (G, R, C): exact in float64, or patched
+        (rounded to FP32 in ``rounding``'s mode)."""
         np.matmul(self.xc[g0:g1, rows], self.yc[g0:g1, :, cols], out=out)
         if self.exact:
             return out
@@ -164,11 +223,11 @@ class _Operands:
             pr, pc = np.nonzero(joint > _EXACT_SPAN_BITS)
             k0, k1 = c * chunk, min(k, (c + 1) * chunk)
             out[c - g0, suspects[pr], pc] = _exact_pair_sums(self.x, self.y, suspects[pr] + rows.start,
-                                                             pc + cols.start, k0, k1, joint[pr, pc])
+                                                             pc + cols.start, k0, k1, joint[pr, pc], rounding)
         return out
 
 
-def panel_sums(pairs, chunk: int):
+def panel_sums(pairs, chunk: int, rounding: str = "rne"):
     """Yield the exact chunk sums of several products, one cache-sized tile at a time.
 
     Parameters
@@ -178,6 +237,9 @@ def panel_sums(pairs, chunk: int):
         BF16 operands (see :mod:`sgemm_cube.cpu_fallback.formats`).
     chunk : int
         Chunk length of the accumulation model.
+    rounding : {"rne", "trunc"}
+        The model's rounding of a chunk sum to FP32 (:data:`ROUNDING`): the
+        mode of the values patched where float64 cannot hold the sum.
 
     Yields
     ------
@@ -186,8 +248,9 @@ def panel_sums(pairs, chunk: int):
     sums : list of ndarray, each (G, R, C), float64
         For each pair, the tile's chunk sums for G consecutive chunks; the
         tiles of one (rows, cols) come in K order.  Each value is the exact
-        chunk sum, or its correctly rounded FP32 value where float64 could
-        not hold it: converted to FP32 it is the model's chunk sum.  The
+        chunk sum, or its FP32 value rounded in ``rounding``'s mode where
+        float64 could not hold it: converted to FP32 in that mode it is the
+        model's chunk sum.  The
         arrays are reused: consume them before the next iteration.
     """
     ops = [_Operands(x, y, chunk) for x, y in pairs]
@@ -206,7 +269,8 @@ def panel_sums(pairs, chunk: int):
             for g0 in range(0, nc, group):
                 g1 = min(nc, g0 + group)
                 yield rows, cols, [op.sums(rows, cols, g0, g1, chunk,
-                                           buf[: g1 - g0, : rows.stop - rows.start, : cols.stop - cols.start])
+                                           buf[: g1 - g0, : rows.stop - rows.start, : cols.stop - cols.start],
+                                           rounding)
                                    for op, buf in zip(ops, buffers)]
 
 
@@ -217,7 +281,7 @@ def accumulate_product(x16, y16, *, accumulate: str = "cube16", acc=None) -> np.
     ----------
     x16 : array_like, shape (M, K), float16 (or float32 holding BF16 values)
     y16 : array_like, shape (K, N), same kind
-    accumulate : {"cube16", "sequential"}
+    accumulate : {"cube16", "sequential", "truncate"}
         The arithmetic model (see the module docstring).
     acc : ndarray, shape (M, N), float32, optional
         Accumulator to continue from (updated in place and returned).  A K
@@ -244,9 +308,13 @@ def accumulate_product(x16, y16, *, accumulate: str = "cube16", acc=None) -> np.
         raise ValueError(f"acc must be float32 of shape {shape}, got {acc.dtype} {acc.shape}")
     if 0 in x16.shape or 0 in y16.shape:
         return acc
-    for rows, cols, (sums,) in panel_sums([(x16, y16)], chunk):
+    rounding = ROUNDING[accumulate]
+    for rows, cols, (sums,) in panel_sums([(x16, y16)], chunk, rounding):
         tile = acc[rows, cols]
         for s in sums:
+            if rounding == "trunc":  # the chunk sum and the add, each rounded once toward zero
+                tile[...] = add_toward_zero(tile, to_f32_toward_zero(s))
+                continue
             # The float32 loop casts the chunk sum to FP32 (one rounding of an exact
             # value), then adds in FP32 with round to nearest even.  (ufunc.accumulate
             # over the chunk axis would be one call, but NumPy runs it ~30x slower.)

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-__all__ = ["Arithmetic", "CHOICES", "DEFAULT", "WORST", "alternatives"]
+__all__ = ["Arithmetic", "CHOICES", "DEFAULT", "WORST", "alternatives", "as_arithmetic"]
 
 #: field -> its values, the model's default first
 CHOICES = {
@@ -93,3 +93,15 @@ WORST = Arithmetic(cast="trunc", overflow="saturate", subnormals="flush", accumu
 def alternatives() -> list[Arithmetic]:
     """Each non-default value of each field alone, in field order (the L0C -> UB copy's included)."""
     return [DEFAULT._replace(**{field: value}) for field, values in CHOICES.items() for value in values[1:]]
+
+
+def as_arithmetic(value) -> Arithmetic:
+    """The :class:`Arithmetic` a model function was given: None is :data:`DEFAULT`, a string is
+    :meth:`Arithmetic.parse`'d, an :class:`Arithmetic` is checked; anything else raises TypeError."""
+    if value is None:
+        return DEFAULT
+    if isinstance(value, str):
+        return Arithmetic.parse(value)
+    if isinstance(value, Arithmetic):
+        return value.check()
+    raise TypeError(f"arithmetic must be an Arithmetic, a spec string or None, got {value!r}")

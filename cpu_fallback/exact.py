@@ -11,14 +11,18 @@ import math
 
 import numpy as np
 
-__all__ = ["round_scaled_int"]
+__all__ = ["round_scaled_int", "ROUNDINGS"]
 
 _F32_MIN_QUANTUM_EXP = -149  # the FP32 subnormal step
 _F32_MAX_EXP = 127
 
 
-def round_scaled_int(n: int, e: int) -> np.float32:
-    """Round the exact value ``n * 2**e`` to the nearest FP32, ties to even.
+#: Rounding modes of :func:`round_scaled_int`: IEEE round to nearest even, and toward zero.
+ROUNDINGS = ("rne", "trunc")
+
+
+def round_scaled_int(n: int, e: int, rounding: str = "rne") -> np.float32:
+    """Round the exact value ``n * 2**e`` to FP32: to the nearest, ties to even, or toward zero.
 
     Parameters
     ----------
@@ -26,13 +30,19 @@ def round_scaled_int(n: int, e: int) -> np.float32:
         Any Python integer (arbitrary size).
     e : int
         Power-of-two scale.
+    rounding : {"rne", "trunc"}
+        ``"rne"``: round to nearest even; ``"trunc"``: toward zero (the
+        ``"truncate"`` accumulation model's chunk sums).
 
     Returns
     -------
     numpy.float32
-        The correctly rounded value, with gradual underflow to subnormals and
-        overflow to a signed infinity, as IEEE 754 round-to-nearest-even does.
+        The correctly rounded value, with gradual underflow to subnormals, as
+        IEEE 754 rounds in that mode: overflow to a signed infinity to nearest,
+        to the largest finite FP32 of the sign toward zero.
     """
+    if rounding not in ROUNDINGS:
+        raise ValueError(f"unknown rounding {rounding!r}; choose one of {list(ROUNDINGS)}")
     n = int(n)
     if n == 0:
         return np.float32(0.0)
@@ -45,11 +55,13 @@ def round_scaled_int(n: int, e: int) -> np.float32:
         m = n >> shift
         rem = n - (m << shift)
         half = 1 << (shift - 1)
-        if rem > half or (rem == half and m & 1):
+        if rounding == "rne" and (rem > half or (rem == half and m & 1)):
             m += 1
     else:
         m = n << -shift
     # m < 2**25 after a carry, so ldexp is exact in float64 and the value is an FP32 number.
     if m.bit_length() - 1 + quantum > _F32_MAX_EXP:
+        if rounding == "trunc":
+            return np.float32(sign * float(np.finfo(np.float32).max))
         return np.float32(sign * math.inf)
     return np.float32(sign * math.ldexp(m, quantum))

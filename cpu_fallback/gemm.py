@@ -34,7 +34,12 @@ Two orders of combination (SGEMM-cube Fig. 7):
     chunk's exact dot product.
 
 ``fl`` is FP32 round-to-nearest-even; a power-of-two scaling is exact
-unless it underflows.  Every result of this module is checked bit for bit
+unless it underflows.  Under the ``"truncate"`` accumulation model the
+accumulators' adds (and, in the elementwise order, the scaled chunk sums)
+round toward zero instead; the termwise combination is the vector unit's and
+stays round-to-nearest.  ``arithmetic=`` (:mod:`sgemm_cube.cpu_fallback.arithmetic`)
+selects the split's conversions and, unless ``accumulate`` is given, the
+accumulation model.  Every result of this module is checked bit for bit
 against the scalar reference in :mod:`sgemm_cube.cpu_fallback.reference`, and for
 accuracy against float64 with native FP32 measured beside it.
 """
@@ -42,7 +47,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .accumulate import accumulate_product, chunk_length, panel_sums
+from .accumulate import (ROUNDING, accumulate_product, add_toward_zero, chunk_length, mul_toward_zero, panel_sums,
+                         to_f32_toward_zero)
+from .arithmetic import as_arithmetic
 from .schemes import get_scheme, split_slices
 
 __all__ = ["emulated_matmul", "ProductAccumulator", "ORDERS"]
@@ -55,8 +62,19 @@ def _check_order(order: str) -> None:
         raise ValueError(f"unknown order {order!r}; choose one of {list(ORDERS)}")
 
 
-def emulated_matmul(a, b, *, sb: int = 12, order: str = "termwise", accumulate: str = "cube16",
-                    keep_lo_lo: bool = False, scheme: str = "fp16x3") -> np.ndarray:
+def _accumulation(accumulate, arithmetic):
+    """The accumulation model: ``accumulate`` if given (it must agree with a non-default
+    ``arithmetic.accumulate``), else the arithmetic's."""
+    ar = as_arithmetic(arithmetic)
+    if accumulate is None:
+        return ar, ar.accumulate
+    if arithmetic is not None and ar.accumulate != "cube16" and ar.accumulate != accumulate:
+        raise ValueError(f"accumulate={accumulate!r} contradicts arithmetic {ar} (accumulate={ar.accumulate!r})")
+    return ar, accumulate
+
+
+def emulated_matmul(a, b, *, sb: int = 12, order: str = "termwise", accumulate: str | None = None,
+                    keep_lo_lo: bool = False, scheme: str = "fp16x3", arithmetic=None) -> np.ndarray:
     """FP32 product of two finite FP32 matrices from low-precision products.
 
     Parameters
@@ -71,12 +89,17 @@ def emulated_matmul(a, b, *, sb: int = 12, order: str = "termwise", accumulate: 
         the BF16 schemes.
     order : {"termwise", "elementwise"}
         How the products are combined (module docstring).
-    accumulate : {"cube16", "sequential"}
-        FP32 accumulation model of each product (:mod:`sgemm_cube.cpu_fallback.accumulate`).
+    accumulate : {"cube16", "sequential", "truncate"} or None
+        FP32 accumulation model of each product (:mod:`sgemm_cube.cpu_fallback.accumulate`);
+        None: ``arithmetic``'s (``"cube16"`` by default).
     keep_lo_lo : bool
         Shorthand for ``scheme="fp16x4"`` (add ``A_lo @ B_lo * 2**-2sb``).
     scheme : {"fp16x3", "fp16x4", "bf16x9", "bf16x6"}
         The split scheme (:mod:`sgemm_cube.cpu_fallback.schemes`).
+    arithmetic : Arithmetic, str or None
+        The hardware arithmetic modelled (:mod:`sgemm_cube.cpu_fallback.arithmetic`): the FP16
+        split's conversions (:func:`sgemm_cube.cpu_fallback.split`) and the accumulation model
+        (when ``accumulate`` is None).  None: the default, what the kernels were written for.
 
     Returns
     -------
@@ -84,7 +107,7 @@ def emulated_matmul(a, b, *, sb: int = 12, order: str = "termwise", accumulate: 
     """
     a, b = np.asarray(a), np.asarray(b)
     acc = ProductAccumulator((a.shape[0], b.shape[1]), sb=sb, order=order, accumulate=accumulate,
-                             keep_lo_lo=keep_lo_lo, scheme=scheme)
+                             keep_lo_lo=keep_lo_lo, scheme=scheme, arithmetic=arithmetic)
     acc.add(a, b)
     return acc.result()
 
@@ -109,9 +132,10 @@ class ProductAccumulator:
     Parameters are those of :func:`emulated_matmul`; ``shape`` is (M, N).
     """
 
-    def __init__(self, shape, *, sb: int = 12, order: str = "termwise", accumulate: str = "cube16",
-                 keep_lo_lo: bool = False, scheme: str = "fp16x3"):
+    def __init__(self, shape, *, sb: int = 12, order: str = "termwise", accumulate: str | None = None,
+                 keep_lo_lo: bool = False, scheme: str = "fp16x3", arithmetic=None):
         _check_order(order)
+        self.arithmetic, accumulate = _accumulation(accumulate, arithmetic)
         if keep_lo_lo:
             if scheme not in ("fp16x3", "fp16x4"):
                 raise ValueError(f"keep_lo_lo applies to the fp16x3 scheme, not {scheme!r}")
@@ -119,6 +143,7 @@ class ProductAccumulator:
         self.scheme = get_scheme(scheme)
         self.sb, self.order, self.accumulate = sb, order, accumulate
         self.chunk = chunk_length(accumulate)
+        self.rounding = ROUNDING[accumulate]
         self.shape = tuple(shape)
         n_acc = len(self.scheme.products) if order == "termwise" else 1
         self._acc = [np.zeros(self.shape, np.float32) for _ in range(n_acc)]
@@ -133,8 +158,8 @@ class ProductAccumulator:
             raise ValueError(f"shapes {a.shape} and {b.shape} are not (M, K) and (K, N) "
                              f"with (M, N) = {self.shape}")
         self._ragged = a.shape[1] % self.chunk != 0
-        a_slices = split_slices(a, self.scheme, self.sb)
-        b_slices = split_slices(b, self.scheme, self.sb)
+        a_slices = split_slices(a, self.scheme, self.sb, arithmetic=self.arithmetic)
+        b_slices = split_slices(b, self.scheme, self.sb, arithmetic=self.arithmetic)
         if self.order == "termwise":
             for (i, j), acc in zip(self.scheme.products, self._acc):
                 accumulate_product(a_slices[i], b_slices[j], accumulate=self.accumulate, acc=acc)
@@ -144,11 +169,15 @@ class ProductAccumulator:
             return
         pairs = [(a_slices[i], b_slices[j]) for i, j in self.scheme.products]
         scales = [np.float32(self.scheme.level_scale(self.sb) ** (i + j)) for i, j in self.scheme.products]
-        for rows, cols, sums in panel_sums(pairs, self.chunk):
+        truncate = self.rounding == "trunc"
+        for rows, cols, sums in panel_sums(pairs, self.chunk, self.rounding):
             tile = acc[rows, cols]
             for c in range(sums[0].shape[0]):  # one K chunk of every product at a time
                 for s, scale in zip(sums, scales):
-                    tile += s[c].astype(np.float32) * scale  # fl32(chunk sum), scaled exactly, then added
+                    if truncate:  # each of the three roundings toward zero
+                        tile[...] = add_toward_zero(tile, mul_toward_zero(to_f32_toward_zero(s[c]), scale))
+                    else:
+                        tile += s[c].astype(np.float32) * scale  # fl32(chunk sum), scaled exactly, then added
 
     def result(self) -> np.ndarray:
         """The product, shape (M, N) float32 (termwise: the levels combined, smallest first).

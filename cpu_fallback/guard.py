@@ -23,7 +23,7 @@ and derives two integers:
 ``cls`` (class, :class:`LineClass`)
     ``SPLIT`` (0): every nonzero entry of the (scaled) line lies in ``[lower, upper)``,
     where the split keeps 22 significant bits (FP16 schemes:
-    ``split_limits(sb)``) or three BF16 slices hold it exactly;
+    ``split_limits(sb, arithmetic=...)``: :func:`line_range`) or three BF16 slices hold it exactly;
     ``LOSES_BITS`` (1): some nonzero entry lies below ``lower`` and would lose bits;
     ``SPECIAL`` (2): the line holds NaN/Inf, or a finite entry at or above ``upper``.
 
@@ -59,6 +59,7 @@ product (FP32-accurate) exceeds FP32's range, with the sign of that product
 from __future__ import annotations
 
 import enum
+import math
 from typing import NamedTuple
 
 import numpy as np
@@ -89,11 +90,21 @@ class LineRange(NamedTuple):
     top: int
 
 
-def line_range(scheme: str, sb: int) -> LineRange:
-    """The range of the split of ``scheme`` with residual exponent ``sb`` (unused by BF16 schemes)."""
+def line_range(scheme: str, sb: int, arithmetic=None) -> LineRange:
+    """The range of the split of ``scheme`` with residual exponent ``sb`` (unused by BF16 schemes).
+
+    ``arithmetic`` (:mod:`sgemm_cube.cpu_fallback.arithmetic`; None: the default) is the hardware
+    the FP16 split runs on: where it flushes FP16 subnormals (``subnormals="flush"``) the range's
+    ``lower`` is ``2**max(8 - sb, -14)`` instead of ``2**(-3 - min(sb, 12))``
+    (:func:`sgemm_cube.cpu_fallback.split_limits`): lines whose entries reach below it are
+    fixed up.  ``upper`` and ``top`` are the same under every arithmetic.  The range for
+    ``"flush"`` holds under ``"gradual"`` too (narrower): the NPU backend uses it unless told
+    that the hardware keeps subnormals (:func:`sgemm_cube.backends.npu.arithmetic`).  The CPU
+    and CUDA backends use the default.
+    """
     if get_scheme(scheme).format.name == "bf16":
         return LineRange(_BF16_LOWER, _BF16_UPPER, 0)
-    lim = split_limits(sb)
+    lim = split_limits(sb, arithmetic=arithmetic)
     return LineRange(lim.min_row_abs, lim.max_abs, min(14, 26 - sb))
 
 
@@ -159,17 +170,20 @@ def line_stats(x: np.ndarray, axis: int) -> LineStats:
 
 
 def line_meta(x: np.ndarray, axis: int, *, scheme: str = "fp16x3", sb: int = 12, scale="auto",
-              fixup: bool = True) -> LineMeta:
+              fixup: bool = True, arithmetic=None) -> LineMeta:
     """Exponents and classes of the lines of a (B, M, K) (``axis=-1``) or (B, K, N) (``axis=-2``) float32 array."""
-    return meta_from_stats(line_stats(x, axis), scheme=scheme, sb=sb, scale=scale, fixup=fixup)
+    return meta_from_stats(line_stats(x, axis), scheme=scheme, sb=sb, scale=scale, fixup=fixup, arithmetic=arithmetic)
 
 
 def meta_from_stats(stats: LineStats, *, scheme: str = "fp16x3", sb: int = 12, scale="auto",
-                    fixup: bool = True) -> LineMeta:
-    """:class:`LineMeta` of lines from their :class:`LineStats` (shape (B, L)); see the module docstring."""
+                    fixup: bool = True, arithmetic=None) -> LineMeta:
+    """:class:`LineMeta` of lines from their :class:`LineStats` (shape (B, L)); see the module docstring.
+
+    ``arithmetic``: the hardware arithmetic whose split range (:func:`line_range`) classifies the lines.
+    """
     if scale not in SCALES:
         raise ValueError(f"unknown scale {scale!r}; choose one of {list(SCALES)}")
-    rng = line_range(scheme, sb)
+    rng = line_range(scheme, sb, arithmetic)
     big, small, bad = stats
     e = _floor_log2(big)
     to_top = np.where(big > 0, rng.top - e, 0)
@@ -225,17 +239,180 @@ def unscale(c: np.ndarray, ta: np.ndarray, tb: np.ndarray, alpha: float = 1.0) -
 def fixup_dot(x: np.ndarray, y: np.ndarray, alpha: float = 1.0) -> np.ndarray:
     """``alpha * (x @ y)`` for the fix-up outputs, from the unscaled float32 operands (module docstring).
 
-    The products of float32 values are exact in float64 and cannot overflow
-    or underflow there; they are summed in float64 (``numpy.matmul``) and
-    the sum times ``alpha`` (taken as float32) is rounded once to float32.
-    NaN and infinities come out as IEEE arithmetic gives them (``inf * 0``
-    and ``inf - inf`` are NaN).
+    Each output is the exact value ``alpha * sum_k x[i, k] y[k, j]`` (``alpha``
+    taken as float32) rounded once to float32, to nearest, ties to even: a
+    finite exact value never comes out infinite, and one beyond FP32's range
+    is the infinity of its sign.  NaN and infinities in the operands come out
+    as IEEE arithmetic gives them (``inf * 0`` and ``inf - inf`` are NaN), and
+    so does a non-finite ``alpha``.
+
+    How: the products of float32 values are exact in float64, so
+    ``numpy.matmul`` of the float64 operands is within ``gamma_K * T`` of the
+    exact sum (``T = |x| @ |y|``, ``gamma_K = K 2**-53 / (1 - K 2**-53)``, any
+    summation order).  A second ``numpy.matmul`` gives ``T``, and an output is
+    kept when that whole error interval rounds to one float32 value (it lies
+    strictly between two neighbouring rounding boundaries of FP32, the
+    overflow threshold among them).  The others -- a sum whose huge terms
+    cancel, an exact value within the error of a rounding boundary -- are
+    recomputed exactly (:func:`_exact_fp32_dots`: ``math.fsum`` of the exact
+    products, the rounding to float32 settled by the sign of the remainder
+    where the float64 sum sits on a boundary).
     """
+    x, y = np.asarray(x), np.asarray(y)
+    if x.ndim != 2 or y.ndim != 2:  # batches (broadcast): one product each
+        batch = np.broadcast_shapes(x.shape[:-2], y.shape[:-2])
+        xb, yb = np.broadcast_to(x, batch + x.shape[-2:]), np.broadcast_to(y, batch + y.shape[-2:])
+        out = np.empty(batch + (x.shape[-2], y.shape[-1]), np.float32)
+        for idx in np.ndindex(*batch):
+            out[idx] = fixup_dot(xb[idx], yb[idx], alpha)
+        return out
+    a64 = float(np.float32(alpha))
+    x64, y64 = x.astype(np.float64), y.astype(np.float64)
     with np.errstate(over="ignore", invalid="ignore"):
-        c64 = np.matmul(x.astype(np.float64), y.astype(np.float64))
-        if alpha != 1:
-            c64 *= np.float64(np.float32(alpha))
-        return c64.astype(np.float32)
+        v = np.matmul(x64, y64)
+        if a64 != 1:
+            v *= a64
+        out = v.astype(np.float32)
+    k = x.shape[-1]
+    if out.size == 0 or k == 0 or a64 == 0 or not math.isfinite(a64):
+        return out  # exact already (no term, or alpha 0), or IEEE special values throughout
+    np.abs(x64, out=x64)
+    np.abs(y64, out=y64)
+    # |sum - exact| <= gamma_K T (any order, every operation rounded to nearest), and T <= T-hat / (1 -
+    # gamma_K) for the computed T-hat (nonnegative terms): at most K 2**-53 (1 + 2**-20) T-hat while K <=
+    # 2**30; 2**-51 |v| for the rounding of alpha * sum and the roundings of _rounds_alike's own sums
+    c = abs(a64) * _gamma(k) * (1 + 2.0 ** -50)
+    rows = max(1, _FIXUP_CHUNK // max(1, out.shape[1]))
+    flagged_i, flagged_j = [], []
+    with np.errstate(over="ignore", invalid="ignore"):
+        for r0 in range(0, out.shape[0], rows):
+            vv = v[r0:r0 + rows]
+            err = np.matmul(x64[r0:r0 + rows], y64)
+            err *= c
+            mag = np.abs(vv)
+            mag *= 2.0 ** -51
+            err += mag
+            i, j = np.nonzero(~_rounds_alike(vv, err))
+            finite = np.isfinite(vv[i, j])  # NaN/Inf (from the operands): IEEE's, as they are
+            flagged_i.append(i[finite] + r0)
+            flagged_j.append(j[finite])
+    i, j = np.concatenate(flagged_i), np.concatenate(flagged_j)
+    if i.size:
+        out[i, j] = _exact_fp32_dots(x, y, a64, i, j)
+    return out
+
+
+#: Outputs per block of the fix-up's check (its float64 temporaries: a few arrays of this many; fewer
+#: rows per BLAS call were measurably slower).
+_FIXUP_CHUNK = 1 << 21
+#: The smallest magnitude that rounds to infinity in FP32 (halfway between the largest finite value and 2**128).
+_FP32_OVERFLOW = 2.0 ** 128 * (1 - 2.0 ** -25)
+
+
+def _gamma(n: int) -> float:
+    """A bound of ``gamma_n / (1 - gamma_n)``, ``gamma_n = n 2**-53 / (1 - n 2**-53)``: the relative error
+    of a float64 sum of ``n`` terms (in any order), its computed magnitude sum as the yardstick."""
+    return n * 2.0 ** -53 * (1 + 2.0 ** -20) if n <= 2 ** 30 else n * 2.0 ** -51
+
+
+def _rounds_alike(v: np.ndarray, wide: np.ndarray) -> np.ndarray:
+    """Whether float64 ``v - wide`` and ``v + wide`` round to one float32 value (NaN: no).
+
+    ``wide`` must exceed the error bound ``e`` of ``v`` by ``2**-50 e + 2**-52 |v|`` (more than the
+    roundings of these two sums): then they enclose ``[v - e, v + e]``, and rounding being monotone,
+    every real there rounds to that value (both ends infinite with one sign: the interval lies beyond
+    FP32's overflow threshold).
+    """
+    return (v - wide).astype(np.float32) == (v + wide).astype(np.float32)
+
+
+def _exact_fp32_dots(x: np.ndarray, y: np.ndarray, a64: float, i: np.ndarray, j: np.ndarray) -> np.ndarray:
+    """``alpha * sum_k x[i, k] y[k, j]`` rounded once to float32, exactly, for finite x[i, :] and y[:, j].
+
+    The products are exact in float64; with ``alpha != 1`` each is split in two halves of at most 26
+    bits (Veltkamp) whose products with alpha's 24 bits are exact too.  Their sums are rounded by
+    :func:`_round_sums_fp32`, in blocks of outputs (about 16 MiB of terms each).
+    """
+    out = np.empty(i.size, np.float32)
+    k = x.shape[1]
+    cols, j = np.unique(j, return_inverse=True)
+    yt = np.ascontiguousarray(y[:, cols].T)  # the columns met, as rows
+    step = max(1, (16 << 20) // (16 * max(1, k)))
+    for s0 in range(0, i.size, step):
+        ii, jj = i[s0:s0 + step], j[s0:s0 + step]
+        terms = x[ii, :].astype(np.float64)
+        terms *= yt[jj, :]
+        if a64 != 1:
+            big = terms * 134217729.0  # 2**27 + 1
+            hi = big - (big - terms)
+            terms = np.concatenate([hi * a64, (terms - hi) * a64], axis=1)
+        out[s0:s0 + ii.size] = _round_sums_fp32(terms)
+    return out
+
+
+#: Error-free extractions (:func:`_round_sums_fp32`) before the outputs left are summed by ``math.fsum``.
+_EXTRACTIONS = 2
+
+
+def _round_sums_fp32(t: np.ndarray) -> np.ndarray:
+    """The exact sum of each row of float64 ``t`` (n, L) rounded once to float32.
+
+    Each pass is one error-free extraction (Rump, Ogita and Oishi, "Accurate floating-point summation",
+    Part I, ExtractVector): with ``sigma`` a power of two at least ``2**M max|t|`` (``2**M >= L + 2``),
+    ``q = (sigma + t) - sigma`` and ``r = t - q`` are exact, the ``q`` are multiples of ``2**-53 sigma``
+    below ``sigma`` in every partial sum, so ``tau = sum(q)`` is exact in any order; ``fl(tau +
+    fl(sum(r)))`` is within ``gamma_L sum|r| + 2**-53 |.|`` of the row's sum, and ``sum|r| <= L 2**-53
+    sigma``.  Rows whose interval rounds to one float32 value (:func:`_rounds_alike`) are done; the
+    others go round again with ``[tau, r]``, and after :data:`_EXTRACTIONS` passes (an exact zero of
+    nonzero terms, a sum on a rounding boundary) through :func:`_round_sum_fp32`.
+    """
+    out = np.empty(t.shape[0], np.float32)
+    todo = np.arange(t.shape[0])
+    with np.errstate(over="ignore"):  # a sum beyond FP32's range rounds to the infinity meant
+        for _ in range(_EXTRACTIONS):
+            n = t.shape[1]
+            _, e = np.frexp(np.abs(t).max(axis=1))  # max|t| < 2**e
+            sigma = np.ldexp(1.0, e + int(n + 2).bit_length())[:, None]
+            q = sigma + t
+            q -= sigma
+            r = t - q
+            tau = q.sum(axis=1)
+            v = tau + r.sum(axis=1)
+            wide = np.abs(r).sum(axis=1) * (_gamma(n) * (1 + 2.0 ** -50)) + np.abs(v) * 2.0 ** -51
+            ok = _rounds_alike(v, wide)
+            out[todo[ok]] = v[ok].astype(np.float32)
+            if ok.all():
+                return out
+            todo, t = todo[~ok], np.concatenate([tau[~ok, None], r[~ok]], axis=1)
+        for n, row in zip(todo, t.tolist()):
+            out[n] = _round_sum_fp32([x for x in row if x], math.fsum)
+    return out
+
+
+def _round_sum_fp32(terms: list, fsum) -> np.float32:
+    """The exact sum of float64 ``terms`` rounded once to float32 (to nearest, ties to even).
+
+    ``fsum`` rounds the exact sum ``V`` once to float64 (``f``), and ``float32(f)`` is float32's
+    rounding of ``V`` unless ``f`` is itself a rounding boundary of FP32 (the halfway point of two
+    neighbours, or the overflow threshold): then the sign of ``V - f`` (``fsum`` of the terms and
+    ``-f``, exact in sign) picks the side.
+    """
+    f = fsum(terms)
+    r = np.float32(f)
+    rf = float(r)
+    if rf == f:
+        return r
+    if math.isinf(rf):
+        other, boundary = np.float32(np.copysign(np.finfo(np.float32).max, rf)), math.copysign(_FP32_OVERFLOW, rf)
+    else:
+        other = np.nextafter(r, np.float32(np.inf if f > rf else -np.inf))
+        boundary = (rf + float(other)) / 2
+    if f != boundary:
+        return r
+    d = fsum(terms + [-f])  # exact sum minus f, rounded: its sign is exact
+    if d == 0:
+        return r  # a tie: float32(f) rounded it to even
+    return other if (d > 0) == (f > rf) else r
 
 
 def fixup_lines(ma: LineMeta, mb: LineMeta, fixup: bool):

@@ -83,18 +83,20 @@ def get_scheme(name: str) -> Scheme:
         raise ValueError(f"unknown scheme {name!r}; choose one of {sorted(SCHEMES)} (or 'auto' in sgemm_cube.matmul)") from None
 
 
-def split_slices(x: np.ndarray, scheme: Scheme, sb: int) -> list[np.ndarray]:
+def split_slices(x: np.ndarray, scheme: Scheme, sb: int, *, arithmetic=None) -> list[np.ndarray]:
     """Split FP32 ``x`` into the scheme's slices.
 
     FP16 schemes: ``[hi, lo]`` from :func:`sgemm_cube.cpu_fallback.split` (``lo`` scaled
-    by ``2**sb``).  BF16 schemes: ``s0 = bf16(x)``, ``s1 = bf16(x - s0)``,
+    by ``2**sb``; its conversions under ``arithmetic``, :mod:`sgemm_cube.cpu_fallback.arithmetic`).
+    BF16 schemes: ``s0 = bf16(x)``, ``s1 = bf16(x - s0)``,
     ``s2 = bf16(x - s0 - s1)`` (each residual exact in FP32, so
     ``s0 + s1 + s2 == x`` for every FP32 value with ``|x| >= 2**-110``;
     below, bits under BF16's subnormal step ``2**-133`` are lost, an absolute
-    error of at most ``2**-134``; ``sb`` is unused).  NaN/Inf stay in the first slice, the others are 0.
+    error of at most ``2**-134``; ``sb`` and ``arithmetic``, whose fields are the FP16
+    conversions', are unused).  NaN/Inf stay in the first slice, the others are 0.
     """
     if scheme.format is FP16:
-        return list(split(x, sb))
+        return list(split(x, sb, arithmetic=arithmetic))
     x = np.asarray(x, dtype=np.float32)
     finite = np.isfinite(x)
     rest = np.where(finite, x, np.float32(0))

@@ -96,8 +96,9 @@ def matmul(a: Operand, b: Operand, sb: SbOption = 12, *, scheme: Scheme = "fp16x
         ``"termwise"`` keeps each product in its own FP32 accumulator and sums
         the small terms first (more accurate); ``"elementwise"`` adds all
         terms into one accumulator chunk by chunk (Fig. 7 of the paper).
-    accumulate : {"cube16", "sequential"} or None, keyword-only
-        FP32 accumulation model of the CPU backend (``None``: ``"cube16"``).
+    accumulate : {"cube16", "sequential", "truncate"} or None, keyword-only
+        FP32 accumulation model of the CPU backend (``None``: ``"cube16"``;
+        :mod:`sgemm_cube.cpu_fallback.accumulate`).
         Hardware backends accumulate as their matrix engine does and accept
         only ``None``.
     backend : {"auto", "cpu", "cuda", "npu", "native"}, keyword-only

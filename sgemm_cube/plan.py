@@ -25,7 +25,7 @@ __all__ = ["Request", "Plan", "make_request", "Scheme", "Scale", "Order", "Accum
 Scheme = Literal["fp16x3", "fp16x4", "bf16x9", "bf16x6", "auto"]
 Scale = Optional[Literal["auto", "rows", "matrix"]]
 Order = Literal["termwise", "elementwise"]
-Accumulate = Optional[Literal["cube16", "sequential"]]
+Accumulate = Optional[Literal["cube16", "sequential", "truncate"]]
 BackendName = Literal["auto", "cpu", "cuda", "npu", "native"]
 SbOption = Union[int, Literal["auto"]]
 

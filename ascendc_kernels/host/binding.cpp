@@ -2,9 +2,12 @@
 // three SGEMM-cube kernels launched on the current NPU stream.
 //
 //   matmul(a, b, out, sb, keep_lo_lo, bm, bk, bn, n_fused, per_term=False, guard=False, scale=1,
-//          fixup=True, alpha=1.0) -> None
+//          fixup=True, alpha=1.0, subnormals=1) -> None
 //       guard: the accuracy guarantee's bookkeeping on the device too (line statistics and integers,
 //       scaled splits, unscaling with alpha, fix-up lines in FP32: cpu_fallback/guard.py's rules).
+//       subnormals (guard::Subnormals): the split range the lines are classified by; 1 (default) the
+//       one that holds whether or not the chip flushes FP16 subnormals, 0 the wider one for a chip
+//       recorded to keep them (sgemm_cube/backends/npu.py's arithmetic()).
 //       a (B, M, K), b (B, K, N), out (B, M, N): float32, contiguous, same NPU.
 //       Every launch goes through torch_npu's task queue (OpCommand::RunOpApiV2)
 //       so it is ordered with the framework's own operators on that stream.
@@ -12,6 +15,11 @@
 //       out = alpha * (a @ b) in plain FP32 on the vector units (the fix-up kernel over every row:
 //       recursive summation in K order, IEEE NaN/Inf): the FP32 product where no FP32 cube path is
 //       trusted (the 910A has none; torch's matmul follows CANN's precision mode).
+//   split(x, hi, lo, sb) -> None
+//       The split kernel alone (no line scaling; NaN/Inf as +0): hi = fp16(x), lo = fp16((x - hi) 2^sb)
+//       as the chip's Cast rounds them, in the 16x16 Zz fractal layout the GEMM loads.  x (B, R, C)
+//       float32, hi and lo (B, R, C) float16, R and C multiples of 16, all contiguous on one NPU.  For the
+//       bring-up's probes of the conversion (ascendc_kernels/probes.py); the products never call it.
 //   soc() -> str              SoC family the device code was built for
 //   device_soc(device) -> str SoC name the runtime reports (aclrtGetSocName)
 //
@@ -134,12 +142,14 @@ std::string device_soc(int64_t device)
 
 void matmul(const at::Tensor& a, const at::Tensor& b, at::Tensor& out, int64_t sb, bool keep_lo_lo, int64_t bm,
             int64_t bk, int64_t bn, int64_t n_fused, bool per_term, bool guard, int64_t scale, bool fixup,
-            double alpha)
+            double alpha, int64_t subnormals)
 {
     const at::Device device = a.device();
     const std::array<int64_t, 4> dims = check_product(a, b, out);  // (batch, m, k, n)
     const int64_t batch = dims[0], m = dims[1], k = dims[2], n = dims[3];
     TORCH_CHECK(sb >= 0 && sb <= 24, "sgemm_cube NPU kernel: sb must be in [0, 24], got ", sb);
+    TORCH_CHECK(subnormals == 0 || subnormals == 1, "sgemm_cube NPU kernel: subnormals must be 0 (gradual) or 1 "
+                "(flush), got ", subnormals);
     const std::string family = soc_family(device_soc(device.index()).c_str());
     TORCH_CHECK(family == built_soc(), "sgemm_cube NPU kernel was built for Ascend ", built_soc(),
                 " but this device is ", device_soc(device.index()), "; rebuild with the matching SOC_VERSION");
@@ -208,6 +218,7 @@ void matmul(const at::Tensor& a, const at::Tensor& b, at::Tensor& out, int64_t s
             return schedule::min_u32(cores.vector, uint32_t((lines + schedule::kMetaChunk - 1) / schedule::kMetaChunk));
         };
         const uint32_t scale_code = uint32_t(scale), fix = fixup ? 1u : 0u, sbu = uint32_t(sb);
+        const uint32_t sub = uint32_t(subnormals);
         enqueue("SgemmCubeLineStatsA", [=]() -> int {
             (void)stats;
             return int(launch_line_stats(sa.cores, stream, a_src.data_ptr(), sta, sta + lines_a, sta + 2 * lines_a,
@@ -220,10 +231,10 @@ void matmul(const at::Tensor& a, const at::Tensor& b, at::Tensor& out, int64_t s
         enqueue("SgemmCubeLineMeta", [=]() -> int {
             (void)meta;
             const int ra = int(launch_line_meta(meta_cores(lines_a), stream, sta, sta + lines_a, sta + 2 * lines_a,
-                                                meta_a, g.batch, g.mp, sbu, scale_code, fix, cores.vector));
+                                                meta_a, g.batch, g.mp, sbu, scale_code, fix, cores.vector, sub));
             return ra != 0 ? ra
                            : int(launch_line_meta(meta_cores(lines_b), stream, stb, stb + lines_b, stb + 2 * lines_b,
-                                                  meta_b, g.batch, g.np, sbu, scale_code, fix, cores.vector));
+                                                  meta_b, g.batch, g.np, sbu, scale_code, fix, cores.vector, sub));
         });
     }
     // Each lambda holds the tensors it touches, so they live until it ran.
@@ -323,6 +334,37 @@ void matmul_fp32(const at::Tensor& a, const at::Tensor& b, at::Tensor& out, doub
     }
 }
 
+void split(const at::Tensor& x, at::Tensor& hi, at::Tensor& lo, int64_t sb)
+{
+    const at::Device device = x.device();
+    check_operand(x, "x", device);
+    for (const at::Tensor* part : {&hi, &lo}) {
+        TORCH_CHECK(part->device() == device && part->scalar_type() == at::kHalf && part->is_contiguous() &&
+                        part->sizes() == x.sizes(),
+                    "sgemm_cube NPU split: hi and lo must be contiguous float16 tensors of x's shape on its device");
+    }
+    TORCH_CHECK(sb >= 0 && sb <= 24, "sgemm_cube NPU split: sb must be in [0, 24], got ", sb);
+    const uint32_t batch = checked_u32(x.size(0), "batch"), rows = checked_u32(x.size(1), "rows"),
+                   cols = checked_u32(x.size(2), "cols");
+    TORCH_CHECK(rows % schedule::kCube == 0 && cols % schedule::kCube == 0,
+                "sgemm_cube NPU split: rows and cols must be multiples of 16, got ", x.sizes());
+    if (batch == 0 || rows == 0 || cols == 0) {
+        return;
+    }
+    const Cores cores = device_cores(int32_t(device.index()));
+    const uint32_t split_cores = schedule::make_split_geometry(batch, rows, cols, cores.vector).cores;
+    const float scale_sb = std::ldexp(1.0f, int(sb));
+    const aclrtStream stream = c10_npu::getCurrentNPUStream().stream(false);
+    void* const hp = hi.data_ptr();
+    void* const lp = lo.data_ptr();
+    enqueue("SgemmCubeSplit", [=]() -> int {
+        (void)hi;  // held until the launch ran
+        (void)lo;
+        return int(launch_split(split_cores, stream, x.data_ptr(), hp, lp, nullptr, batch, rows, cols, cores.vector,
+                                scale_sb, 0u, kNonFiniteBits));
+    });
+}
+
 }  // namespace
 }  // namespace host
 }  // namespace sgemm_cube
@@ -334,11 +376,13 @@ PYBIND11_MODULE(_npu_ext, m)
           pybind11::arg("sb"), pybind11::arg("keep_lo_lo"), pybind11::arg("bm"), pybind11::arg("bk"),
           pybind11::arg("bn"), pybind11::arg("n_fused"), pybind11::arg("per_term") = false,
           pybind11::arg("guard") = false, pybind11::arg("scale") = 1, pybind11::arg("fixup") = true,
-          pybind11::arg("alpha") = 1.0,
+          pybind11::arg("alpha") = 1.0, pybind11::arg("subnormals") = 1,
           "out[b] = A[b] B[b] emulated in FP32 from FP16 cube products (all tensors float32, contiguous, on one NPU)");
     m.def("matmul_fp32", &sgemm_cube::host::matmul_fp32, pybind11::arg("a"), pybind11::arg("b"),
           pybind11::arg("out"), pybind11::arg("alpha") = 1.0,
           "out[b] = alpha * A[b] B[b] in plain FP32 on the vector units (recursive summation in K order)");
+    m.def("split", &sgemm_cube::host::split, pybind11::arg("x"), pybind11::arg("hi"), pybind11::arg("lo"),
+          pybind11::arg("sb"), "the split kernel alone: hi, lo = FP16 parts of x in the Zz fractal layout (probes)");
     m.def("soc", &sgemm_cube::host::built_soc, "SoC family the device code was built for ('910a' or '910b')");
     m.def("device_soc", &sgemm_cube::host::device_soc, pybind11::arg("device") = 0,
           "SoC name the ACL runtime reports, e.g. 'Ascend910B3'");

@@ -59,10 +59,10 @@ uint32_t launch_line_stats(uint32_t blocks, aclrtStream stream, void* x, void* b
 
 uint32_t launch_line_meta(uint32_t blocks, aclrtStream stream, void* big, void* small_w, void* finite, void* meta,
                           uint32_t batch, uint32_t lines, uint32_t sb, uint32_t scale, uint32_t fixup,
-                          uint32_t plan_cores)
+                          uint32_t plan_cores, uint32_t subnormals)
 {
     return ACLRT_LAUNCH_KERNEL(sgemm_cube_line_meta)(blocks, stream, big, small_w, finite, meta, batch, lines, sb,
-                                                     scale, fixup, plan_cores);
+                                                     scale, fixup, plan_cores, subnormals);
 }
 
 uint32_t launch_unscale(uint32_t blocks, aclrtStream stream, void* c, void* meta_a, void* meta_b, uint32_t batch,

@@ -40,10 +40,12 @@ uint32_t launch_combine(uint32_t blocks, aclrtStream stream, void* c_hh, void* c
 uint32_t launch_line_stats(uint32_t blocks, aclrtStream stream, void* x, void* big, void* small_w, void* finite,
                            uint32_t batch, uint32_t rows, uint32_t cols, uint32_t along_rows, uint32_t plan_cores);
 
-/// Line meta: one packed int32 per line (guard.pack_meta) from the statistics.
+/// Line meta: one packed int32 per line (guard.pack_meta) from the statistics.  `subnormals`
+/// (guard::Subnormals): 1 the split range safe whether or not FP16 subnormals flush, 0 the wider one
+/// for hardware that keeps them (guard.line_range's `arithmetic`).
 uint32_t launch_line_meta(uint32_t blocks, aclrtStream stream, void* big, void* small_w, void* finite, void* meta,
                           uint32_t batch, uint32_t lines, uint32_t sb, uint32_t scale, uint32_t fixup,
-                          uint32_t plan_cores);
+                          uint32_t plan_cores, uint32_t subnormals);
 
 /// Unscale: c (batch, mp, np) FP32 *= alpha_mant * 2^(alpha_exp - ta_i - tb_j), one rounding, in place.
 uint32_t launch_unscale(uint32_t blocks, aclrtStream stream, void* c, void* meta_a, void* meta_b, uint32_t batch,

@@ -6,7 +6,8 @@
 //   sgemm_cube_gemm     cube    one FP32 buffer per product term (910A, one K group: C)
 //   sgemm_cube_combine  vector  termwise combination into C (not launched when the GEMM wrote C)
 //   sgemm_cube_line_stats  vector  per row of A / column of B: largest and smallest finite magnitude, NaN/Inf
-//   sgemm_cube_line_meta   vector (scalar unit)  per line: scaling exponent and class (cpu_fallback/guard.py)
+//   sgemm_cube_line_meta   vector (scalar unit)  per line: scaling exponent and class (cpu_fallback/guard.py;
+//                          `subnormals` picks the split range: 1 the one safe if FP16 subnormals flush)
 //   sgemm_cube_unscale  vector  C *= alpha * 2^-(ta_i + tb_j), one rounding, in place
 //   sgemm_cube_fixup_rows  vector  the fix-up rows of C in plain FP32 (recursive summation), unscaled
 //   sgemm_cube_fixup_cols  vector  the fix-up columns of C likewise
@@ -106,7 +107,7 @@ extern "C" __global__ __aicore__ void sgemm_cube_line_stats(GM_ADDR x, GM_ADDR b
 
 extern "C" __global__ __aicore__ void sgemm_cube_line_meta(GM_ADDR big, GM_ADDR small_w, GM_ADDR finite, GM_ADDR meta,
                                                            uint32_t batch, uint32_t lines, uint32_t sb, uint32_t scale,
-                                                           uint32_t fixup, uint32_t plan_cores)
+                                                           uint32_t fixup, uint32_t plan_cores, uint32_t subnormals)
 {
 #if defined(SGEMM_CUBE_SOC_910B)
     KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
@@ -118,7 +119,8 @@ extern "C" __global__ __aicore__ void sgemm_cube_line_meta(GM_ADDR big, GM_ADDR 
                                               reinterpret_cast<__gm__ int32_t*>(small_w),
                                               reinterpret_cast<__gm__ int32_t*>(finite)};
     sgemm_cube::kernel::RunLineMeta<Soc>(in, reinterpret_cast<__gm__ int32_t*>(meta),
-                                         sgemm_cube::kernel::LineMetaArgs{batch, lines, sb, scale, fixup, plan_cores});
+                                         sgemm_cube::kernel::LineMetaArgs{batch, lines, sb, scale, fixup, plan_cores,
+                                                                          subnormals});
 }
 
 extern "C" __global__ __aicore__ void sgemm_cube_unscale(GM_ADDR c, GM_ADDR meta_a, GM_ADDR meta_b, uint32_t batch,

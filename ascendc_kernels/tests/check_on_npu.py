@@ -83,7 +83,7 @@ except ImportError:  # pragma: no cover - the bring-up needs torch anyway
     _HOST = _COPY = None
 
 
-def _guarded_model(a, b, scale_code, fixup, alpha, kw):
+def _guarded_model(a, b, scale_code, fixup, alpha, kw, subnormals=1):
     """The device bookkeeping's rules (cpu_fallback.guard, bit for bit as the kernels are tested to be): lines
     scaled, NaN/Inf and |x| >= max_abs as 0, the kernels' model, unscaled with alpha, the fix-up lines by
     recursive FP32 summation of the unscaled lines, times alpha."""
@@ -95,8 +95,11 @@ def _guarded_model(a, b, scale_code, fixup, alpha, kw):
     scale = {0: None, 1: "auto", 2: "rows", 3: "matrix"}[scale_code]
     sb = kw["sb"]
     scheme = "fp16x4" if kw["keep_lo_lo"] else "fp16x3"
-    ma = line_meta(a, -1, scheme=scheme, sb=sb, scale=scale, fixup=fixup)
-    mb = line_meta(b, -2, scheme=scheme, sb=sb, scale=scale, fixup=fixup)
+    # The split range the extension was asked for (its `subnormals`: 1, the range safe whether or not the
+    # chip flushes FP16 subnormals; 0, the wider one of a chip that keeps them).
+    ranged = "subnormals=flush" if subnormals else None
+    ma = line_meta(a, -1, scheme=scheme, sb=sb, scale=scale, fixup=fixup, arithmetic=ranged)
+    mb = line_meta(b, -2, scheme=scheme, sb=sb, scale=scale, fixup=fixup, arithmetic=ranged)
     sa, sbb = scale_lines(a, ma.t, -1, keep_special=True), scale_lines(b, mb.t, -2, keep_special=True)
     limit = np.float32(split_limits(sb).max_abs)
     with np.errstate(invalid="ignore"):
@@ -122,7 +125,7 @@ class ModelExtension(types.ModuleType):
         return self._soc
 
     def matmul(self, a, b, out, sb, keep_lo_lo, bm, bk, bn, n_fused, per_term=False, guard=False, scale=1,
-               fixup=True, alpha=1.0):
+               fixup=True, alpha=1.0, subnormals=1):
         import torch
 
         from sgemm_cube.backends import npu_schedule
@@ -134,7 +137,8 @@ class ModelExtension(types.ModuleType):
         tiling = npu_schedule.Tiling(bm, bk, bn, n_fused, bool(per_term))
         kw = dict(sb=sb, keep_lo_lo=keep_lo_lo, tiling=tiling, cap=npu_schedule.capacity_from_profile(self._soc),
                   cores=self._cores)
-        c = npu_schedule.simulate(x, y, **kw) if not guard else _guarded_model(x, y, scale, fixup, alpha, kw)
+        c = npu_schedule.simulate(x, y, **kw) if not guard else _guarded_model(x, y, scale, fixup, alpha, kw,
+                                                                               subnormals)
         _COPY(out, torch.from_numpy(c))
 
     def matmul_fp32(self, a, b, out, alpha=1.0):
@@ -347,7 +351,8 @@ def measure(case: Case, soc: str, *, dry_run: bool, seed: int = 0) -> Row:
     kernel = np.ones(c.shape, bool)
     fp32_lines = 0
     if case.tiling is None:
-        ma, mb = line_meta(a[None], -1), line_meta(b[None], -2)
+        designed = npu.arithmetic(soc).arithmetic  # the split range the NPU path classifies lines by
+        ma, mb = line_meta(a[None], -1, arithmetic=designed), line_meta(b[None], -2, arithmetic=designed)
         for _, rows, cols in fixup_lines(ma, mb, True):
             kernel[rows, :] = False
             kernel[:, cols] = False

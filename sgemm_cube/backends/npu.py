@@ -25,6 +25,16 @@ The result equals :func:`sgemm_cube.cpu_fallback.emulated_matmul` (``order="term
 fits one resident group, and :func:`.npu_schedule.grouped_reference`
 otherwise; :mod:`.npu_schedule` is the tested model of the schedule.
 
+Where the AscendC documentation leaves the hardware's arithmetic open
+(:mod:`sgemm_cube.cpu_fallback.arithmetic`: the Cast's rounding, overflow and
+FP16 subnormals, Mmad's accumulation, the atomic add), the guarantee holds
+under every alternative by default: the lines are classified with the split
+range that holds whether or not the chip flushes FP16 subnormals.  A recorded
+answer of the hardware (:func:`arithmetic`: ``SGEMM_CUBE_NPU_ARITHMETIC`` or
+``npu_arithmetic.json`` beside this file, written by the bring-up) that it
+keeps them widens the range.  ``ascendc_kernels/README.md`` says which
+design covers which alternative.
+
 The device code has not been compiled or run in this repository's CI (no
 CANN toolkit or NPU there).
 """
@@ -33,15 +43,19 @@ from __future__ import annotations
 import functools
 import importlib
 import importlib.util
+import math
 import os
 from pathlib import Path
 from typing import NamedTuple
+
+from sgemm_cube.cpu_fallback.arithmetic import WORST, Arithmetic
 
 from ..plan import Plan
 from . import npu_schedule
 
 __all__ = ["SCHEMES", "ORDERS", "is_available", "unavailable_reason", "plan", "run", "matmul", "fp32_matmul",
-           "choose_tiling", "native_fp32", "NativeFp32", "DEFAULT_PRECISION_MODE"]
+           "choose_tiling", "native_fp32", "NativeFp32", "DEFAULT_PRECISION_MODE", "arithmetic", "NpuArithmetic",
+           "ARITHMETIC_ENV", "ARITHMETIC_FILE", "UNPROBED"]
 
 _EXTENSION = "sgemm_cube.backends._npu_ext"
 # Where a CANN toolkit keeps the ACL headers, relative to ASCEND_HOME_PATH.
@@ -51,6 +65,83 @@ SCHEMES = ("fp16x3", "fp16x4")
 ORDERS = ("termwise",)
 # guard::Scale of ascendc_kernels/include/sgemm_cube/guard/line_meta.hpp, per `scale` option.
 _SCALE_CODE = {None: 0, "auto": 1, "rows": 2, "matrix": 3}
+# guard::Subnormals of the same header, per Arithmetic.subnormals: the split range the lines are classified by.
+_SUBNORMALS_CODE = {"gradual": 0, "flush": 1}
+#: The extension's own default split range (``host/binding.cpp``): the one safe under every alternative.
+_EXT_SUBNORMALS_DEFAULT = _SUBNORMALS_CODE["flush"]
+
+#: Environment variable holding this NPU's recorded arithmetic (``Arithmetic.spec()`` text, ``"default"``
+#: for the defaults); it wins over :data:`ARITHMETIC_FILE`.
+ARITHMETIC_ENV = "SGEMM_CUBE_NPU_ARITHMETIC"
+#: The bring-up's record of the arithmetic it measured: ``{"arithmetic": "<spec>", "soc": "910a"|"910b"}``
+#: (``soc`` optional: a record of the other chip family is not used).
+ARITHMETIC_FILE = Path(__file__).with_name("npu_arithmetic.json")
+#: :attr:`NpuArithmetic.source` when nothing was recorded.
+UNPROBED = "unprobed: the design safe under every alternative"
+
+
+class NpuArithmetic(NamedTuple):
+    """The hardware arithmetic the NPU path is designed for (:func:`arithmetic`)."""
+
+    arithmetic: Arithmetic  #: the choice of every open behaviour the design must hold under
+    source: str             #: where it came from: the environment, the file, or :data:`UNPROBED`
+
+
+def _parse_recorded(text: str, where: str) -> Arithmetic:
+    text = str(text).strip()
+    try:
+        return Arithmetic() if text == "default" else Arithmetic.parse(text)
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc}") from None
+
+
+def arithmetic(soc: str | None = None) -> NpuArithmetic:
+    """The arithmetic the NPU path designs for, and where that came from (read at every call).
+
+    1. ``$SGEMM_CUBE_NPU_ARITHMETIC`` (:data:`ARITHMETIC_ENV`), when set and not empty: an
+       :meth:`~sgemm_cube.cpu_fallback.arithmetic.Arithmetic.parse` spec, or ``"default"``;
+    2. else :data:`ARITHMETIC_FILE`, the bring-up's record (``{"arithmetic": spec, "soc": ...}``),
+       unless it names another chip family than ``soc``;
+    3. else nothing was measured: :data:`~sgemm_cube.cpu_fallback.arithmetic.WORST`, whose design
+       holds under each alternative (source :data:`UNPROBED`).
+
+    Only ``subnormals`` changes what is launched today (the split range:
+    :func:`sgemm_cube.cpu_fallback.guard.line_range`); the other alternatives are covered by the design
+    as it is (``ascendc_kernels/README.md``).  A malformed value raises ValueError naming where it is.
+    """
+    env = os.environ.get(ARITHMETIC_ENV, "").strip()
+    if env:
+        return NpuArithmetic(_parse_recorded(env, f"${ARITHMETIC_ENV}"), f"env {ARITHMETIC_ENV}={env}")
+    if ARITHMETIC_FILE.is_file():
+        import json
+
+        try:
+            record = json.loads(ARITHMETIC_FILE.read_text())
+            spec, recorded_soc = record["arithmetic"], record.get("soc")
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise ValueError(f"{ARITHMETIC_FILE}: expected {{\"arithmetic\": \"<spec>\", \"soc\": ...}}, "
+                             f"could not read it ({exc!r})") from None
+        if soc is None or recorded_soc is None or str(recorded_soc).lower() == soc.lower():
+            return NpuArithmetic(_parse_recorded(spec, str(ARITHMETIC_FILE)), f"file {ARITHMETIC_FILE}")
+        return NpuArithmetic(WORST, f"{UNPROBED} ({ARITHMETIC_FILE.name} records the {recorded_soc}, "
+                                    f"this is a {soc})")
+    return NpuArithmetic(WORST, UNPROBED)
+
+
+def _arithmetic_note(soc: str, sb: int) -> str:
+    """The plan's clause on the arithmetic designed for (:func:`arithmetic`) and the split range it gives."""
+    from sgemm_cube.cpu_fallback.guard import line_range
+
+    def text(x: float) -> str:
+        m, e = math.frexp(x)
+        return f"2**{e - 1}" if m == 0.5 else f"{x:g}"
+
+    rec = arithmetic(soc)
+    rng = line_range("fp16x3", sb, rec.arithmetic)
+    kept = "kept" if rec.arithmetic.subnormals == "gradual" else "flushed or kept"
+    return (f"hardware arithmetic {rec.arithmetic} ({rec.source}): lines are split within "
+            f"[{text(rng.lower)}, {text(rng.upper)}) after scaling (FP16 subnormals {kept}), the rest fixed up "
+            f"in FP32")
 
 
 def _cann_problem() -> str:
@@ -167,13 +258,14 @@ def matmul(a, b, *, sb: int, order: str, keep_lo_lo: bool, out, accumulate: str 
         exists on the cube: it cannot scale a residual product before adding
         it to another, which "elementwise" needs.
     keep_lo_lo : bool
-        Also compute ``A_lo B_lo`` (a fourth accumulator).
+        Also compute ``A_lo B_lo`` (a fourth accumulator): the same as ``scheme="fp16x4"``.
     out : torch.Tensor, shape (B, M, N), float32, same device
         Written in full.
     accumulate : None
         The cube's accumulation is the hardware's; a model name is refused.
     scheme : {"fp16x3", "fp16x4"} or None
-        Only FP16 splits exist on this backend.
+        Only FP16 splits exist on this backend; ``"fp16x4"`` (or ``keep_lo_lo``) computes the fourth
+        product, None and ``"fp16x3"`` three.
     tiling : tuning.Tiling or (bm, bk, bn, n_fused[, per_term]), optional
         Override the tuned tiling (the measured tuner uses this); it must fit
         the kernel's buffer plan (:func:`.npu_schedule.make_buffer_plan`).
@@ -184,7 +276,10 @@ def matmul(a, b, *, sb: int, order: str, keep_lo_lo: bool, out, accumulate: str 
         column of B is scaled by its power of two before the split (NaN, Inf
         and entries the split cannot hold as 0), the product unscaled with one
         FP32 rounding (times ``alpha``), and the fix-up lines computed in FP32
-        (:mod:`sgemm_cube.cpu_fallback.guard` bit for bit).  None: the kernels
+        (:mod:`sgemm_cube.cpu_fallback.guard` bit for bit).  ``"arithmetic"``
+        (optional, an :class:`~sgemm_cube.cpu_fallback.arithmetic.Arithmetic`; default
+        :func:`arithmetic`'s): the hardware the lines' split range is chosen for
+        (:func:`sgemm_cube.cpu_fallback.guard.line_range`).  None: the kernels
         alone (non-finite values as 0).
 
     Returns
@@ -214,7 +309,8 @@ def matmul(a, b, *, sb: int, order: str, keep_lo_lo: bool, out, accumulate: str 
     b = b.contiguous()
     batch, m, k = a.shape
     n = b.shape[2]
-    terms = 4 if keep_lo_lo else 3
+    lo_lo = bool(keep_lo_lo) or scheme == "fp16x4"
+    terms = 4 if lo_lo else 3
     soc = ext.soc()
     if tiling is None:
         t = choose_tiling(soc, m, n, k, terms=terms)
@@ -225,10 +321,14 @@ def matmul(a, b, *, sb: int, order: str, keep_lo_lo: bool, out, accumulate: str 
                                    npu_schedule.capacity_from_profile(soc))
     target = _contiguous_target(out)
     if guard is None:
-        ext.matmul(a, b, target, int(sb), bool(keep_lo_lo), t.bm, t.bk, t.bn, t.n_fused, bool(t.per_term))
+        ext.matmul(a, b, target, int(sb), lo_lo, t.bm, t.bk, t.bn, t.n_fused, bool(t.per_term))
     else:
-        ext.matmul(a, b, target, int(sb), bool(keep_lo_lo), t.bm, t.bk, t.bn, t.n_fused, bool(t.per_term), True,
-                   _SCALE_CODE[guard["scale"]], bool(guard["fixup"]), float(guard["alpha"]))
+        arith = guard.get("arithmetic") or arithmetic(soc).arithmetic
+        code = _SUBNORMALS_CODE[arith.subnormals]
+        # The extension's default is the range safe under every alternative: named only when it differs.
+        extra = {} if code == _EXT_SUBNORMALS_DEFAULT else {"subnormals": code}
+        ext.matmul(a, b, target, int(sb), lo_lo, t.bm, t.bk, t.bn, t.n_fused, bool(t.per_term), True,
+                   _SCALE_CODE[guard["scale"]], bool(guard["fixup"]), float(guard["alpha"]), **extra)
     if target is not out:
         out.copy_(target)
     return None
@@ -317,6 +417,9 @@ def _predicted_tflops(soc: str, batch: int, m: int, n: int, k: int, terms: int) 
 def plan(req, batch: int, m: int, n: int, k: int, like=None):
     """The plan for a (batch, m, k) @ (batch, k, n) product on this NPU (:func:`sgemm_cube.backends.base.make_plan`).
 
+    An emulated plan's reason ends with the hardware arithmetic it is designed for and the split range
+    that gives (:func:`arithmetic`), e.g. ``"unprobed: the design safe under every alternative"``.
+
     Native FP32 here is whatever :func:`native_fp32` says ``torch.matmul`` computes.  Where that is not
     FP32 (always on the 910A), nothing goes to it: ``backend="native"`` and ``backend="auto"`` with
     ``K < 16`` run the plain-FP32 product on the vector units (scheme ``"fp32"``), and
@@ -325,6 +428,14 @@ def plan(req, batch: int, m: int, n: int, k: int, like=None):
     pipeline model predicts it faster than the emulation (:func:`_predicted_tflops`).  The plan's reason
     says which route and why.
     """
+    chosen = _route(req, batch, m, n, k)
+    if chosen.backend == "npu" and chosen.scheme in SCHEMES:
+        chosen = chosen._replace(reason=f"{chosen.reason}; {_arithmetic_note(_extension().soc(), chosen.sb)}")
+    return chosen
+
+
+def _route(req, batch: int, m: int, n: int, k: int):
+    """:func:`plan` before the arithmetic clause."""
     from .base import MIN_K, make_plan
 
     if req.backend not in ("auto", "native"):
@@ -368,7 +479,9 @@ def run(plan, req, a, b, out, alpha: float = 1.0) -> None:
     give the same), the GEMM and combine, the unscaling with one FP32 rounding
     (``alpha``, as float32, multiplies every output before it), and the listed
     lines' outputs in FP32 by recursive summation of the unscaled lines, with
-    native NaN/Inf semantics.  No host read-back, no float64 (``ascendc_kernels/README.md``).
+    native NaN/Inf semantics.  The lines are classified with the split range of :func:`arithmetic`'s
+    hardware (by default the range that holds under every alternative the docs leave open).  No host
+    read-back, no float64 (``ascendc_kernels/README.md``).
     Untested on hardware, like the kernels; executed on the host in CI.
     """
     import numpy as np
@@ -379,9 +492,10 @@ def run(plan, req, a, b, out, alpha: float = 1.0) -> None:
         return
     # backend="native" emulated (see plan) keeps the guarantee whatever the options said
     native = req.backend == "native"
-    guard = {"scale": plan.scale, "fixup": bool(req.fixup) or native, "alpha": alpha32}
+    guard = {"scale": plan.scale, "fixup": bool(req.fixup) or native, "alpha": alpha32,
+             "arithmetic": arithmetic(_extension().soc()).arithmetic}
     matmul(a, b, sb=plan.sb, order="termwise" if native else req.order, keep_lo_lo=plan.scheme == "fp16x4",
-           out=out, guard=guard)
+           out=out, guard=guard, scheme=plan.scheme)
 
 
 def fp32_matmul(a, b, *, out, alpha: float = 1.0) -> None:

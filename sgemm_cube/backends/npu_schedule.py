@@ -19,7 +19,8 @@ holding one plane of A and of B and one accumulator (the paper's design:
 larger blocks fit); each term's arithmetic is the same.
 At the end of a group the accumulators leave L0C: group 0 stores them to one
 FP32 buffer per term in GM, every later group *adds* its partial sum there
-(FP32 round-to-nearest).  A last vector pass combines the terms termwise
+(FP32 round-to-nearest; toward zero under ``Arithmetic(atomic="trunc")``, which
+:func:`simulate` takes as ``arithmetic=``).  A last vector pass combines the terms termwise
 (on 910A with one K group and fused terms, the GEMM's epilogue does, in the
 same order)::
 
@@ -57,6 +58,7 @@ __all__ = [
     "TilingError",
     "KERNEL_CUBE",
     "capacity_from_profile",
+    "chip_arithmetic",
     "make_buffer_plan",
     "max_n_fused",
     "make_geometry",
@@ -651,13 +653,38 @@ def _as_batched(x: np.ndarray, name: str) -> np.ndarray:
     return x[None] if x.ndim == 2 else x
 
 
-def _split_padded(x: np.ndarray, rows: int, cols: int, sb: int) -> tuple[np.ndarray, np.ndarray]:
+def _split_padded(x: np.ndarray, rows: int, cols: int, sb: int, arithmetic=None) -> tuple[np.ndarray, np.ndarray]:
     """The split kernel: zero non-finite values, zero-pad, split (cpu_fallback's rule)."""
     from sgemm_cube.cpu_fallback import split
 
     padded = np.zeros((x.shape[0], rows, cols), np.float32)
     padded[:, : x.shape[1], : x.shape[2]] = np.where(np.isfinite(x), x, np.float32(0))
-    return split(padded, sb)
+    return split(padded, sb, arithmetic=arithmetic)
+
+
+def chip_arithmetic(soc: str, arithmetic=None):
+    """The :class:`~sgemm_cube.cpu_fallback.arithmetic.Arithmetic` as it acts on ``soc``'s kernels.
+
+    ``cast`` and ``l0c_to_ub`` are the 910A's: its split converts with ``CAST_NONE`` and drains L0C
+    through UB.  The 910B's split asks for ``CAST_RINT`` by name (documented) and drains L0C by
+    Fixpipe, so on the 910B those two fields are their defaults whatever ``arithmetic`` says.
+    """
+    from sgemm_cube.cpu_fallback.arithmetic import DEFAULT, as_arithmetic
+
+    ar = as_arithmetic(arithmetic)
+    if soc.lower() == "910b":
+        ar = ar._replace(cast=DEFAULT.cast, l0c_to_ub=DEFAULT.l0c_to_ub)
+    return ar
+
+
+def _model(accumulate, arithmetic):
+    """(Arithmetic, accumulation model, the atomic add) of :func:`simulate` / :func:`grouped_reference`."""
+    from sgemm_cube.cpu_fallback.accumulate import add_toward_zero
+    from sgemm_cube.cpu_fallback.arithmetic import as_arithmetic
+
+    ar = as_arithmetic(arithmetic)
+    atomic_add = add_toward_zero if ar.atomic == "trunc" else np.add
+    return ar, accumulate or ar.accumulate, atomic_add
 
 
 def _combine(t: np.ndarray, sb: int, keep_lo_lo: bool) -> np.ndarray:
@@ -671,7 +698,7 @@ def _combine(t: np.ndarray, sb: int, keep_lo_lo: bool) -> np.ndarray:
 
 
 def simulate(a, b, *, sb: int = 12, keep_lo_lo: bool = False, tiling: Tiling, cap: Capacity, cores: int,
-             accumulate: str = "cube16") -> np.ndarray:
+             accumulate: str | None = None, arithmetic=None) -> np.ndarray:
     """Run the kernels' loop nest on the NumPy arithmetic model.
 
     Parameters
@@ -688,16 +715,24 @@ def simulate(a, b, *, sb: int = 12, keep_lo_lo: bool = False, tiling: Tiling, ca
         Buffer capacities of the SoC (:func:`capacity_from_profile`).
     cores : int
         AI cores the GEMM kernel is launched on.
-    accumulate : {"cube16", "sequential"}
-        Accumulation model of the cube (:func:`sgemm_cube.cpu_fallback.accumulate_product`).
+    accumulate : {"cube16", "sequential", "truncate"} or None
+        Accumulation model of the cube (:func:`sgemm_cube.cpu_fallback.accumulate_product`);
+        None: ``arithmetic``'s.
+    arithmetic : Arithmetic, str or None
+        The hardware behaviours the docs leave open (:mod:`sgemm_cube.cpu_fallback.arithmetic`):
+        the split's conversions, the cube's accumulation (unless ``accumulate`` is given) and the
+        FP32 atomic add of later K groups (``atomic``: to nearest or toward zero); taken as given: pass
+        :func:`chip_arithmetic` of the chip (the 910B's split is not open to ``cast``).
 
     Returns
     -------
     ndarray, float32, shape (M, N) or (B, M, N) like the inputs
-        Bit-identical to :func:`sgemm_cube.cpu_fallback.emulated_matmul` (termwise) when
-        the geometry has one K group, to :func:`grouped_reference` always.
+        Bit-identical to :func:`sgemm_cube.cpu_fallback.emulated_matmul` (termwise, same
+        ``arithmetic``) when the geometry has one K group, to :func:`grouped_reference` always.
     """
     from sgemm_cube.cpu_fallback import accumulate_product
+
+    ar, accumulate, atomic_add = _model(accumulate, arithmetic)
 
     a3, b3 = _as_batched(a, "a"), _as_batched(b, "b")
     if a3.shape[0] != b3.shape[0] or a3.shape[2] != b3.shape[1]:
@@ -706,8 +741,8 @@ def simulate(a, b, *, sb: int = 12, keep_lo_lo: bool = False, tiling: Tiling, ca
     n = b3.shape[2]
     terms = 4 if keep_lo_lo else 3
     g = make_geometry(batch, m, n, k, tiling, cores, terms, cap)
-    a_parts = _split_padded(a3, g.mp, g.kp, sb)
-    b_parts = _split_padded(b3, g.kp, g.np, sb)
+    a_parts = _split_padded(a3, g.mp, g.kp, sb, ar)
+    b_parts = _split_padded(b3, g.kp, g.np, sb, ar)
     term_buf = np.zeros((terms, batch, g.mp, g.np), np.float32)  # GM: one FP32 buffer per term
     for core in range(g.cores):
         acc: list[np.ndarray | None] = [None] * g.plan.accumulators  # the L0C accumulators
@@ -726,14 +761,14 @@ def simulate(a, b, *, sb: int = 12, keep_lo_lo: bool = False, tiling: Tiling, ca
                     if s.first_group:
                         target[...] = acc[i]
                     else:
-                        np.add(target, acc[i], out=target)
+                        target[...] = atomic_add(target, acc[i])
     # The combine kernel, or the GEMM's epilogue in the same order (combine_in_epilogue).
     c = _combine(term_buf, sb, keep_lo_lo)[:, :m, :n]
     return c[0] if np.ndim(a) == 2 else c
 
 
 def grouped_reference(a, b, *, sb: int = 12, keep_lo_lo: bool = False, group_k: int,
-                      accumulate: str = "cube16") -> np.ndarray:
+                      accumulate: str | None = None, arithmetic=None) -> np.ndarray:
     """The kernel's arithmetic in closed form, without any blocking.
 
     Each term is accumulated with :func:`sgemm_cube.cpu_fallback.accumulate_product` over
@@ -748,19 +783,22 @@ def grouped_reference(a, b, *, sb: int = 12, keep_lo_lo: bool = False, group_k: 
     b : ndarray, shape (K, N), float32
     group_k : int
         Positive multiple of 16.
+    accumulate, arithmetic
+        As :func:`simulate` takes them (the range results are added with the arithmetic's atomic add).
     """
     from sgemm_cube.cpu_fallback import accumulate_product, split
 
     if group_k <= 0 or group_k % KERNEL_CUBE:
         raise ValueError(f"group_k must be a positive multiple of 16, got {group_k}")
+    ar, accumulate, atomic_add = _model(accumulate, arithmetic)
     a = np.where(np.isfinite(a), a, np.float32(0)).astype(np.float32)
     b = np.where(np.isfinite(b), b, np.float32(0)).astype(np.float32)
-    a_parts, b_parts = split(a, sb), split(b, sb)
+    a_parts, b_parts = split(a, sb, arithmetic=ar), split(b, sb, arithmetic=ar)
     terms = 4 if keep_lo_lo else 3
     out = np.zeros((terms, a.shape[0], b.shape[1]), np.float32)
     for t in range(terms):
         for g, k0 in enumerate(range(0, a.shape[1], group_k)):
             part = accumulate_product(a_parts[_term_a_part(t)][:, k0:k0 + group_k],
                                       b_parts[_term_b_part(t)][k0:k0 + group_k, :], accumulate=accumulate)
-            out[t] = part if g == 0 else out[t] + part
+            out[t] = part if g == 0 else atomic_add(out[t], part)
     return _combine(out, sb, keep_lo_lo)

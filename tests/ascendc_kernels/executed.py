@@ -3,9 +3,15 @@ for a chip, run one product through it, and stand in for the compiled ``_npu_ext
 
 Shared by ``test_executed_kernels.py`` (the kernels against the models) and
 ``tests/sgemm_cube/backends/test_npu_backend.py`` (``npu.run``'s bookkeeping around the executed kernels).
+
+Every runner takes ``arithmetic``: the open hardware behaviours the stand-in assumes
+(``cpu_fallback.arithmetic.Arithmetic`` or its spec string, e.g. ``"cast=trunc"``), passed to that one
+subprocess as ``SGEMM_CUBE_EXEC_ARITHMETIC``; None leaves the environment's choice (normally unset: the
+defaults).  One build runs every choice.
 """
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import types
@@ -15,7 +21,24 @@ from typing import NamedTuple
 import numpy as np
 import pytest
 
+from sgemm_cube.cpu_fallback.arithmetic import Arithmetic
+
 from .test_ascend_kernel_sources import CHIPS, KERNELS
+
+#: the stand-in's environment variable (exec_ascendc/exec_state.h)
+ARITHMETIC_ENV = "SGEMM_CUBE_EXEC_ARITHMETIC"
+
+
+def subprocess_env(arithmetic: Arithmetic | str | None) -> dict | None:
+    """The environment of one harness run: the caller's, with ``SGEMM_CUBE_EXEC_ARITHMETIC`` set to
+    ``arithmetic``'s spec (checked by ``Arithmetic.parse`` here, so a typo fails before any run);
+    None when ``arithmetic`` is None (inherit)."""
+    if arithmetic is None:
+        return None
+    if isinstance(arithmetic, str):
+        arithmetic = Arithmetic.parse(arithmetic)
+    return {**os.environ, ARITHMETIC_ENV: arithmetic.check().spec()}
+
 
 EXEC = KERNELS / "tests" / "exec_ascendc"
 HARNESS = EXEC / "run_kernels.cpp"
@@ -67,27 +90,34 @@ class Run:
         return self.rc == 0 and "CHECK-SUMMARY errors=0 " in self.stdout
 
 
-_GUARD_CODE = {None: 0, "device": 1, "fp32": 2}  # the harness's header field `guard`
+_GUARD_CODE = {None: 0, "device": 1, "fp32": 2, "split": 3}  # the harness's header field `guard`
+#: guard::Subnormals of each split range (``cpu_fallback.guard.line_range``'s ``arithmetic.subnormals``)
+SUBNORMALS_CODE = {"gradual": 0, "flush": 1}
 
 
 def run(binary: Path, a, b, *, sb=12, keep_lo_lo=False, tiling=(32, 32, 32, 4), cube=4, vector=4,
-        workdir: Path, guard: str | None = None, scale="auto", fixup=True, alpha=1.0) -> Run:
+        workdir: Path, guard: str | None = None, scale="auto", fixup=True, alpha=1.0,
+        arithmetic: Arithmetic | str | None = None, subnormals: str = "gradual") -> Run:
     """One product through the harness; ``guard="device"`` computes the guarantee's integers on the
     device first, scales the lines in the splits and unscales C (times ``alpha``) after the combine
     (``Run.meta``: A's and B's packed integers); ``guard="fp32"`` runs ``host/binding.cpp``'s
     ``matmul_fp32`` instead (C = alpha * AB in plain FP32 on the vector units, every row through the
-    fix-up kernel)."""
+    fix-up kernel).  ``arithmetic``: the stand-in's open behaviours (module docstring).  ``subnormals``:
+    the split range the device's line meta uses (``"flush"``: the one safe whichever way FP16 subnormals
+    go, ``cpu_fallback.guard.line_range(..., arithmetic=...)``)."""
     batch, m, k = a.shape
     n = b.shape[2]
     tiling = tuple(int(x) for x in tiling) + (0,) * (5 - len(tiling))  # (bm, bk, bn, n_fused[, per_term])
     hdr = np.array([batch, m, n, k, sb, int(keep_lo_lo), *tiling, cube, vector, _GUARD_CODE[guard],
-                    SCALE_CODE[scale], int(fixup), int(np.float32(alpha).view(np.uint32))], np.int64)
+                    SCALE_CODE[scale], int(fixup), int(np.float32(alpha).view(np.uint32)),
+                    SUBNORMALS_CODE[subnormals]], np.int64)
     inp, outp = workdir / "in.bin", workdir / "out.bin"
     inp.write_bytes(hdr.tobytes() + np.ascontiguousarray(a, np.float32).tobytes()
                     + np.ascontiguousarray(b, np.float32).tobytes())
     if outp.exists():
         outp.unlink()
-    proc = subprocess.run([str(binary), str(inp), str(outp)], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([str(binary), str(inp), str(outp)], capture_output=True, text=True, timeout=120,
+                          env=subprocess_env(arithmetic))
     if proc.returncode not in (0, 1) or not outp.exists():
         return Run(proc, None, None)
     raw = outp.read_bytes()
@@ -132,22 +162,26 @@ def _host(t):
 class ExecutedExtension(types.ModuleType):
     """Stands in for the compiled ``_npu_ext`` by running the real kernels in the executable stand-in.
 
-    Same interface as ``ascendc_kernels/tests/check_on_npu.ModelExtension`` (``soc()``, ``matmul(a, b,
-    out, sb, keep_lo_lo, bm, bk, bn, n_fused, per_term=False, guard=False, scale=1, fixup=True,
-    alpha=1.0)``, ``matmul_fp32(a, b, out, alpha=1.0)``, ``calls``); every run must leave the flag checker clean.  It reads and writes the
+    Same interface as ``host/binding.cpp``'s module and ``ascendc_kernels/tests/check_on_npu.ModelExtension``
+    (``soc()``, ``matmul(a, b, out, sb, keep_lo_lo, bm, bk, bn, n_fused, per_term=False, guard=False,
+    scale=1, fixup=True, alpha=1.0, subnormals=1)``, ``matmul_fp32(a, b, out, alpha=1.0)``, ``calls``);
+    every run must leave the flag checker clean.  It reads and writes the
     tensors through functions captured at import, so a test may forbid host read-backs to the code
-    that calls it.
+    that calls it.  ``arithmetic``: the stand-in's open behaviours for every run (module docstring).
     """
 
-    def __init__(self, soc: str, cores: int, binary: Path, workdir: Path):
+    def __init__(self, soc: str, cores: int, binary: Path, workdir: Path,
+                 arithmetic: Arithmetic | str | None = None):
         super().__init__("sgemm_cube.backends._npu_ext")
         self._soc, self._cores, self._binary, self._workdir, self.calls = soc, cores, binary, workdir, []
+        subprocess_env(arithmetic)  # a bad spec fails here, not at the first call
+        self._arithmetic = arithmetic
 
     def soc(self) -> str:
         return self._soc
 
     def matmul(self, a, b, out, sb, keep_lo_lo, bm, bk, bn, n_fused, per_term=False, guard=False, scale=1,
-               fixup=True, alpha=1.0):
+               fixup=True, alpha=1.0, subnormals=1):
         import torch
 
         assert a.is_contiguous() and b.is_contiguous() and out.is_contiguous()
@@ -157,10 +191,27 @@ class ExecutedExtension(types.ModuleType):
         r = run(self._binary, _host(a), _host(b), sb=sb, keep_lo_lo=keep_lo_lo,
                 tiling=(bm, bk, bn, n_fused, int(per_term)), cube=self._cores,
                 guard="device" if guard else None, scale=scale_name, fixup=fixup, alpha=alpha,
+                subnormals={code: name for name, code in SUBNORMALS_CODE.items()}[subnormals],
                 vector=vector_cores(self._soc, self._cores),
-                workdir=self._workdir)
+                workdir=self._workdir, arithmetic=self._arithmetic)
         assert r.clean, f"the executed kernels failed (rc={r.rc}):\n{r.stdout[-3000:]}\n{r.stderr[-2000:]}"
         _COPY(out, torch.from_numpy(r.c.copy()))
+
+    def split(self, x, hi, lo, sb):
+        """The extension's ``split``: the split kernel alone on (B, R, C) float32 ``x`` (R, C multiples of 16),
+        ``hi``/``lo`` float16 of the same shape written in the Zz fractal layout, as the device writes them."""
+        import torch
+
+        batch, rows, cols = x.shape
+        assert rows % 16 == 0 and cols % 16 == 0 and hi.shape == lo.shape == x.shape
+        self.calls.append("split")
+        r = run(self._binary, _host(x), np.zeros((batch, cols, 16), np.float32), sb=sb, guard="split",
+                tiling=(16, 16, 16, 1), cube=self._cores, vector=vector_cores(self._soc, self._cores),
+                workdir=self._workdir, arithmetic=self._arithmetic)
+        assert r.rc == 0 and "CHECK-SUMMARY errors=0 " in r.stdout, f"the split kernel failed:\n{r.stdout[-3000:]}"
+        for part, target in zip(r.parts[:2], (hi, lo)):
+            zz = part.reshape(batch, rows // 16, 16, cols // 16, 16).transpose(0, 1, 3, 2, 4).reshape(x.shape)
+            _COPY(target, torch.from_numpy(zz.copy()))
 
     def matmul_fp32(self, a, b, out, alpha=1.0):
         import torch
@@ -169,7 +220,7 @@ class ExecutedExtension(types.ModuleType):
         assert a.dtype == b.dtype == out.dtype == torch.float32
         self.calls.append("fp32")
         r = run(self._binary, _host(a), _host(b), guard="fp32", alpha=alpha, cube=self._cores,
-                vector=vector_cores(self._soc, self._cores), workdir=self._workdir)
+                vector=vector_cores(self._soc, self._cores), workdir=self._workdir, arithmetic=self._arithmetic)
         assert r.clean, f"the executed kernels failed (rc={r.rc}):\n{r.stdout[-3000:]}\n{r.stderr[-2000:]}"
         _COPY(out, torch.from_numpy(r.c.copy()))
 
@@ -187,16 +238,20 @@ class LineMetaRun(NamedTuple):
 
 
 def run_line_meta(binary: Path, x, *, along_rows: bool, sb=12, scale="auto", fixup=True, cores=4,
-                  workdir: Path) -> LineMetaRun:
-    """The line-statistics and line-meta kernels on a (batch, rows, cols) float32 operand."""
+                  workdir: Path, arithmetic: Arithmetic | str | None = None,
+                  subnormals: str = "gradual") -> LineMetaRun:
+    """The line-statistics and line-meta kernels on a (batch, rows, cols) float32 operand (``arithmetic``:
+    the stand-in's open behaviours, module docstring; ``subnormals``: the split range, as :func:`run`)."""
     x = np.ascontiguousarray(x, np.float32)
     batch, rows, cols = x.shape
-    hdr = np.array([batch, rows, cols, int(along_rows), sb, SCALE_CODE[scale], int(fixup), cores, 0], np.int64)
+    hdr = np.array([batch, rows, cols, int(along_rows), sb, SCALE_CODE[scale], int(fixup), cores,
+                    SUBNORMALS_CODE[subnormals]], np.int64)
     inp, outp = workdir / "lm_in.bin", workdir / "lm_out.bin"
     inp.write_bytes(hdr.tobytes() + x.tobytes())
     if outp.exists():
         outp.unlink()
-    proc = subprocess.run([str(binary), str(inp), str(outp)], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([str(binary), str(inp), str(outp)], capture_output=True, text=True, timeout=120,
+                          env=subprocess_env(arithmetic))
     if proc.returncode not in (0, 1) or not outp.exists():
         return LineMetaRun(proc.returncode, proc.stdout, proc.stderr, None, None)
     lines = rows if along_rows else cols

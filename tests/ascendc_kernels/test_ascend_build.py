@@ -417,3 +417,5 @@ def test_bringup_dry_run(monkeypatch, capfd):
     assert "dry run: the 910b kernels' CPU model in place of the NPU" in out
     assert re.search(r"^tails\s+17x33x65\s+1\s+0\s+0\s+yes\s+yes", out, re.M)
     assert "-- the guarantee on the adversarial generators" in out and "-- no host synchronisation" in out
+    # step 3: the probe table against the stand-in, each alternative identified (tests/ascendc_kernels/test_probes.py)
+    assert "== 3. probes" in out and "-- 910b stand-in, subnormals=flush: identified" in out and "WRONG" not in out

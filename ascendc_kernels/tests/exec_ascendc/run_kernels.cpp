@@ -8,14 +8,17 @@
 //       -I ascendc_kernels/tests/exec_ascendc -I ascendc_kernels/include -I ascendc_kernels/host
 //       -I ascendc_kernels/kernel ascendc_kernels/tests/exec_ascendc/run_kernels.cpp -o run_kernels
 // Usage: run_kernels IN OUT
-//   IN:  17 little-endian int64 (batch, m, n, k, sb, keep_lo_lo, bm, bk, bn, n_fused, per_term,
-//        cube_cores, vector_cores, guard, scale, fixup, alpha as float32 bits), then A (batch*m*k
-//        float32), B (batch*k*n float32), row-major.  guard = 1: the guarantee's integers are
+//   IN:  18 little-endian int64 (batch, m, n, k, sb, keep_lo_lo, bm, bk, bn, n_fused, per_term,
+//        cube_cores, vector_cores, guard, scale, fixup, alpha as float32 bits, subnormals), then A
+//        (batch*m*k float32), B (batch*k*n float32), row-major.  guard = 1: the guarantee's integers are
 //        computed on the device first (line statistics and meta of A's rows and B's columns, with
-//        guard::Scale `scale` and `fixup`), the splits scale every line by them and zero entries the
+//        guard::Scale `scale`, `fixup` and the split range of guard::Subnormals `subnormals`, as
+//        host/binding.cpp passes them), the splits scale every line by them and zero entries the
 //        split cannot hold, and after the combine the unscale kernel gives C = alpha * (AB) 2^-(ta+tb).
 //        guard = 2: host/binding.cpp's matmul_fp32 instead: every line's integers "class 0, t = 0",
 //        every row through the fix-up kernel (fixup_min_class = 0), C = alpha * (AB) in plain FP32.
+//        guard = 3: host/binding.cpp's split: the two split kernels alone (no GEMM; C is left as poisoned),
+//        for the bring-up's probes of the conversion (ascendc_kernels/probes.py).
 //   OUT: C (batch*m*n float32), then A_hi, A_lo (batch*mp*kp FP16 bits, Zz), B_hi, B_lo
 //        (batch*kp*np, Zz), as the split kernel wrote them; with guard = 1 then the packed
 //        integers of A's rows (batch*m int32) and of B's columns (batch*n).
@@ -81,8 +84,8 @@ int main(int argc, char** argv)
         std::perror(argv[1]);
         return 64;
     }
-    int64_t h[17];
-    if (std::fread(h, 8, 17, in) != 17) {
+    int64_t h[18];
+    if (std::fread(h, 8, 18, in) != 18) {
         std::fprintf(stderr, "short header\n");
         return 64;
     }
@@ -93,7 +96,8 @@ int main(int argc, char** argv)
     const uint32_t cube_cores = uint32_t(h[11]), vector_cores = uint32_t(h[12]);
     const bool device_guard = h[13] == 1;
     const bool fp32_route = h[13] == 2;  // host/binding.cpp's matmul_fp32
-    const uint32_t guard_scale = uint32_t(h[14]), guard_fixup = uint32_t(h[15]);
+    const bool split_only = h[13] == 3;  // host/binding.cpp's split: the split kernel alone (the probes)
+    const uint32_t guard_scale = uint32_t(h[14]), guard_fixup = uint32_t(h[15]), guard_subnormals = uint32_t(h[17]);
     float alpha;
     {
         const uint32_t bits = uint32_t(h[16]);
@@ -191,11 +195,13 @@ int main(int argc, char** argv)
         };
         ascend_exec::launch("line_meta_a", meta_cores(la), [&] {
             sgemm_cube_line_meta(gm(stats_a.data()), gm(stats_a.data() + la), gm(stats_a.data() + 2 * la),
-                                 gm(meta_a.data()), batch, g.mp, uint32_t(sb), guard_scale, guard_fixup, vector_cores);
+                                 gm(meta_a.data()), batch, g.mp, uint32_t(sb), guard_scale, guard_fixup, vector_cores,
+                                 guard_subnormals);
         });
         ascend_exec::launch("line_meta_b", meta_cores(lb), [&] {
             sgemm_cube_line_meta(gm(stats_b.data()), gm(stats_b.data() + lb), gm(stats_b.data() + 2 * lb),
-                                 gm(meta_b.data()), batch, g.np, uint32_t(sb), guard_scale, guard_fixup, vector_cores);
+                                 gm(meta_b.data()), batch, g.np, uint32_t(sb), guard_scale, guard_fixup, vector_cores,
+                                 guard_subnormals);
         });
     }
 
@@ -208,6 +214,8 @@ int main(int argc, char** argv)
             sgemm_cube_split(gm(b_src.data()), gm(b_hi), gm(b_lo), device_guard ? gm(meta_b.data()) : nullptr, g.batch,
                              g.kp, g.np, vector_cores, scale, device_guard ? 2u : 0u, keep_below);
         });
+    }
+    if (!fp32_route && !split_only) {
         ascend_exec::launch("gemm", plan.gemm_blocks, [&] {
             sgemm_cube_gemm(gm(a_hi), gm(a_lo), gm(b_hi), gm(b_lo), gm(term_ptr[0]), gm(term_ptr[1]), gm(term_ptr[2]),
                             gm(term_ptr[3]), g.batch, g.m, g.n, g.k, g.bm, g.bk, g.bn, g.n_fused, tiling.per_term,

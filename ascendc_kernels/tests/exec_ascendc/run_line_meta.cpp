@@ -4,9 +4,10 @@
 // then the meta kernel, as host/binding.cpp will launch them.
 //
 // Build like run_kernels.cpp (one binary per chip).  Usage: run_line_meta IN OUT
-//   IN:  9 little-endian int64 (batch, rows, cols, along_rows, sb, scale, fixup, cores, unused),
+//   IN:  9 little-endian int64 (batch, rows, cols, along_rows, sb, scale, fixup, cores, subnormals),
 //        then X (batch*rows*cols float32, row-major).  scale: guard::Scale (0 none, 1 auto, 2 rows,
-//        3 matrix).  Lines are the rows (along_rows = 1: A, reduced along its columns) or the
+//        3 matrix); subnormals: guard::Subnormals, the split range (0 gradual, 1 safe if FP16
+//        subnormals flush).  Lines are the rows (along_rows = 1: A, reduced along its columns) or the
 //        columns (0: B) of each batch's rows x cols matrix.
 //   OUT: packed meta (batch*lines int32, guard.pack_meta), then big, small_w, finite (batch*lines
 //        int32 each), of the unpadded lines.
@@ -34,6 +35,7 @@ int main(int argc, char** argv)
     const uint32_t batch = uint32_t(h[0]), rows = uint32_t(h[1]), cols = uint32_t(h[2]);
     const bool along_rows = h[3] != 0;
     const uint32_t sb = uint32_t(h[4]), scale = uint32_t(h[5]), fixup = uint32_t(h[6]), cores = uint32_t(h[7]);
+    const uint32_t subnormals = uint32_t(h[8]);
     std::vector<float> x(size_t(batch) * rows * cols);
     if (std::fread(x.data(), 4, x.size(), in) != x.size()) {
         std::fprintf(stderr, "short data\n");
@@ -75,7 +77,8 @@ int main(int argc, char** argv)
     });
     const uint32_t chunks = uint32_t((n_lines + schedule::kMetaChunk - 1) / schedule::kMetaChunk);
     ascend_exec::launch("line_meta", schedule::min_u32(cores, chunks), [&] {
-        sgemm_cube_line_meta(gm(stat[0]), gm(stat[1]), gm(stat[2]), gm(meta), batch, lines, sb, scale, fixup, cores);
+        sgemm_cube_line_meta(gm(stat[0]), gm(stat[1]), gm(stat[2]), gm(meta), batch, lines, sb, scale, fixup, cores,
+                             subnormals);
     });
     FILE* out = std::fopen(argv[2], "wb");
     const uint32_t used = along_rows ? rows : cols;

@@ -135,9 +135,21 @@ def model_ext(monkeypatch, torch, executed_kernels, tmp_path, npu_options):
     return install
 
 
+def _stand_in_arithmetic(soc: str, executed_kernels):
+    """The arithmetic the stand-in extension computes in, as the chip applies it: the executed kernels follow
+    ``SGEMM_CUBE_EXEC_ARITHMETIC`` when the caller's environment sets it (the defaults otherwise), the
+    schedule model the defaults.  The bit-exact references below take the same."""
+    import os
+
+    from tests.ascendc_kernels.executed import ARITHMETIC_ENV
+
+    spec = os.environ.get(ARITHMETIC_ENV) if executed_kernels is not None else None
+    return npu_schedule.chip_arithmetic(soc, spec or None)
+
+
 @pytest.mark.parametrize("soc,cores", [("910a", 32), ("910b", 20)])
 @pytest.mark.parametrize("keep_lo_lo", [False, True])
-def test_loader_plumbing_matches_cpu_fallback(model_ext, torch, soc, cores, keep_lo_lo):
+def test_loader_plumbing_matches_cpu_fallback(model_ext, executed_kernels, torch, soc, cores, keep_lo_lo):
     ext = model_ext(soc, cores)
     rng = np.random.default_rng(3)
     a = torch.from_numpy(rng.standard_normal((2, 50, 70)).astype(np.float32)).transpose(1, 2)  # (2, 70, 50) strided
@@ -147,8 +159,10 @@ def test_loader_plumbing_matches_cpu_fallback(model_ext, torch, soc, cores, keep
     (bm, bk, bn, n_fused, per_term), = ext.calls
     npu_schedule.make_buffer_plan(npu_schedule.capacity_from_profile(soc), bm, bk, bn, n_fused, 4 if keep_lo_lo else 3,
                                   per_term)
+    arithmetic = _stand_in_arithmetic(soc, executed_kernels)
     for i in range(2):
-        want = cpu_fallback.emulated_matmul(a[i].contiguous().numpy(), b[i].numpy(), keep_lo_lo=keep_lo_lo)
+        want = cpu_fallback.emulated_matmul(a[i].contiguous().numpy(), b[i].numpy(), keep_lo_lo=keep_lo_lo,
+                                            arithmetic=arithmetic)
         assert np.array_equal(out[i].numpy(), want)
 
 
@@ -166,7 +180,7 @@ def test_loader_refuses_what_the_cube_cannot_do(model_ext, torch):
         npu.matmul(x, x, sb=12, order="termwise", keep_lo_lo=False, out=out, tiling=(128, 64, 128, 1))
 
 
-def test_tiling_override_is_passed_through(model_ext, torch):
+def test_tiling_override_is_passed_through(model_ext, executed_kernels, torch):
     ext = model_ext("910b", 20)
     rng = np.random.default_rng(5)
     a = torch.from_numpy(rng.random((1, 40, 300), dtype=np.float32))
@@ -175,7 +189,8 @@ def test_tiling_override_is_passed_through(model_ext, torch):
     npu.matmul(a, b, sb=12, order="termwise", keep_lo_lo=False, out=out, tiling=(16, 32, 16, 3))
     npu.matmul(a, b, sb=12, order="termwise", keep_lo_lo=False, out=out, tiling=(16, 32, 16, 3, True))
     assert ext.calls == [(16, 32, 16, 3, False), (16, 32, 16, 3, True)]
-    want = npu_schedule.grouped_reference(a[0].numpy(), b[0].numpy(), group_k=96)
+    want = npu_schedule.grouped_reference(a[0].numpy(), b[0].numpy(), group_k=96,
+                                          arithmetic=_stand_in_arithmetic("910b", executed_kernels))
     assert np.array_equal(out[0].numpy(), want)  # one pass per term: the same arithmetic
 
 

@@ -35,16 +35,27 @@ enum class Scale : uint32_t { kNone = 0, kAuto = 1, kRows = 2, kMatrix = 3 };
 /// scaled lines' largest entry lands in [2^top, 2^(top + 1)).
 struct LineRange {
     uint32_t upper_bits;  ///< FP32 bits of upper = min(65520, 2^(27 - sb))
-    uint32_t lower_bits;  ///< FP32 bits of lower = 2^(-3 - min(sb, 12))
+    uint32_t lower_bits;  ///< FP32 bits of lower = 2^(-3 - min(sb, 12)), or 2^max(8 - sb, -14) (kFlush)
     int32_t top;          ///< min(14, 26 - sb)
 };
 
-SGEMM_CUBE_HOST_DEVICE LineRange fp16_line_range(uint32_t sb)
+/// What the range assumes of FP16 subnormals in the split's Cast and the cube's inputs
+/// (cpu_fallback/arithmetic.py's field `subnormals`; guard.line_range's `arithmetic`).  kFlush's
+/// range holds under both: the backend's default until a recorded hardware answer says gradual.
+enum class Subnormals : uint32_t { kGradual = 0, kFlush = 1 };
+
+SGEMM_CUBE_HOST_DEVICE LineRange fp16_line_range(uint32_t sb, Subnormals subnormals)
 {
     LineRange r{};
     // 65520 = 0x477FF000 (the largest value FP16 rounds below infinity); 2^e = (e + 127) << 23.
     r.upper_bits = sb <= 11 ? 0x477FF000u : uint32_t(27 - int32_t(sb) + 127) << 23;
-    r.lower_bits = uint32_t(-3 - int32_t(sb < 12 ? sb : 12) + 127) << 23;
+    if (subnormals == Subnormals::kFlush) {
+        // lo below 2^-14 is lost (an error under 2^(-14 - sb)), hi must be normal (split.py's docstring)
+        const int32_t low = 8 - int32_t(sb) > -14 ? 8 - int32_t(sb) : -14;
+        r.lower_bits = uint32_t(low + 127) << 23;
+    } else {
+        r.lower_bits = uint32_t(-3 - int32_t(sb < 12 ? sb : 12) + 127) << 23;
+    }
     r.top = 26 - int32_t(sb) < 14 ? 26 - int32_t(sb) : 14;
     return r;
 }

@@ -22,6 +22,7 @@ struct LineMetaArgs {
     uint32_t scale;         ///< guard::Scale
     uint32_t fixup;         ///< 1: class-1 lines are recomputed in FP32 too
     uint32_t plan_cores;
+    uint32_t subnormals;    ///< guard::Subnormals: the split range's lower bound (1: safe if FP16 subnormals flush)
 };
 
 class LineMetaChunks {
@@ -76,7 +77,7 @@ __aicore__ inline void RunLineMeta(const LineStatsOut& in, __gm__ int32_t* meta,
     if (core >= cores) {
         return;
     }
-    const guard::LineRange range = guard::fp16_line_range(args.sb);
+    const guard::LineRange range = guard::fp16_line_range(args.sb, guard::Subnormals(args.subnormals));
     const guard::Scale scale = guard::Scale(args.scale);
     AscendC::TPipe pipe;
     AscendC::TBuf<AscendC::TPosition::VECCALC> ub;
