@@ -45,6 +45,13 @@ def matmul(a: Operand, b: Operand, sb: SbOption = 12, *, scheme: Scheme = "fp16x
            out: Operand | None = None, fixup: bool = True) -> Operand:
     """FP32 matrix product computed with FP16 matrix products (SGEMM-cube), never less accurate than SGEMM.
 
+    This docstring is the one statement of what a product promises (shapes,
+    dtypes, ``out=``, errors, the guarantee); README.md and
+    :mod:`sgemm_cube.switch` link here.  The switch, the operator
+    ``torch.ops.sgemm_cube.matmul`` and :mod:`sgemm_cube.nn` compute each
+    product with these options and this guarantee; their calling
+    conventions (shapes, ``out=``, errors) are PyTorch's.
+
     Each FP32 operand is split into an FP16 high part and an FP16 residual
     scaled by ``2**sb``; three FP16 products with FP32 accumulation rebuild
     ``a @ b`` (``cpu_fallback/gemm.py`` has the algorithm).  Rows of ``a``
@@ -58,14 +65,10 @@ def matmul(a: Operand, b: Operand, sb: SbOption = 12, *, scheme: Scheme = "fp16x
     every output satisfies SGEMM's componentwise error bound,
     ``|C - C64| <= 3 * K * 2**-24 * (|a| @ |b|)`` (plus ``K * 2**-149`` for
     underflow).  With an emulating backend named and ``K < 16`` the split's
-    own rounding makes it ``max(3K, K + 14) * 2**-24 * (|a| @ |b|)``.
-    Measured, not bounded: the relative Frobenius error against float64 was
-    within twice that of FP32 recursive summation on every generator tested,
-    and 3-7x smaller than native SGEMM's on random data.  NaN and infinities
-    propagate as in native SGEMM; from ``K = 16`` a result overflows where
-    the exact product leaves FP32's range, with its sign (below, ``"auto"``
-    runs native SGEMM, whose sums can overflow part-way).  Only
-    ``fixup=False`` gives the guarantee up.
+    own rounding makes it ``max(3K, K + 14) * 2**-24 * (|a| @ |b|)``.  NaN
+    and infinities propagate as in native SGEMM.  Only ``fixup=False``
+    gives the guarantee up.  How it is kept, overflow, what was measured
+    beside it and how it is tested: README.md, "The accuracy guarantee".
 
     Parameters
     ----------
@@ -120,7 +123,9 @@ def matmul(a: Operand, b: Operand, sb: SbOption = 12, *, scheme: Scheme = "fp16x
         Array of the result's shape to write into, any strides.  NumPy: any
         dtype float32 casts to under ``same_kind`` (as :func:`numpy.matmul`);
         torch: a float32 tensor on the operands' device, resized (with
-        torch's warning) if its shape differs, as :func:`torch.matmul` does.
+        torch's warning) if its shape differs, as :func:`torch.matmul` does;
+        the resize comes once the result is computed, so a call that fails
+        leaves it untouched.
     fixup : bool, default True, keyword-only
         Fix up the rows and columns with an entry the split would round to
         fewer than 22 bits: their outputs are computed from the unscaled
@@ -140,13 +145,19 @@ def matmul(a: Operand, b: Operand, sb: SbOption = 12, *, scheme: Scheme = "fp16x
     Raises
     ------
     TypeError
-        An operand is not float32 (or is a sparse tensor), NumPy and torch
-        operands are mixed, an option has the wrong type (an array passed
-        positionally as ``sb``), or NumPy's ``out`` cannot hold float32
-        (``same_kind`` casting, as :func:`numpy.matmul`).
+        An operand is not float32 (or is a sparse or nested tensor), NumPy
+        and torch operands are mixed, an option has the wrong type (an array
+        passed positionally as ``sb``), ``out`` is not of the operands' kind
+        (an array for tensors or a tensor for arrays), or NumPy's ``out``
+        cannot hold float32 (``same_kind`` casting, as :func:`numpy.matmul`).
     ValueError
         NumPy operands: shapes do not match, or ``out`` has the wrong shape;
-        any operands: an option is unknown.
+        any operands: an option is unknown; tensors on a device type with no
+        sgemm_cube backend.
+    BackendUnavailableError
+        (a RuntimeError, :mod:`sgemm_cube.backends`) the backend asked for,
+        or the one of the operands' device, cannot run here; the message
+        names what is missing.
     RuntimeError
         Tensor operands (as :func:`torch.matmul`): shapes or devices do not
         match, ``out`` is not a float32 tensor on the operands' device, or
@@ -162,7 +173,8 @@ def matmul(a: Operand, b: Operand, sb: SbOption = 12, *, scheme: Scheme = "fp16x
     >>> c = sgemm_cube.matmul(a, b)
     >>> c.shape, c.dtype
     ((64, 16), dtype('float32'))
-    >>> float(sgemm_cube.matmul(a * np.float32(1e30), b * np.float32(1e-30))[0, 0]) == float(c[0, 0])
+    >>> big = sgemm_cube.matmul(a * np.float32(2.0**100), b)    # data near 1e30: scaled, the same bits
+    >>> bool((big == c * np.float32(2.0**100)).all())
     True
     """
     req = _options(sb, scheme, scale, order, accumulate, backend, fixup)

@@ -1,78 +1,45 @@
 """The drop-in switch: PyTorch's FP32 matrix products computed by sgemm_cube, at the dispatcher.
 
 While the switch is on, sgemm_cube replaces the device kernels of these
-ATen operators (every overload: functional, ``out=`` and in-place)::
+ATen operators (every overload: functional, ``out=`` and in-place,
+:data:`OPERATORS`)::
 
     mm  bmm  addmm  baddbmm  addbmm  addmv  dot  vdot  _addmm_activation
 
-for the devices it routes (CUDA and the Ascend NPU where their backends are
-available; the CPU when asked with ``devices=("cpu",)``).  It registers the
-replacements with :class:`torch.library.Library` under the device's dispatch
-key, so everything that reaches a float32 GEMM through PyTorch's dispatcher
-runs sgemm_cube: ``torch.matmul``, ``@``, ``torch.mm``/``bmm``/``mv``/``dot``/
-``inner``/``einsum``/``tensordot``, ``torch.linalg.matmul``/``multi_dot``,
-``chain_matmul``, ``F.linear``/``nn.Linear``, ``F.bilinear``,
-``nn.MultiheadAttention``'s projections (also on the fused fast path),
-``F.scaled_dot_product_attention``'s math backend, autograd's gradients,
-functions bound before the switch was turned on (``from torch import
-matmul``), ``out=`` calls, and code compiled with ``torch.compile`` (its
-graphs call ATen's kernels, whose implementation is looked up when they run:
-``mm``, ``addmm``, ``bmm``, ``baddbmm``, ``addbmm`` under Inductor; every
-operator under ``backend="aot_eager"``).
-
-What it leaves alone: other dtypes (autocast's float16 included), sparse,
-quantized and nested tensors, and kernels that multiply without calling these
-operators -- the fused attention kernels of ``F.scaled_dot_product_attention``
-(flash, memory-efficient, cuDNN), convolutions, Inductor's own Triton GEMM
-templates under ``mode="max-autotune"``, products with a vector compiled by
-Inductor (``mv``, ``addmv``, ``dot``, ``vdot``, ``inner``, ``matmul`` with a
-1-D operand: Inductor decomposes them into its own multiplies and sums), and
-CUDA graphs captured before the switch was turned on (they replay the
-kernels they recorded).  A call it
-cannot take as it is (shapes or devices that do not match, ``out`` of another
-dtype) goes to PyTorch's own kernel, so the errors and warnings are PyTorch's.
-
-Semantics are PyTorch's: ``beta * input + alpha * (A @ B)``, with
-``alpha`` applied before the product's one rounding (so it overflows only
-where ``alpha`` times the exact product does); ``beta == 0``: ``input`` is
-not read, NaN in it does not propagate; ``alpha == 0``: the product is not
-computed, except where PyTorch's own kernel computes it (baddbmm on the CPU
-below 400 multiply-adds per matrix, :data:`PRODUCT_AT_ZERO_ALPHA`: there
-NaN and infinities in the operands give NaN); a NaN or infinite ``alpha``
-gives IEEE's ``beta * input + alpha * p`` as PyTorch does (``addbmm``
-scales each batch's product before summing them);
-on the CPU an infinite ``beta * input`` wins over a product whose operands
-are finite (the exact answer: PyTorch's CPU addmm gives it); ``input``
-broadcast as PyTorch broadcasts it, ``out=`` resized as PyTorch resizes it,
-in-place ops write into ``self``, results contiguous.  Calls with an empty
-operand (no product to compute) go to PyTorch's kernels, whose shapes for
-them are their own (``addmv`` of an empty matrix keeps ``input``'s shape).
-Results within each
-product follow sgemm_cube's guarantee (SGEMM's error bound on any finite
-data); shapes where native FP32 is as accurate and faster (``K < 16``, the
-measured hybrid rule on CUDA) run PyTorch's own kernel, as in
-:func:`sgemm_cube.matmul`.
+for float32 tensors on the devices it routes (CUDA and the Ascend NPU where
+their backends are available; the CPU when asked with ``devices=("cpu",)``).
+It registers the replacements with :class:`torch.library.Library` under the
+device's dispatch key, so everything that reaches these operators runs
+sgemm_cube, however it was called or bound: ``torch.matmul``, ``@``,
+``F.linear``, autograd's gradients, and ``torch.compile``d graphs (except
+products with a vector under Inductor, which decomposes them).  What
+reaches it and what does not, and its semantics (``beta * input + alpha *
+(A @ B)`` as PyTorch computes it, :data:`PRODUCT_AT_ZERO_ALPHA`): the
+reference is ``docs/pytorch.md``.  Each product keeps
+:func:`sgemm_cube.matmul`'s guarantee (its docstring states the contract);
+shapes where ``matmul`` would run native FP32 run PyTorch's own kernel, and
+a call the switch does not take as it is goes to PyTorch's kernel, so the
+errors and warnings are PyTorch's.
 
 :func:`enable` and :func:`disable` are settings, as ``torch.backends``
 flags are: ``enable`` twice then ``disable`` once leaves the switch off,
 ``disable`` while off does nothing, and ``enable`` with other options
 replaces them.  Nesting is the :func:`enabled` context manager's: its blocks
 count (across threads) and the switch goes off when the last one exits,
-unless :func:`enable` turned it on.  The switch is process-wide with one set
-of options; a call asking for others while a block holds it on raises a
-ValueError naming the options that differ.  They take a lock and only flip
-what the kernels route: threads may turn the switch on and off while others
-compute.  The first :func:`enable` for a device registers sgemm_cube's
-kernels for it, and they stay: while the switch is off they pass every call
-to the kernel they replaced (the same results, for a few microseconds of
-Python per call).  Unregistering kernels while other threads run them
-crashes PyTorch's dispatcher (measured: TypeErrors, AttributeErrors and
-internal asserts), so only :func:`restore`, called with the switch off and
-no other thread computing, gives PyTorch its kernels back.  The
-replacement is process-wide (every thread, autograd's too).  :func:`bypass` sends one thread's calls to the original
-kernels.  ``SGEMM_CUBE_ENABLE=1`` in the environment turns the switch on when
-this module is imported.  This module imports torch only when the switch is
-turned on; it needs torch >= 2.9 (``torch.library.get_kernel``).
+unless :func:`enable` turned it on.  The switch is process-wide (every
+thread, autograd's too) with one set of options; a call asking for others
+while a block holds it on raises a ValueError naming the options that
+differ.  They take a lock and only flip what the kernels route: threads may
+turn the switch on and off while others compute.  The first :func:`enable`
+for a device registers sgemm_cube's kernels for it, and they stay: while
+the switch is off they pass every call to the kernel they replaced.
+Unregistering kernels while other threads run them crashes PyTorch's
+dispatcher, so only :func:`restore`, called with the switch off and no
+other thread computing, gives PyTorch its kernels back.  :func:`bypass`
+sends one thread's calls to the original kernels.  ``SGEMM_CUBE_ENABLE=1``
+in the environment turns the switch on when this module is imported.  This
+module imports torch only when the switch is turned on; it needs
+torch >= 2.9 (``torch.library.get_kernel``).
 """
 from __future__ import annotations
 
