@@ -2,7 +2,7 @@
 
 This file is the algorithm, start to end, for one 2-D product of finite
 FP32 matrices (the public :func:`sgemm_cube.matmul` adds batching, ``out=``,
-range checks, scaling and NaN/Inf handling around it).  For the default
+the line bookkeeping of :mod:`.guard` (scaling, fix-up lines, NaN/Inf) around it).  For the default
 scheme ``fp16x3``::
 
     A_hi, A_lo = split(A, sb)          # A ~= A_hi + A_lo * 2**-sb   (split.py)
