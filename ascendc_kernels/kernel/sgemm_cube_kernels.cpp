@@ -29,16 +29,28 @@
 
 using sgemm_cube::tile::Soc;
 
+// Which cores run an entry point.  The 910B (dav-c220) has separate cube (AIC) and vector (AIV) cores:
+// each entry point declares its kind (KERNEL_TASK_TYPE_DEFAULT) and returns at once on the other (the
+// body would otherwise be compiled into both passes).  The 910A's AI cores do both: nothing to declare.
+#if defined(SGEMM_CUBE_SOC_910B)
+#define SGEMM_CUBE_ON_CORES_(kind, other)                   \
+    KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_##kind##_ONLY);  \
+    if ASCEND_IS_##other {                                  \
+        return;                                             \
+    }                                                       \
+    static_assert(true, "")
+#define SGEMM_CUBE_ON_VECTOR_CORES() SGEMM_CUBE_ON_CORES_(AIV, AIC)
+#define SGEMM_CUBE_ON_CUBE_CORES() SGEMM_CUBE_ON_CORES_(AIC, AIV)
+#else
+#define SGEMM_CUBE_ON_VECTOR_CORES() static_assert(true, "")
+#define SGEMM_CUBE_ON_CUBE_CORES() static_assert(true, "")
+#endif
+
 extern "C" __global__ __aicore__ void sgemm_cube_split(GM_ADDR x, GM_ADDR hi, GM_ADDR lo, GM_ADDR meta, uint32_t batch,
                                                        uint32_t rows, uint32_t cols, uint32_t plan_cores,
                                                        float scale, uint32_t scaled_lines, uint32_t keep_below)
 {
-#if defined(SGEMM_CUBE_SOC_910B)
-    KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);  // vector cores only
-    if ASCEND_IS_AIC {
-        return;
-    }
-#endif
+    SGEMM_CUBE_ON_VECTOR_CORES();
     sgemm_cube::kernel::RunSplit<Soc>(reinterpret_cast<__gm__ float*>(x), reinterpret_cast<__gm__ half*>(hi),
                                       reinterpret_cast<__gm__ half*>(lo), reinterpret_cast<__gm__ int32_t*>(meta),
                                       sgemm_cube::kernel::SplitArgs{batch, rows, cols, plan_cores, scale, scaled_lines,
@@ -52,12 +64,7 @@ extern "C" __global__ __aicore__ void sgemm_cube_gemm(GM_ADDR a_hi, GM_ADDR a_lo
                                                       uint32_t per_term, uint32_t plan_cores, uint32_t terms,
                                                       float inv_scale)
 {
-#if defined(SGEMM_CUBE_SOC_910B)
-    KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIC_ONLY);  // cube cores only
-    if ASCEND_IS_AIV {
-        return;
-    }
-#endif
+    SGEMM_CUBE_ON_CUBE_CORES();
     sgemm_cube::block::GemmOperands gm;
     gm.a[0] = reinterpret_cast<__gm__ half*>(a_hi);
     gm.a[1] = reinterpret_cast<__gm__ half*>(a_lo);
@@ -76,12 +83,7 @@ extern "C" __global__ __aicore__ void sgemm_cube_combine(GM_ADDR c_hh, GM_ADDR c
                                                          GM_ADDR out, uint64_t total, uint32_t plan_cores,
                                                          uint32_t keep_lo_lo, float inv_scale)
 {
-#if defined(SGEMM_CUBE_SOC_910B)
-    KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
-    if ASCEND_IS_AIC {
-        return;
-    }
-#endif
+    SGEMM_CUBE_ON_VECTOR_CORES();
     sgemm_cube::kernel::RunCombine<Soc>(
         reinterpret_cast<__gm__ float*>(c_hh), reinterpret_cast<__gm__ float*>(c_lh),
         reinterpret_cast<__gm__ float*>(c_hl), reinterpret_cast<__gm__ float*>(c_ll),
@@ -93,12 +95,7 @@ extern "C" __global__ __aicore__ void sgemm_cube_line_stats(GM_ADDR x, GM_ADDR b
                                                             uint32_t batch, uint32_t rows, uint32_t cols,
                                                             uint32_t along_rows, uint32_t plan_cores)
 {
-#if defined(SGEMM_CUBE_SOC_910B)
-    KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
-    if ASCEND_IS_AIC {
-        return;
-    }
-#endif
+    SGEMM_CUBE_ON_VECTOR_CORES();
     const sgemm_cube::kernel::LineStatsOut out{reinterpret_cast<__gm__ int32_t*>(big),
                                                reinterpret_cast<__gm__ int32_t*>(small_w),
                                                reinterpret_cast<__gm__ int32_t*>(finite)};
@@ -110,12 +107,7 @@ extern "C" __global__ __aicore__ void sgemm_cube_line_meta(GM_ADDR big, GM_ADDR 
                                                            uint32_t batch, uint32_t lines, uint32_t sb, uint32_t scale,
                                                            uint32_t fixup, uint32_t plan_cores, uint32_t subnormals)
 {
-#if defined(SGEMM_CUBE_SOC_910B)
-    KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
-    if ASCEND_IS_AIC {
-        return;
-    }
-#endif
+    SGEMM_CUBE_ON_VECTOR_CORES();
     const sgemm_cube::kernel::LineStatsOut in{reinterpret_cast<__gm__ int32_t*>(big),
                                               reinterpret_cast<__gm__ int32_t*>(small_w),
                                               reinterpret_cast<__gm__ int32_t*>(finite)};
@@ -128,12 +120,7 @@ extern "C" __global__ __aicore__ void sgemm_cube_unscale(GM_ADDR c, GM_ADDR meta
                                                          uint32_t mp, uint32_t np, uint32_t plan_cores,
                                                          float alpha_mant, int32_t alpha_exp)
 {
-#if defined(SGEMM_CUBE_SOC_910B)
-    KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
-    if ASCEND_IS_AIC {
-        return;
-    }
-#endif
+    SGEMM_CUBE_ON_VECTOR_CORES();
     sgemm_cube::kernel::RunUnscale<Soc>(reinterpret_cast<__gm__ float*>(c), reinterpret_cast<__gm__ int32_t*>(meta_a),
                                         reinterpret_cast<__gm__ int32_t*>(meta_b),
                                         sgemm_cube::kernel::UnscaleArgs{batch, mp, np, plan_cores, alpha_mant,
@@ -145,12 +132,7 @@ extern "C" __global__ __aicore__ void sgemm_cube_fixup_rows(GM_ADDR a, GM_ADDR b
                                                             uint32_t kp, uint32_t k, uint32_t fixup_min_class,
                                                             uint32_t plan_cores, float alpha_mant, int32_t alpha_exp)
 {
-#if defined(SGEMM_CUBE_SOC_910B)
-    KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
-    if ASCEND_IS_AIC {
-        return;
-    }
-#endif
+    SGEMM_CUBE_ON_VECTOR_CORES();
     sgemm_cube::kernel::RunFixupRows<Soc>(
         reinterpret_cast<__gm__ float*>(a), reinterpret_cast<__gm__ float*>(b), reinterpret_cast<__gm__ int32_t*>(meta_a),
         reinterpret_cast<__gm__ int32_t*>(meta_b), reinterpret_cast<__gm__ float*>(c),
@@ -162,12 +144,7 @@ extern "C" __global__ __aicore__ void sgemm_cube_fixup_cols(GM_ADDR a, GM_ADDR b
                                                             uint32_t kp, uint32_t k, uint32_t fixup_min_class,
                                                             uint32_t plan_cores, float alpha_mant, int32_t alpha_exp)
 {
-#if defined(SGEMM_CUBE_SOC_910B)
-    KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
-    if ASCEND_IS_AIC {
-        return;
-    }
-#endif
+    SGEMM_CUBE_ON_VECTOR_CORES();
     sgemm_cube::kernel::RunFixupCols<Soc>(
         reinterpret_cast<__gm__ float*>(a), reinterpret_cast<__gm__ float*>(b), reinterpret_cast<__gm__ int32_t*>(meta_a),
         reinterpret_cast<__gm__ int32_t*>(meta_b), reinterpret_cast<__gm__ float*>(c),
