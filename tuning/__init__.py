@@ -4,6 +4,7 @@
 * :mod:`sgemm_cube.tuning.model` - the L1-aware blocking model of the paper (Eq. 8-11),
   enumeration and ranking of feasible blocks, :func:`choose_tiling`.
 * :mod:`sgemm_cube.tuning.table` - measured tuning tables (JSON per device and shape bucket).
+* :mod:`sgemm_cube.tuning.tilings` - writes the NPU backend's tiling tables (model and measured rows).
 * :mod:`sgemm_cube.tuning.gpu`, :mod:`sgemm_cube.tuning.npu` - measured tuning drivers.
 * :mod:`sgemm_cube.tuning.plots` - Fig. 5 of the paper.
 * :mod:`sgemm_cube.tuning.cli` - ``sgemm-cube tune``.

@@ -13,6 +13,7 @@ Examples::
     sgemm-cube tune --device 910a --plot-fig5 fig5.png             # Fig. 5
     sgemm-cube tune --show                                         # stored tables
     sgemm-cube tune --device cuda --measure --quick --out tuning/tables/
+    sgemm-cube tune --device 910a --write-tilings --workers 16     # the npu backend's tiling table
 """
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ from . import pipeline
 from .hardware import ProfileError, get_profile, list_profiles, load_profiles
 from .model import bm_opt, constraints, kernel_blocking, rank, representative_f, round_bm_opt
 from .plots import MissingExtraError, require_matplotlib
-from .table import find_tables, format_table, save, table_dirs
+from .table import find_tables, format_table, table_dirs
 
 __all__ = ["add_parser", "main", "parse_args", "run"]
 
@@ -70,7 +71,13 @@ def _configure(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--measure", action="store_true",
                    help="time candidates on the device ('cuda': Triton configs; Ascend: the AscendC kernel)")
     p.add_argument("--quick", action="store_true", help="with --measure on cuda: the 4-minute grid")
-    p.add_argument("--out", metavar="DIR", help=f"with --measure: folder for the table (default {table_dirs()[0]})")
+    p.add_argument("--out", metavar="DIR", help="with --measure or --write-tilings: folder for the table (default: "
+                   "cuda, the user's config folder; Ascend --measure, the user's tiling tables, read before the "
+                   "shipped ones; --write-tilings, the shipped sgemm_cube/backends/npu_tilings/)")
+    p.add_argument("--write-tilings", action="store_true",
+                   help="Ascend: write the chip's tiling table (shape buckets -> tiling, mode and predicted TFLOP/s) "
+                        "from the pipeline model, which the npu backend looks up instead of running the model")
+    p.add_argument("--workers", type=positive_int, default=1, help="with --write-tilings: processes (default 1)")
     return p
 
 
@@ -157,10 +164,14 @@ def _measure(args, extra, out) -> int:
         return gpu.main(argv)
     from . import npu
 
+    from . import tilings
+
     # Says at once (BackendUnavailableError, reported by run()) when no NPU can run the kernel.
-    table = npu.tune(get_profile(args.device, extra=extra), [(args.m, args.n, args.k)])
+    profile = get_profile(args.device, extra=extra)
+    table = npu.tune(profile, [(args.m, args.n, args.k)])
     print(format_table(table), file=out)
-    print(f"wrote {save(table, args.out)}", file=out)
+    # The runtime's table, updated the way the model's rows are written (tuning/tilings.py).
+    print(f"wrote {tilings.write_measured(profile, table, directory=args.out, terms=args.terms)}", file=out)
     return 0
 
 
@@ -179,6 +190,13 @@ def run(args: argparse.Namespace, *, out=None) -> int:
             return 0
         if args.measure:
             return _measure(args, extra, out)
+        if args.write_tilings:
+            from . import tilings
+
+            path = tilings.write_model_table(get_profile(args.device, extra=extra), directory=args.out,
+                                             workers=args.workers, progress=True)
+            print(f"wrote {path}", file=out)
+            return 0
         if args.device.lower() == "cuda":
             return _cuda_info(args, out)
         if args.plot and args.design != "paper":

@@ -4,7 +4,7 @@ UNTESTED ON HARDWARE: no NPU, CANN toolkit or torch_npu exists on the
 development and CI machines.  The driver logic is tested with an injected
 runner; on an NPU machine run::
 
-    python -m sgemm_cube.tuning.npu --device 910b --top 8 --out tuning/tables/
+    python -m sgemm_cube.tuning.npu --device 910b --top 8
 
 For each shape it ranks the blocks feasible for this package's kernel in
 each of its two GEMM modes (all terms in one pass, one pass per term:
@@ -13,8 +13,9 @@ runs the ``top`` best of each mode through the AscendC kernel, checks each resul
 a float64 reference (relative Frobenius error at most ``max_error_ratio``
 times the native FP32 product's on 910B, or than 1e-5 where no native FP32
 cube exists), times the accepted ones, and stores the fastest tiling per
-shape bucket under the profile's name, where :func:`sgemm_cube.tuning.model.choose_tiling`
-finds it.
+shape in the user's copy of the npu backend's tiling table
+(:func:`sgemm_cube.tuning.tilings.write_measured`), where
+:func:`sgemm_cube.backends.npu.choose_tiling` finds it.
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from typing import Any, Callable, Sequence
 
 from .hardware import Profile, get_profile
 from .model import Tiling, kernel_blocking, rank
-from .table import TuningTable, bucket, save, table_dirs
+from .table import TuningTable, bucket
 
 __all__ = ["main", "tune"]
 
@@ -151,12 +152,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m sgemm_cube.tuning.npu", description="Measured block tuning on an Ascend NPU.")
     ap.add_argument("--device", default="910b", help="hardware profile (default 910b)")
     ap.add_argument("--top", type=int, default=8, help="model-ranked tilings to time per shape")
-    ap.add_argument("--out", metavar="DIR", help=f"folder to write the table to (default {table_dirs()[0]})")
+    ap.add_argument("--out", metavar="DIR", help="folder to write the tiling table to (default: the user's, "
+                    "sgemm_cube.backends.npu_tilings.user_dir())")
     args = ap.parse_args(argv)
     table = tune(args.device, top=args.top)
     for e in table.entries:
         print(f"{'x'.join(map(str, e.measured['shape'])):>17} {e.measured['tflops']:8.1f} TFLOP/s  {e.config}")
-    print(f"wrote {save(table, args.out)}")
+    from .tilings import write_measured
+
+    print(f"wrote {write_measured(args.device, table, directory=args.out)}")
     return 0
 
 

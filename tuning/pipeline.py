@@ -945,10 +945,11 @@ def _screen_seconds(p: Profile, design: Design, batch: int, m: int, n: int, k: i
 
 
 def best_kernel(profile: Profile | str, m: int, n: int, k: int, *, terms: int = 3,
-                batch: int = 1) -> tuple[ns.Tiling, dict]:
+                batch: int = 1, use_table: bool = True) -> tuple[ns.Tiling, dict]:
     """The kernel's tiling for one product: which GEMM mode, with which blocks (MODEL PREDICTION).
 
-    A measured tuning-table entry for the shape wins (:mod:`sgemm_cube.tuning.table`).
+    A measured tuning-table entry for the shape wins (:mod:`sgemm_cube.tuning.table`) unless
+    ``use_table`` is False (the model's own answer: what ``--write-tilings`` stores).
     Otherwise each mode of the kernel (all terms in one pass; one pass per
     term) is ranked by :func:`rank` (every candidate screened by its
     estimated whole-product time, the best 24 timed on the whole product:
@@ -962,7 +963,7 @@ def best_kernel(profile: Profile | str, m: int, n: int, k: int, *, terms: int = 
 
     p = get_profile(profile)
     cap = ns.capacity_from_profile(p)
-    cfg = table.lookup(p.name, m, n, k, backend="ascend")
+    cfg = table.lookup(p.name, m, n, k, backend="ascend") if use_table else None
     if cfg is not None:
         measured = ns.Tiling(cfg["bm"], cfg["bk"], cfg["bn"], cfg.get("n_fused", 1 << 30),
                              bool(cfg.get("per_term", False)))

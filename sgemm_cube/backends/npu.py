@@ -51,7 +51,7 @@ from typing import NamedTuple
 from sgemm_cube.cpu_fallback.arithmetic import WORST, Arithmetic
 
 from ..plan import Plan
-from . import npu_schedule
+from . import npu_schedule, npu_tilings
 
 __all__ = ["SCHEMES", "ORDERS", "is_available", "unavailable_reason", "plan", "run", "matmul", "fp32_matmul",
            "choose_tiling", "native_fp32", "NativeFp32", "DEFAULT_PRECISION_MODE", "arithmetic", "NpuArithmetic",
@@ -210,20 +210,28 @@ def _extension():
 def choose_tiling(soc: str, m: int, n: int, k: int, *, terms: int = 3) -> npu_schedule.Tiling:
     """The tiling the kernel runs for an m x k x n product on ``soc`` ("910a"/"910b").
 
-    The tuner's choice (:func:`sgemm_cube.tuning.pipeline.best_kernel`: the
-    best blocks of each GEMM mode, all terms in one pass or one pass per
-    term, and of those the one the pipeline model predicts faster for this
-    shape), fitted to the kernel's buffer plan by
-    :func:`.npu_schedule.fit_tiling`; the plan's own default when the tuner
-    has no answer.  Cached per shape: the first call of a shape takes
-    :func:`~sgemm_cube.tuning.pipeline.best_kernel`'s time.
+    A lookup, not a model run: the chip's tiling table (:mod:`.npu_tilings`: the
+    pipeline model's best tiling and mode per shape bucket, or the user's own
+    ``sgemm-cube tune --measure`` rows) gives the nearest bucket's tiling, which
+    :func:`.npu_schedule.fit_tiling` fits to the kernel's buffer plan (``n_fused``
+    clamped to L1 and to K's blocks); when the stored blocks do not fit (a table for
+    other buffers), or the geometry refuses them, the plan's own default (the
+    largest square-ish blocks that fit).  Never imports :mod:`sgemm_cube.tuning`,
+    so a new shape costs well under a millisecond of host time.
     """
-    from sgemm_cube.tuning.pipeline import best_kernel
-
-    try:
-        return best_kernel(soc, m, n, k, terms=terms)[0]
-    except (ValueError, KeyError):  # the tuner has no answer: the plan's own default
-        return npu_schedule.fit_tiling(npu_schedule.capacity_from_profile(soc), None, k=k, terms=terms)
+    cap = npu_schedule.capacity_from_profile(soc)
+    choice = npu_tilings.lookup(soc, m, n, k, terms=terms)
+    stored = npu_schedule.Tiling(*choice.tiling)
+    if stored.n_fused >= -(-choice.bucket[2] // stored.bk):
+        # Every K block of the bucket resident (the model's choice whenever L1 holds them): as many as
+        # fit for this K too, so a K just past the bucket's does not split into a second K group.
+        stored = stored._replace(n_fused=1 << 30)
+    t = npu_schedule.fit_tiling(cap, stored, k=k, terms=terms)
+    try:  # the kernel's own check of the whole product (sizes, 32-bit offsets)
+        npu_schedule.make_geometry(1, max(m, 1), max(n, 1), max(k, 1), t, 1, terms, cap)
+    except npu_schedule.TilingError:
+        t = npu_schedule.fit_tiling(cap, None, k=k, terms=terms)
+    return t
 
 
 def _check_available() -> None:
@@ -401,17 +409,14 @@ def native_fp32(soc: str) -> NativeFp32:
 def _predicted_tflops(soc: str, batch: int, m: int, n: int, k: int, terms: int) -> tuple[float, float]:
     """(the emulation's, native FP32's) predicted TFLOP/s for this product (MODEL PREDICTION).
 
-    The emulation: the pipeline model of every pass :func:`run` launches, the guarantee's bookkeeping
-    included, on the tiling :func:`choose_tiling` picks.  Native FP32: the FP32 cube at its peak (the
-    model has no replay of CANN's own matmul, so this favours native).
+    Both read from the chip's tiling table (:mod:`.npu_tilings`), no model run: the emulation's is the
+    pipeline model's prediction of every pass :func:`run` launches, the guarantee's bookkeeping included,
+    stored for the nearest shape bucket, with the batch counted as rows (``batch * m``: the kernel spreads
+    batch items over the cores as it does block rows).  Native FP32: the FP32 cube at its peak (the model
+    has no replay of CANN's own matmul, so this favours native).
     """
-    from sgemm_cube.tuning import get_profile
-    from sgemm_cube.tuning.pipeline import Design, predict
-
-    t = choose_tiling(soc, m, n, k, terms=terms)
-    design = Design("kernel", terms=terms, per_term=t.per_term, bookkeeping=True)
-    emulated = predict(soc, m, n, k, t, design=design, batch=batch).tflops
-    return emulated, float(get_profile(soc).cube_fp32_tflops or 0.0)
+    emulated = npu_tilings.lookup(soc, max(batch, 1) * m, n, k, terms=terms).predicted_tflops
+    return emulated, npu_tilings.native_fp32_tflops(soc)
 
 
 def plan(req, batch: int, m: int, n: int, k: int, like=None):

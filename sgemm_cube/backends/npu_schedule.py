@@ -261,14 +261,19 @@ def _fail(status: Status, what: str) -> TilingError:
 
 
 def capacity_from_profile(profile) -> Capacity:
-    """Capacities of a :class:`sgemm_cube.tuning.hardware.Profile` (or its key, e.g. ``"910b"``).
+    """Capacities of a chip: its key (``"910b"``) or a :class:`sgemm_cube.tuning.hardware.Profile`.
 
-    The tuner's ``tuning/profiles/ascend.json`` is the shared table; the C++
-    ``arch.hpp`` repeats it and a test keeps the two equal.
+    ``tuning/profiles/ascend.json`` is the one table.  A Profile is read by its
+    attributes (the tuner, user profiles included); a key is read from the chip's
+    tiling table (:func:`.npu_tilings.capacity`), which the tuner generates from that
+    profile, so the runtime never imports the tuner.  The C++ ``arch.hpp``
+    repeats the numbers and a test keeps the three equal.
     """
-    from sgemm_cube.tuning.hardware import get_profile
+    if isinstance(profile, str):
+        from .npu_tilings import capacity
 
-    p = get_profile(profile)
+        return Capacity(**capacity(profile))
+    p = profile
     through_ub = "ub" in p.c_path
     return Capacity(p.l1_bytes, p.l0a_bytes, p.l0b_bytes, p.l0c_bytes, p.ub_bytes,
                     p.blocking.c_reserved_bytes if through_ub else 0, through_ub)

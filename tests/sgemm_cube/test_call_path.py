@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import sgemm_cube
-from tests.call_graph import (KNOWN_PACKAGE_LOOPS, CallGraph, cycles, import_graph, modules, package_cycles,
+from tests.call_graph import (KNOWN_PACKAGE_LOOPS, runtime_imports_of_tuner, CallGraph, cycles, import_graph, modules, package_cycles,
                               package_of, second_entries)
 
 torch = pytest.importorskip("torch")
@@ -112,6 +112,30 @@ def test_known_package_loops_are_still_there():
     for importer, package in KNOWN_PACKAGE_LOOPS:
         assert any(a == importer and package_of(b, packages) == package for a, b in edges), (
             f"{importer} no longer imports {package}: delete the pair from tests/call_graph.py's KNOWN_PACKAGE_LOOPS")
+
+
+def test_the_runtime_never_imports_the_tuner():
+    """Nothing under ``sgemm_cube/`` but the command line (and the tuner itself) imports ``sgemm_cube.tuning``:
+    the npu backend reads the tiling tables the tuner wrote (issue 32, "tilings as data")."""
+    assert runtime_imports_of_tuner(import_graph()) == []
+
+
+def test_a_runtime_import_of_the_tuner_planted_in_a_copy_is_found(tmp_path):
+    """The rule above sees a lazy import planted in a runtime module, and lets the command line import it."""
+    files = {
+        "sgemm_cube/__init__.py": "",
+        "sgemm_cube/backends/__init__.py": "",
+        "sgemm_cube/backends/npu.py": "def choose():\n    from sgemm_cube.tuning.pipeline import best_kernel\n",
+        "sgemm_cube/cli/__init__.py": "from sgemm_cube.tuning import cli\n",
+        "tuning/__init__.py": "",
+        "tuning/cli.py": "",
+        "tuning/pipeline.py": "from sgemm_cube.backends import npu\n",
+    }
+    for path, text in files.items():
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(text)
+    edges = import_graph(tmp_path, {"sgemm_cube": "sgemm_cube", "tuning": "sgemm_cube.tuning"})
+    assert runtime_imports_of_tuner(edges) == [("sgemm_cube.backends.npu", "sgemm_cube.tuning.pipeline")]
 
 
 def test_package_loop_planted_in_a_copy_is_found(tmp_path):
