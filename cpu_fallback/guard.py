@@ -40,21 +40,39 @@ products and sums at least as wide as FP32's, NaN and infinities as IEEE
 arithmetic gives them.  No scaling touches them, so no
 entry of a line spanning FP32's whole range (2**-149 .. 2**127) is lost and
 an infinity meets its partners' values as they are (``inf * 1e-30`` is
-``inf``, not ``inf * 0``).  Where the hardware has FP64 (the CPU model, CUDA's
-FP64 tensor cores) each fix-up output is the float64 sum of exact float64
-products, rounded once: no partial sum overflows, and it overflows exactly
-where the exact value does.  Where it has not (the Ascend AI cores), it is
-native FP32 itself: recursive summation of the FP32 products in K order,
-whose sums can overflow part-way as native's can.  A fix-up line's ``t``
-is unused.  So the emulated outputs are exactly those whose every operand
-entry keeps 22 bits, and the rest are at least as accurate as native:
-every output satisfies SGEMM's error bound.
+``inf``, not ``inf * 0``).  Where the hardware has FP64:
+
+* the CPU model (:func:`fixup_dot`): each fix-up output is the exact dot
+  product (times ``alpha``) rounded once to FP32, to nearest: the float64 sum
+  of the exact float64 products where its error bound shows that sum rounds
+  to the same value, an exact sum elsewhere (huge terms that cancel, sums
+  within the error of a rounding boundary);
+* CUDA's FP64 tensor cores (``backends/cuda/fixup_kernel.py``): the FP64 sum
+  rounded once, within ``gamma_K * sum |x y|`` of the exact value before its
+  rounding; where that error could decide whether the output overflows,
+  the exact sum rounded once.
+
+In both a finite exact result is never infinite, and one beyond FP32's
+range is the infinity of its sign (issue 33: a float64 sum of huge
+cancelling terms had given -inf for 2.0057e38 and 0.0 for 4.04e38).  Where
+the hardware has no FP64 (the Ascend AI cores), the fix-up is native FP32
+itself: recursive summation of the FP32 products in K order, whose sums
+can overflow part-way as native's can.  A fix-up line's ``t`` is unused.
+So the emulated outputs are exactly those whose every operand entry keeps
+22 bits, and the rest are at least as accurate as native: every output
+satisfies SGEMM's error bound.
 
 Overflow: scaled lines hold magnitudes below ``2**(top + 1)``, so the
 emulated sums stay below ``K * 2**(2 * top + 2)`` and never overflow; the
 one rounding of the unscaling then overflows exactly where the emulated
 product (FP32-accurate) exceeds FP32's range, with the sign of that product
 -- where a plain FP32 sum can overflow part-way, even to the other sign.
+The emulated product is within the error bound of the exact one, and where
+huge products cancel that bound can exceed FP32's range: a finite exact
+result can then come out infinite (measured: 6 of 64 exact zeros of a
+column of B holding only ~1e25 entries, against rows up to 3.4e38,
+``tests/cpu_fallback/test_fixup_exact.py``); only the fix-up lines are
+exact there.
 """
 from __future__ import annotations
 
@@ -254,9 +272,14 @@ def fixup_dot(x: np.ndarray, y: np.ndarray, alpha: float = 1.0) -> np.ndarray:
     strictly between two neighbouring rounding boundaries of FP32, the
     overflow threshold among them).  The others -- a sum whose huge terms
     cancel, an exact value within the error of a rounding boundary -- are
-    recomputed exactly (:func:`_exact_fp32_dots`: ``math.fsum`` of the exact
-    products, the rounding to float32 settled by the sign of the remainder
-    where the float64 sum sits on a boundary).
+    recomputed from their exact products (:func:`_exact_fp32_dots`): error-free
+    extractions in NumPy decide almost all of them, ``math.fsum`` the rest (an
+    exact zero of nonzero terms, a sum on a rounding boundary).  Cost: two
+    float64 ``numpy.matmul`` and a few passes over the outputs, about 3x the
+    former float64 sum alone at 1024^3 (0.02 -> 0.06 s on two cores), plus
+    about 25 us per recomputed output at K = 1024 (a few hundred in 10**6 on
+    wide-range data; every output where huge terms cancel or the rows are
+    nearly orthogonal to the columns).
     """
     x, y = np.asarray(x), np.asarray(y)
     if x.ndim != 2 or y.ndim != 2:  # batches (broadcast): one product each

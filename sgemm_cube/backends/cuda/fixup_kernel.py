@@ -16,29 +16,84 @@ than 22 bits, NaN, infinity).  The GEMM's tiles leave those outputs alone, and
   round-robin to the fix-up programs; with empty lists they return at once.
 
 The products are FP64 tensor-core dots (``tl.dot`` of float64 tiles; DMMA
-on Hopper) of the **unscaled** operands: each product of two FP32 values is
-exact in FP64 and cannot overflow or underflow there, the sums are FP64,
-and each output times ``alpha`` is rounded once to FP32
-(:func:`sgemm_cube.cpu_fallback.guard.fixup_dot`).  So a line spanning FP32's whole
-range loses none of its entries, no partial sum overflows, an output
-overflows exactly where its exact value does, and NaN and infinities come
-out as IEEE arithmetic gives them (``inf * 0`` and ``inf - inf`` are NaN,
-``inf * 1e-30`` is ``inf``).  Outputs in a listed row and a listed column are
-written by the row pass only.
+on Hopper) of the **unscaled** operands (:func:`fixup_dot`): each product of
+two FP32 values is exact in FP64 and cannot overflow or underflow there, the
+sums are FP64, and each output times ``alpha`` is rounded once to FP32.  So a
+line spanning FP32's whole range loses none of its entries, no partial sum
+overflows, and NaN and infinities come out as IEEE arithmetic gives them
+(``inf * 0`` and ``inf - inf`` are NaN, ``inf * 1e-30`` is ``inf``).  Outputs
+in a listed row and a listed column are written by the row pass only.
+
+An FP64 sum is within ``gamma_K * sum_k |x_k y_k|`` of the exact one, far
+inside the guarantee -- but where huge terms cancel (products up to 2**256
+meeting a result near 2**128) that error can carry a finite result past
+FP32's overflow threshold, or an overflowing one back, even to the other
+sign (issue 33).  So every fix-up program works in two phases
+(:func:`_fix_lines`):
+
+1. each of its tiles stores its FP64 sums rounded once, the loop above
+   unchanged (measured on an H100, 2026-11-26: checks placed after the K
+   loop, inside the loop over tiles, cost 7-30% on data whose every line is
+   listed, even where they never found anything);
+2. then it reads its tiles back and checks them (:func:`_check_tile`): an
+   output ``r`` is cleared where ``| |r| - threshold | - 2**-23 |r|`` exceeds
+   the FP64 sum's error bound, from bounds of the lines' largest entries in
+   their line meta.  Most tiles end here.  A tile that does not clear is
+   recomputed in pieces of 64 columns (:func:`_careful_tile`): the FP64 sums
+   again, checked with the other lines' actual maxima (one pass of loads,
+   :func:`_col_maxima`), then if need be with ``sum_k |x_k y_k|`` itself
+   (one more FP64 dot, :func:`_abs_dot`); a piece still undecided -- huge
+   terms that cancel, or a result within the sum's error of the threshold --
+   is computed exactly (:func:`exact_dot`: integer limbs over FP32's whole
+   product range, rounded once, as the CPU's
+   :func:`sgemm_cube.cpu_fallback.guard.fixup_dot` rounds every fix-up
+   output).
+
+So a finite exact result is never infinite, an overflowing one is the
+infinity of its sign, and every other output is within the FP64 sum's error
+of the exact value before its one rounding (exactly rounded in pieces
+computed exactly).  Costs, measured on an H100 (2026-11-26, 4096^3, every
+line listed, against the former single phase in the same runs): +3-6% for
+log-normal data (sigma 3; 5.8 against 5.6 ms), +4-9% where every row holds
+3e38; 5.7x (32 ms) where lines span FP32's whole range on both sides (every
+tile recomputed with ``sum |x y|``); a 1024^3 product whose every tile is
+computed exactly, 116 ms.  The phase-two check's time is the tiles' second
+read and their lines' gathering.
 """
 from __future__ import annotations
+
+import math
 
 import triton
 import triton.language as tl
 
-from .line_meta import PAD_META, decode_meta
+from sgemm_cube.cpu_fallback.guard import line_range
 
-__all__ = ["fixup_dot", "fixup_program", "fixup_shape"]
+from .line_meta import PAD_META, decode_meta
+from .split_kernel import pow2_f64
+
+__all__ = ["fixup_dot", "exact_dot", "fixup_program", "fixup_shape"]
 
 #: From this K on, the fix-up takes the larger tiles and fewer programs (:func:`fixup_shape`).
 LONG_K = 4096
 #: Per-block counts of fix-up lines read per step while compacting a batch's lists.
 _COUNTS_CHUNK = tl.constexpr(256)
+#: The smallest magnitude that rounds to infinity in FP32 (halfway between its largest value and 2**128).
+_OVERFLOW = tl.constexpr(2.0 ** 128 * (1 - 2.0 ** -25))
+#: Bounds on ``big * 2**t`` of a line that is not a fix-up line (guard.meta_from_stats; a fix-up line has
+#: ``big`` in ``[2**-t, 2**(1-t))``), under every scheme and ``sb``: a scaled line's largest entry lies in
+#: ``[2**top, 2**(top + 1))``, an unscaled line's below the split's ``upper``.
+_RANGES = [line_range(s, sb) for s in ("fp16x3", "fp16x4", "bf16x9", "bf16x6") for sb in range(25)]
+_LOG2_TOP = tl.constexpr(max(r.top for r in _RANGES))
+_LOG2_UPPER = tl.constexpr(max(math.ceil(math.log2(r.upper)) for r in _RANGES))
+#: Columns per piece of a tile the cheap checks leave undecided (:func:`_careful_tile`).
+_PIECE_COLS = tl.constexpr(64)
+#: Outputs per piece of a tile computed exactly (:func:`exact_dot`): rows and columns.
+_EXACT_ROWS = tl.constexpr(8)
+_EXACT_COLS = tl.constexpr(16)
+#: Limbs of the exact sums: 32 bits each from 2**-298 (the smallest product of two FP32 values) up;
+#: 20 hold any sum of K < 2**31 products times alpha's 24 significant bits.
+_LIMBS = tl.constexpr(32)
 
 
 def fixup_shape(k: int, sms: int) -> tuple[tuple[int, int, int], int]:
@@ -58,9 +113,10 @@ def fixup_shape(k: int, sms: int) -> tuple[tuple[int, int, int], int]:
 @triton.jit
 def fixup_dot(x_ptr, x_off, x_valid, stride_xk, y_ptr, y_off, y_valid, stride_yk, K, alpha,
                ROWS: tl.constexpr, COLS: tl.constexpr, BLOCK_K: tl.constexpr):
-    """alpha * sum_k x[r, k] * y[k, c] of FP32 operands, summed in FP64 and rounded once to FP32.
+    """alpha * sum_k x[r, k] * y[k, c] of FP32 operands, summed in FP64 (not yet rounded to FP32).
 
-    x rows at ``x_ptr + x_off[r]``, y columns at ``y_ptr + y_off[c]``.
+    x rows at ``x_ptr + x_off[r]``, y columns at ``y_ptr + y_off[c]``.  The products are exact;
+    the sum is within ``gamma_K * sum_k |x y|`` of theirs, times alpha rounded once more.
     """
     acc = tl.zeros((ROWS, COLS), dtype=tl.float64)
     for k0 in range(0, K, BLOCK_K):
@@ -72,7 +128,165 @@ def fixup_dot(x_ptr, x_off, x_valid, stride_xk, y_ptr, y_off, y_valid, stride_yk
                     mask=k_in[:, None] & y_valid[None, :], other=0.0)
         # exact products, FP64 sums (Triton 3.6 needs out_dtype and "ieee" spelled out for float64 tiles)
         acc = tl.dot(x.to(tl.float64), y.to(tl.float64), acc, input_precision="ieee", out_dtype=tl.float64)
-    return (acc * tl.cast(alpha, tl.float64)).to(tl.float32)
+    return acc * tl.cast(alpha, tl.float64)
+
+
+@triton.jit
+def _error_scale(alpha, K, like):
+    """``|alpha| K 2**-51`` as a tensor shaped ``like`` (0 where alpha is not finite: never near then).
+
+    The FP64 sum is within ``gamma_K * sum_k |x_k y_k| <= 2 K 2**-53 sum_k |x_k y_k|`` of the exact one (any
+    order, each operation rounded to nearest): twice that again, times ``|alpha|``.
+    """
+    a_mag = tl.abs(tl.cast(alpha, tl.float64)) + tl.zeros_like(like)  # a tensor: scalar comparisons differ
+    return tl.where(a_mag < float("inf"), a_mag * K * 2.0 ** -51, 0.0)
+
+
+@triton.jit
+def _near_overflow(v, row_size, col_size):
+    """Outputs ``v`` (FP64, alpha times the sum) whose rounding to FP32 the sum's error could change between
+    finite and infinite (or the infinity's sign), with ``row_size[:, None] * col_size[None, :]`` at least
+    ``|alpha| K 2**-51 sum_k |x_k y_k|`` (:func:`_error_scale`), and ``2**-51 |v|`` more for the rounding of
+    alpha times the sum.  NaN and infinities (from the operands) are never near.  Few operations per
+    output and no tile beside ``v`` (the vectors make the bound)."""
+    mag = tl.abs(v)
+    return tl.abs(mag - _OVERFLOW) - mag * 2.0 ** -51 <= row_size[:, None] * col_size[None, :]
+
+
+@triton.jit
+def _col_maxima(y_ptr, y_off, y_valid, stride_yk, K, COLS: tl.constexpr, BLOCK_K: tl.constexpr):
+    """``max_k |y[k, c]|`` (COLS, FP64; NaN and infinities read as 0) in one more pass over K that loads
+    the other operand's lines only (a vector beside the tile's accumulator: few registers)."""
+    y_max = tl.zeros((COLS,), dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        offs_k = k0 + tl.arange(0, BLOCK_K)
+        y = tl.abs(tl.load(y_ptr + y_off[None, :] + offs_k[:, None].to(tl.int64) * stride_yk,
+                           mask=(offs_k < K)[:, None] & y_valid[None, :], other=0.0))
+        y_max = tl.maximum(y_max, tl.max(tl.where(y < float("inf"), y, 0.0), axis=0))  # NaN compares false
+    return y_max.to(tl.float64)
+
+
+@triton.jit
+def _abs_dot(x_ptr, x_off, x_valid, stride_xk, y_ptr, y_off, y_valid, stride_yk, K,
+             ROWS: tl.constexpr, COLS: tl.constexpr, BLOCK_K: tl.constexpr):
+    """sum_k |x[r, k]| |y[k, c]| in FP64 (NaN and infinities read as 0): :func:`fixup_dot` of the magnitudes,
+    one more pass over K.  Within ``gamma_K`` of the exact sum, below it at most by that (nonnegative terms)."""
+    acc = tl.zeros((ROWS, COLS), dtype=tl.float64)
+    for k0 in range(0, K, BLOCK_K):
+        offs_k = k0 + tl.arange(0, BLOCK_K)
+        k_in = offs_k < K
+        x = tl.abs(tl.load(x_ptr + x_off[:, None] + offs_k[None, :].to(tl.int64) * stride_xk,
+                           mask=x_valid[:, None] & k_in[None, :], other=0.0))
+        y = tl.abs(tl.load(y_ptr + y_off[None, :] + offs_k[:, None].to(tl.int64) * stride_yk,
+                           mask=k_in[:, None] & y_valid[None, :], other=0.0))
+        x = tl.where(x < float("inf"), x, 0.0)  # NaN compares false: 0 too
+        y = tl.where(y < float("inf"), y, 0.0)
+        acc = tl.dot(x.to(tl.float64), y.to(tl.float64), acc, input_precision="ieee", out_dtype=tl.float64)
+    return acc
+
+
+@triton.jit
+def _fp32_fields(v):
+    """FP32 ``v`` as ``m * 2**e`` (int64 ``m < 2**24``, int32 ``e`` in [-149, 104]), its sign, and whether it is
+    finite (``m`` is 0 where not)."""
+    bits = v.to(tl.int32, bitcast=True)
+    ef = (bits >> 23) & 0xFF
+    frac = bits & 0x7FFFFF
+    m = tl.where(ef > 0, frac | 0x800000, frac).to(tl.int64)
+    finite = ef < 0xFF
+    return tl.where(finite, m, 0), tl.where(ef > 0, ef, 1) - 150, bits < 0, finite
+
+
+@triton.jit
+def _carry(limbs, jj):
+    """The limbs' value with every limb but the last in [0, 2**32) (carries moved up; the last keeps the sign)."""
+    for j in range(0, _LIMBS - 1):
+        lj = tl.sum(tl.where(jj == j, limbs, 0), axis=2)
+        up = lj >> 32  # floor division by 2**32 (arithmetic shift)
+        limbs = limbs - tl.where(jj == j, (up << 32)[:, :, None], 0) + tl.where(jj == j + 1, up[:, :, None], 0)
+    return limbs
+
+
+@triton.jit
+def exact_dot(x_ptr, x_off, x_valid, stride_xk, y_ptr, y_off, y_valid, stride_yk, K, alpha,
+              ROWS: tl.constexpr, COLS: tl.constexpr):
+    """alpha * sum_k x[r, k] * y[k, c] of FP32 operands, exactly, rounded once to FP32 (nearest, ties to even).
+
+    Each product ``mx my 2**(ex + ey)`` (48-bit integer, exponent from -298) is added exactly into
+    32-bit limbs of int64 (:data:`_LIMBS`, each with room for 2**31 additions), then the limbs are
+    normalised (:func:`_carry`), multiplied by alpha's 24-bit integer and normalised again.  The top
+    two nonzero limbs make an exact FP64 pair ``h + l`` (TwoSum) with everything below under one
+    unit of ``l``; ``float32(h)`` is the rounding unless ``h`` is a rounding boundary of FP32 (the
+    halfway point of two neighbours, or the overflow threshold), where the sign of the rest picks the
+    side.  Outputs with NaN or infinite products come out as IEEE arithmetic gives them.
+    Slow (about a hundred integer operations per product): for the few pieces no bound decides.
+    """
+    jj = tl.arange(0, _LIMBS)[None, None, :]
+    limbs = tl.zeros((ROWS, COLS, _LIMBS), dtype=tl.int64)
+    nan = tl.zeros((ROWS, COLS), dtype=tl.int1)
+    pos_inf = tl.zeros((ROWS, COLS), dtype=tl.int1)
+    neg_inf = tl.zeros((ROWS, COLS), dtype=tl.int1)
+    for k in range(0, K):
+        xk = tl.load(x_ptr + x_off + tl.cast(k, tl.int64) * stride_xk, mask=x_valid, other=0.0)
+        yk = tl.load(y_ptr + y_off + tl.cast(k, tl.int64) * stride_yk, mask=y_valid, other=0.0)
+        mx, ex, sx, fx = _fp32_fields(xk)
+        my, ey, sy, fy = _fp32_fields(yk)
+        neg = sx[:, None] ^ sy[None, :]
+        # IEEE special values: NaN * y, inf * 0 -> NaN; inf * nonzero -> inf of the product's sign
+        x_nan = xk != xk
+        y_nan = yk != yk
+        x_inf = (~fx) & (~x_nan)
+        y_inf = (~fy) & (~y_nan)
+        p_nan = (x_nan[:, None] | y_nan[None, :] | (x_inf[:, None] & (yk == 0)[None, :])
+                 | ((xk == 0)[:, None] & y_inf[None, :]))
+        p_inf = (x_inf[:, None] | y_inf[None, :]) & (~p_nan)
+        nan = nan | p_nan
+        pos_inf = pos_inf | (p_inf & (~neg))
+        neg_inf = neg_inf | (p_inf & neg)
+        # the finite product m * 2**(sh - 298), sh in [0, 506]: m << (sh % 32) spans limbs sh // 32 .. + 2
+        m = mx[:, None] * my[None, :]
+        sh = ex[:, None] + ey[None, :] + 298
+        j0 = (sh >> 5)[:, :, None]
+        r = (sh & 31).to(tl.int64)
+        w = m << r
+        c0 = w - ((w >> 32) << 32)
+        c1 = m >> (32 - r)
+        c1 = c1 - ((c1 >> 32) << 32)
+        c2 = (m >> 32) >> (32 - r)
+        sign = tl.where(neg, -1, 1).to(tl.int64)
+        limbs += (tl.where(jj == j0, (c0 * sign)[:, :, None], 0) + tl.where(jj == j0 + 1, (c1 * sign)[:, :, None], 0)
+                  + tl.where(jj == j0 + 2, (c2 * sign)[:, :, None], 0))
+    limbs = _carry(limbs, jj)
+    negative = tl.sum(tl.where(jj == _LIMBS - 1, limbs, 0), axis=2) < 0
+    limbs = _carry(tl.where(negative[:, :, None], -limbs, limbs), jj)
+    ma, ea, sa, _ = _fp32_fields(tl.cast(alpha, tl.float32) + tl.zeros((ROWS, COLS), dtype=tl.float32))
+    limbs = _carry(limbs * ma[:, :, None], jj)
+    # |alpha * sum| = sum_j limbs[j] 2**(32 j - 298 + ea), every limb in [0, 2**32)
+    top = tl.max(tl.where(limbs != 0, jj, -1), axis=2)
+    hi = tl.sum(tl.where(jj == top[:, :, None], limbs, 0), axis=2).to(tl.float64) * 4294967296.0
+    lo = tl.sum(tl.where(jj == top[:, :, None] - 1, limbs, 0), axis=2).to(tl.float64)
+    rest = tl.max(tl.where((jj < top[:, :, None] - 1) & (limbs != 0), 1, 0), axis=2)
+    h = hi + lo  # TwoSum: h + l == hi + lo exactly (integers below 2**64)
+    hv = h - hi
+    l = (hi - (h - hv)) + (lo - hv)
+    unit = pow2_f64(tl.maximum(32 * (top - 1) - 298 + ea, -1022))
+    h = h * unit
+    l = l * unit
+    r32 = h.to(tl.float32)
+    r64 = r32.to(tl.float64)
+    bits = r32.to(tl.int32, bitcast=True)
+    other = tl.where(h > r64, bits + 1, bits - 1).to(tl.float32, bitcast=True)  # the neighbour on h's side
+    half = tl.where(bits == 0x7F800000, _OVERFLOW, (r64 + other.to(tl.float64)) * 0.5)
+    # the rest beyond h: l (a whole number of l's units) if nonzero, else the limbs below (< one unit)
+    beyond = tl.where(l != 0, tl.where(l > 0, 1, -1), rest)
+    tie = (h != r64) & (h == half) & (beyond != 0)
+    r32 = tl.where(tie & (beyond > 0), tl.maximum(r32, other), tl.where(tie, tl.minimum(r32, other), r32))
+    r32 = tl.where(top < 0, 0.0, r32)
+    r32 = tl.where(negative ^ sa, -r32, r32)
+    # NaN/Inf products: as IEEE arithmetic sums them, times alpha
+    special = tl.where(nan | (pos_inf & neg_inf), float("nan"), tl.where(pos_inf, float("inf"), float("-inf")))
+    special = (special * tl.cast(alpha, tl.float64)).to(tl.float32)
+    return tl.where(nan | pos_inf | neg_inf, special, r32)
 
 
 @triton.jit
@@ -122,8 +336,14 @@ def _fix_lines(p, num_programs, item_base,
     lines' packed integers.  With SKIP_LISTED, outputs whose ``o`` is a
     fix-up line of y are left to the other pass.  Returns the next item
     number (items are dealt round-robin across the passes).
+
+    Two phases, so that the rare work costs the common tiles nothing: first
+    every tile stores its FP64 sums rounded once, as it always did; then
+    the program reads its tiles back and checks them (:func:`_check_tile`),
+    and computes carefully those it cannot clear (:func:`_careful_tile`).
     """
     n_ob = tl.cdiv(n_other, BLOCK_O)
+    base = item_base
     for bo in range(0, n_batch):
         bl = bo * line_batched
         counts = count_ptr + tl.cast(bl, tl.int64) * n_blocks
@@ -137,19 +357,153 @@ def _fix_lines(p, num_programs, item_base,
             lines, valid = _gather_group(counts, list_ptr + tl.cast(bl, tl.int64) * n_blocks * BLOCK_L, n_blocks,
                                          g * GROUP, total, BLOCK_L, GROUP, NB_CHUNK)
             acc = fixup_dot(x_ptr + tl.cast(bl, tl.int64) * stride_xb, lines.to(tl.int64) * stride_xl, valid,
-                             stride_xk,
-                             y_ptr + tl.cast(bo, tl.int64) * stride_yb, offs_o.to(tl.int64) * stride_yo, o_in,
-                             stride_yk, K, alpha, GROUP, BLOCK_O, BLOCK_K)
+                            stride_xk, y_ptr + tl.cast(bo, tl.int64) * stride_yb, offs_o.to(tl.int64) * stride_yo,
+                            o_in, stride_yk, K, alpha, GROUP, BLOCK_O, BLOCK_K)
             keep = valid[:, None] & o_in[None, :]
             if SKIP_LISTED:
                 y_cls, _ = decode_meta(tl.load(y_meta + tl.cast(bo * y_batched, tl.int64) * n_other + offs_o,
                                                mask=o_in, other=PAD_META))
                 keep = keep & (y_cls < FIXUP_MIN_CLASS)[None, :]
             c = c_ptr + tl.cast(bo, tl.int64) * stride_cb
-            tl.store(c + lines[:, None].to(tl.int64) * stride_cl + offs_o[None, :].to(tl.int64) * stride_co, acc,
-                     mask=keep)
+            tl.store(c + lines[:, None].to(tl.int64) * stride_cl + offs_o[None, :].to(tl.int64) * stride_co,
+                     acc.to(tl.float32), mask=keep)
         item_base += n_items
+    tl.debug_barrier()  # the first phase's stores, visible to all the program's threads
+    for bo in range(0, n_batch):
+        bl = bo * line_batched
+        counts = count_ptr + tl.cast(bl, tl.int64) * n_blocks
+        total = _batch_total(counts, n_blocks, NB_CHUNK)
+        n_items = tl.cdiv(total, GROUP) * n_ob
+        first = (p - base % num_programs + num_programs) % num_programs
+        for j in range(first, n_items, num_programs):
+            if _check_tile(j, n_ob, counts, list_ptr + tl.cast(bl, tl.int64) * n_blocks * BLOCK_L, n_blocks, total,
+                           c_ptr + tl.cast(bo, tl.int64) * stride_cb, stride_cl, stride_co,
+                           x_meta + tl.cast(bl, tl.int64) * n_lines,
+                           y_meta + tl.cast(bo * y_batched, tl.int64) * n_other, n_other, K, alpha,
+                           SKIP_LISTED, FIXUP_MIN_CLASS, BLOCK_L, GROUP, BLOCK_O, NB_CHUNK):
+                g = j // n_ob
+                _careful_tile(g * GROUP, tl.minimum(total - g * GROUP, GROUP), (j % n_ob) * BLOCK_O,
+                              tl.minimum(n_other - (j % n_ob) * BLOCK_O, BLOCK_O),
+                              counts, list_ptr + tl.cast(bl, tl.int64) * n_blocks * BLOCK_L, n_blocks, total,
+                              x_ptr + tl.cast(bl, tl.int64) * stride_xb, stride_xl, stride_xk,
+                              y_ptr + tl.cast(bo, tl.int64) * stride_yb, stride_yk, stride_yo,
+                              c_ptr + tl.cast(bo, tl.int64) * stride_cb, stride_cl, stride_co,
+                              x_meta + tl.cast(bl, tl.int64) * n_lines,
+                              y_meta + tl.cast(bo * y_batched, tl.int64) * n_other,
+                              n_other, K, alpha, SKIP_LISTED, FIXUP_MIN_CLASS, BLOCK_L, GROUP, BLOCK_K, NB_CHUNK)
+        base += n_items
     return item_base
+
+
+@triton.jit
+def _check_tile(j, n_ob, counts, lists, n_blocks, total, c, stride_cl, stride_co, x_meta, y_meta, n_other, K,
+                alpha, SKIP_LISTED: tl.constexpr, FIXUP_MIN_CLASS: tl.constexpr, BLOCK_L: tl.constexpr,
+                GROUP: tl.constexpr, BLOCK_O: tl.constexpr, NB_CHUNK: tl.constexpr):
+    """Whether tile ``j``'s stored outputs ``r`` (FP32) may be on the wrong side of FP32's overflow
+    threshold: the FP64 sum ``v`` they were rounded from lies within ``2**-24 |r|`` of them (``|v|`` at
+    least the threshold where ``r`` is infinite), and within its error bound of the exact value, bounded
+    here from the line meta (:func:`_meta_size`, :func:`_meta_size_other`).  So an output is cleared
+    where ``| |r| - threshold | - 2**-23 |r|`` exceeds the bound (that also covers the rounding of
+    alpha times the sum); an infinite one only where the bound is 0."""
+    g = j // n_ob
+    offs_o = (j % n_ob) * BLOCK_O + tl.arange(0, BLOCK_O)
+    o_in = offs_o < n_other
+    lines, valid = _gather_group(counts, lists, n_blocks, g * GROUP, total, BLOCK_L, GROUP, NB_CHUNK)
+    y_cls, y_t = decode_meta(tl.load(y_meta + offs_o, mask=o_in, other=PAD_META))
+    keep_o = o_in
+    if SKIP_LISTED:
+        keep_o = keep_o & (y_cls < FIXUP_MIN_CLASS)
+    _, x_t = decode_meta(tl.load(x_meta + lines, mask=valid, other=PAD_META))
+    x_size = _meta_size(x_t, valid, alpha, K)
+    y_size = _meta_size_other(y_cls, y_t, keep_o, FIXUP_MIN_CLASS)
+    r = tl.load(c + lines[:, None].to(tl.int64) * stride_cl + offs_o[None, :].to(tl.int64) * stride_co,
+                mask=valid[:, None] & keep_o[None, :], other=0.0)
+    mag = tl.abs(r.to(tl.float64))
+    bound = x_size[:, None] * y_size[None, :]
+    near = (tl.abs(mag - _OVERFLOW) - mag * 2.0 ** -23 <= bound) | ((mag == float("inf")) & (bound > 0))
+    return tl.max(near.to(tl.int32)) > 0
+
+
+@triton.jit
+def _meta_size(x_t, valid, alpha, K):
+    """Per fix-up line, ``|alpha| K 2**-51 * K * 2**(1 - t)``: with :func:`_meta_size_other`'s bound on
+    the other line's largest entry, a bound of ``|alpha| K 2**-51 sum_k |x_k y_k|`` (a fix-up line's largest
+    entry lies in ``[2**-t, 2**(1 - t))``; ``sum_k |x_k y_k| <= K max|x| max|y|``)."""
+    size = pow2_f64(1 - x_t) * _error_scale(alpha, K, x_t.to(tl.float64)) * K
+    return tl.where(valid, size, 0.0)
+
+
+@triton.jit
+def _meta_size_other(y_cls, y_t, keep_o, FIXUP_MIN_CLASS: tl.constexpr):
+    """A bound on each other line's largest entry from its meta: a fix-up line's below ``2**(1 - t)``; another
+    line's below ``2**(_LOG2_TOP + 1 - t)`` where it is scaled (``t != 0``), else below the split's upper
+    limit ``2**_LOG2_UPPER`` (every scheme's; the scheme in use may have a lower one)."""
+    y_log2 = tl.where(y_cls >= FIXUP_MIN_CLASS, 1, tl.where(y_t != 0, _LOG2_TOP + 1, _LOG2_UPPER)) - y_t
+    return tl.where(keep_o, pow2_f64(tl.minimum(tl.maximum(y_log2, -1000), 1000)), 0.0)
+
+
+@triton.jit(noinline=True)  # a cold path: its registers must not weigh on the tile's
+def _careful_tile(first_rank, n_rows, first_o, n_cols, counts, lists, n_blocks, total,
+                  x_base, stride_xl, stride_xk, y_base, stride_yk, stride_yo, c, stride_cl, stride_co,
+                  x_meta, y_meta, n_other, K, alpha, SKIP_LISTED: tl.constexpr, FIXUP_MIN_CLASS: tl.constexpr,
+                  BLOCK_L: tl.constexpr, GROUP: tl.constexpr, BLOCK_K: tl.constexpr, NB_CHUNK: tl.constexpr):
+    """Store the outputs of a tile the meta check left undecided, by pieces of :data:`_PIECE_COLS` columns:
+    the FP64 sum again, checked with the other lines' actual maxima (a pass of loads,
+    :func:`_col_maxima`); where that does not decide, with ``sum_k |x y|`` itself (one more FP64 dot,
+    :func:`_abs_dot`); a piece still undecided is computed exactly (:func:`_exact_tile`).  Scalar
+    arguments only (a function Triton does not inline)."""
+    lines, valid = _gather_group(counts, lists, n_blocks, first_rank, total, BLOCK_L, GROUP, NB_CHUNK)
+    _, x_t = decode_meta(tl.load(x_meta + lines, mask=valid, other=PAD_META))
+    x_size = _meta_size(x_t, valid, alpha, K)
+    for c0 in range(0, n_cols, _PIECE_COLS):
+        offs_o = first_o + c0 + tl.arange(0, _PIECE_COLS)
+        o_in = (c0 + tl.arange(0, _PIECE_COLS) < n_cols) & (offs_o < n_other)
+        keep_o = o_in
+        if SKIP_LISTED:
+            y_cls, _ = decode_meta(tl.load(y_meta + offs_o, mask=o_in, other=PAD_META))
+            keep_o = keep_o & (y_cls < FIXUP_MIN_CLASS)
+        keep = valid[:, None] & keep_o[None, :]
+        acc = fixup_dot(x_base, lines.to(tl.int64) * stride_xl, valid, stride_xk,
+                        y_base, offs_o.to(tl.int64) * stride_yo, o_in, stride_yk, K, alpha, GROUP, _PIECE_COLS, BLOCK_K)
+        y_max = _col_maxima(y_base, offs_o.to(tl.int64) * stride_yo, o_in, stride_yk, K, _PIECE_COLS, BLOCK_K)
+        near = _near_overflow(acc, x_size, tl.where(keep_o, y_max, 0.0)) & keep
+        if tl.max(near.to(tl.int32)) > 0:
+            size = _abs_dot(x_base, lines.to(tl.int64) * stride_xl, valid, stride_xk,
+                            y_base, offs_o.to(tl.int64) * stride_yo, o_in, stride_yk, K, GROUP, _PIECE_COLS, BLOCK_K)
+            mag = tl.abs(acc)
+            near = (tl.abs(mag - _OVERFLOW) - mag * 2.0 ** -51 <= size * _error_scale(alpha, K, size)) & keep
+        if tl.max(near.to(tl.int32)) > 0:
+            _exact_tile(first_rank, n_rows, first_o + c0, tl.minimum(n_cols - c0, _PIECE_COLS), counts, lists,
+                        n_blocks, total, x_base, stride_xl, stride_xk, y_base, stride_yk, stride_yo,
+                        c, stride_cl, stride_co, y_meta, n_other, K, alpha, SKIP_LISTED, FIXUP_MIN_CLASS,
+                        BLOCK_L, NB_CHUNK)
+        else:
+            tl.store(c + lines[:, None].to(tl.int64) * stride_cl + offs_o[None, :].to(tl.int64) * stride_co,
+                     acc.to(tl.float32), mask=keep)
+
+
+@triton.jit(noinline=True)  # a cold path: its registers must not weigh on the tile's
+def _exact_tile(first_rank, n_rows, first_o, n_cols, counts, lists, n_blocks, total,
+                x_base, stride_xl, stride_xk, y_base, stride_yk, stride_yo, c, stride_cl, stride_co,
+                y_meta, n_other, K, alpha, SKIP_LISTED: tl.constexpr, FIXUP_MIN_CLASS: tl.constexpr,
+                BLOCK_L: tl.constexpr, NB_CHUNK: tl.constexpr):
+    """Store the outputs of ``n_rows`` fix-up lines from rank ``first_rank`` and ``n_cols`` others from
+    ``first_o``, each computed by :func:`exact_dot`, in pieces of (_EXACT_ROWS, _EXACT_COLS)."""
+    for r0 in range(0, n_rows, _EXACT_ROWS):
+        lines, valid = _gather_group(counts, lists, n_blocks, first_rank + r0, total, BLOCK_L, _EXACT_ROWS, NB_CHUNK)
+        valid = valid & (r0 + tl.arange(0, _EXACT_ROWS) < n_rows)
+        for c0 in range(0, n_cols, _EXACT_COLS):
+            offs_o = first_o + c0 + tl.arange(0, _EXACT_COLS)
+            o_in = (c0 + tl.arange(0, _EXACT_COLS) < n_cols) & (offs_o < n_other)
+            out = exact_dot(x_base, lines.to(tl.int64) * stride_xl, valid, stride_xk,
+                            y_base, offs_o.to(tl.int64) * stride_yo, o_in, stride_yk, K, alpha,
+                            _EXACT_ROWS, _EXACT_COLS)
+            keep = valid[:, None] & o_in[None, :]
+            if SKIP_LISTED:
+                y_cls, _ = decode_meta(tl.load(y_meta + offs_o, mask=o_in, other=PAD_META))
+                keep = keep & (y_cls < FIXUP_MIN_CLASS)[None, :]
+            tl.store(c + lines[:, None].to(tl.int64) * stride_cl + offs_o[None, :].to(tl.int64) * stride_co, out,
+                     mask=keep)
 
 
 @triton.jit
