@@ -167,3 +167,17 @@ def torch_gen(node_seed):
     """A ``torch.Generator`` (CPU) per test, from the session seed and the test's id."""
     torch = pytest.importorskip("torch")
     return torch.Generator().manual_seed(node_seed)
+
+
+@pytest.fixture
+def shipped_npu_tilings_only(monkeypatch, tmp_path):
+    """The NPU tiling tables as shipped: a user's own (``$SGEMM_CUBE_TUNING_DIR/npu``) points at an empty
+    temporary folder, and the lookups' caches are cleared before and after."""
+    from sgemm_cube.backends import npu
+
+    monkeypatch.setenv("SGEMM_CUBE_TUNING_DIR", str(tmp_path / "user"))
+    npu.choose_tiling.cache_clear()
+    npu._predicted_tflops.cache_clear()
+    yield
+    npu.choose_tiling.cache_clear()
+    npu._predicted_tflops.cache_clear()

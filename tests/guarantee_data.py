@@ -53,7 +53,7 @@ import numpy as np
 __all__ = ["GENERATORS", "FINITE", "SPECIAL", "OVERFLOWING", "U", "OVERFLOW", "UNDERFLOW_UNIT",
            "seed_for", "rng_for", "References", "references", "sequential_fp32", "fp32_matmul", "fp32_autograd_matmul", "check_guarantee", "frobenius_errors",
            "ieee_special_values", "issue_64x64", "half_scaled", "padded_issue_case", "nextafter_2_64",
-           "special_case", "overflow_case", "OPTIONS", "option_id", "native_overflow_ok",
+           "special_case", "overflow_case", "same_bits_any_zero", "OPTIONS", "option_id", "native_overflow_ok",
            "cancelling_huge_terms", "silent_answer_cases", "exact_fp32"]
 
 U = 2.0 ** -24                            #: FP32 unit roundoff
@@ -511,6 +511,12 @@ def _fp32_as_int(x: float):
         return 0, 0
     f, e = math.frexp(x)
     return int(f * (1 << 24)), e - 24
+
+
+def same_bits_any_zero(x, y) -> bool:
+    """Equal bit for bit, except that +0 equals -0 (the sign of an exact zero is not claimed)."""
+    x, y = np.asarray(x, np.float32), np.asarray(y, np.float32)
+    return x.shape == y.shape and bool(np.all((x.view(np.int32) == y.view(np.int32)) | ((x == 0) & (y == 0))))
 
 
 def exact_fp32(a, b, alpha=1.0) -> np.ndarray:

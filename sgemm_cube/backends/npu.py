@@ -67,8 +67,6 @@ ORDERS = ("termwise",)
 _SCALE_CODE = {None: 0, "auto": 1, "rows": 2, "matrix": 3}
 # guard::Subnormals of the same header, per Arithmetic.subnormals: the split range the lines are classified by.
 _SUBNORMALS_CODE = {"gradual": 0, "flush": 1}
-#: The extension's own default split range (``host/binding.cpp``): the one safe under every alternative.
-_EXT_SUBNORMALS_DEFAULT = _SUBNORMALS_CODE["flush"]
 
 #: Environment variable holding this NPU's recorded arithmetic (``Arithmetic.spec()`` text, ``"default"``
 #: for the defaults); it wins over :data:`ARITHMETIC_FILE`.
@@ -332,11 +330,9 @@ def matmul(a, b, *, sb: int, order: str, keep_lo_lo: bool, out, accumulate: str 
         ext.matmul(a, b, target, int(sb), lo_lo, t.bm, t.bk, t.bn, t.n_fused, bool(t.per_term))
     else:
         arith = guard.get("arithmetic") or arithmetic(soc).arithmetic
-        code = _SUBNORMALS_CODE[arith.subnormals]
-        # The extension's default is the range safe under every alternative: named only when it differs.
-        extra = {} if code == _EXT_SUBNORMALS_DEFAULT else {"subnormals": code}
         ext.matmul(a, b, target, int(sb), lo_lo, t.bm, t.bk, t.bn, t.n_fused, bool(t.per_term), True,
-                   _SCALE_CODE[guard["scale"]], bool(guard["fixup"]), float(guard["alpha"]), **extra)
+                   _SCALE_CODE[guard["scale"]], bool(guard["fixup"]), float(guard["alpha"]),
+                   subnormals=_SUBNORMALS_CODE[arith.subnormals])
     if target is not out:
         out.copy_(target)
     return None

@@ -24,18 +24,12 @@ import pytest
 import sgemm_cube
 from sgemm_cube.cpu_fallback.guard import fixup_dot
 from tests.guarantee_data import (GENERATORS, OVERFLOW, cancelling_huge_terms, check_guarantee, exact_fp32,
-                                  ieee_special_values, references, rng_for, sequential_fp32,
-                                  silent_answer_cases)
+                                  ieee_special_values, references, rng_for, same_bits_any_zero,
+                                  sequential_fp32, silent_answer_cases)
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
 FMAX = float(np.finfo(np.float32).max)
-
-
-def _same(x, y):
-    """Bit for bit, but +0 == -0 (the sign of an exact zero is not claimed)."""
-    x, y = np.asarray(x, np.float32), np.asarray(y, np.float32)
-    return x.shape == y.shape and bool(np.all((x.view(np.int32) == y.view(np.int32)) | ((x == 0) & (y == 0))))
 
 
 def _float64_sum(a, b, alpha=1.0):
@@ -73,7 +67,7 @@ def test_the_exact_reference_is_fractions():
               GENERATORS["underflow"](rng, 3, 20, 4), GENERATORS["near_overflow"](rng, 3, 20, 4)]
     for a, b in pairs:
         for alpha in (1.0, -0.3, 3e30):
-            assert _same(exact_fp32(a, b, alpha), _fraction_fp32(a, b, alpha))
+            assert same_bits_any_zero(exact_fp32(a, b, alpha), _fraction_fp32(a, b, alpha))
 
 
 @pytest.mark.parametrize("case", range(2))
@@ -85,7 +79,7 @@ def test_issue_33_silent_answers_are_exact(case):
     native, former = sequential_fp32(a, b), _float64_sum(a, b)
     assert np.isnan(native[0, 0]) and former[0, 0] == (-np.inf if case == 0 else 0.0), (name, native, former)
     for c in (fixup_dot(a, b), sgemm_cube.matmul(a, b, backend="cpu"), sgemm_cube.matmul(a, b)):
-        assert _same(c, exact), (name, c, exact, native, former)
+        assert same_bits_any_zero(c, exact), (name, c, exact, native, former)
         assert check_guarantee(c, a, b) == "", name
     # The checker (its C64 exact here) rejects the former -inf for a finite result; the former 0.0 for an
     # overflowing one it accepts: the bound, 3 K 2**-24 |A||B| ~ 2e58 here, admits any finite value, so
@@ -137,7 +131,7 @@ def test_rounding_boundaries_and_alpha(alpha):
     for xs, ys in BOUNDARY_CASES:
         a, b = np.array([xs], _F), np.array(ys, _F)[:, None]
         want = exact_fp32(a, b, alpha)
-        assert _same(fixup_dot(a, b, alpha), want), (xs, ys, alpha, fixup_dot(a, b, alpha), want)
+        assert same_bits_any_zero(fixup_dot(a, b, alpha), want), (xs, ys, alpha, fixup_dot(a, b, alpha), want)
 
 
 @pytest.mark.parametrize("gen", ["normal", "row_span_120", "one_tiny_per_row", "cond_phi5", "near_overflow",
@@ -149,7 +143,7 @@ def test_every_output_is_the_exact_rounding(data, gen):
     for alpha in (1.0, 0.3, -2.5e-3, 1e-30):
         a, b = GENERATORS[gen](rng, 9, 37, 7)
         c = fixup_dot(a, b, alpha)
-        assert _same(c, exact_fp32(a, b, alpha)), (gen, alpha, seed)
+        assert same_bits_any_zero(c, exact_fp32(a, b, alpha)), (gen, alpha, seed)
         if alpha == 1.0:
             assert check_guarantee(c, a, b) == "", (gen, seed)
 
@@ -164,7 +158,7 @@ def test_special_values_are_ieee(data, gen):
     for test in (np.isnan, np.isposinf, np.isneginf):
         assert np.array_equal(test(c), test(ieee)), (gen, test.__name__, seed)
     rows, cols = np.isfinite(a).all(axis=1), np.isfinite(b).all(axis=0)
-    assert _same(c[rows][:, cols], exact_fp32(a[rows], b[:, cols])), (gen, seed)
+    assert same_bits_any_zero(c[rows][:, cols], exact_fp32(a[rows], b[:, cols])), (gen, seed)
 
 
 def test_batched_and_strided_operands():
@@ -174,9 +168,9 @@ def test_batched_and_strided_operands():
     b = cancelling_huge_terms(rng, 5, 32, 4)[1]
     c = fixup_dot(a, b[None])
     for i in range(3):
-        assert _same(c[i], exact_fp32(a[i], b))
+        assert same_bits_any_zero(c[i], exact_fp32(a[i], b))
     at, bt = np.asfortranarray(a[1]), b[:, ::-1]
-    assert _same(fixup_dot(at, bt, -2.0), exact_fp32(a[1], np.ascontiguousarray(bt), -2.0))
+    assert same_bits_any_zero(fixup_dot(at, bt, -2.0), exact_fp32(a[1], np.ascontiguousarray(bt), -2.0))
 
 
 @pytest.mark.xfail(strict=True, reason="emulated (scaled and split) lines: the emulated sum of huge cancelling "

@@ -14,14 +14,8 @@ from sgemm_cube.tuning import cli, get_profile, npu as npu_tuning, tilings
 from sgemm_cube.tuning.table import TuningTable
 
 
-@pytest.fixture(autouse=True)
-def _user_dir(monkeypatch, tmp_path):
-    monkeypatch.setenv("SGEMM_CUBE_TUNING_DIR", str(tmp_path / "user"))
-    npu.choose_tiling.cache_clear()
-    npu._predicted_tflops.cache_clear()
-    yield
-    npu.choose_tiling.cache_clear()
-    npu._predicted_tflops.cache_clear()
+# A user's own tables (``$SGEMM_CUBE_TUNING_DIR/npu``) must not leak into these tests (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("shipped_npu_tilings_only")
 
 
 def test_model_table_of_a_small_grid(tmp_path):

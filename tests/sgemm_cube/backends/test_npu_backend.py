@@ -240,7 +240,7 @@ def test_the_guarantee_runs_on_the_device(model_ext, torch, scale):
     ext = model_ext("910a", 32)
     seen = []
     kernel = ext.matmul
-    ext.matmul = lambda a, b, *args: (seen.append((a.clone(), b.clone(), args)), kernel(a, b, *args))
+    ext.matmul = lambda a, b, *args, **kw: (seen.append((a.clone(), b.clone(), args)), kernel(a, b, *args, **kw))
     rng = np.random.default_rng(12)
     a = rng.standard_normal((1, 16, 32)).astype(np.float32)
     b = rng.standard_normal((1, 32, 8)).astype(np.float32)

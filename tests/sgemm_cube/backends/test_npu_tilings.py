@@ -24,15 +24,8 @@ ROOT = Path(__file__).resolve().parents[3]
 CHIPS = ("910a", "910b")
 
 
-@pytest.fixture(autouse=True)
-def _shipped_tables_only(monkeypatch, tmp_path):
-    """A user's own tables (``$SGEMM_CUBE_TUNING_DIR/npu``) must not leak into these tests."""
-    monkeypatch.setenv("SGEMM_CUBE_TUNING_DIR", str(tmp_path / "user"))
-    npu.choose_tiling.cache_clear()
-    npu._predicted_tflops.cache_clear()
-    yield
-    npu.choose_tiling.cache_clear()
-    npu._predicted_tflops.cache_clear()
+# A user's own tables (``$SGEMM_CUBE_TUNING_DIR/npu``) must not leak into these tests (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("shipped_npu_tilings_only")
 
 
 def _new_shapes(count: int):

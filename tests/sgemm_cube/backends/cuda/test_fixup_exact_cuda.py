@@ -40,17 +40,12 @@ from sgemm_cube.backends.cuda import fixup_kernel  # noqa: E402
 from sgemm_cube.cpu_fallback.guard import fixup_dot as cpu_fixup_dot  # noqa: E402
 
 from tests.guarantee_data import (GENERATORS, cancelling_huge_terms, check_guarantee, exact_fp32,  # noqa: E402
-                                  ieee_special_values, rng_for, sequential_fp32, silent_answer_cases)
+                                  ieee_special_values, rng_for, same_bits_any_zero, sequential_fp32,
+                                  silent_answer_cases)
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
 FMAX = float(np.finfo(np.float32).max)
-
-
-def _same(x, y):
-    """Bit for bit, but +0 == -0 (the sign of an exact zero is not claimed)."""
-    x, y = np.asarray(x, np.float32), np.asarray(y, np.float32)
-    return x.shape == y.shape and bool(np.all((x.view(np.int32) == y.view(np.int32)) | ((x == 0) & (y == 0))))
 
 
 def _cuda(a, b, alpha=1.0):
@@ -73,10 +68,10 @@ def test_issue_33_silent_answers_on_the_cuda_kernels(case):
     c = _cuda(a, b)
     with np.errstate(all="ignore"):
         former = (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float32)
-    assert _same(c, exact) and _same(c, cpu_fixup_dot(a, b)), (name, c, exact, former, sequential_fp32(a, b))
+    assert same_bits_any_zero(c, exact) and same_bits_any_zero(c, cpu_fixup_dot(a, b)), (name, c, exact, former, sequential_fp32(a, b))
     assert check_guarantee(c, a, b) == "", name
     # the same with alpha (the undecided tile is computed exactly: alpha times the exact sum, rounded once)
-    assert _same(_cuda(a, b, alpha=-0.5), exact_fp32(a, b, -0.5)), name
+    assert same_bits_any_zero(_cuda(a, b, alpha=-0.5), exact_fp32(a, b, -0.5)), name
 
 
 def test_cancelling_huge_terms_search_on_the_cuda_kernels(request):
@@ -134,16 +129,16 @@ def test_exact_dot_rounds_once():
     a, b = _boundary_operands()
     for alpha in (1.0, 0.75, -1.0, 2.0 ** -10, 3e30):
         for r0 in range(0, a.shape[0], 8):
-            assert _same(_exact_dot(a[r0:r0 + 8], b, alpha), exact_fp32(a[r0:r0 + 8], b, alpha)), (r0, alpha)
+            assert same_bits_any_zero(_exact_dot(a[r0:r0 + 8], b, alpha), exact_fp32(a[r0:r0 + 8], b, alpha)), (r0, alpha)
     for alpha in (1.0, -0.3, 1e-38):
         x = rng.uniform(1, 2, (8, 20)) * rng.choice([-1, 1], (8, 20)) * 2.0 ** rng.integers(-149, 128, (8, 20))
         y = rng.uniform(1, 2, (20, 16)) * rng.choice([-1, 1], (20, 16)) * 2.0 ** rng.integers(-149, 128, (20, 16))
         a, b = np.clip(x, -FMAX, FMAX).astype(np.float32), np.clip(y, -FMAX, FMAX).astype(np.float32)
-        assert _same(_exact_dot(a, b, alpha), exact_fp32(a, b, alpha)), alpha
+        assert same_bits_any_zero(_exact_dot(a, b, alpha), exact_fp32(a, b, alpha)), alpha
         a, b = (rng.standard_normal((8, 9)) * 1e-30).astype(np.float32), (rng.standard_normal((9, 16)) * 1e-15).astype(np.float32)
-        assert _same(_exact_dot(a, b, alpha), exact_fp32(a, b, alpha)), alpha
+        assert same_bits_any_zero(_exact_dot(a, b, alpha), exact_fp32(a, b, alpha)), alpha
     a, b = cancelling_huge_terms(rng, 8, 40, 16)
-    assert _same(_exact_dot(a, b), exact_fp32(a, b))
+    assert same_bits_any_zero(_exact_dot(a, b), exact_fp32(a, b))
 
 
 def test_exact_dot_special_values_are_ieee():
@@ -157,7 +152,7 @@ def test_exact_dot_special_values_are_ieee():
         for test in (np.isnan, np.isposinf, np.isneginf):
             assert np.array_equal(test(c), test(ieee)), (alpha, test.__name__, c, ieee)
         # outputs of finite rows and columns beside them: the exact rounding
-        assert _same(c[rows][:, cols], exact_fp32(a[rows], b[:, cols], alpha)), alpha
+        assert same_bits_any_zero(c[rows][:, cols], exact_fp32(a[rows], b[:, cols], alpha)), alpha
 
 
 def _count_calls(monkeypatch):
@@ -203,5 +198,5 @@ def test_ordinary_fixup_data_stay_on_the_fp64_path(monkeypatch, gen, passes):
 def test_the_issue_cases_take_the_exact_path(monkeypatch):
     calls = _count_calls(monkeypatch)
     for _, a, b, exact in silent_answer_cases():
-        assert _same(_cuda(a, b), exact)
+        assert same_bits_any_zero(_cuda(a, b), exact)
     assert all(n >= 2 for n in calls.values()), calls
