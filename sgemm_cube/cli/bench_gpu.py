@@ -25,13 +25,16 @@ why each exists).  ``--matrix --write-config`` stores the fitted hybrid rule in
 kernel configs are measured and written by ``python -m sgemm_cube.tuning.gpu`` alone.
 
 ``--matrix`` times the *public API* with default options instead -- what a
-user gets -- on a matrix of 41 problems (squares, odd sizes, tall-skinny,
+user gets -- on a matrix of problems (squares, odd sizes, tall-skinny,
 short-wide, K-heavy, batched, transposed and strided views, transformer
-linear layers): ``sgemm_cube.matmul(a, b)``, ``backend="cuda"``,
+linear layers, real-shaped data, and the wide-range data of issue 33:
+Vandermonde features, Laplacian kernels, log-normal, an unstandardised
+Gram matrix, a power-law graph, ``--only wide-range``): ``sgemm_cube.matmul(a, b)``, ``backend="cuda"``,
 ``scheme="auto"`` and cuBLAS SGEMM on the same data, each by
 ``do_bench`` (GPU time) and by a host loop (back-to-back calls, one
-synchronize: host overhead included), with errors against float64 and what
-``sgemm_cube.explain`` says.  :func:`derive_hybrid_rule` fits the
+synchronize: host overhead included), with errors against float64, what
+``sgemm_cube.explain`` says and the fractions of rows and columns listed for
+the fix-up (:func:`fixup_fractions`).  :func:`derive_hybrid_rule` fits the
 ``backend="auto"`` thresholds to it (``--write-config`` stores them).
 ``--model`` runs the TransformerEncoder benchmark of
 :mod:`sgemm_cube.cli.bench_model` (``benchmarks/model_bench.py``).
@@ -44,6 +47,7 @@ Run on a GPU machine from the repository root::
     sgemm-cube bench --matrix                      # the API matrix (about 4 minutes on an H100)
     sgemm-cube bench --matrix --write-config       # ... and store the fitted hybrid rule
     sgemm-cube bench --matrix --only square linear # a part of it
+    sgemm-cube bench --matrix --only wide-range    # the wide-range data kinds (issue 33)
     sgemm-cube bench --model                       # TransformerEncoder, native vs sgemm_cube.enabled()
     python -m sgemm_cube.cli.bench_gpu ...             # the same without the console script
 """
@@ -70,7 +74,8 @@ __all__ = ["add_parser", "run", "main", "run_benchmark", "run_sweep", "derive_na
            "sweep_winners", "host_overhead", "SQUARE_SIZES", "RECT_SHAPES", "SWEEP_CONFIGS",
            "BenchProblem", "LAYOUTS", "MATRIX_METHODS", "matrix_problems", "make_operands", "measure_problem",
            "run_matrix", "host_loop_ms", "reference_rows", "format_matrix_table", "matrix_summary",
-           "derive_hybrid_rule", "write_hybrid_config"]
+           "derive_hybrid_rule", "write_hybrid_config", "DATA_KINDS", "WIDE_RANGE_KINDS", "make_data",
+           "make_wide_range", "wide_range_problems", "fixup_fractions"]
 
 
 SQUARE_SIZES = (256, 512, 1024, 1536, 2048, 3072, 4096, 8192, 16384)
@@ -453,7 +458,25 @@ DATA_KINDS = {
     "mixed rows 1%": "a normal, 1% of its rows with every other entry times 1e-10 (33 binades), b normal",
     "mixed rows 10%": "a normal, 10% of its rows mixed-magnitude as above, b normal",
     "mixed rows 100%": "a normal, every row mixed-magnitude as above, b normal",
+    # The wide-range kinds of issue 33 (``--only wide-range``), built by :func:`make_wide_range`.
+    "vandermonde": "a = polynomial features x_v^p, p = 0..95 per variable x_v uniform in [0.5, 2) "
+                   "(columns j: variable j // 96, power j % 96; rows up to 95 binades), b normal coefficients",
+    "laplace h=0.05": "a = exp(-|x_i - y_j| / 0.05) of uniform points in the unit cube (3-d; Laplacian kernel, "
+                      "rows spanning about 20-50 binades), b normal",
+    "laplace h=0.01": "a = exp(-|x_i - y_j| / 0.01) as above (rows spanning about 100-250 binades, "
+                      "subnormals and underflowed zeros), b normal",
+    "log-normal both s=3": "a = exp(3 z), b = exp(3 z'), z, z' standard normal (lines spanning about 30 binades)",
+    "log-normal s=3": "a = exp(3 z), z standard normal, b normal",
+    "gram X^T X": "a = X^T, b = X: the Gram matrix of unstandardised data X (k samples) whose columns are "
+                  "10^u * (z + mu), u uniform in [-4, 4), mu uniform in [-3, 3) (column scales 1e-4..1e4)",
+    "power-law graph": "a = D^-1/2 (G + I) D^-1/2 of a Chung-Lu power-law graph G (degree exponent 2.1, "
+                       "mean degree about 16; mostly exact zeros, entries 1/sqrt(d_i d_j)), b normal features",
 }
+
+#: The :data:`DATA_KINDS` built by :func:`make_wide_range` (issue 33: the data users pick an FP32-accurate
+#: GEMM for); their problems are named ``wide-range ...`` (``--only wide-range``).
+WIDE_RANGE_KINDS = ("vandermonde", "laplace h=0.05", "laplace h=0.01", "log-normal both s=3", "log-normal s=3",
+                    "gram X^T X", "power-law graph")
 
 
 def make_data(kind: str, a_shape, b_shape, device="cuda", generator=None):
@@ -462,6 +485,8 @@ def make_data(kind: str, a_shape, b_shape, device="cuda", generator=None):
     torch = _torch()
     if kind not in DATA_KINDS:
         raise ValueError(f"unknown data kind {kind!r}; choose one of {list(DATA_KINDS)}")
+    if kind in WIDE_RANGE_KINDS:
+        return make_wide_range(kind, a_shape, b_shape, device, generator)
     kw = dict(device=device, generator=generator, dtype=torch.float32)
     b = torch.randn(b_shape, **kw)
     if kind == "normal":
@@ -483,6 +508,84 @@ def make_data(kind: str, a_shape, b_shape, device="cuda", generator=None):
     rows = a[..., : max(1, round(share * a_shape[-2])), :]  # which rows does not matter to the kernels
     rows[..., ::2] *= 1e-10
     return a, b
+
+
+def _vandermonde(a_shape, kw):
+    """Polynomial features: column j of a row holds ``x_v ** (j % 96)`` for the row's variable ``v = j // 96``."""
+    torch = _torch()
+    *lead, m, k = a_shape
+    degree = 96
+    x = 0.5 + 1.5 * torch.rand(*lead, m, -(-k // degree), **kw)  # uniform in [0.5, 2)
+    j = torch.arange(k, device=x.device)
+    return torch.pow(x[..., j // degree], (j % degree).to(torch.float32))
+
+
+def _laplace(a_shape, h: float, kw):
+    """Laplacian kernel exp(-|x_i - y_j| / h) of uniform points in the unit cube (the points' own when square)."""
+    torch = _torch()
+    *lead, m, k = a_shape
+    x = torch.rand(*lead, m, 3, **kw)
+    y = x if k == m else torch.rand(*lead, k, 3, **kw)
+    # Exact distances (the matrix-product form is neither exact on the diagonal nor TF32-proof).
+    return torch.exp(-torch.cdist(x, y, compute_mode="donot_use_mm_for_euclid_dist") / h)
+
+
+def _power_law_graph(a_shape, kw):
+    """GCN-normalised adjacency D^-1/2 (G + I) D^-1/2 of a symmetric Chung-Lu graph with power-law weights."""
+    torch = _torch()
+    *lead, m, k = a_shape
+    n = max(m, k)
+    dev = kw["device"]
+    gamma, mean_degree = 2.1, 16.0
+    w = torch.arange(1, n + 1, device=dev, dtype=torch.float64) ** (-1.0 / (gamma - 1.0))
+    w *= mean_degree / w.mean()
+    p = (w[:, None] * w[None, :] / w.sum()).clamp(max=1.0).float()
+    upper = torch.triu(torch.rand(*lead, n, n, **kw) < p, diagonal=1)
+    g = (upper | upper.mT).float() + torch.eye(n, device=dev)
+    d = g.sum(-1).rsqrt()
+    return (d[..., :, None] * g * d[..., None, :])[..., :m, :k].contiguous()
+
+
+def _gram(a_shape, b_shape, kw):
+    """a = X^T, b = X for unstandardised X (k samples) with column scales 1e-4..1e4 (contiguous copies)."""
+    torch = _torch()
+    *lead, m, k = a_shape
+    n = b_shape[-1]
+    f = max(m, n)
+    scale = 10.0 ** (8.0 * torch.rand(*lead, 1, f, **kw) - 4.0)
+    mu = 6.0 * torch.rand(*lead, 1, f, **kw) - 3.0
+    x = scale * (torch.randn(*lead, k, f, **kw) + mu)
+    return x[..., :m].mT.contiguous(), x[..., :n].contiguous()
+
+
+def make_wide_range(kind: str, a_shape, b_shape, device="cuda", generator=None):
+    """Contiguous float32 operands holding the wide-range kind ``kind`` (:data:`WIDE_RANGE_KINDS`).
+
+    Built on ``device`` from ``generator`` (seeded by the caller), as :data:`DATA_KINDS` says:
+
+    * ``"vandermonde"``: polynomial features x^0..x^95 of variables uniform in [0.5, 2);
+    * ``"laplace h=..."``: Laplacian kernel matrices exp(-|x - y| / h) of random points;
+    * ``"log-normal both s=3"`` / ``"log-normal s=3"``: exp(3 z) on both operands / on ``a`` only;
+    * ``"gram X^T X"``: ``a = X^T``, ``b = X``, columns of X at scales 1e-4..1e4 (``b_shape[-2]`` samples);
+    * ``"power-law graph"``: the degree-normalised adjacency of a power-law graph times normal features.
+    """
+    torch = _torch()
+    if kind not in WIDE_RANGE_KINDS:
+        raise ValueError(f"unknown wide-range kind {kind!r}; choose one of {list(WIDE_RANGE_KINDS)}")
+    kw = dict(device=device, generator=generator, dtype=torch.float32)
+    if kind == "gram X^T X":
+        return _gram(a_shape, b_shape, kw)
+    if kind == "vandermonde":
+        a = _vandermonde(a_shape, kw)
+    elif kind.startswith("laplace"):
+        a = _laplace(a_shape, float(kind.split("=")[1]), kw)
+    elif kind.startswith("log-normal"):
+        a = torch.exp(3.0 * torch.randn(a_shape, **kw))
+        if "both" in kind:
+            return a, torch.exp(3.0 * torch.randn(b_shape, **kw))
+    else:
+        a = _power_law_graph(a_shape, kw)
+    return a, torch.randn(b_shape, **kw)
 
 
 #: Operand layouts of the matrix: both contiguous; b one (k, n) matrix against a batch of a;
@@ -541,7 +644,17 @@ def matrix_problems() -> tuple:
              P("data rbf kernel 8192x1024 k8192", 1, 8192, 1024, 8192, "data", data="rbf kernel")]
     data += [P(f"data {kind} 16x2048x1024 k2048", 16, 2048, 1024, 2048, "data", data=kind)
              for kind in DATA_KINDS if kind.startswith("softmax")]
-    return tuple(squares + linear + shapes + data + [P("square 16384", 1, 16384, 16384, 16384, "square")])
+    return tuple(squares + linear + shapes + data + wide_range_problems()
+                 + [P("square 16384", 1, 16384, 16384, 16384, "square")])
+
+
+def wide_range_problems() -> list:
+    """The problems of :data:`WIDE_RANGE_KINDS` (issue 33), named ``wide-range ...``: each kind at 4096^3,
+    and the issue's Vandermonde shape (8192 x 96) @ (96 x 4096)."""
+    P = BenchProblem
+    return ([P("wide-range vandermonde 8192x4096 k96", 1, 8192, 4096, 96, "wide-range", data="vandermonde")]
+            + [P(f"wide-range {kind} 4096^3", 1, 4096, 4096, 4096, "wide-range", data=kind)
+               for kind in WIDE_RANGE_KINDS])
 
 
 def make_operands(p: BenchProblem, device="cuda", generator=None):
@@ -650,6 +763,33 @@ def _explain(a, b) -> dict:
     return {f: getattr(plan, f) for f in fields if hasattr(plan, f)} or {"repr": repr(plan)[:300]}
 
 
+def fixup_fractions(a, b, *, fixup: bool = True) -> dict:
+    """Fractions of rows of ``a``, columns of ``b`` and outputs that default options list for the fix-up.
+
+    The line statistics (largest and smallest nonzero finite magnitude, NaN/Inf) are taken where the
+    operands are, with torch; the classes follow from them as in every backend
+    (:func:`sgemm_cube.cpu_fallback.guard.meta_from_stats`: fp16x3, ``sb=12``, ``scale="auto"``).
+    A line of class ``>= fixup_min_class(fixup)`` has all its outputs computed by the fix-up, so an output is
+    listed where its row or its column is.  Returns ``{"rows", "cols", "outputs"}`` (averaged over batches).
+    """
+    torch = _torch()
+    from sgemm_cube.cpu_fallback.guard import LineStats, fixup_min_class, meta_from_stats
+
+    def listed(x, dim):
+        x = x.reshape(-1, *x.shape[-2:])
+        finite = torch.isfinite(x)
+        mag = torch.where(finite, x.abs(), torch.zeros((), dtype=x.dtype, device=x.device))
+        big = mag.amax(dim)
+        small = torch.where(mag > 0, mag, torch.full((), float("inf"), dtype=x.dtype, device=x.device)).amin(dim)
+        stats = LineStats(big.double().cpu().numpy(), small.double().cpu().numpy(), (~finite.all(dim)).cpu().numpy())
+        cls = meta_from_stats(stats, fixup=fixup).cls
+        return torch.from_numpy(cls >= int(fixup_min_class(fixup))).double()
+
+    rows, cols = listed(a, -1), listed(b, -2)  # (batches, m), (batches, n)
+    fr, fc = rows.mean(-1), cols.mean(-1)
+    return {"rows": float(fr.mean()), "cols": float(fc.mean()), "outputs": float((fr + fc - fr * fc).mean())}
+
+
 def _hybrid_native(p: BenchProblem, device):
     """What the hybrid rule in force (``prefers_native``) says for ``p`` on ``device``; None off CUDA."""
     torch = _torch()
@@ -710,6 +850,10 @@ def measure_problem(p: BenchProblem, *, device="cuda", rep_ms: float = 100.0, ro
     del ref
     row["explain"] = _explain(a, b)
     row["hybrid_native"] = _hybrid_native(p, device)
+    try:
+        row["fixup_listed"] = fixup_fractions(a, b)
+    except Exception as exc:  # the guard's bookkeeping may change: the timings matter more
+        row["fixup_listed"] = {"error": _failure(exc)}
 
     times = {name: [] for name in fns}
     for _ in range(max(1, rounds)):
@@ -818,15 +962,21 @@ def _row_line(r) -> str:
     fails = f" | failed: {sorted(r['failed'])}" if r["failed"] else ""
     return (f"{head} | sgemm {r['gpu_ms']['sgemm']:8.3f} ms | x SGEMM gpu/host: auto {sg['auto']:5.2f}/"
             f"{sh['auto']:5.2f} cuda {sg['cuda']:5.2f}/{sh['cuda']:5.2f} scheme_auto {sg['scheme_auto']:5.2f}/"
-            f"{sh['scheme_auto']:5.2f} | err auto {e['auto']:.1e} sgemm {e['sgemm']:.1e} "
-            f"[{r.get('seconds', 0):.1f}s]{fails}")
+            f"{sh['scheme_auto']:5.2f} | err auto {e['auto']:.1e} sgemm {e['sgemm']:.1e} | "
+            f"fix-up {_listed_text(r)} [{r.get('seconds', 0):.1f}s]{fails}")
+
+
+def _listed_text(r) -> str:
+    """``rows/cols`` fractions listed for the fix-up (:func:`fixup_fractions`), or ``-``."""
+    f = r.get("fixup_listed") or {}
+    return f"{f['rows']:.2f}/{f['cols']:.2f}" if "rows" in f else "-"
 
 
 def format_matrix_table(rows) -> str:
     """The end-of-run table: per problem, auto's (and cuda's) speedup over SGEMM on both timings, errors."""
     head = (f"{'problem':<34} {'b x m x n x k':>20} {'auto':>8} {'auto':>8} {'cuda':>8} "
-            f"{'err auto':>9} {'err cuda':>9} {'err sgemm':>9}  explain (backend/scheme)")
-    sub = f"{'':<34} {'':>20} {'GPU':>8} {'host':>8} {'GPU':>8}"
+            f"{'err auto':>9} {'err cuda':>9} {'err sgemm':>9} {'fix-up':>9}  explain (backend/scheme)")
+    sub = f"{'':<34} {'':>20} {'GPU':>8} {'host':>8} {'GPU':>8} {'':>9} {'':>9} {'':>9} {'rows/cols':>9}"
     lines = ["speed against cuBLAS SGEMM = SGEMM time / method time (above 1: faster than SGEMM); "
              "GPU: do_bench, host: back-to-back calls", head, sub]
     for r in rows:
@@ -837,7 +987,8 @@ def format_matrix_table(rows) -> str:
         plan = "error" if "error" in ex else f"{ex.get('backend')}/{ex.get('scheme')}"
         lines.append(f"{r['name']:<34} {_shape_text(r):>20} {r['speedup_gpu']['auto']:>7.2f}x "
                      f"{r['speedup_host']['auto']:>7.2f}x {r['speedup_gpu']['cuda']:>7.2f}x "
-                     f"{r['rel_err']['auto']:>9.2e} {r['rel_err']['cuda']:>9.2e} {r['rel_err']['sgemm']:>9.2e}  "
+                     f"{r['rel_err']['auto']:>9.2e} {r['rel_err']['cuda']:>9.2e} {r['rel_err']['sgemm']:>9.2e} "
+                     f"{_listed_text(r):>9}  "
                      f"{plan}{' (hybrid: native)' if r.get('hybrid_native') is True else ''}")
     return "\n".join(lines)
 
@@ -1011,7 +1162,7 @@ def _add_arguments(p):
                    help="time sgemm_cube.matmul (auto, backend='cuda', scheme='auto') and SGEMM on "
                         f"{len(matrix_problems())} problems; JSON to <results-dir>/matrix_<gpu>_<time>.json")
     m.add_argument("--only", nargs="+", metavar="TEXT",
-                   help="only the problems whose name contains one of these (e.g. 'square' 'linear')")
+                   help="only the problems whose name contains one of these (e.g. 'square' 'linear' 'wide-range')")
     m.add_argument("--rounds", type=positive_int, default=3, help="round-robin do_bench runs per method (median)")
     m.add_argument("--host-ms", type=positive_float, default=50.0,
                    help="GPU work per host loop (ms): sets the number of back-to-back calls")
