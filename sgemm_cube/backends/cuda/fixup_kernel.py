@@ -22,7 +22,12 @@ sums are FP64, and each output times ``alpha`` is rounded once to FP32.  So a
 line spanning FP32's whole range loses none of its entries, no partial sum
 overflows, and NaN and infinities come out as IEEE arithmetic gives them
 (``inf * 0`` and ``inf - inf`` are NaN, ``inf * 1e-30`` is ``inf``).  Outputs
-in a listed row and a listed column are written by the row pass only.
+in a listed row and a listed column are computed once, by the row pass: the
+column pass walks only the rows of A that are not listed (compacted like the
+lists, :func:`_other_lines`; the split pass stores them from the end of each
+block's list segment).  Measured on an H100 (2026-11-26, 4096^3, log-normal
+sigma 3 on both operands, 83% of the rows and of the columns listed): 0.51x ->
+0.71x cuBLAS SGEMM (``matrix_h100_20261126-134037.json``).
 
 An FP64 sum is within ``gamma_K * sum_k |x_k y_k|`` of the exact one, far
 inside the guarantee -- but where huge terms cancel (products up to 2**256
@@ -326,44 +331,45 @@ def _fix_lines(p, num_programs, item_base,
                y_ptr, stride_yb, stride_yk, stride_yo,
                c_ptr, stride_cb, stride_cl, stride_co,
                x_meta, n_lines, y_meta, y_batched, n_batch, n_other, K, alpha,
-               SKIP_LISTED: tl.constexpr,
+               o_count_ptr, o_list_ptr, o_blocks, SKIP_LISTED: tl.constexpr,
                FIXUP_MIN_CLASS: tl.constexpr, BLOCK_L: tl.constexpr, GROUP: tl.constexpr, BLOCK_O: tl.constexpr,
                BLOCK_K: tl.constexpr, NB_CHUNK: tl.constexpr):
     """Outputs c[b, l, o] = sum_k x[b, l, k] y[b, k, o] of the fix-up lines l (c seen through strides).
 
     ``line_batched``/``y_batched`` are 0 for an operand broadcast over the
     batch; ``x_meta`` (.., n_lines) and ``y_meta`` (.., n_other) hold the
-    lines' packed integers.  With SKIP_LISTED, outputs whose ``o`` is a
-    fix-up line of y are left to the other pass.  Returns the next item
-    number (items are dealt round-robin across the passes).
+    lines' packed integers.  With SKIP_LISTED, the ``o`` are y's lines that
+    are *not* fix-up lines, compacted from y's lists (``o_count_ptr``,
+    ``o_list_ptr``, ``o_blocks``: :func:`_other_lines`): the outputs of two
+    fix-up lines are the other pass's, and are not computed here at all.
+    Returns the next item number (items are dealt round-robin across the passes).
 
     Two phases, so that the rare work costs the common tiles nothing: first
     every tile stores its FP64 sums rounded once, as it always did; then
     the program reads its tiles back and checks them (:func:`_check_tile`),
     and computes carefully those it cannot clear (:func:`_careful_tile`).
     """
-    n_ob = tl.cdiv(n_other, BLOCK_O)
     base = item_base
     for bo in range(0, n_batch):
         bl = bo * line_batched
         counts = count_ptr + tl.cast(bl, tl.int64) * n_blocks
         total = _batch_total(counts, n_blocks, NB_CHUNK)
+        o_counts = o_count_ptr + tl.cast(bo * y_batched, tl.int64) * o_blocks
+        o_lists = o_list_ptr + tl.cast(bo * y_batched, tl.int64) * o_blocks * BLOCK_L
+        n_open = _open_lines(o_counts, o_blocks, n_other, SKIP_LISTED, NB_CHUNK)
+        n_ob = tl.cdiv(n_open, BLOCK_O)
         n_items = tl.cdiv(total, GROUP) * n_ob
         first = (p - item_base % num_programs + num_programs) % num_programs
         for j in range(first, n_items, num_programs):
             g = j // n_ob
-            offs_o = (j % n_ob) * BLOCK_O + tl.arange(0, BLOCK_O)
-            o_in = offs_o < n_other
+            offs_o, o_in = _other_lines((j % n_ob) * BLOCK_O, n_open, o_counts, o_lists, o_blocks, n_other,
+                                        SKIP_LISTED, BLOCK_L, BLOCK_O, NB_CHUNK)
             lines, valid = _gather_group(counts, list_ptr + tl.cast(bl, tl.int64) * n_blocks * BLOCK_L, n_blocks,
                                          g * GROUP, total, BLOCK_L, GROUP, NB_CHUNK)
             acc = fixup_dot(x_ptr + tl.cast(bl, tl.int64) * stride_xb, lines.to(tl.int64) * stride_xl, valid,
                             stride_xk, y_ptr + tl.cast(bo, tl.int64) * stride_yb, offs_o.to(tl.int64) * stride_yo,
                             o_in, stride_yk, K, alpha, GROUP, BLOCK_O, BLOCK_K)
             keep = valid[:, None] & o_in[None, :]
-            if SKIP_LISTED:
-                y_cls, _ = decode_meta(tl.load(y_meta + tl.cast(bo * y_batched, tl.int64) * n_other + offs_o,
-                                               mask=o_in, other=PAD_META))
-                keep = keep & (y_cls < FIXUP_MIN_CLASS)[None, :]
             c = c_ptr + tl.cast(bo, tl.int64) * stride_cb
             tl.store(c + lines[:, None].to(tl.int64) * stride_cl + offs_o[None, :].to(tl.int64) * stride_co,
                      acc.to(tl.float32), mask=keep)
@@ -373,46 +379,87 @@ def _fix_lines(p, num_programs, item_base,
         bl = bo * line_batched
         counts = count_ptr + tl.cast(bl, tl.int64) * n_blocks
         total = _batch_total(counts, n_blocks, NB_CHUNK)
+        o_counts = o_count_ptr + tl.cast(bo * y_batched, tl.int64) * o_blocks
+        o_lists = o_list_ptr + tl.cast(bo * y_batched, tl.int64) * o_blocks * BLOCK_L
+        n_open = _open_lines(o_counts, o_blocks, n_other, SKIP_LISTED, NB_CHUNK)
+        n_ob = tl.cdiv(n_open, BLOCK_O)
         n_items = tl.cdiv(total, GROUP) * n_ob
         first = (p - base % num_programs + num_programs) % num_programs
         for j in range(first, n_items, num_programs):
-            if _check_tile(j, n_ob, counts, list_ptr + tl.cast(bl, tl.int64) * n_blocks * BLOCK_L, n_blocks, total,
-                           c_ptr + tl.cast(bo, tl.int64) * stride_cb, stride_cl, stride_co,
+            offs_o, o_in = _other_lines((j % n_ob) * BLOCK_O, n_open, o_counts, o_lists, o_blocks, n_other,
+                                        SKIP_LISTED, BLOCK_L, BLOCK_O, NB_CHUNK)
+            if _check_tile(j // n_ob, offs_o, o_in, counts, list_ptr + tl.cast(bl, tl.int64) * n_blocks * BLOCK_L,
+                           n_blocks, total, c_ptr + tl.cast(bo, tl.int64) * stride_cb, stride_cl, stride_co,
                            x_meta + tl.cast(bl, tl.int64) * n_lines,
-                           y_meta + tl.cast(bo * y_batched, tl.int64) * n_other, n_other, K, alpha,
-                           SKIP_LISTED, FIXUP_MIN_CLASS, BLOCK_L, GROUP, BLOCK_O, NB_CHUNK):
+                           y_meta + tl.cast(bo * y_batched, tl.int64) * n_other, K, alpha,
+                           FIXUP_MIN_CLASS, BLOCK_L, GROUP, NB_CHUNK):
                 g = j // n_ob
                 _careful_tile(g * GROUP, tl.minimum(total - g * GROUP, GROUP), (j % n_ob) * BLOCK_O,
-                              tl.minimum(n_other - (j % n_ob) * BLOCK_O, BLOCK_O),
+                              tl.minimum(n_open - (j % n_ob) * BLOCK_O, BLOCK_O),
                               counts, list_ptr + tl.cast(bl, tl.int64) * n_blocks * BLOCK_L, n_blocks, total,
                               x_ptr + tl.cast(bl, tl.int64) * stride_xb, stride_xl, stride_xk,
                               y_ptr + tl.cast(bo, tl.int64) * stride_yb, stride_yk, stride_yo,
                               c_ptr + tl.cast(bo, tl.int64) * stride_cb, stride_cl, stride_co,
                               x_meta + tl.cast(bl, tl.int64) * n_lines,
-                              y_meta + tl.cast(bo * y_batched, tl.int64) * n_other,
-                              n_other, K, alpha, SKIP_LISTED, FIXUP_MIN_CLASS, BLOCK_L, GROUP, BLOCK_K, NB_CHUNK)
+                              n_other, n_open, o_counts, o_lists, o_blocks, K, alpha, SKIP_LISTED,
+                              BLOCK_L, GROUP, BLOCK_K, NB_CHUNK)
         base += n_items
     return item_base
 
 
 @triton.jit
-def _check_tile(j, n_ob, counts, lists, n_blocks, total, c, stride_cl, stride_co, x_meta, y_meta, n_other, K,
-                alpha, SKIP_LISTED: tl.constexpr, FIXUP_MIN_CLASS: tl.constexpr, BLOCK_L: tl.constexpr,
-                GROUP: tl.constexpr, BLOCK_O: tl.constexpr, NB_CHUNK: tl.constexpr):
+def _open_lines(o_counts, o_blocks, n_other, SKIP_LISTED: tl.constexpr, NB_CHUNK: tl.constexpr):
+    """The other operand's lines a pass walks: all ``n_other``, or (SKIP_LISTED) those not listed."""
+    n_open = n_other + tl.zeros([], dtype=tl.int32)
+    if SKIP_LISTED:
+        n_open -= _batch_total(o_counts, o_blocks, NB_CHUNK)
+    return n_open
+
+
+@triton.jit
+def _other_lines(first, n_open, o_counts, o_lists, o_blocks, n_other, SKIP_LISTED: tl.constexpr,
+                 BLOCK_L: tl.constexpr, WIDTH: tl.constexpr, NB_CHUNK: tl.constexpr):
+    """The other operand's lines ``first ... first + WIDTH - 1`` of a pass, and which exist: consecutive
+    lines, or (SKIP_LISTED) the lines of those ranks among the ones not listed, which the split pass stores
+    from the end of each block's list segment (:func:`.split_kernel._line_meta`)."""
+    ranks = first + tl.arange(0, WIDTH)
+    if SKIP_LISTED:
+        valid = ranks < n_open
+        block = tl.zeros([WIDTH], dtype=tl.int32)   # blocks whose open lines all rank below r
+        before = tl.zeros([WIDTH], dtype=tl.int32)  # open lines in those blocks
+        running = tl.zeros([], dtype=tl.int32)
+        for c0 in range(0, o_blocks, NB_CHUNK):
+            offs = c0 + tl.arange(0, NB_CHUNK)
+            in_b = offs < o_blocks
+            in_block = tl.maximum(tl.minimum(n_other - offs * BLOCK_L, BLOCK_L), 0)  # blocks past the lines: 0
+            cnt = tl.where(in_b, in_block - tl.load(o_counts + offs, mask=in_b, other=0), 0)
+            ends = running + tl.cumsum(cnt, axis=0)
+            passed = (ends[None, :] <= ranks[:, None]) & in_b[None, :]
+            block += tl.sum(passed.to(tl.int32), axis=1)
+            before += tl.sum(tl.where(passed, cnt[None, :], 0), axis=1)
+            running += tl.sum(cnt, axis=0)
+        lines = tl.load(o_lists + block.to(tl.int64) * BLOCK_L + BLOCK_L - 1 - (ranks - before), mask=valid,
+                        other=0)
+    else:
+        lines = ranks
+        valid = ranks < n_other
+    return lines, valid
+
+
+@triton.jit
+def _check_tile(g, offs_o, o_in, counts, lists, n_blocks, total, c, stride_cl, stride_co, x_meta, y_meta, K,
+                alpha, FIXUP_MIN_CLASS: tl.constexpr, BLOCK_L: tl.constexpr,
+                GROUP: tl.constexpr, NB_CHUNK: tl.constexpr):
     """Whether tile ``j``'s stored outputs ``r`` (FP32) may be on the wrong side of FP32's overflow
     threshold: the FP64 sum ``v`` they were rounded from lies within ``2**-24 |r|`` of them (``|v|`` at
     least the threshold where ``r`` is infinite), and within its error bound of the exact value, bounded
     here from the line meta (:func:`_meta_size`, :func:`_meta_size_other`).  So an output is cleared
     where ``| |r| - threshold | - 2**-23 |r|`` exceeds the bound (that also covers the rounding of
-    alpha times the sum); an infinite one only where the bound is 0."""
-    g = j // n_ob
-    offs_o = (j % n_ob) * BLOCK_O + tl.arange(0, BLOCK_O)
-    o_in = offs_o < n_other
+    alpha times the sum); an infinite one only where the bound is 0.  ``g``: the tile's group of
+    fix-up lines; ``offs_o``, ``o_in``: its other lines (:func:`_other_lines`)."""
     lines, valid = _gather_group(counts, lists, n_blocks, g * GROUP, total, BLOCK_L, GROUP, NB_CHUNK)
     y_cls, y_t = decode_meta(tl.load(y_meta + offs_o, mask=o_in, other=PAD_META))
     keep_o = o_in
-    if SKIP_LISTED:
-        keep_o = keep_o & (y_cls < FIXUP_MIN_CLASS)
     _, x_t = decode_meta(tl.load(x_meta + lines, mask=valid, other=PAD_META))
     x_size = _meta_size(x_t, valid, alpha, K)
     y_size = _meta_size_other(y_cls, y_t, keep_o, FIXUP_MIN_CLASS)
@@ -445,23 +492,22 @@ def _meta_size_other(y_cls, y_t, keep_o, FIXUP_MIN_CLASS: tl.constexpr):
 @triton.jit(noinline=True)  # a cold path: its registers must not weigh on the tile's
 def _careful_tile(first_rank, n_rows, first_o, n_cols, counts, lists, n_blocks, total,
                   x_base, stride_xl, stride_xk, y_base, stride_yk, stride_yo, c, stride_cl, stride_co,
-                  x_meta, y_meta, n_other, K, alpha, SKIP_LISTED: tl.constexpr, FIXUP_MIN_CLASS: tl.constexpr,
+                  x_meta, n_other, n_open, o_counts, o_lists, o_blocks, K, alpha, SKIP_LISTED: tl.constexpr,
                   BLOCK_L: tl.constexpr, GROUP: tl.constexpr, BLOCK_K: tl.constexpr, NB_CHUNK: tl.constexpr):
     """Store the outputs of a tile the meta check left undecided, by pieces of :data:`_PIECE_COLS` columns:
     the FP64 sum again, checked with the other lines' actual maxima (a pass of loads,
     :func:`_col_maxima`); where that does not decide, with ``sum_k |x y|`` itself (one more FP64 dot,
     :func:`_abs_dot`); a piece still undecided is computed exactly (:func:`_exact_tile`).  Scalar
-    arguments only (a function Triton does not inline)."""
+    arguments only (a function Triton does not inline); ``first_o``, ``n_cols``: ranks among the pass's
+    other lines (:func:`_other_lines`)."""
     lines, valid = _gather_group(counts, lists, n_blocks, first_rank, total, BLOCK_L, GROUP, NB_CHUNK)
     _, x_t = decode_meta(tl.load(x_meta + lines, mask=valid, other=PAD_META))
     x_size = _meta_size(x_t, valid, alpha, K)
     for c0 in range(0, n_cols, _PIECE_COLS):
-        offs_o = first_o + c0 + tl.arange(0, _PIECE_COLS)
-        o_in = (c0 + tl.arange(0, _PIECE_COLS) < n_cols) & (offs_o < n_other)
+        offs_o, o_in = _other_lines(first_o + c0, n_open, o_counts, o_lists, o_blocks, n_other, SKIP_LISTED,
+                                    BLOCK_L, _PIECE_COLS, NB_CHUNK)
+        o_in = o_in & (c0 + tl.arange(0, _PIECE_COLS) < n_cols)
         keep_o = o_in
-        if SKIP_LISTED:
-            y_cls, _ = decode_meta(tl.load(y_meta + offs_o, mask=o_in, other=PAD_META))
-            keep_o = keep_o & (y_cls < FIXUP_MIN_CLASS)
         keep = valid[:, None] & keep_o[None, :]
         acc = fixup_dot(x_base, lines.to(tl.int64) * stride_xl, valid, stride_xk,
                         y_base, offs_o.to(tl.int64) * stride_yo, o_in, stride_yk, K, alpha, GROUP, _PIECE_COLS, BLOCK_K)
@@ -475,8 +521,8 @@ def _careful_tile(first_rank, n_rows, first_o, n_cols, counts, lists, n_blocks, 
         if tl.max(near.to(tl.int32)) > 0:
             _exact_tile(first_rank, n_rows, first_o + c0, tl.minimum(n_cols - c0, _PIECE_COLS), counts, lists,
                         n_blocks, total, x_base, stride_xl, stride_xk, y_base, stride_yk, stride_yo,
-                        c, stride_cl, stride_co, y_meta, n_other, K, alpha, SKIP_LISTED, FIXUP_MIN_CLASS,
-                        BLOCK_L, NB_CHUNK)
+                        c, stride_cl, stride_co, n_other, n_open, o_counts, o_lists, o_blocks, K, alpha,
+                        SKIP_LISTED, BLOCK_L, NB_CHUNK)
         else:
             tl.store(c + lines[:, None].to(tl.int64) * stride_cl + offs_o[None, :].to(tl.int64) * stride_co,
                      acc.to(tl.float32), mask=keep)
@@ -485,7 +531,7 @@ def _careful_tile(first_rank, n_rows, first_o, n_cols, counts, lists, n_blocks, 
 @triton.jit(noinline=True)  # a cold path: its registers must not weigh on the tile's
 def _exact_tile(first_rank, n_rows, first_o, n_cols, counts, lists, n_blocks, total,
                 x_base, stride_xl, stride_xk, y_base, stride_yk, stride_yo, c, stride_cl, stride_co,
-                y_meta, n_other, K, alpha, SKIP_LISTED: tl.constexpr, FIXUP_MIN_CLASS: tl.constexpr,
+                n_other, n_open, o_counts, o_lists, o_blocks, K, alpha, SKIP_LISTED: tl.constexpr,
                 BLOCK_L: tl.constexpr, NB_CHUNK: tl.constexpr):
     """Store the outputs of ``n_rows`` fix-up lines from rank ``first_rank`` and ``n_cols`` others from
     ``first_o``, each computed by :func:`exact_dot`, in pieces of (_EXACT_ROWS, _EXACT_COLS)."""
@@ -493,15 +539,13 @@ def _exact_tile(first_rank, n_rows, first_o, n_cols, counts, lists, n_blocks, to
         lines, valid = _gather_group(counts, lists, n_blocks, first_rank + r0, total, BLOCK_L, _EXACT_ROWS, NB_CHUNK)
         valid = valid & (r0 + tl.arange(0, _EXACT_ROWS) < n_rows)
         for c0 in range(0, n_cols, _EXACT_COLS):
-            offs_o = first_o + c0 + tl.arange(0, _EXACT_COLS)
-            o_in = (c0 + tl.arange(0, _EXACT_COLS) < n_cols) & (offs_o < n_other)
+            offs_o, o_in = _other_lines(first_o + c0, n_open, o_counts, o_lists, o_blocks, n_other, SKIP_LISTED,
+                                        BLOCK_L, _EXACT_COLS, NB_CHUNK)
+            o_in = o_in & (c0 + tl.arange(0, _EXACT_COLS) < n_cols)
             out = exact_dot(x_base, lines.to(tl.int64) * stride_xl, valid, stride_xk,
                             y_base, offs_o.to(tl.int64) * stride_yo, o_in, stride_yk, K, alpha,
                             _EXACT_ROWS, _EXACT_COLS)
             keep = valid[:, None] & o_in[None, :]
-            if SKIP_LISTED:
-                y_cls, _ = decode_meta(tl.load(y_meta + offs_o, mask=o_in, other=PAD_META))
-                keep = keep & (y_cls < FIXUP_MIN_CLASS)[None, :]
             tl.store(c + lines[:, None].to(tl.int64) * stride_cl + offs_o[None, :].to(tl.int64) * stride_co, out,
                      mask=keep)
 
@@ -526,13 +570,15 @@ def fixup_program(p, num_programs, a, b, c, batch, M, N, K,
                       a.ptr, a.stride_batch, a.stride_line, a.stride_k,
                       b.ptr, b.stride_batch, b.stride_k, b.stride_line,
                       c.ptr, c.stride_batch, c.stride_m, 1,
-                      a.meta, M, b.meta, b_batched, batch, N, K, c.alpha, False,
+                      a.meta, M, b.meta, b_batched, batch, N, K, c.alpha,
+                      b.fix_counts, b.fix_lists, b.fix_blocks, False,
                       FIXUP_MIN_CLASS, BLOCK_L, GROUP, BLOCK_O, BLOCK_K, _COUNTS_CHUNK)
-    # Columns of B: c^T = b^T a^T, skipping the rows the first pass wrote.
+    # Columns of B: c^T = b^T a^T, over the rows of A the first pass did not write.
     _fix_lines(p, num_programs, item,
                b.fix_counts, b.fix_lists, b.fix_blocks, b_batched,
                b.ptr, b.stride_batch, b.stride_line, b.stride_k,
                a.ptr, a.stride_batch, a.stride_k, a.stride_line,
                c.ptr, c.stride_batch, 1, c.stride_m,
-               b.meta, N, a.meta, a_batched, batch, M, K, c.alpha, True,
+               b.meta, N, a.meta, a_batched, batch, M, K, c.alpha,
+               a.fix_counts, a.fix_lists, a.fix_blocks, True,
                FIXUP_MIN_CLASS, BLOCK_L, GROUP, BLOCK_O, BLOCK_K, _COUNTS_CHUNK)

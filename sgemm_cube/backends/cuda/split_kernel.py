@@ -138,7 +138,8 @@ def _line_meta(pid_l, bidx, n_blocks, part_ptr, n_kt, meta_ptr, list_ptr, count_
     meta : (batch, L) int32, packed line meta (:func:`.line_meta.encode_meta`).
     list, count : (batch, n_blocks * BLOCK_L) and (batch, n_blocks) int32:
         block p writes its lines with ``cls >= FIXUP_MIN_CLASS`` to
-        ``list[b, p * BLOCK_L :]`` and their number to ``count[b, p]``.
+        ``list[b, p * BLOCK_L :]`` in order and their number to ``count[b, p]``; its other lines
+        (within ``L``) from the segment's end, the q-th at ``list[b, p * BLOCK_L + BLOCK_L - 1 - q]``.
     mat_t : (batch,) int32, the matrix's exponent (``scale="matrix"`` only).
     LOWER, UPPER, TOP : :func:`sgemm_cube.cpu_fallback.guard.line_range` of the scheme.
     SCALE_MODE : SCALE_NONE, SCALE_AUTO, SCALE_ROWS or "matrix" (:data:`SCALE_MODES`).
@@ -183,6 +184,11 @@ def _line_meta(pid_l, bidx, n_blocks, part_ptr, n_kt, meta_ptr, list_ptr, count_
     rank = tl.cumsum(fix, axis=0) - fix
     seg = bidx.to(tl.int64) * n_blocks * BLOCK_L + pid_l * BLOCK_L
     tl.store(list_ptr + seg + rank, offs_l, mask=fix > 0)
+    # The other lines fill the segment from its end (the q-th at BLOCK_L - 1 - q): the fix-up's column
+    # pass walks the rows of A that are not listed, so an output whose row and column are both listed is
+    # computed once, by the row pass.
+    rest = (line_in & (cls < FIXUP_MIN_CLASS)).to(tl.int32)
+    tl.store(list_ptr + seg + BLOCK_L - 1 - (tl.cumsum(rest, axis=0) - rest), offs_l, mask=rest > 0)
     tl.store(count_ptr + bidx * n_blocks + pid_l, tl.sum(fix, axis=0))
 
 

@@ -155,13 +155,16 @@ def _check_lines(x, slices, lines, *, axis, scheme="fp16x3", sb=12, scale="auto"
     pad = slices.clone()
     pad[:, :, :rows, :cols] = 0
     assert not pad.float().any()  # the pad is zero, so the GEMM needs no masks
-    # The lists: per block of block_l lines, the lines of class >= fixup_min_class, in order.
+    # The lists: per block of block_l lines, the lines of class >= fixup_min_class, in order; the block's
+    # other lines from the segment's end (the fix-up's column pass walks them: crossings computed once).
     counts, lists, bl = lines.counts.numpy(), lines.lists.numpy(), lines.block_l
     for i in range(xn.shape[0]):
         for p in range(lines.blocks):
             listed = np.flatnonzero(want.cls[i, p * bl:(p + 1) * bl] >= fixup_min_class) + p * bl
+            rest = np.flatnonzero(want.cls[i, p * bl:(p + 1) * bl] < fixup_min_class) + p * bl
             assert counts[i, p] == listed.size
             assert np.array_equal(lists[i, p * bl:p * bl + listed.size], listed)
+            assert np.array_equal(lists[i, (p + 1) * bl - rest.size:(p + 1) * bl][::-1], rest)
 
 
 def _check_split(ops, a, b, **kw):
