@@ -81,6 +81,8 @@ __all__ = ["fixup_dot", "exact_dot", "fixup_program", "fixup_shape"]
 
 #: From this K on, the fix-up takes the larger tiles and fewer programs (:func:`fixup_shape`).
 LONG_K = 4096
+#: Below this K, the larger tiles with as many programs as at medium K (:func:`fixup_shape`).
+SHORT_K = 128
 #: Per-block counts of fix-up lines read per step while compacting a batch's lists.
 _COUNTS_CHUNK = tl.constexpr(256)
 #: The smallest magnitude that rounds to infinity in FP32 (halfway between its largest value and 2**128).
@@ -108,10 +110,16 @@ def fixup_shape(k: int, sms: int) -> tuple[tuple[int, int, int], int]:
     softmax 16x2048x1024 k2048): (64, 128, 16) x 1 SM 0.85 / 0.78 / 0.46; (64, 128, 32) x 4 SMs 0.92 /
     0.84 / 0.92; (64, 256, 32) x 2 SMs 1.05 / 0.97 / 0.31; (64, 128, 64) x 2 SMs 1.02 / 0.93 / 0.60.
     Long K takes the large tiles, short K more programs of smaller ones.  Normal data (nothing
-    listed) measured 3.64-3.81x SGEMM with each, within the run-to-run spread.
+    listed) measured 3.64-3.81x SGEMM with each, within the run-to-run spread.  Very short K (below
+    :data:`SHORT_K`) takes the wide tiles with the many programs: measured on an H100 (2026-11-26,
+    Vandermonde features 8192 x 96 @ 96 x 4096, 71% of the rows listed, x cuBLAS SGEMM): (64, 128, 32)
+    x 4 SMs 0.38, (64, 256, 32) x 4 0.44, x 2 0.43, (64, 256, 16) x 4 0.45, (128, 128, 32) x 2 0.29; the
+    same bits from each.
     """
     if k >= LONG_K:
         return (64, 256, 32), 2 * sms
+    if k < SHORT_K:
+        return (64, 256, 32), 4 * sms
     return (64, 128, 32), 4 * sms
 
 
