@@ -6,7 +6,9 @@ every result can be tested without the hardware:
 * :func:`split` / :func:`split_limits` -- the FP32 -> FP16 (hi, lo) split
   (``split.py``);
 * :func:`accumulate_product` -- FP32 accumulation of one FP16 product under
-  the ``"cube16"``, ``"sequential"`` or ``"truncate"`` model (``accumulate.py``);
+  the ``"cube16"``, ``"sequential"`` or ``"truncate"`` model (``accumulate.py``), and
+  :data:`K_GROUP`, the K group after which the NPU kernel adds the cube's partial sum into a
+  second FP32 accumulator;
 * :mod:`sgemm_cube.cpu_fallback.arithmetic` -- the hardware behaviours the AscendC
   docs leave open, as named alternatives; the split, the accumulation and
   :func:`emulated_matmul` take one as ``arithmetic=`` and model it bit for bit;
@@ -19,10 +21,10 @@ every result can be tested without the hardware:
   model matches bit for bit.
 """
 
-from .accumulate import ACCUMULATION_MODELS, accumulate_product
+from .accumulate import ACCUMULATION_MODELS, K_GROUP, accumulate_product
 from .gemm import ORDERS, ProductAccumulator, emulated_matmul
 from .schemes import SCHEMES, get_scheme, split_slices
 from .split import SplitLimits, split, split_limits
 
 __all__ = ["split", "split_limits", "SplitLimits", "accumulate_product", "emulated_matmul", "ProductAccumulator",
-           "split_slices", "get_scheme", "SCHEMES", "ACCUMULATION_MODELS", "ORDERS"]
+           "split_slices", "get_scheme", "SCHEMES", "ACCUMULATION_MODELS", "K_GROUP", "ORDERS"]

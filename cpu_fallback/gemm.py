@@ -20,7 +20,13 @@ product ``(i, j)`` of slice ``i`` of A and slice ``j`` of B has *level*
 Two orders of combination (SGEMM-cube Fig. 7):
 
 ``"termwise"`` (Fig. 7b, the default)
-    Each product has its own FP32 accumulator over the whole K.  Then the
+    Each product has its own FP32 accumulator over the whole K, in two
+    levels as the NPU kernel runs it: the cube's accumulator restarts every
+    ``k_group`` elements of K (:data:`~sgemm_cube.cpu_fallback.accumulate.K_GROUP`,
+    1,024, by default) and each group's partial sum is added into the
+    product's FP32 total in K order (the first stored, later ones added with
+    ``arithmetic.atomic``'s rounding); ``k_group=None``: one accumulator over
+    all of K, whose error grows with K on same-sign data.  Then the
     levels are summed from the smallest up: ``total`` starts as the first
     product of the top level; each further product of the level is added;
     going down a level, ``total = fl(total * 2**-sb)`` and the level's
@@ -47,8 +53,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .accumulate import (ROUNDING, accumulate_product, add_toward_zero, chunk_length, mul_toward_zero, panel_sums,
-                         to_f32_toward_zero)
+from .accumulate import (K_GROUP, ROUNDING, accumulate_product, add_toward_zero, chunk_length, mul_toward_zero,
+                         panel_sums, to_f32_toward_zero)
 from .arithmetic import as_arithmetic
 from .schemes import get_scheme, split_slices
 
@@ -74,7 +80,8 @@ def _accumulation(accumulate, arithmetic):
 
 
 def emulated_matmul(a, b, *, sb: int = 12, order: str = "termwise", accumulate: str | None = None,
-                    keep_lo_lo: bool = False, scheme: str = "fp16x3", arithmetic=None) -> np.ndarray:
+                    keep_lo_lo: bool = False, scheme: str = "fp16x3", arithmetic=None,
+                    k_group: int | None = K_GROUP) -> np.ndarray:
     """FP32 product of two finite FP32 matrices from low-precision products.
 
     Parameters
@@ -100,6 +107,11 @@ def emulated_matmul(a, b, *, sb: int = 12, order: str = "termwise", accumulate: 
         The hardware arithmetic modelled (:mod:`sgemm_cube.cpu_fallback.arithmetic`): the FP16
         split's conversions (:func:`sgemm_cube.cpu_fallback.split`) and the accumulation model
         (when ``accumulate`` is None).  None: the default, what the kernels were written for.
+    k_group : int or None
+        ``"termwise"``: elements of K per cube accumulation before its partial sum is added into the
+        product's second FP32 accumulator (a positive multiple of 16; default
+        :data:`~sgemm_cube.cpu_fallback.accumulate.K_GROUP`, the NPU kernel's).  None: one
+        accumulator over all of K.  Unused by ``"elementwise"``.
 
     Returns
     -------
@@ -107,7 +119,7 @@ def emulated_matmul(a, b, *, sb: int = 12, order: str = "termwise", accumulate: 
     """
     a, b = np.asarray(a), np.asarray(b)
     acc = ProductAccumulator((a.shape[0], b.shape[1]), sb=sb, order=order, accumulate=accumulate,
-                             keep_lo_lo=keep_lo_lo, scheme=scheme, arithmetic=arithmetic)
+                             keep_lo_lo=keep_lo_lo, scheme=scheme, arithmetic=arithmetic, k_group=k_group)
     acc.add(a, b)
     return acc.result()
 
@@ -124,8 +136,9 @@ class ProductAccumulator:
     gives the same slices.  State carried between slabs:
 
     ``"termwise"``
-        one FP32 accumulator per product (:func:`accumulate_product` continues
-        it); the levels are combined once, by :meth:`result`.
+        per product, the cube's accumulator of the current K group
+        (:func:`accumulate_product` continues it) and the FP32 total of the
+        finished groups; the levels are combined once, by :meth:`result`.
     ``"elementwise"``
         the one FP32 accumulator that takes every product's chunk sums.
 
@@ -133,8 +146,11 @@ class ProductAccumulator:
     """
 
     def __init__(self, shape, *, sb: int = 12, order: str = "termwise", accumulate: str | None = None,
-                 keep_lo_lo: bool = False, scheme: str = "fp16x3", arithmetic=None):
+                 keep_lo_lo: bool = False, scheme: str = "fp16x3", arithmetic=None,
+                 k_group: int | None = K_GROUP):
         _check_order(order)
+        if k_group is not None and (int(k_group) != k_group or k_group <= 0 or k_group % 16):
+            raise ValueError(f"k_group must be a positive multiple of 16 or None, got {k_group!r}")
         self.arithmetic, accumulate = _accumulation(accumulate, arithmetic)
         if keep_lo_lo:
             if scheme not in ("fp16x3", "fp16x4"):
@@ -147,6 +163,13 @@ class ProductAccumulator:
         self.shape = tuple(shape)
         n_acc = len(self.scheme.products) if order == "termwise" else 1
         self._acc = [np.zeros(self.shape, np.float32) for _ in range(n_acc)]
+        # Termwise, two levels: the current group's accumulators (None before its first slab), K consumed,
+        # finished groups; the second level adds with the atomic add's rounding.
+        self.k_group = None if order != "termwise" else k_group
+        self._group: list | None = None
+        self._k = 0
+        self._groups_done = 0
+        self._atomic_add = add_toward_zero if self.arithmetic.atomic == "trunc" else np.add
         self._ragged = False  # a slab that ended inside a chunk was added: it must be the last
 
     def add(self, a, b) -> None:
@@ -161,8 +184,21 @@ class ProductAccumulator:
         a_slices = split_slices(a, self.scheme, self.sb, arithmetic=self.arithmetic)
         b_slices = split_slices(b, self.scheme, self.sb, arithmetic=self.arithmetic)
         if self.order == "termwise":
-            for (i, j), acc in zip(self.scheme.products, self._acc):
-                accumulate_product(a_slices[i], b_slices[j], accumulate=self.accumulate, acc=acc)
+            if self.k_group is None:
+                for (i, j), acc in zip(self.scheme.products, self._acc):
+                    accumulate_product(a_slices[i], b_slices[j], accumulate=self.accumulate, acc=acc)
+                return
+            k0, ks = 0, a.shape[1]
+            while k0 < ks:  # the slab's pieces, cut at the K groups' boundaries
+                k1 = min(ks, k0 + self.k_group - self._k % self.k_group)
+                starting = self._group is None
+                self._group = [accumulate_product(a_slices[i][:, k0:k1], b_slices[j][k0:k1],
+                                                  accumulate=self.accumulate, acc=None if starting else g)
+                               for (i, j), g in zip(self.scheme.products, self._group or self._acc)]
+                self._k += k1 - k0
+                if self._k % self.k_group == 0:
+                    self._end_group()
+                k0 = k1
             return
         (acc,) = self._acc
         if 0 in a_slices[0].shape or 0 in b_slices[0].shape:
@@ -179,6 +215,16 @@ class ProductAccumulator:
                     else:
                         tile += s[c].astype(np.float32) * scale  # fl32(chunk sum), scaled exactly, then added
 
+    def _end_group(self) -> None:
+        """Add the current group's partial sums into the totals (the first group's are stored)."""
+        for total, part in zip(self._acc, self._group):
+            if self._groups_done == 0:
+                total[...] = part
+            else:
+                total[...] = self._atomic_add(total, part)
+        self._group = None
+        self._groups_done += 1
+
     def result(self) -> np.ndarray:
         """The product, shape (M, N) float32 (termwise: the levels combined, smallest first).
 
@@ -187,6 +233,8 @@ class ProductAccumulator:
         """
         if self.order == "elementwise":
             return self._acc[0]
+        if self._group is not None:  # the last, partial K group
+            self._end_group()
         accs = dict(zip(self.scheme.products, self._acc))
         step = np.float32(self.scheme.level_scale(self.sb))
         total = None

@@ -22,6 +22,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from .accumulate import K_GROUP
 from .arithmetic import DEFAULT, as_arithmetic
 from .schemes import get_scheme
 
@@ -154,9 +155,10 @@ def _scaled(x, factor, rounding) -> np.float32:
 
 
 def reference_matmul(a, b, *, sb=12, order="termwise", accumulate=None, keep_lo_lo=False, scheme="fp16x3",
-                     arithmetic=None):
+                     arithmetic=None, k_group=K_GROUP):
     """Scalar-loop version of :func:`sgemm_cube.cpu_fallback.emulated_matmul` (same arguments)."""
     ar = as_arithmetic(arithmetic)
+    atomic = "trunc" if ar.atomic == "trunc" else "rne"
     accumulate = accumulate or ar.accumulate
     chunk = {"cube16": 16, "sequential": 1, "truncate": 16}[accumulate]
     rounding = "trunc" if accumulate == "truncate" else "rne"
@@ -178,11 +180,16 @@ def reference_matmul(a, b, *, sb=12, order="termwise", accumulate=None, keep_lo_
                                   for k0 in range(0, k, chunk)]
             if order == "termwise":
                 totals = {}
+                per_group = max(len(chunks[sch.products[0]]), 1) if k_group is None else k_group // chunk
                 for key, sums in chunks.items():
-                    acc = _F32(0)
-                    for s in sums:
-                        acc = _add(acc, s, rounding)  # the accumulator: the model's rounding
-                    totals[key] = acc  # the combination below: the vector unit's, to nearest
+                    total = None
+                    for g0 in range(0, max(len(sums), 1), per_group):  # the K groups
+                        acc = _F32(0)
+                        for s in sums[g0:g0 + per_group]:
+                            acc = _add(acc, s, rounding)  # the cube's accumulator: the model's rounding
+                        # the second level: the first group's sum stored, later ones added (the atomic add)
+                        total = acc if total is None else _add(total, acc, atomic)
+                    totals[key] = total  # the combination below: the vector unit's, to nearest
                 top = max(pa + pb for pa, pb in sch.products)
                 total = None
                 for level in range(top, -1, -1):

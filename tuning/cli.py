@@ -9,6 +9,8 @@ Examples::
 
     sgemm-cube tune --device 910a --m 8192 --n 8192 --k 8192     # ranked table (paper's design)
     sgemm-cube tune --device 910a --design kernel                 # this package's kernel
+    sgemm-cube tune --device 910a --design package --json         # what sgemm_cube.matmul launches, per pass
+    sgemm-cube tune --device 910a --design package --listed 0.01  # ... with 1% of the lines listed
     sgemm-cube tune --device 910a --plot fig10.png                 # Fig. 10 from the model
     sgemm-cube tune --device 910a --plot-fig5 fig5.png             # Fig. 5
     sgemm-cube tune --show                                         # stored tables
@@ -20,6 +22,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import sys
 from typing import Sequence
 
@@ -36,7 +39,20 @@ __all__ = ["add_parser", "main", "parse_args", "run"]
 
 _DESCRIPTION = ("Choose SGEMM-cube block sizes: rank the feasible (bm, bk, bn) of an Ascend profile by the "
                 "event-driven pipeline model of the kernel (calibrated to the paper's 910A measurements; model "
-                "predictions, not measurements), with the roofline of Eq. 8-11 beside it, or measure on a GPU/NPU.")
+                "predictions, not measurements), with the roofline of Eq. 8-11 beside it, or measure on a GPU/NPU. "
+                "--design package predicts the whole product sgemm_cube.matmul launches on the NPU, every kernel "
+                "timed (--json: 'phases').")
+
+
+def _fraction(text: str) -> float:
+    """A number in [0, 1] (``--listed``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not (math.isfinite(value) and 0.0 <= value <= 1.0):
+        raise argparse.ArgumentTypeError(f"must be a fraction in [0, 1], got {text}")
+    return value
 
 
 def _configure(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -51,11 +67,20 @@ def _configure(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--buffering", choices=("double", "single"), default="double",
                    help="with --design paper: the double-buffered pipeline or the single-buffered one of Fig. 6(a)")
     p.add_argument("--terms", type=int, choices=(3, 4), default=3, help="FP16 products per emulated GEMM")
-    p.add_argument("--design", choices=("paper", "kernel", "kernel-per-term"), default="paper",
+    p.add_argument("--design", choices=("paper", "kernel", "kernel-per-term", "package"), default="paper",
                    help="blocking of the paper's Algorithm 1 (one pass per term; reproduces Eq. 10), of this "
                         "package's AscendC kernel with all terms in one pass (hi and lo resident together, one "
-                        "accumulator per term), or of that kernel with one pass per term (split and combine "
-                        "counted)")
+                        "accumulator per term), of that kernel with one pass per term (split and combine "
+                        "counted), or 'package': the whole product sgemm_cube.matmul launches on the NPU with "
+                        "default options (line statistics, line meta, split with line scaling, the GEMM in "
+                        "either mode, combine or epilogue, unscale, the FP32 fix-up of --listed lines), both "
+                        "GEMM modes ranked together")
+    p.add_argument("--listed", type=_fraction, metavar="FRACTION",
+                   help="with --design package: the fraction of rows of A and columns of B that are listed "
+                        "and recomputed in FP32 on the vector unit (default 0; 1 = every line)")
+    p.add_argument("--scaled", choices=("every", "none"),
+                   help="with --design package: every batch has a scaled line, so the split scales and the "
+                        "unscale runs (default, the costly case), or none (data that needs no scaling)")
     p.add_argument("--min-l0-intensity", type=float, default=0.5, metavar="FRACTION",
                    help="drop blocks whose bm*bn/(bm+bn) is below this fraction of the best (0 = keep all)")
     p.add_argument("--profiles", metavar="FILE", action="append", default=[],
@@ -66,7 +91,9 @@ def _configure(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
                         "for the profile and --m/--n/--k: the paper's design only (refused with another --design)")
     p.add_argument("--plot-fig5", metavar="PNG", type=output_file,
                    help="write Fig. 5 (N_fused and f against bm*bk) for the profile")
-    p.add_argument("--json", action="store_true", help="print the ranked table as JSON")
+    p.add_argument("--json", action="store_true",
+                   help="print the ranked table as JSON (model rows: 'ms' the whole product, 'phases' each "
+                        "kernel's ms, 'mode' the GEMM's)")
     p.add_argument("--show", action="store_true", help="print the stored tuning tables and exit")
     p.add_argument("--measure", action="store_true",
                    help="time candidates on the device ('cuda': Triton configs; Ascend: the AscendC kernel)")
@@ -125,22 +152,57 @@ def _print_header(args, profile, out) -> None:
 def _print_model(args, profile, design, rows, out) -> None:
     shown = profile
     if design.kind == "kernel":  # Eq. 10 as the kernel's buffers make it
-        shown = dataclasses.replace(profile, blocking=kernel_blocking(profile, n_terms=args.terms,
-                                                                      per_term=design.per_term))
+        per_term = bool(rows[0].tiling.per_term) if rows else design.per_term  # package: the first row's mode
+        shown = dataclasses.replace(profile, blocking=kernel_blocking(profile, n_terms=args.terms, per_term=per_term))
     _print_header(args, shown, out)
     what = f"{args.design} design" + (f", {design.buffering} buffering" if design.kind == "paper" else "")
     print(f"{args.m} x {args.n} x {args.k}, {args.terms} FP16 products, {what}, ranked by "
           f"{'the pipeline model' if args.sort == 'time' else 'roofline traffic'}:", file=out)
-    print(f"{'#':>3} {'bm':>4} {'bk':>4} {'bn':>4} {'N_fused':>7} {'TFLOP/s':>8} {'ms':>8}  "
-          f"{'MTE2':>5} {'MTE1':>5} {'M':>5} {'OUT':>5}  {'roofline':>8} {'traffic GB':>10}", file=out)
+    mixed = args.design == "package"  # both GEMM modes in one ranking: say each row's
+    print(f"{'#':>3} {'bm':>4} {'bk':>4} {'bn':>4} {'N_fused':>7}{' mode    ' if mixed else ''} {'TFLOP/s':>8} "
+          f"{'ms':>8}  {'MTE2':>5} {'MTE1':>5} {'M':>5} {'OUT':>5}  {'roofline':>8} {'traffic GB':>10}", file=out)
     for i, r in enumerate(rows, 1):
         t, b = r.tiling, r.busy
-        print(f"{i:3d} {t.bm:4d} {t.bk:4d} {t.bn:4d} {t.n_fused:7d} {r.tflops:8.1f} {r.seconds * 1e3:8.3f}  "
+        mode = f" {_mode(t):<8}" if mixed else ""
+        print(f"{i:3d} {t.bm:4d} {t.bk:4d} {t.bn:4d} {t.n_fused:7d}{mode} {r.tflops:8.1f} {r.seconds * 1e3:8.3f}  "
               + " ".join(f"{b.get(pipe, 0.0):5.2f}" for pipe in ("MTE2", "MTE1", "M", "OUT"))
               + f"  {r.roofline_tflops:8.1f} {_gb(r.traffic_bytes):>10}", file=out)
     print("MODEL PREDICTIONS (tuning/pipeline.py; docs/ascend_pipeline_model.md), not measurements: TFLOP/s are "
           "FP32-equivalent (2mnk / time) for the whole product; MTE2..OUT the fraction of the GEMM time each pipe "
           "of a core is busy; 'roofline' the bound of Eq. 9 at double buffering.", file=out)
+
+
+def _mode(tiling) -> str:
+    return "per_term" if tiling.per_term else "fused"
+
+
+def _ms(phases: dict) -> dict:
+    return {name: seconds * 1e3 for name, seconds in phases.items()}
+
+
+def _row_prediction(args, profile, design, row) -> pipeline.Prediction:
+    """The model's prediction (with its phases) for one ranked row, in the row's GEMM mode."""
+    if design.kind == "kernel":
+        design = dataclasses.replace(design, per_term=bool(row.tiling.per_term))
+    return pipeline.predict(profile, args.m, args.n, args.k, row.tiling, design=design)
+
+
+def _bookkeeping_share(args, profile, pr: pipeline.Prediction) -> float:
+    """The share of a package prediction that the guarantee's passes take (against the kernels alone)."""
+    alone = pipeline.predict(profile, args.m, args.n, args.k, pr.tiling,
+                             design=pipeline.Design("kernel", terms=args.terms, per_term=bool(pr.tiling.per_term)))
+    return 1.0 - alone.seconds / pr.seconds
+
+
+def _print_package(args, profile, pr: pipeline.Prediction, out) -> None:
+    t = pr.tiling
+    print(f"sgemm_cube.matmul's tiling (best_kernel, as the NPU backend's tiling tables store it): "
+          f"({t.bm}, {t.bk}, {t.bn}, {t.n_fused}), {'one pass per term' if t.per_term else 'all terms in one pass'}: "
+          f"{pr.seconds * 1e3:.3f} ms, {pr.tflops:.1f} TFLOP/s, the guarantee's passes "
+          f"{_bookkeeping_share(args, profile, pr) * 100:.0f}% of it; {args.listed or 0.0:g} of the lines listed, "
+          f"{'no' if args.scaled == 'none' else 'every'} batch with a scaled line. "
+          f"ms per kernel:", file=out)
+    print("  " + ", ".join(f"{name} {ms:.3f}" for name, ms in _ms(pr.phases).items()), file=out)
 
 
 def _print_ranked(args, profile, rows, out) -> None:
@@ -205,12 +267,24 @@ def run(args: argparse.Namespace, *, out=None) -> int:
         if args.plot or args.plot_fig5:
             require_matplotlib()  # before the work, not after it
         profile = get_profile(args.device, extra=extra)
-        kernel = args.design.startswith("kernel")
+        packaged = args.design == "package"
+        kernel = args.design.startswith("kernel") or packaged
+        for given, option in ((args.listed is not None, "--listed"), (args.scaled is not None, "--scaled")):
+            if given and not packaged:
+                raise ValueError(f"{option} applies to --design package (the whole product), not --design "
+                                 f"{args.design}")
         if kernel and args.buffering == "single":
             raise ValueError("the kernel design is double-buffered; --buffering single applies to --design paper")
         per_term = args.design == "kernel-per-term"
-        design = pipeline.Design("kernel" if kernel else "paper", args.buffering, args.terms, per_term=per_term,
-                                 fused_combine=kernel)
+        if packaged:
+            design = pipeline.package(args.listed or 0.0, terms=args.terms, scaled=args.scaled != "none")
+        else:
+            design = pipeline.Design("kernel" if kernel else "paper", args.buffering, args.terms, per_term=per_term,
+                                     fused_combine=kernel)
+        if profile.pipes is None and packaged:
+            raise ValueError(f"profile {profile.key!r} has no 'pipes' table: --design package needs the pipeline "
+                             f"model")
+        default, model_rows = None, None
         if profile.pipes is None:
             # A user profile without the pipe table: the roofline alone.
             print(f"sgemm-cube tune: note: profile {profile.key!r} has no 'pipes' table; ranking by the roofline",
@@ -221,9 +295,16 @@ def run(args: argparse.Namespace, *, out=None) -> int:
             rows = rank(profile, args.m, args.n, args.k, n_terms=args.terms, buffering=args.buffering,
                         sort=args.sort, min_l0_intensity=args.min_l0_intensity, top=args.top)
             model_rows = None
+        elif packaged:
+            model_rows = pipeline.rank_package(profile, args.m, args.n, args.k, listed=design.listed,
+                                               terms=args.terms, scaled=design.scaled, top=None,
+                                               min_l0_intensity=args.min_l0_intensity, progress=not args.json)
+            default = pipeline.predict_package(profile, args.m, args.n, args.k, listed=design.listed,
+                                               terms=args.terms, scaled=design.scaled)
         else:
             model_rows = pipeline.rank(profile, args.m, args.n, args.k, design=design, top=None,
                                        min_l0_intensity=args.min_l0_intensity, progress=not args.json)
+        if model_rows is not None:
             if args.sort == "traffic":
                 least = min(r.traffic_bytes for r in model_rows)
                 model_rows.sort(key=lambda r: (round(r.traffic_bytes / least, 2), -r.tflops))
@@ -232,20 +313,33 @@ def run(args: argparse.Namespace, *, out=None) -> int:
         print(f"sgemm-cube tune: error: {exc.args[0] if isinstance(exc, KeyError) else exc}", file=sys.stderr)
         return 2
     if args.json:
+        extra_json = {}
         if model_rows is None:
             rows_json = [r._asdict() for r in rows]
         else:
-            rows_json = [{**r.tiling._asdict(), "model_tflops": r.tflops, "model_seconds": r.seconds,
-                          "busy": r.busy, "roofline_tflops": r.roofline_tflops, "traffic_bytes": r.traffic_bytes}
-                         for r in model_rows]
+            rows_json = []
+            for r in model_rows:
+                pr = _row_prediction(args, profile, design, r)
+                rows_json.append({**r.tiling._asdict(), **({"mode": _mode(r.tiling)} if kernel else {}),
+                                  "model_tflops": r.tflops, "model_seconds": r.seconds, "ms": pr.seconds * 1e3,
+                                  "phases": _ms(pr.phases), "busy": r.busy, "roofline_tflops": r.roofline_tflops,
+                                  "traffic_bytes": r.traffic_bytes})
+        if default is not None:
+            extra_json = {"listed": design.listed, "scaled": design.scaled,
+                          "default": {**default.tiling._asdict(), "mode": _mode(default.tiling),
+                                      "model_tflops": default.tflops, "ms": default.seconds * 1e3,
+                                      "phases": _ms(default.phases),
+                                      "bookkeeping_share": _bookkeeping_share(args, profile, default)}}
         json.dump({"profile": profile.key, "shape": [args.m, args.n, args.k], "design": args.design,
                    "buffering": args.buffering, "ranked_by": "roofline" if model_rows is None else args.sort,
-                   "model_predictions": model_rows is not None, "rows": rows_json}, out, indent=1)
+                   "model_predictions": model_rows is not None, **extra_json, "rows": rows_json}, out, indent=1)
         print(file=out)
     elif model_rows is None:
         _print_ranked(args, profile, rows, out)
     else:
         _print_model(args, profile, design, model_rows, out)
+        if default is not None:
+            _print_package(args, profile, default, out)
     if args.plot:
         from .plots import plot_fig10
 

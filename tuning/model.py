@@ -472,7 +472,8 @@ def choose_tiling(
     A measured entry of the tuning table for this profile's device (see
     :mod:`sgemm_cube.tuning.table`; written by ``tuning.npu``) wins when it exists and is
     feasible for the profile; otherwise the model's best (:func:`rank` with its
-    defaults).  The returned ``n_fused`` never exceeds ``ceil(k / bk)``.
+    defaults).  The returned ``n_fused`` never exceeds ``ceil(k / bk)``; for the kernel it makes K
+    groups of ``cpu_fallback.K_GROUP`` elements (``npu_schedule.fit_tiling``: the two-level accumulation).
 
     ``blocking`` names the kernel design the tiling is for: ``"kernel"``
     (default) this package's AscendC kernel with all terms in one pass
@@ -485,7 +486,8 @@ def choose_tiling(
     """
     base = get_profile(profile_name)
     per_term = blocking == "kernel-per-term"
-    if blocking in ("kernel", "kernel-per-term"):
+    kernel = blocking in ("kernel", "kernel-per-term")
+    if kernel:
         blocking = kernel_blocking(base, n_terms=n_terms, per_term=per_term)
     elif blocking == "paper":
         blocking = None
@@ -500,6 +502,16 @@ def choose_tiling(
             bm, bk, bn = cfg["bm"], cfg["bk"], cfg["bn"]
             if bool(feasible(p, bm, bk, bn)):
                 nf = min(int(n_fused(p, bm, bk, bn)), -(-k // bk), cfg.get("n_fused", 1 << 30))
-                return Tiling(bm, bk, bn, nf, per_term)
+                return _for_kernel(base, Tiling(bm, bk, bn, nf, per_term), k, n_terms, kernel)
     best = rank(p, m, n, k, n_terms=n_terms, top=1)[0]
-    return Tiling(best.bm, best.bk, best.bn, best.n_fused, per_term)
+    return _for_kernel(base, Tiling(best.bm, best.bk, best.bn, best.n_fused, per_term), k, n_terms, kernel)
+
+
+def _for_kernel(p: Profile, t: Tiling, k: int, n_terms: int, kernel: bool) -> Tiling:
+    """The kernel's tilings run K groups of ``cpu_fallback.K_GROUP`` elements (``npu_schedule.fit_tiling``
+    sets ``n_fused``, and ``bk`` where it does not divide the group); other designs' as they are."""
+    if not kernel:
+        return t
+    from sgemm_cube.backends import npu_schedule as ns
+
+    return ns.fit_tiling(ns.capacity_from_profile(p), t, k=k, terms=n_terms)

@@ -25,6 +25,8 @@ import sys
 import time
 from typing import Any, Callable, Sequence
 
+from sgemm_cube.backends.npu_schedule import capacity_from_profile, fit_tiling
+
 from .hardware import Profile, get_profile
 from .model import Tiling, kernel_blocking, rank
 from .table import TuningTable, bucket
@@ -117,12 +119,14 @@ def tune(
                 c32 = torch.matmul(a, b).cpu().double()
                 limit = max_error_ratio * float(torch.linalg.norm(c32 - ref) / torch.linalg.norm(ref))
             out = torch.empty(1, m, n, device=device)
+            cap = capacity_from_profile(p)
             best = None
             rows = [(row, per_term) for per_term in (False, True)
                     for row in rank(p, m, n, k, top=top, blocking=kernel_blocking(p, per_term=per_term))]
             for row, per_term in rows:
                 bar.update(1)
-                tiling = Tiling(row.bm, row.bk, row.bn, row.n_fused, per_term)
+                # the kernel's K groups (two-level accumulation): what npu.choose_tiling would run
+                tiling = fit_tiling(cap, Tiling(row.bm, row.bk, row.bn, row.n_fused, per_term), k=k, terms=3)
                 try:
                     runner(a, b, out, tiling)
                     sync()

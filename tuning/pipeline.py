@@ -30,7 +30,11 @@ is served by L2 for a fitted fraction ``shared_l2_hit``.  ``flag_latency_cycles`
 The whole product is the sequence of kernels the package launches: for the
 ``kernel`` design the split of A and of B, the GEMM (all terms in one pass, or
 with ``per_term`` one pass per term) and the combine (unless the GEMM's
-epilogue combined); for the ``paper`` design (Algorithm 1) one GEMM pass per
+epilogue combined), with ``bookkeeping`` the guarantee's passes, with ``listed``
+the two FP32 fix-up kernels; :data:`PACKAGE` is all of them, what
+``sgemm_cube.matmul`` launches with default options (:func:`predict_package`,
+:func:`rank_package`, ``sgemm-cube tune --design package``); for the ``paper``
+design (Algorithm 1) one GEMM pass per
 product term with FP16 operands in GM.  Every core runs the same program on its own items, so the
 model replays core 0, which has the most items (round-robin) and full
 blocks; the result is that core's finishing time.
@@ -38,8 +42,9 @@ blocks; the result is that core's finishing time.
 from __future__ import annotations
 
 import functools
+import math
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace as _replace_fields
 from typing import Callable, Iterable, NamedTuple, Sequence
 
 import numpy as np
@@ -55,6 +60,10 @@ __all__ = [
     "PAPER_SINGLE",
     "KERNEL",
     "KERNEL_PER_TERM",
+    "PACKAGE",
+    "package",
+    "predict_package",
+    "rank_package",
     "Prediction",
     "best_kernel",
     "Ranked",
@@ -119,10 +128,37 @@ class Design:
     bookkeeping : bool
         The guarantee's integers computed on the device (the kernels of
         ``line_stats_kernel.hpp``, ``line_meta_kernel.hpp``, the split's line
-        scaling and ``unscale_kernel.hpp``), as ``npu.run`` launches them.  The
-        FP32 fix-up of fix-up lines is not counted (on typical data no
-        line is listed).  ``False``: the kernels alone, as ``npu.matmul`` and
-        the tuner's ranking (these passes do not depend on the tiling).
+        scaling and the unscale: folded into the combine kernel, or its own
+        pass where the 910A's GEMM epilogue combined), as ``npu.run`` launches
+        them.  The FP32 fix-up of fix-up lines is counted only with ``listed``.
+        ``False``: the kernels alone, as ``npu.matmul`` and the tuner's
+        ranking (these passes do not depend on the tiling).
+    listed : float or None
+        With ``bookkeeping``: the fraction of the rows of A and of the
+        columns of B that are listed (class ``fixup``), each recomputed in
+        plain FP32 by recursive summation on the vector unit
+        (``fixup_kernel.hpp``, ``fixup_cols_kernel.hpp``; phases
+        ``fixup_rows`` and ``fixup_cols``, :func:`_fixup_rows_cycles`).
+        Both kernels run whenever the bookkeeping does and read every
+        line's integers, listed or not.  Listed lines are spread evenly over
+        the cores: the busiest core gets ``ceil(listed lines / cores)``, so
+        any fraction above 0 costs at least one line.  ``None``: the fix-up
+        kernels not counted.
+    scaled : bool
+        With ``bookkeeping``: whether every batch has a scaled line (some
+        t != 0).  ``True`` (the costly case): the split scales every line and
+        the unscale runs on every output.  ``False``: data that needs no
+        scaling (``scale="auto"`` on most data): the meta kernel's word per
+        batch (``kernel/batch_flags.hpp``) is +0, so the split skips the
+        factors and multiplies and the unscale skips every unit (its own
+        pass) or only combines (folded into the combine); the word reads
+        remain.
+    two_level : bool
+        ``kernel`` only: K groups of exactly ``cpu_fallback.K_GROUP`` (1,024) elements, the
+        cube's partial sum added into the term buffer in GM after each
+        (``npu_schedule.group_n_fused``: ``bk`` divides 1,024, ``n_fused = 1024 / bk``, one
+        group for shorter K), as the backend runs it.  ``False`` models the kernel before:
+        ``n_fused`` as large as L1 holds (fewer groups, error growing with K).
     fused_combine : bool
         Where the kernel's geometry allows it (910A, one K group, fused
         terms: ``Geometry.combine_in_epilogue``) the combine runs in the
@@ -141,6 +177,9 @@ class Design:
     fused_combine: bool = True
     per_term: bool = False
     bookkeeping: bool = False
+    listed: float | None = None
+    two_level: bool = True
+    scaled: bool = True
 
     def __post_init__(self):
         if self.kind not in ("kernel", "paper"):
@@ -153,6 +192,10 @@ class Design:
             raise ValueError(f"l0c_stages must be 1 or 2, got {self.l0c_stages}")
         if self.kind == "paper" and (self.combine_double or self.per_term or self.bookkeeping):
             raise ValueError("combine and pass options apply to the kernel design only")
+        if self.listed is not None and not (self.bookkeeping and 0.0 <= self.listed <= 1.0):
+            raise ValueError(f"listed is a fraction in [0, 1] of the lines the bookkeeping classifies "
+                             f"(bookkeeping=True), got {self.listed!r}"
+                             f"{'' if self.bookkeeping else ' without bookkeeping'}")
 
     @property
     def parts(self) -> int:
@@ -174,6 +217,11 @@ PAPER_DOUBLE = Design("paper", "double", fused_combine=False)
 PAPER_SINGLE = Design("paper", "single", fused_combine=False)
 KERNEL = Design("kernel")
 KERNEL_PER_TERM = Design("kernel", per_term=True)
+PACKAGE = Design("kernel", bookkeeping=True, listed=0.0)
+"""What ``sgemm_cube.matmul`` launches on an NPU with default options (``npu.run``): line statistics, line
+meta, split with line scaling, GEMM, combine (or the 910A's epilogue), unscale, both fix-up kernels (no line
+listed).  Its GEMM mode is the tuner's pick: :func:`predict_package`, :func:`rank_package`; :func:`package`
+gives it for a mode and a fraction of listed lines."""
 
 
 class Prediction(NamedTuple):
@@ -311,6 +359,35 @@ def _replay_vector(tiles: Sequence, *, stages: int, ops: Callable, flag_latency:
             t_mte3 += c
         output_free[s] = t_mte3 + lat
     return max(t_mte2, t_v, t_mte3, *input_free, *output_free)
+
+
+def _replay_serial(loops: Sequence, *, ops: Callable, flag_latency: float) -> float:
+    """A vector kernel's time where every step ends in ``PipeBarrier<PIPE_ALL>`` (the fix-up kernels).
+
+    ``loops`` is a loop nest: a sequence of ``(item, count)``, ``item`` a tile (a hashable tuple,
+    given to ``ops`` as :func:`_replay_vector` does) or a list, itself such a sequence (a loop body),
+    run ``count`` times.  ``ops(tile)`` gives its (MTE2 loads, V compute, MTE3 stores) as in
+    :func:`_replay_vector`.  A barrier follows each part of a tile that has operations: the load, the
+    compute and the store run one after another, each followed by ``flag_latency`` (operations of one
+    part run back to back, so a barrier inside a part is charged in that operation's cycles, as
+    :meth:`_Timing.vector` does).  Nothing overlaps, so the time is the sum over the nest, computed
+    without unrolling it: what :func:`replay` gives for the unrolled program with a set/wait pair
+    between consecutive parts (``tests/tuning/test_package_model.py`` compares).
+    """
+    tiles: dict = {}
+
+    def tile_cycles(tile) -> float:
+        hit = tiles.get(tile)
+        if hit is None:
+            parts = [_pipe_cycles(part, pipe) for part, pipe in zip(ops(tile), ("MTE2", "V", "MTE3"))]
+            tiles[tile] = hit = sum(sum(part) + flag_latency for part in parts if part)
+        return hit
+
+    def nest(body) -> float:
+        return sum(count * (nest(item) if isinstance(item, list) else tile_cycles(item))
+                   for item, count in body if count > 0)
+
+    return nest(loops)
 
 
 def _pipe_cycles(ops: Sequence[_Op], pipe: str) -> tuple[float, ...]:
@@ -480,6 +557,11 @@ def geometry(profile: Profile | str, m: int, n: int, k: int, tiling: ns.Tiling, 
         raise ns.TilingError(ns.Status.L0C, f"tiling {tuple(t)} does not fit {p.name} for the {design.kind} design"
                                             f"{' with two accumulator sets' if design.l0c_stages == 2 else ''}")
     nf = max(1, min(t.n_fused, _max_n_fused(p, design, t.bm, t.bk, t.bn)))
+    if design.kind == "kernel" and design.two_level:
+        nf = ns.group_n_fused(k, t.bk)
+        if nf is None or nf > _max_n_fused(p, design, t.bm, t.bk, t.bn):
+            raise ns.TilingError(ns.Status.L1, f"tiling {tuple(t)} cannot run K = {k} in K groups of "
+                                               f"{ns.K_GROUP} on {p.name} (bk must divide it; its A group must fit L1)")
     return ns.make_geometry(batch, m, n, k, t._replace(n_fused=nf, per_term=design.per_term), p.ai_cores,
                             design.terms, _capacity(p, design))
 
@@ -505,7 +587,9 @@ def _split_cycles(p: Profile, design: Design, strips: int, cols: int, scale_line
         count = 16 * w
         rate = tm.pp.ub_to_gm_bytes_per_cycle
         compute = [_Op("xfer", step=("V", tm.vector(count * _FLOAT))) for _ in range(10)]  # 5 bound-test + 5 split ops
-        if design.bookkeeping:  # the line scaling: factor tiles, then two multiplies
+        if design.bookkeeping and first_of_strip:  # the strip's batch word (batch_flags.hpp: read once per batch)
+            compute.append(_Op("xfer", step=("V", 2 * SCALAR_CYCLES_PER_ACCESS)))
+        if design.bookkeeping and design.scaled:  # the line scaling: factor tiles, then two multiplies
             if scale_lines == "columns" or first_of_strip:
                 lines = 16 if scale_lines == "rows" else w
                 compute.append(_Op("xfer", step=("V", SCALAR_CYCLES_PER_ACCESS * lines * (1 + 2 * (16 if scale_lines == "rows" else 1))
@@ -527,7 +611,16 @@ def _split_cycles(p: Profile, design: Design, strips: int, cols: int, scale_line
 
 @functools.lru_cache(maxsize=1024)
 def _line_stats_cycles(p: Profile, design: Design, batch: int, rows: int, cols: int, along_rows: bool) -> float:
-    """Core 0's time for the line statistics of a (batch * rows) x cols FP32 matrix (``line_stats_kernel.hpp``)."""
+    """Core 0's time for the line statistics of a (batch * rows) x cols FP32 matrix (``line_stats_kernel.hpp``).
+
+    Per 16 x 256 tile: one DataCopy of 16 GM runs into one of three UB stages; eight vector
+    instructions over the whole tile (And; two Adds and a Max; Or and And; a Max and a Min: the
+    last four are the previous tile's, software-pipelined) behind two pipe barriers, into
+    accumulators of the tile's shape.  At the end of a work item: the last tile's Or/And and
+    Max/Min (two barriers), the reduction of the accumulators (along rows: 18 strided level-0
+    instructions over the 16 rows, 4 barriers; along columns: 4 halvings, 3 barriers), the V -> S
+    flag, the scalar unit's finishing and decoding, and three stores.
+    """
     tm = _Timing(p, design)
     tile_cols = ns.STATS_TILE_COLS
     col_tiles = -(-cols // tile_cols)
@@ -539,29 +632,46 @@ def _line_stats_cycles(p: Profile, design: Design, batch: int, rows: int, cols: 
             widths = [min(tile_cols, cols - c) for c in range(0, cols, tile_cols)]
         else:
             widths = [min(tile_cols, cols - (item % col_tiles) * tile_cols)] * (rows // 16)
-        tiles += [(w, i + 1 == len(widths)) for i, w in enumerate(widths)]
+        tiles += [(w, i == 0, i + 1 == len(widths)) for i, w in enumerate(widths)]
     rate = tm.pp.ub_to_gm_bytes_per_cycle
+    lat = tm.pp.flag_latency_cycles
     n = 16 * tile_cols * _FLOAT
 
+    def vec(nbytes: float, barrier: bool = False) -> _Op:
+        """One vector instruction over ``nbytes`` of UB, followed by a pipe barrier or not."""
+        return _Op("xfer", step=("V", nbytes / tm.pp.vector_bytes_per_cycle + (lat if barrier else 0.0)))
+
     def ops(tile: tuple):
-        w, last = tile
-        if along_rows:  # each row's pieces a fractal apart (Zz order), as the split
-            load = [_Op("xfer", step=("MTE2", tm.gm_read(w * _FLOAT, 1, cores))) for _ in range(16)]
-        else:
-            load = [_Op("xfer", step=("MTE2", tm.gm_read(16 * w * _FLOAT, 16, cores)))]
-        compute = [_Op("xfer", step=("V", tm.vector(n))) for _ in range(11)]  # the three statistics
-        compute += [_Op("xfer", step=("V", tm.vector(3 * half * _FLOAT))) for half in (2048, 1024, 512, 256)]
-        compute.append(_Op("xfer", step=("V", tm.vector(3 * tile_cols * _FLOAT))))  # accumulate
+        w, first, last = tile
+        load = [_Op("xfer", step=("MTE2", tm.gm_read(16 * w * _FLOAT, 16, cores)))]
+        compute = []
+        if w < tile_cols:  # the tail tile zeroed before its load (V -> MTE2 flag)
+            compute.append(vec(n, barrier=True))
+        if first:  # the accumulators reset
+            compute += [vec(n) for _ in range(3)]
+        steps = 1 if first else 3  # And (+ the previous tile's Or, And)
+        compute += [vec(n) for _ in range(steps - 1)] + [vec(n, barrier=True)]
+        steps = 3 if first else 5  # Adds, Adds, Max (+ the previous tile's Max, Min)
+        compute += [vec(n) for _ in range(steps - 1)] + [vec(n, barrier=True)]
         store = []
         if last:
-            if along_rows:  # the scalar unit finishes 16 values per row and statistic
-                compute.append(_Op("xfer", step=("V", SCALAR_CYCLES_PER_ACCESS * (3 * 256 + 3 * 16))))
+            compute += [vec(n), vec(n, barrier=True), vec(n), vec(n, barrier=True)]  # the last tile's steps 3, 4
+            # The reductions' last barrier stands for the V -> S flag before the scalar unit reads.
+            if along_rows:  # 256 -> 8 per row: 6 folds of 3 instructions, 16 repeats of 256 bytes each
+                for count in (2, 1, 1, 1, 1):  # folds between barriers
+                    compute += [vec(16 * 256) for _ in range(3 * count - 1)] + [vec(16 * 256, barrier=True)]
+                # per row and statistic: 8 reads and compares, the decoding, one write
+                scalar = 16 * 3 * (8 + 8 + 1 + 1)
                 store = [_Op("xfer", step=("MTE3", tm.gm_write(16 * _FLOAT, 1, cores, rate))) for _ in range(3)]
-            else:
+            else:  # 16 rows -> 1 by halving
+                for half in (2048, 1024, 512, 256):
+                    compute += [vec(half * _FLOAT) for _ in range(2)] + [vec(half * _FLOAT, barrier=True)]
+                scalar = w * 3 * (1 + 1 + 1)  # per column and statistic: read, decode, write
                 store = [_Op("xfer", step=("MTE3", tm.gm_write(w * _FLOAT, 1, cores, rate))) for _ in range(3)]
+            compute.append(_Op("xfer", step=("V", SCALAR_CYCLES_PER_ACCESS * scalar)))
         return load, compute, store
 
-    return _replay_vector(tiles, stages=1, ops=ops, flag_latency=tm.pp.flag_latency_cycles)
+    return _replay_vector(tiles, stages=ns.STATS_STAGES, ops=ops, flag_latency=lat)
 
 
 LINE_META_SCALAR_OPS = 40
@@ -588,29 +698,62 @@ def _line_meta_cycles(p: Profile, design: Design, lines: int) -> float:
     return _replay_vector(mine, stages=1, ops=ops, flag_latency=tm.pp.flag_latency_cycles)
 
 
+UNSCALE_VECTOR_OPS = 40
+"""Vector instructions per unit of the unscale (``unscale_kernel.hpp``: the exponents' decoding, ``s``,
+``ApplyPow2``), each behind a ``PipeBarrier<PIPE_V>``; counted from the source."""
+
+
 @functools.lru_cache(maxsize=1024)
-def _unscale_cycles(p: Profile, design: Design, batch: int, mp: int, np_: int) -> float:
-    """Core 0's time for the unscaling of the (batch, mp, np) result (``unscale_kernel.hpp``)."""
+def _unscale_cycles(p: Profile, design: Design, batch: int, mp: int, np_: int, combine: bool = False,
+                    unscale: bool | None = None) -> float:
+    """Core 0's time for the unscale of the (batch, mp, np) result (``unscale_kernel.hpp``'s ``RunUnscale``).
+
+    Units of whole rows or a row's column chunk (at most ``UNSCALE_UNIT`` elements, a row's chunks equal
+    to within 16 columns) to cores round-robin.  ``combine``: folded into the combine kernel
+    (``combine_kernel.hpp`` with the integers): each unit loads the term tiles and combines them in UB
+    first (they then serve as work tiles), and is always written back.  ``unscale``: whether
+    the units are unscaled (None: ``design.scaled``).  A core reads its units' batch words when their
+    batches change (``batch_flags.hpp``: one 32-byte block, MTE2 -> S); a unit with nothing to unscale is
+    skipped (alone) or only combined (folded).  The default ``alpha = 1``.
+    """
     tm = _Timing(p, design)
-    tile = ns.UNSCALE_TILE
+    tile = ns.UNSCALE_UNIT
     rows_per_unit = tile // np_ if np_ <= tile else 1
     chunks = -(-np_ // tile)
+    chunk_cols = -(-(-(-np_ // chunks)) // 16) * 16
     units = -(-(batch * mp) // rows_per_unit) * chunks
     cores = min(p.ai_cores, units)
-    mine = len(range(0, units, cores))
-    w = min(tile, np_)
-    n = rows_per_unit * w
     rate = tm.pp.ub_to_gm_bytes_per_cycle
+    unscale = design.scaled if unscale is None else unscale
+    terms = design.terms if combine else 1
+    steps, last = [], None
+    for unit in range(0, units, cores):
+        row0 = (unit // chunks) * rows_per_unit
+        span = (row0 // mp, (min(row0 + rows_per_unit, batch * mp) - 1) // mp)
+        if span != last:
+            steps.append(("word",))
+            last = span
+        if unscale or combine:
+            steps.append(("unit", min(chunk_cols, np_ - (unit % chunks) * chunk_cols)))
 
-    def ops(_):
-        load = [_Op("xfer", step=("MTE2", tm.gm_read(n * _FLOAT, rows_per_unit, cores)))]
-        load += [_Op("xfer", step=("MTE2", tm.gm_read(w * _FLOAT, 1, cores))) for _ in range(rows_per_unit)]
-        compute = [_Op("xfer", step=("V", tm.vector(n * _FLOAT))) for _ in range(40)]
-        compute.append(_Op("xfer", step=("V", SCALAR_CYCLES_PER_ACCESS * 8 * rows_per_unit)))
+    def ops(step: tuple):
+        if step[0] == "word":
+            return ([_Op("xfer", step=("MTE2", tm.gm_read(32, 1, cores)))],
+                    [_Op("xfer", step=("V", 2 * SCALAR_CYCLES_PER_ACCESS))], [])
+        w = step[1]
+        n = rows_per_unit * w
+        load = [_Op("xfer", step=("MTE2", tm.gm_read(n * _FLOAT, rows_per_unit, cores))) for _ in range(terms)]
+        compute = []
+        if combine:
+            compute += [_Op("xfer", step=("V", tm.vector(n * _FLOAT))) for _ in range(3 if terms == 3 else 5)]
+        if unscale:
+            load += [_Op("xfer", step=("MTE2", tm.gm_read(w * _FLOAT, 1, cores))) for _ in range(rows_per_unit)]
+            compute += [_Op("xfer", step=("V", tm.vector(n * _FLOAT))) for _ in range(UNSCALE_VECTOR_OPS)]
+            compute.append(_Op("xfer", step=("V", SCALAR_CYCLES_PER_ACCESS * 8 * rows_per_unit)))
         store = [_Op("xfer", step=("MTE3", tm.gm_write(n * _FLOAT, rows_per_unit, cores, rate)))]
         return load, compute, store
 
-    return _replay_vector([None] * mine, stages=1, ops=ops, flag_latency=tm.pp.flag_latency_cycles)
+    return _replay_vector(steps, stages=1, ops=ops, flag_latency=tm.pp.flag_latency_cycles)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -631,6 +774,170 @@ def _combine_cycles(p: Profile, design: Design, total: int) -> float:
 
     return _replay_vector(lens, stages=2 if design.combine_double else 1, ops=ops,
                           flag_latency=tm.pp.flag_latency_cycles)
+
+
+# ------------------------------------------------------------ fix-up kernels
+
+FIXUP_COL_ROWS = 512
+"""Rows of A per unit of the column fix-up (``schedule::kFixupColRows``)."""
+
+APPLY_POW2_BARRIERS = 35
+"""``unscale_kernel.hpp``'s ``ApplyPow2``: 36 vector instructions, a ``PipeBarrier<PIPE_V>`` after all but
+one (two Muls share one); counted from the source."""
+
+FIXUP_SCALAR_OPS_PER_LINE = 4
+"""Scalar instructions to decide whether a line is listed: GetValue of its packed integers, the unpack's
+shift and mask (``guard::unpack``), the comparison with ``fixup_min_class``; counted from the source."""
+
+
+def _listed_lines(fraction: float, lines: int, cores: int, mine: int) -> int:
+    """Listed lines on the busiest core: ``ceil(fraction * lines)`` spread evenly over ``cores``."""
+    listed = math.ceil(fraction * lines - 1e-9) if fraction > 0 else 0
+    return min(mine, -(-max(listed, 1 if fraction > 0 else 0) // cores))
+
+
+def _batch_word(tm: _Timing, cores: int) -> tuple:
+    """``BatchFlags::Any`` for one batch (``batch_flags.hpp``): its block of words into UB, MTE2 -> S,
+    the scalar reads the word, S -> MTE2: one tile of :func:`_replay_serial`."""
+    return ([_Op("xfer", step=("MTE2", tm.gm_read(32, 1, cores)))],
+            [_Op("xfer", step=("V", 2 * SCALAR_CYCLES_PER_ACCESS))], [])
+
+
+def _apply_pow2(tm: _Timing, nbytes: float) -> list:
+    """``ApplyPow2`` over ``nbytes`` of UB: its vector instructions and barriers (V operations)."""
+    one = nbytes / tm.pp.vector_bytes_per_cycle
+    return [_Op("xfer", step=("V", tm.vector(nbytes))) for _ in range(APPLY_POW2_BARRIERS)] + \
+        [_Op("xfer", step=("V", one))]
+
+
+@functools.lru_cache(maxsize=1024)
+def _fixup_rows_cycles(p: Profile, design: Design, batch: int, m: int, mp: int, np_: int, k: int) -> float:
+    """Core 0's time for the fix-up rows of A (``fixup_kernel.hpp``), ``design.listed`` of the m rows listed.
+
+    A core first reads the word of each batch its rows belong to (``batch_flags.hpp``, the last answer
+    kept); with no listed line (``listed`` 0) it skips the batch.  Otherwise every row's packed
+    integers are read and decoded; a listed row is computed in column chunks of
+    ``UNSCALE_TILE``, each over K: A's next ``UNSCALE_TILE`` entries loaded, then per k the scalar reads
+    A's entry, B's row chunk is loaded, one Muls and one Add (the recursive sum), then ``ApplyPow2`` and
+    the chunk written to C.  The default ``alpha = 1`` (no Muls by its mantissa).  Every step behind
+    ``PipeBarrier<PIPE_ALL>``: :func:`_replay_serial`.
+    """
+    tm = _Timing(p, design)
+    pp, lat = tm.pp, tm.pp.flag_latency_cycles
+    rows = batch * mp
+    cores = min(p.ai_cores, rows)
+    mine = len(range(0, rows, cores))
+    hot = _listed_lines(design.listed or 0.0, batch * m, cores, mine)
+    batches = len({r // mp for r in range(0, rows, cores)})  # batch words core 0 reads
+    kw = ns.UNSCALE_TILE
+    bare = 1.0 / pp.vector_bytes_per_cycle  # cycles per byte of one vector instruction, no barrier
+
+    def op(pipe: str, cycles: float) -> _Op:
+        return _Op("xfer", step=(pipe, cycles))
+
+    def ops(tile: tuple):
+        kind = tile[0]
+        if kind == "init":  # UnscaleTile::Init: two Duplicates, PIPE_V
+            return [], [op("V", kw * _FLOAT * bare), op("V", tm.vector(kw * _FLOAT))], []
+        if kind == "flags":
+            return _batch_word(tm, cores)
+        if kind == "meta":  # the 8 rows' integers (one 32-byte block), PIPE_ALL, decode, PIPE_ALL
+            return ([op("MTE2", tm.gm_read(32, 1, cores))],
+                    [op("V", SCALAR_CYCLES_PER_ACCESS * FIXUP_SCALAR_OPS_PER_LINE)], [])
+        w = tile[1]
+        if kind == "start":  # Duplicate the exponents and the accumulators, PIPE_ALL
+            return [], [op("V", w * _FLOAT * bare), op("V", w * _FLOAT * bare)], []
+        if kind == "k":  # (A's next entries, PIPE_ALL,) B's row chunk, PIPE_ALL, GetValue, Muls, PIPE_V, Add, PIPE_ALL
+            a_words = tile[2]
+            load = [op("MTE2", tm.gm_read(-(-a_words // 8) * 8 * _FLOAT, 1, cores) + lat)] if a_words else []
+            load.append(op("MTE2", tm.gm_read(w * _FLOAT, 1, cores)))
+            return load, [op("V", SCALAR_CYCLES_PER_ACCESS), op("V", tm.vector(w * _FLOAT)),
+                          op("V", w * _FLOAT * bare)], []
+        # "end": ApplyPow2, PIPE_ALL, the chunk of C written, PIPE_ALL
+        return [], _apply_pow2(tm, w * _FLOAT), [op("MTE3", tm.gm_write(w * _FLOAT, 1, cores,
+                                                                        pp.ub_to_gm_bytes_per_cycle))]
+
+    def k_loop(w: int, ka: int) -> list:
+        return [(("k", w, ka), 1), (("k", w, 0), ka - 1)]
+
+    def chunk(w: int) -> list:
+        return [(("start", w), 1), (k_loop(w, kw), k // kw), (k_loop(w, k % kw), 1 if k % kw else 0),
+                (("end", w), 1)]
+
+    listed_row = [(("meta",), 1), (chunk(kw), np_ // kw), (chunk(np_ % kw), 1 if np_ % kw else 0)]
+    work = [(listed_row, hot), (("meta",), mine - hot)] if design.listed else []  # no listed line: skipped
+    return _replay_serial([(("init",), 1), (("flags",), batches)] + work, ops=ops, flag_latency=lat)
+
+
+@functools.lru_cache(maxsize=1024)
+def _fixup_cols_cycles(p: Profile, design: Design, batch: int, n: int, mp: int, np_: int, k: int) -> float:
+    """Core 0's time for the fix-up columns of B (``fixup_cols_kernel.hpp``), ``design.listed`` of the n listed.
+
+    Units of ``FIXUP_COL_ROWS`` rows of A (per batch) to cores round-robin.  A core reads the word of
+    each of its units' batches (the last answer kept) and skips a batch with no listed line (``listed``
+    0).  Otherwise a unit reads B's integers in
+    chunks of ``UNSCALE_TILE`` and decodes each column's; for each listed column of its batch: over K in
+    blocks of 8, the rows' 8 columns of A loaded (one 32-byte block per row), then per k the scalar
+    transposes column k, B's entry's 32-byte block is loaded, the scalar reads it, one Muls and one Add
+    over the unit's rows; then ``ApplyPow2`` and each row's output written through its 32-byte block
+    (read, set, write).  Every step behind ``PipeBarrier<PIPE_ALL>``: :func:`_replay_serial`.
+    """
+    tm = _Timing(p, design)
+    pp, lat = tm.pp, tm.pp.flag_latency_cycles
+    kr, kw = FIXUP_COL_ROWS, ns.UNSCALE_TILE
+    chunks = -(-mp // kr)
+    units = batch * chunks
+    cores = min(p.ai_cores, units)
+    hot = _listed_lines(design.listed or 0.0, n, 1, np_)  # every unit computes all listed columns of its batch
+    bare = 1.0 / pp.vector_bytes_per_cycle
+
+    def op(pipe: str, cycles: float) -> _Op:
+        return _Op("xfer", step=(pipe, cycles))
+
+    def ops(tile: tuple):
+        kind = tile[0]
+        if kind == "init":  # UnscaleTile::Init
+            return [], [op("V", kw * _FLOAT * bare), op("V", tm.vector(kw * _FLOAT))], []
+        if kind == "flags":
+            return _batch_word(tm, cores)
+        if kind == "barrier":  # a unit's outputs written before the next unit's work starts
+            return [], [op("V", 0.0)], []
+        if kind == "meta":  # a chunk of B's integers, PIPE_ALL, each column decoded, PIPE_ALL at the chunk's end
+            w = tile[1]
+            return ([op("MTE2", tm.gm_read(w * _FLOAT, 1, cores))],
+                    [op("V", SCALAR_CYCLES_PER_ACCESS * FIXUP_SCALAR_OPS_PER_LINE * w)], [])
+        rows = tile[1]
+        if kind == "start":  # Duplicate the accumulator, PIPE_ALL
+            return [], [op("V", rows * _FLOAT * bare)], []
+        if kind == "k":  # (A's 8-column block, PIPE_ALL,) transpose, B's block, PIPE_ALL, GetValue, PIPE_ALL,
+            #              Muls, PIPE_V, Add, PIPE_ALL
+            load = [op("MTE2", tm.gm_read(rows * 32, rows, cores) + lat)] if tile[2] else []
+            load.append(op("MTE2", tm.gm_read(32, 1, cores)))
+            return load, [op("V", SCALAR_CYCLES_PER_ACCESS * (2 * rows + 1) + lat), op("V", tm.vector(rows * _FLOAT)),
+                          op("V", rows * _FLOAT * bare)], []
+        if kind == "end":  # Duplicate the exponents, copy the accumulator, PIPE_V, ApplyPow2, PIPE_ALL
+            return [], [op("V", rows * _FLOAT * bare), op("V", rows * _FLOAT * bare + lat),
+                        *_apply_pow2(tm, rows * _FLOAT)], []
+        # "write": one output through its 32-byte block: read, PIPE_ALL, SetValue, PIPE_ALL, write, PIPE_ALL
+        return ([op("MTE2", tm.gm_read(32, 1, cores))], [op("V", 2 * SCALAR_CYCLES_PER_ACCESS)],
+                [op("MTE3", tm.gm_write(32, 1, cores, pp.ub_to_gm_bytes_per_cycle))])
+
+    def column(rows: int) -> list:
+        def k_block(count: int) -> list:
+            return [(("k", rows, True), 1), (("k", rows, False), count - 1)]
+        return [(("start", rows), 1), (k_block(8), k // 8), (k_block(k % 8), 1 if k % 8 else 0),
+                (("end", rows), 1), (("write", rows), rows)]
+
+    mine: dict = {}  # rows of core 0's units -> how many
+    for u in range(0, units, cores):
+        rows = min(kr, mp - (u % chunks) * kr)
+        mine[rows] = mine.get(rows, 0) + 1
+    batches = len({u // chunks for u in range(0, units, cores)})  # batch words core 0 reads
+    meta = [(("meta", kw), np_ // kw), (("meta", np_ % kw), 1 if np_ % kw else 0)]
+    loops = [(("init",), 1), (("flags",), batches)]
+    if design.listed:  # no listed line: every batch skipped
+        loops += [(meta + [(column(rows), hot), (("barrier",), 1)], count) for rows, count in mine.items()]
+    return _replay_serial(loops, ops=ops, flag_latency=lat)
 
 
 # ------------------------------------------------------- the GEMM's replay
@@ -911,7 +1218,12 @@ def _predict(p: Profile, design: Design, batch: int, m: int, n: int, k: int, t: 
 
 
 def _other_phases(p: Profile, design: Design, batch: int, g: ns.Geometry) -> dict:
-    """Seconds of the product's kernels other than the GEMM (split, bookkeeping, combine)."""
+    """Seconds of the product's kernels other than the GEMM (split, bookkeeping, combine).
+
+    With the bookkeeping the combine kernel unscales too (``combine_kernel.hpp``): ``combine`` is its time with
+    nothing to unscale, ``unscale`` what the unscale adds (0 when ``design.scaled`` is False: the batch words
+    say no line is scaled).  Where the 910A's epilogue combined, ``unscale`` is its own pass.
+    """
     hz = p.clock_ghz * 1e9
     phases = {}
     if design.kind == "kernel":
@@ -922,9 +1234,17 @@ def _other_phases(p: Profile, design: Design, batch: int, g: ns.Geometry) -> dic
             phases["line_stats_b"] = _line_stats_cycles(p, design, batch, g.kp, g.np, False) / hz
             phases["line_meta"] = (_line_meta_cycles(p, design, batch * g.mp)
                                    + _line_meta_cycles(p, design, batch * g.np)) / hz
-            phases["unscale"] = _unscale_cycles(p, design, batch, g.mp, g.np) / hz
-        if not (design.fused_combine and g.combine_in_epilogue):
+            if design.fused_combine and g.combine_in_epilogue:  # the 910A's epilogue combined: its own pass
+                phases["unscale"] = _unscale_cycles(p, design, batch, g.mp, g.np) / hz
+            else:  # folded into the combine kernel: its combine-only time, and what the unscale adds to it
+                plain = _unscale_cycles(p, design, batch, g.mp, g.np, True, False)
+                phases["unscale"] = (_unscale_cycles(p, design, batch, g.mp, g.np, True) - plain) / hz
+                phases["combine"] = plain / hz
+        if not (design.fused_combine and g.combine_in_epilogue) and not design.bookkeeping:
             phases["combine"] = _combine_cycles(p, design, batch * g.mp * g.np) / hz
+    if design.listed is not None:  # after the unscale: the fix-up lines in FP32 (Design.listed)
+        phases["fixup_rows"] = _fixup_rows_cycles(p, design, batch, g.m, g.mp, g.np, g.k) / hz
+        phases["fixup_cols"] = _fixup_cols_cycles(p, design, batch, g.n, g.mp, g.np, g.k) / hz
     return phases
 
 
@@ -982,6 +1302,56 @@ def best_kernel(profile: Profile | str, m: int, n: int, k: int, *, terms: int = 
     return best.tiling, predictions
 
 
+def package(listed: float = 0.0, *, per_term: bool = False, terms: int = 3, scaled: bool = True) -> Design:
+    """:data:`PACKAGE`, the whole product ``sgemm_cube.matmul`` launches, for one GEMM mode, fraction of
+    listed lines and scaling (``Design.scaled``: every batch has a scaled line, or none)."""
+    return _replace_fields(PACKAGE, listed=float(listed), per_term=per_term, terms=terms, scaled=scaled)
+
+
+def predict_package(profile: Profile | str, m: int, n: int, k: int, *, listed: float = 0.0, terms: int = 3,
+                    scaled: bool = True, batch: int = 1, use_table: bool = True) -> Prediction:
+    """Predicted time of the whole product ``sgemm_cube.matmul`` launches on the NPU (MODEL PREDICTION).
+
+    The tiling and GEMM mode are :func:`best_kernel`'s (what the NPU backend's tiling tables store);
+    the product is :func:`package`'s: every kernel ``npu.run`` launches with default options, the
+    fix-up for a fraction ``listed`` of the rows of A and columns of B, every batch with a scaled
+    line or (``scaled=False``) none.  ``phases`` has each kernel's seconds.
+    """
+    p = get_profile(profile)
+    pick, _ = best_kernel(p, m, n, k, terms=terms, batch=batch, use_table=use_table)
+    return predict(p, m, n, k, pick, design=package(listed, per_term=pick.per_term, terms=terms, scaled=scaled),
+                   batch=batch)
+
+
+def rank_package(profile: Profile | str, m: int, n: int, k: int, *, listed: float = 0.0, terms: int = 3,
+                 scaled: bool = True, top: int | None = 10, batch: int = 1, **options) -> list[Ranked]:
+    """Tilings of both GEMM modes ranked by the whole product's predicted time (MODEL PREDICTIONS).
+
+    :func:`rank` of :func:`package` for all terms in one pass and for one pass per term (``options``:
+    ``screen``, ``min_l0_intensity``, ``progress``), the rows of both in one list, best first (ties:
+    within 0.1% of the best time without the fix-up, the larger block first); each row's
+    ``tiling.per_term`` says its mode.  The fix-up's time does not depend on the tiling; the
+    bookkeeping's can (where the unscale runs depends on the mode and the K groups), so the first
+    row can beat :func:`best_kernel`'s pick, which ranks the kernels alone.
+    """
+    p = get_profile(profile)
+    rows = []
+    for per_term in (False, True):
+        design = package(listed, per_term=per_term, terms=terms, scaled=scaled)
+        if feasible_tilings(p, design=design, k=k):  # a mode with no fitting tiling drops out
+            rows += rank(p, m, n, k, design=design, top=None, batch=batch, **options)
+    if not rows:
+        raise ValueError(f"no tiling of the kernel fits {p.name}")
+    # As rank sorts (ties to the larger block), with ties to 0.1% of the best time without the fix-up, which
+    # every tiling pays alike and which can make the product a thousand times slower than the GEMM.
+    first = predict(p, m, n, k, rows[0].tiling, design=package(listed, per_term=bool(rows[0].tiling.per_term),
+                                                              terms=terms, scaled=scaled), batch=batch)
+    fixup = first.phases["fixup_rows"] + first.phases["fixup_cols"]
+    fastest = min(r.seconds for r in rows) - fixup
+    rows.sort(key=lambda r: (round((r.seconds - fixup) / fastest, 3), -(r.tiling.bm * r.tiling.bk * r.tiling.bn)))
+    return rows if top is None else rows[:top]
+
+
 def feasible_tilings(profile: Profile | str, *, design: Design = KERNEL, k: int | None = None,
                      max_edge: int = 256) -> list[ns.Tiling]:
     """Every (bm, bk, bn) up to ``max_edge`` that fits, with its largest ``n_fused``."""
@@ -989,6 +1359,9 @@ def feasible_tilings(profile: Profile | str, *, design: Design = KERNEL, k: int 
     if k is None:
         return list(tilings)
     kp = -(-k // 16) * 16  # K padded to the cube's 16: no more resident A blocks than K blocks
+    if design.kind == "kernel" and design.two_level:  # K groups of K_GROUP elements: n_fused is K's
+        fitted = ((t, ns.group_n_fused(k, t.bk)) for t in tilings)
+        return [t._replace(n_fused=nf) for t, nf in fitted if nf is not None and nf <= t.n_fused]
     return [t._replace(n_fused=min(t.n_fused, -(-kp // t.bk))) for t in tilings]
 
 

@@ -4,7 +4,10 @@
 //   matmul(a, b, out, sb, keep_lo_lo, bm, bk, bn, n_fused, per_term=False, guard=False, scale=1,
 //          fixup=True, alpha=1.0, subnormals=1) -> None
 //       guard: the accuracy guarantee's bookkeeping on the device too (line statistics and integers,
-//       scaled splits, unscaling with alpha, fix-up lines in FP32: cpu_fallback/guard.py's rules).
+//       scaled splits, unscaling with alpha, fix-up lines in FP32: cpu_fallback/guard.py's rules).  The
+//       unscale runs in the combine kernel (or, where the 910A's GEMM epilogue combined, as its own
+//       pass); a word per batch set by the meta kernel lets the later kernels skip batches with no
+//       scaled (listed) line, with no host read-back.
 //       subnormals (guard::Subnormals): the split range the lines are classified by; 1 (default) the
 //       one that holds whether or not the chip flushes FP16 subnormals, 0 the wider one for a chip
 //       recorded to keep them (sgemm_cube/backends/npu.py's arithmetic()).
@@ -201,9 +204,12 @@ void matmul(const at::Tensor& a, const at::Tensor& b, at::Tensor& out, int64_t s
     const int64_t lines_a = int64_t(g.batch) * g.mp, lines_b = int64_t(g.batch) * g.np;
     const at::Tensor stats = at::empty({guard ? 3 * (lines_a + lines_b) : 0}, int_opts);
     const at::Tensor meta = at::empty({guard ? lines_a + lines_b : 0}, int_opts);
+    // The batches' words (kernel/batch_flags.hpp): zeroed here, on the stream; the meta kernel adds to them.
+    const at::Tensor flags = at::zeros({guard ? int64_t(g.batch) * schedule::kFlagWords : 0}, a.options());
     int32_t* const st = guard ? stats.data_ptr<int32_t>() : nullptr;
     int32_t* const meta_a = guard ? meta.data_ptr<int32_t>() : nullptr;
     int32_t* const meta_b = guard ? meta_a + lines_a : nullptr;
+    float* const flags_p = guard ? flags.data_ptr<float>() : nullptr;
     uint32_t keep_below = kNonFiniteBits;
     if (guard) {
         const float max_abs = std::fmin(65520.0f, std::ldexp(1.0f, 27 - int(sb)));  // split_limits(sb).max_abs
@@ -230,20 +236,23 @@ void matmul(const at::Tensor& a, const at::Tensor& b, at::Tensor& out, int64_t s
         });
         enqueue("SgemmCubeLineMeta", [=]() -> int {
             (void)meta;
+            (void)flags;
             const int ra = int(launch_line_meta(meta_cores(lines_a), stream, sta, sta + lines_a, sta + 2 * lines_a,
-                                                meta_a, g.batch, g.mp, sbu, scale_code, fix, cores.vector, sub));
+                                                meta_a, flags_p, g.batch, g.mp, sbu, scale_code, fix, cores.vector,
+                                                sub));
             return ra != 0 ? ra
                            : int(launch_line_meta(meta_cores(lines_b), stream, stb, stb + lines_b, stb + 2 * lines_b,
-                                                  meta_b, g.batch, g.np, sbu, scale_code, fix, cores.vector, sub));
+                                                  meta_b, flags_p, g.batch, g.np, sbu, scale_code, fix, cores.vector,
+                                                  sub));
         });
     }
     // Each lambda holds the tensors it touches, so they live until it ran.
     enqueue("SgemmCubeSplitA", [=]() -> int {
-        return int(launch_split(plan.split_a.cores, stream, a_src.data_ptr(), a_hi, a_lo, meta_a, g.batch, g.mp,
+        return int(launch_split(plan.split_a.cores, stream, a_src.data_ptr(), a_hi, a_lo, meta_a, flags_p, g.batch, g.mp,
                                 g.kp, cores.vector, scale_sb, guard ? 1u : 0u, keep_below));
     });
     enqueue("SgemmCubeSplitB", [=]() -> int {
-        return int(launch_split(plan.split_b.cores, stream, b_src.data_ptr(), b_hi, b_lo, meta_b, g.batch, g.kp,
+        return int(launch_split(plan.split_b.cores, stream, b_src.data_ptr(), b_hi, b_lo, meta_b, flags_p, g.batch, g.kp,
                                 g.np, cores.vector, scale_sb, guard ? 2u : 0u, keep_below));
     });
     enqueue("SgemmCubeGemm", [=]() -> int {
@@ -254,37 +263,44 @@ void matmul(const at::Tensor& a, const at::Tensor& b, at::Tensor& out, int64_t s
                                term_ptr[2], term_ptr[3], g.batch, g.m, g.n, g.k, g.bm, g.bk, g.bn, g.n_fused,
                                tiling.per_term, cores.cube, plan.terms, inv_scale));
     });
-    if (plan.launch_combine) {
+    const AlphaParts alpha_parts = split_alpha(alpha);
+    const float alpha_mant = alpha_parts.mant;
+    const int32_t alpha_exp = alpha_parts.exp;
+    const schedule::UnscaleGeometry ug = schedule::make_unscale_geometry(g.batch, g.mp, g.np, cores.vector);
+    if (plan.launch_combine) {  // with guard, the unscale folded in (the unscale's units and cores)
         enqueue("SgemmCubeCombine", [=]() -> int {
             (void)terms;
-            return int(launch_combine(plan.combine.cores, stream, term_ptr[0], term_ptr[1], term_ptr[2],
-                                      term_ptr[3], term_ptr[0], plan.term_elems, cores.vector,
-                                      keep_lo_lo ? 1u : 0u, inv_scale));
+            (void)meta;
+            (void)flags;
+            return int(launch_combine(guard ? ug.cores : plan.combine.cores, stream, term_ptr[0], term_ptr[1],
+                                      term_ptr[2], term_ptr[3], term_ptr[0], plan.term_elems, cores.vector,
+                                      keep_lo_lo ? 1u : 0u, inv_scale, meta_a, meta_b, flags_p, g.batch, g.mp, g.np,
+                                      alpha_mant, alpha_exp));
         });
     }
-    if (guard) {  // the unscaling with alpha, then the fix-up lines in FP32
-        const AlphaParts alpha_parts = split_alpha(alpha);
-        const float alpha_mant = alpha_parts.mant;
-        const int32_t alpha_exp = alpha_parts.exp;
-        const schedule::UnscaleGeometry ug = schedule::make_unscale_geometry(g.batch, g.mp, g.np, cores.vector);
+    if (guard) {  // the unscaling with alpha where the GEMM's epilogue combined, then the fix-up lines in FP32
         const uint32_t fixup_min_class = fixup ? 1u : 2u, k32 = g.k;
         const uint32_t row_cores = schedule::min_u32(cores.vector, g.batch * g.mp);
         const uint32_t col_cores =
             schedule::min_u32(cores.vector, g.batch * schedule::ceil_div(g.mp, schedule::kFixupColRows));
-        enqueue("SgemmCubeUnscale", [=]() -> int {
-            (void)meta;
-            (void)terms;
-            return int(launch_unscale(ug.cores, stream, term_ptr[0], meta_a, meta_b, g.batch, g.mp, g.np,
-                                      cores.vector, alpha_mant, alpha_exp));
-        });
+        if (!plan.launch_combine) {
+            enqueue("SgemmCubeUnscale", [=]() -> int {
+                (void)meta;
+                (void)terms;
+                (void)flags;
+                return int(launch_unscale(ug.cores, stream, term_ptr[0], meta_a, meta_b, flags_p, g.batch, g.mp, g.np,
+                                          cores.vector, alpha_mant, alpha_exp));
+            });
+        }
         enqueue("SgemmCubeFixup", [=]() -> int {
+            (void)flags;
             const int rr = int(launch_fixup_rows(row_cores, stream, a_src.data_ptr(), b_src.data_ptr(), meta_a, meta_b,
-                                                 term_ptr[0], g.batch, g.mp, g.np, g.kp, k32, fixup_min_class, cores.vector,
-                                                 alpha_mant, alpha_exp));
+                                                 term_ptr[0], flags_p, g.batch, g.mp, g.np, g.kp, k32, fixup_min_class,
+                                                 cores.vector, alpha_mant, alpha_exp));
             return rr != 0 ? rr
                            : int(launch_fixup_cols(col_cores, stream, a_src.data_ptr(), b_src.data_ptr(), meta_a,
-                                                   meta_b, term_ptr[0], g.batch, g.mp, g.np, g.kp, k32, fixup_min_class,
-                                                   cores.vector, alpha_mant, alpha_exp));
+                                                   meta_b, term_ptr[0], flags_p, g.batch, g.mp, g.np, g.kp, k32,
+                                                   fixup_min_class, cores.vector, alpha_mant, alpha_exp));
         });
     }
     if (!direct) {
@@ -326,7 +342,7 @@ void matmul_fp32(const at::Tensor& a, const at::Tensor& b, at::Tensor& out, doub
     enqueue("SgemmCubeFp32", [=]() -> int {
         int32_t* const meta_a = meta.data_ptr<int32_t>();
         return int(launch_fixup_rows(row_cores, stream, a_src.data_ptr(), b_src.data_ptr(), meta_a,
-                                     meta_a + int64_t(b32) * mp, c.data_ptr(), b32, mp, np, kp, k32,
+                                     meta_a + int64_t(b32) * mp, c.data_ptr(), /*flags=*/nullptr, b32, mp, np, kp, k32,
                                      /*fixup_min_class=*/0u, cores.vector, alpha_mant, alpha_exp));
     });
     if (!direct) {
@@ -360,7 +376,7 @@ void split(const at::Tensor& x, at::Tensor& hi, at::Tensor& lo, int64_t sb)
     enqueue("SgemmCubeSplit", [=]() -> int {
         (void)hi;  // held until the launch ran
         (void)lo;
-        return int(launch_split(split_cores, stream, x.data_ptr(), hp, lp, nullptr, batch, rows, cols, cores.vector,
+        return int(launch_split(split_cores, stream, x.data_ptr(), hp, lp, nullptr, nullptr, batch, rows, cols, cores.vector,
                                 scale_sb, 0u, kNonFiniteBits));
     });
 }

@@ -25,11 +25,11 @@ const char* built_soc()
 #endif
 }
 
-uint32_t launch_split(uint32_t blocks, aclrtStream stream, void* x, void* hi, void* lo, void* meta, uint32_t batch,
-                      uint32_t rows, uint32_t cols, uint32_t plan_cores, float scale, uint32_t scaled_lines,
-                      uint32_t keep_below)
+uint32_t launch_split(uint32_t blocks, aclrtStream stream, void* x, void* hi, void* lo, void* meta, void* flags,
+                      uint32_t batch, uint32_t rows, uint32_t cols, uint32_t plan_cores, float scale,
+                      uint32_t scaled_lines, uint32_t keep_below)
 {
-    return ACLRT_LAUNCH_KERNEL(sgemm_cube_split)(blocks, stream, x, hi, lo, meta, batch, rows, cols, plan_cores, scale,
+    return ACLRT_LAUNCH_KERNEL(sgemm_cube_split)(blocks, stream, x, hi, lo, meta, flags, batch, rows, cols, plan_cores, scale,
                                                  scaled_lines, keep_below);
 }
 
@@ -44,10 +44,13 @@ uint32_t launch_gemm(uint32_t blocks, aclrtStream stream, void* a_hi, void* a_lo
 }
 
 uint32_t launch_combine(uint32_t blocks, aclrtStream stream, void* c_hh, void* c_lh, void* c_hl, void* c_ll,
-                        void* out, uint64_t total, uint32_t plan_cores, uint32_t keep_lo_lo, float inv_scale)
+                        void* out, uint64_t total, uint32_t plan_cores, uint32_t keep_lo_lo, float inv_scale,
+                        void* meta_a, void* meta_b, void* flags, uint32_t batch, uint32_t mp, uint32_t np,
+                        float alpha_mant, int32_t alpha_exp)
 {
     return ACLRT_LAUNCH_KERNEL(sgemm_cube_combine)(blocks, stream, c_hh, c_lh, c_hl, c_ll, out, total, plan_cores,
-                                                   keep_lo_lo, inv_scale);
+                                                   keep_lo_lo, inv_scale, meta_a, meta_b, flags, batch, mp, np,
+                                                   alpha_mant, alpha_exp);
 }
 
 uint32_t launch_line_stats(uint32_t blocks, aclrtStream stream, void* x, void* big, void* small_w, void* finite,
@@ -58,33 +61,34 @@ uint32_t launch_line_stats(uint32_t blocks, aclrtStream stream, void* x, void* b
 }
 
 uint32_t launch_line_meta(uint32_t blocks, aclrtStream stream, void* big, void* small_w, void* finite, void* meta,
-                          uint32_t batch, uint32_t lines, uint32_t sb, uint32_t scale, uint32_t fixup,
+                          void* flags, uint32_t batch, uint32_t lines, uint32_t sb, uint32_t scale, uint32_t fixup,
                           uint32_t plan_cores, uint32_t subnormals)
 {
-    return ACLRT_LAUNCH_KERNEL(sgemm_cube_line_meta)(blocks, stream, big, small_w, finite, meta, batch, lines, sb,
+    return ACLRT_LAUNCH_KERNEL(sgemm_cube_line_meta)(blocks, stream, big, small_w, finite, meta, flags, batch, lines, sb,
                                                      scale, fixup, plan_cores, subnormals);
 }
 
-uint32_t launch_unscale(uint32_t blocks, aclrtStream stream, void* c, void* meta_a, void* meta_b, uint32_t batch,
-                        uint32_t mp, uint32_t np, uint32_t plan_cores, float alpha_mant, int32_t alpha_exp)
+uint32_t launch_unscale(uint32_t blocks, aclrtStream stream, void* c, void* meta_a, void* meta_b, void* flags,
+                        uint32_t batch, uint32_t mp, uint32_t np, uint32_t plan_cores, float alpha_mant,
+                        int32_t alpha_exp)
 {
-    return ACLRT_LAUNCH_KERNEL(sgemm_cube_unscale)(blocks, stream, c, meta_a, meta_b, batch, mp, np, plan_cores,
+    return ACLRT_LAUNCH_KERNEL(sgemm_cube_unscale)(blocks, stream, c, meta_a, meta_b, flags, batch, mp, np, plan_cores,
                                                    alpha_mant, alpha_exp);
 }
 
 uint32_t launch_fixup_rows(uint32_t blocks, aclrtStream stream, void* a, void* b, void* meta_a, void* meta_b, void* c,
-                           uint32_t batch, uint32_t mp, uint32_t np, uint32_t kp, uint32_t k, uint32_t fixup_min_class,
+                           void* flags, uint32_t batch, uint32_t mp, uint32_t np, uint32_t kp, uint32_t k, uint32_t fixup_min_class,
                            uint32_t plan_cores, float alpha_mant, int32_t alpha_exp)
 {
-    return ACLRT_LAUNCH_KERNEL(sgemm_cube_fixup_rows)(blocks, stream, a, b, meta_a, meta_b, c, batch, mp, np, kp, k,
+    return ACLRT_LAUNCH_KERNEL(sgemm_cube_fixup_rows)(blocks, stream, a, b, meta_a, meta_b, c, flags, batch, mp, np, kp, k,
                                                       fixup_min_class, plan_cores, alpha_mant, alpha_exp);
 }
 
 uint32_t launch_fixup_cols(uint32_t blocks, aclrtStream stream, void* a, void* b, void* meta_a, void* meta_b, void* c,
-                           uint32_t batch, uint32_t mp, uint32_t np, uint32_t kp, uint32_t k, uint32_t fixup_min_class,
+                           void* flags, uint32_t batch, uint32_t mp, uint32_t np, uint32_t kp, uint32_t k, uint32_t fixup_min_class,
                            uint32_t plan_cores, float alpha_mant, int32_t alpha_exp)
 {
-    return ACLRT_LAUNCH_KERNEL(sgemm_cube_fixup_cols)(blocks, stream, a, b, meta_a, meta_b, c, batch, mp, np, kp, k,
+    return ACLRT_LAUNCH_KERNEL(sgemm_cube_fixup_cols)(blocks, stream, a, b, meta_a, meta_b, c, flags, batch, mp, np, kp, k,
                                                       fixup_min_class, plan_cores, alpha_mant, alpha_exp);
 }
 

@@ -11,7 +11,10 @@
 //      over the HH buffer, which is `out` itself when no padding is needed.
 // When the geometry combines in the GEMM's epilogue (910A, one K group, fused
 // passes) the GEMM writes C into the HH buffer, no other term buffer exists
-// and the combine is not launched.
+// and the combine is not launched.  With the guarantee's bookkeeping
+// (binding.cpp, guard) the combine also unscales (its units then come from
+// schedule::make_unscale_geometry), and the unscale kernel runs only where
+// the epilogue combined.
 #ifndef SGEMM_CUBE_HOST_LAUNCH_PLAN_HPP
 #define SGEMM_CUBE_HOST_LAUNCH_PLAN_HPP
 

@@ -4,11 +4,15 @@
 //
 //   sgemm_cube_split    vector  FP32 -> FP16 hi/lo in Zz fractal layout
 //   sgemm_cube_gemm     cube    one FP32 buffer per product term (910A, one K group: C)
-//   sgemm_cube_combine  vector  termwise combination into C (not launched when the GEMM wrote C)
+//   sgemm_cube_combine  vector  termwise combination into C (not launched when the GEMM wrote C); with the
+//                       guarantee's integers (meta_a not null) the unscale folded in, C = alpha C 2^-(ta+tb)
 //   sgemm_cube_line_stats  vector  per row of A / column of B: largest and smallest finite magnitude, NaN/Inf
 //   sgemm_cube_line_meta   vector (scalar unit)  per line: scaling exponent and class (cpu_fallback/guard.py;
 //                          `subnormals` picks the split range: 1 the one safe if FP16 subnormals flush)
-//   sgemm_cube_unscale  vector  C *= alpha * 2^-(ta_i + tb_j), one rounding, in place
+//   sgemm_cube_unscale  vector  C *= alpha * 2^-(ta_i + tb_j), one rounding, in place (only where no
+//                       combine kernel runs: the 910A's epilogue combine)
+// The line-meta kernel also sets one word per batch (`flags`, kernel/batch_flags.hpp): whether a line
+// is scaled or listed; the split's scaling, the unscale and the fix-up skip batches that need nothing.
 //   sgemm_cube_fixup_rows  vector  the fix-up rows of C in plain FP32 (recursive summation), unscaled
 //   sgemm_cube_fixup_cols  vector  the fix-up columns of C likewise
 //
@@ -46,13 +50,15 @@ using sgemm_cube::tile::Soc;
 #define SGEMM_CUBE_ON_CUBE_CORES() static_assert(true, "")
 #endif
 
-extern "C" __global__ __aicore__ void sgemm_cube_split(GM_ADDR x, GM_ADDR hi, GM_ADDR lo, GM_ADDR meta, uint32_t batch,
-                                                       uint32_t rows, uint32_t cols, uint32_t plan_cores,
-                                                       float scale, uint32_t scaled_lines, uint32_t keep_below)
+extern "C" __global__ __aicore__ void sgemm_cube_split(GM_ADDR x, GM_ADDR hi, GM_ADDR lo, GM_ADDR meta, GM_ADDR flags,
+                                                       uint32_t batch, uint32_t rows, uint32_t cols,
+                                                       uint32_t plan_cores, float scale, uint32_t scaled_lines,
+                                                       uint32_t keep_below)
 {
     SGEMM_CUBE_ON_VECTOR_CORES();
     sgemm_cube::kernel::RunSplit<Soc>(reinterpret_cast<__gm__ float*>(x), reinterpret_cast<__gm__ half*>(hi),
                                       reinterpret_cast<__gm__ half*>(lo), reinterpret_cast<__gm__ int32_t*>(meta),
+                                      reinterpret_cast<__gm__ float*>(flags),
                                       sgemm_cube::kernel::SplitArgs{batch, rows, cols, plan_cores, scale, scaled_lines,
                                                                     keep_below});
 }
@@ -81,14 +87,20 @@ extern "C" __global__ __aicore__ void sgemm_cube_gemm(GM_ADDR a_hi, GM_ADDR a_lo
 
 extern "C" __global__ __aicore__ void sgemm_cube_combine(GM_ADDR c_hh, GM_ADDR c_lh, GM_ADDR c_hl, GM_ADDR c_ll,
                                                          GM_ADDR out, uint64_t total, uint32_t plan_cores,
-                                                         uint32_t keep_lo_lo, float inv_scale)
+                                                         uint32_t keep_lo_lo, float inv_scale, GM_ADDR meta_a,
+                                                         GM_ADDR meta_b, GM_ADDR flags, uint32_t batch, uint32_t mp,
+                                                         uint32_t np, float alpha_mant, int32_t alpha_exp)
 {
     SGEMM_CUBE_ON_VECTOR_CORES();
     sgemm_cube::kernel::RunCombine<Soc>(
         reinterpret_cast<__gm__ float*>(c_hh), reinterpret_cast<__gm__ float*>(c_lh),
         reinterpret_cast<__gm__ float*>(c_hl), reinterpret_cast<__gm__ float*>(c_ll),
         reinterpret_cast<__gm__ float*>(out),
-        sgemm_cube::kernel::CombineArgs{total, plan_cores, keep_lo_lo, inv_scale});
+        sgemm_cube::kernel::CombineArgs{total, plan_cores, keep_lo_lo, inv_scale},
+        sgemm_cube::kernel::CombineUnscale{reinterpret_cast<__gm__ int32_t*>(meta_a),
+                                           reinterpret_cast<__gm__ int32_t*>(meta_b),
+                                           reinterpret_cast<__gm__ float*>(flags), batch, mp, np, alpha_mant,
+                                           alpha_exp});
 }
 
 extern "C" __global__ __aicore__ void sgemm_cube_line_stats(GM_ADDR x, GM_ADDR big, GM_ADDR small_w, GM_ADDR finite,
@@ -104,31 +116,32 @@ extern "C" __global__ __aicore__ void sgemm_cube_line_stats(GM_ADDR x, GM_ADDR b
 }
 
 extern "C" __global__ __aicore__ void sgemm_cube_line_meta(GM_ADDR big, GM_ADDR small_w, GM_ADDR finite, GM_ADDR meta,
-                                                           uint32_t batch, uint32_t lines, uint32_t sb, uint32_t scale,
+                                                           GM_ADDR flags, uint32_t batch, uint32_t lines, uint32_t sb, uint32_t scale,
                                                            uint32_t fixup, uint32_t plan_cores, uint32_t subnormals)
 {
     SGEMM_CUBE_ON_VECTOR_CORES();
     const sgemm_cube::kernel::LineStatsOut in{reinterpret_cast<__gm__ int32_t*>(big),
                                               reinterpret_cast<__gm__ int32_t*>(small_w),
                                               reinterpret_cast<__gm__ int32_t*>(finite)};
-    sgemm_cube::kernel::RunLineMeta<Soc>(in, reinterpret_cast<__gm__ int32_t*>(meta),
+    sgemm_cube::kernel::RunLineMeta<Soc>(in, reinterpret_cast<__gm__ int32_t*>(meta), reinterpret_cast<__gm__ float*>(flags),
                                          sgemm_cube::kernel::LineMetaArgs{batch, lines, sb, scale, fixup, plan_cores,
                                                                           subnormals});
 }
 
-extern "C" __global__ __aicore__ void sgemm_cube_unscale(GM_ADDR c, GM_ADDR meta_a, GM_ADDR meta_b, uint32_t batch,
-                                                         uint32_t mp, uint32_t np, uint32_t plan_cores,
+extern "C" __global__ __aicore__ void sgemm_cube_unscale(GM_ADDR c, GM_ADDR meta_a, GM_ADDR meta_b, GM_ADDR flags,
+                                                         uint32_t batch, uint32_t mp, uint32_t np, uint32_t plan_cores,
                                                          float alpha_mant, int32_t alpha_exp)
 {
     SGEMM_CUBE_ON_VECTOR_CORES();
     sgemm_cube::kernel::RunUnscale<Soc>(reinterpret_cast<__gm__ float*>(c), reinterpret_cast<__gm__ int32_t*>(meta_a),
-                                        reinterpret_cast<__gm__ int32_t*>(meta_b),
+                                        reinterpret_cast<__gm__ int32_t*>(meta_b), reinterpret_cast<__gm__ float*>(flags),
                                         sgemm_cube::kernel::UnscaleArgs{batch, mp, np, plan_cores, alpha_mant,
-                                                                        alpha_exp});
+                                                                        alpha_exp},
+                                        sgemm_cube::kernel::UnscaleTerms{nullptr, nullptr, nullptr, 1.0f});
 }
 
 extern "C" __global__ __aicore__ void sgemm_cube_fixup_rows(GM_ADDR a, GM_ADDR b, GM_ADDR meta_a, GM_ADDR meta_b,
-                                                            GM_ADDR c, uint32_t batch, uint32_t mp, uint32_t np,
+                                                            GM_ADDR c, GM_ADDR flags, uint32_t batch, uint32_t mp, uint32_t np,
                                                             uint32_t kp, uint32_t k, uint32_t fixup_min_class,
                                                             uint32_t plan_cores, float alpha_mant, int32_t alpha_exp)
 {
@@ -136,11 +149,11 @@ extern "C" __global__ __aicore__ void sgemm_cube_fixup_rows(GM_ADDR a, GM_ADDR b
     sgemm_cube::kernel::RunFixupRows<Soc>(
         reinterpret_cast<__gm__ float*>(a), reinterpret_cast<__gm__ float*>(b), reinterpret_cast<__gm__ int32_t*>(meta_a),
         reinterpret_cast<__gm__ int32_t*>(meta_b), reinterpret_cast<__gm__ float*>(c),
-        sgemm_cube::kernel::FixupArgs{batch, mp, np, kp, k, fixup_min_class, plan_cores, alpha_mant, alpha_exp});
+        reinterpret_cast<__gm__ float*>(flags), sgemm_cube::kernel::FixupArgs{batch, mp, np, kp, k, fixup_min_class, plan_cores, alpha_mant, alpha_exp});
 }
 
 extern "C" __global__ __aicore__ void sgemm_cube_fixup_cols(GM_ADDR a, GM_ADDR b, GM_ADDR meta_a, GM_ADDR meta_b,
-                                                            GM_ADDR c, uint32_t batch, uint32_t mp, uint32_t np,
+                                                            GM_ADDR c, GM_ADDR flags, uint32_t batch, uint32_t mp, uint32_t np,
                                                             uint32_t kp, uint32_t k, uint32_t fixup_min_class,
                                                             uint32_t plan_cores, float alpha_mant, int32_t alpha_exp)
 {
@@ -148,5 +161,5 @@ extern "C" __global__ __aicore__ void sgemm_cube_fixup_cols(GM_ADDR a, GM_ADDR b
     sgemm_cube::kernel::RunFixupCols<Soc>(
         reinterpret_cast<__gm__ float*>(a), reinterpret_cast<__gm__ float*>(b), reinterpret_cast<__gm__ int32_t*>(meta_a),
         reinterpret_cast<__gm__ int32_t*>(meta_b), reinterpret_cast<__gm__ float*>(c),
-        sgemm_cube::kernel::FixupArgs{batch, mp, np, kp, k, fixup_min_class, plan_cores, alpha_mant, alpha_exp});
+        reinterpret_cast<__gm__ float*>(flags), sgemm_cube::kernel::FixupArgs{batch, mp, np, kp, k, fixup_min_class, plan_cores, alpha_mant, alpha_exp});
 }

@@ -125,6 +125,24 @@ struct DataCopyEnhancedParams {
     uint64_t padValue = 0;
     uint64_t deqTensorAddr = 0;
 };
+// from: include/basic_api/kernel_struct_binary.h (strides in 32-byte blocks; defaults DEFAULT_BLK_NUM 8,
+// DEFAULT_BLK_STRIDE 1, DEFAULT_REPEAT_STRIDE 8 of impl/basic_api/utils/kernel_utils_constants.h)
+struct BinaryRepeatParams {
+    BinaryRepeatParams() {}
+    BinaryRepeatParams(const uint8_t dstBlkStrideIn, const uint8_t src0BlkStrideIn, const uint8_t src1BlkStrideIn,
+                       const uint8_t dstRepStrideIn, const uint8_t src0RepStrideIn, const uint8_t src1RepStrideIn)
+        : dstBlkStride(dstBlkStrideIn), src0BlkStride(src0BlkStrideIn), src1BlkStride(src1BlkStrideIn),
+          dstRepStride(dstRepStrideIn), src0RepStride(src0RepStrideIn), src1RepStride(src1RepStrideIn) {}
+    uint32_t blockNumber = 8;
+    uint8_t dstBlkStride = 1;
+    uint8_t src0BlkStride = 1;
+    uint8_t src1BlkStride = 1;
+    uint8_t dstRepStride = 8;
+    uint8_t src0RepStride = 8;
+    uint8_t src1RepStride = 8;
+    bool repeatStrideMode = false;
+    bool strideSizeMode = false;
+};
 // from: include/basic_api/kernel_struct_mm.h
 struct LoadData2DParams {
     LoadData2DParams() {}

@@ -32,11 +32,15 @@ So with ``G = ceil(ceil(K / bk) / n_fused)`` groups, each term is::
     T = fl(...fl(fl(P_0 + P_1) + P_2)... + P_{G-1})
 
 where ``P_g = cpu_fallback.accumulate_product`` over the K range of group ``g``
-(K cut at multiples of ``n_fused * bk``).  When ``G == 1`` (K at most
-``n_fused * bk``, the usual case: the tuner picks ``n_fused`` up to
-``ceil(K / bk)``) this is exactly ``cpu_fallback.emulated_matmul(a, b,
-order="termwise")``, bit for bit, under either accumulation model.  For
-``G > 1`` it is :func:`grouped_reference`: the same products, summed in groups.
+(K cut at multiples of ``n_fused * bk``): a two-level accumulation, the cube's
+partial sum over one group added into a second FP32 accumulator.  The tilings
+the backend runs (:func:`fit_tiling`, the tuner's candidates) make every group
+exactly ``cpu_fallback.K_GROUP`` = 1,024 elements long (``bk`` divides it,
+``n_fused = 1024 / bk``, one group when K is shorter), so the error stays flat
+in K and the product is ``cpu_fallback.emulated_matmul(a, b, order="termwise")``
+with its default ``k_group``, bit for bit, under every arithmetic.  Another
+``n_fused`` (an explicit ``tiling=``) gives :func:`grouped_reference` with its
+own group length.
 
 Non-finite inputs are zeroed by the split (the backend contract); the model
 does the same.
@@ -48,6 +52,8 @@ from typing import Iterator, NamedTuple
 
 import numpy as np
 
+from sgemm_cube.cpu_fallback.accumulate import K_GROUP  # the two-level accumulation's K group
+
 __all__ = [
     "Capacity",
     "Tiling",
@@ -57,6 +63,7 @@ __all__ = [
     "Status",
     "TilingError",
     "KERNEL_CUBE",
+    "K_GROUP",
     "capacity_from_profile",
     "chip_arithmetic",
     "make_buffer_plan",
@@ -66,6 +73,7 @@ __all__ = [
     "item_coords",
     "split_columns",
     "group_k_blocks",
+    "group_n_fused",
     "core_steps",
     "pass_term",
     "a_plane",
@@ -92,8 +100,10 @@ SPLIT_TILE_COLS = 256   #: columns of one 16-row split tile (``schedule::kSplitT
 SPLIT_STAGES = 2        #: split tiles in UB at once (``schedule::kSplitStages``)
 COMBINE_TILE = 8192     #: floats of one combine tile (``schedule::kCombineTile``)
 STATS_TILE_COLS = 256   #: columns of one line-statistics tile (``schedule::kStatsTileCols``)
+STATS_STAGES = 3        #: UB stages of the line-statistics input tile (``schedule::kStatsStages``)
 META_CHUNK = 1024       #: lines per chunk of the line-meta kernel (``schedule::kMetaChunk``)
-UNSCALE_TILE = 2048     #: elements of one unscale unit (``schedule::kUnscaleTile``)
+UNSCALE_TILE = 2048     #: the fix-up kernels' column chunk (``schedule::kUnscaleTile``)
+UNSCALE_UNIT = 6144     #: elements of one unit of the unscale, alone or in the combine (``schedule::kUnscaleUnit``)
 TERM_HIHI, TERM_LOHI, TERM_HILO, TERM_LOLO = range(4)
 
 
@@ -612,39 +622,58 @@ def _next_group_start(g: Geometry, core: int, s: Step) -> Step | None:
                 True, False, True, False, group == 0, group + 1 == g.groups)
 
 
-def fit_tiling(cap: Capacity, tiling: Tiling | None, *, k: int, terms: int) -> Tiling:
-    """A tiling the kernel accepts, as close to ``tiling`` as possible.
+def group_n_fused(k: int, bk: int) -> int | None:
+    """``n_fused`` for the two-level accumulation: K groups of exactly ``cpu_fallback.K_GROUP`` elements.
 
-    ``n_fused`` is clamped to what fits in L1 (Eq. 8 with the pass's planes
-    resident) and to ``ceil(k / bk)``; when the block sizes themselves do not
-    fit (or ``tiling`` is None) the largest square-ish blocks that do are used,
-    in the tiling's pass mode (fused when None).
+    One group when K (padded to 16) fits in ``K_GROUP``: every K block resident, any ``bk``.  Longer K:
+    ``K_GROUP // bk`` blocks per group, so the cube's partial sums cover the same K ranges as
+    ``cpu_fallback.emulated_matmul``'s default ``k_group`` (its bit-for-bit mirror); None when ``bk``
+    does not divide ``K_GROUP`` (no tiling with that ``bk`` runs such a K).
+    """
+    kp = _ceil_div(k, KERNEL_CUBE) * KERNEL_CUBE
+    if kp <= K_GROUP:
+        return _ceil_div(kp, bk)
+    return K_GROUP // bk if K_GROUP % bk == 0 else None
+
+
+def fit_tiling(cap: Capacity, tiling: Tiling | None, *, k: int, terms: int) -> Tiling:
+    """A tiling the kernel accepts for the default product, as close to ``tiling`` as possible.
+
+    ``n_fused`` is set by :func:`group_n_fused` (K groups of ``cpu_fallback.K_GROUP`` elements; one
+    group for shorter K), with ``bk`` lowered to the next power of two times 16 when it does not divide
+    the group.  When the blocks then do not fit (the resident group exceeds L1, or ``tiling`` is None)
+    the largest square-ish blocks that do are used, in the tiling's pass mode (fused when None).
     """
     per_term = False
-    kb = lambda bk: _ceil_div(_ceil_div(k, KERNEL_CUBE) * KERNEL_CUBE, bk)  # noqa: E731
+
+    def fitted(bm, bk, bn):
+        nf = group_n_fused(k, bk)
+        if nf is None or buffer_plan_status(cap, bm, bk, bn, nf, terms, per_term)[0] != Status.OK:
+            return None
+        return Tiling(bm, bk, bn, nf, per_term)
+
     if tiling is not None:
         tiling = Tiling(*tiling)
-        bm, bk, bn, nf = (int(x) for x in tiling[:4])
+        bm, bk, bn = (int(x) for x in tiling[:3])
         per_term = bool(tiling.per_term)
-        planes = 1 if per_term else _PARTS
-        status, _ = buffer_plan_status(cap, bm, bk, bn, 1, terms, per_term)
-        if status == Status.OK:
-            nf = max(1, min(nf, max_n_fused(cap, bm, bk, bn, planes), kb(bk)))
-            return Tiling(bm, bk, bn, nf, per_term)
-    planes = 1 if per_term else _PARTS
+        if group_n_fused(k, bk) is None and bk >= KERNEL_CUBE:  # 16 times the largest power of two below
+            bk = KERNEL_CUBE << ((bk // KERNEL_CUBE).bit_length() - 1)
+        t = fitted(bm, bk, bn)
+        if t is not None:
+            return t
     best = None
     for bm in range(256, 0, -KERNEL_CUBE):
         for bn in (bm, bm - KERNEL_CUBE):
             for bk in (64, 32, 16):
-                if bn <= 0 or buffer_plan_status(cap, bm, bk, bn, 1, terms, per_term)[0] != Status.OK:
+                t = fitted(bm, bk, bn) if bn > 0 else None
+                if t is None:
                     continue
                 key = (min(bm, bn) * max(bm, bn), bk)
                 if best is None or key > best[0]:
-                    best = (key, bm, bk, bn)
+                    best = (key, t)
     if best is None:
-        raise _fail(Status.L0C, "no tiling fits this capacity")
-    _, bm, bk, bn = best
-    return Tiling(bm, bk, bn, max(1, min(max_n_fused(cap, bm, bk, bn, planes), kb(bk))), per_term)
+        raise _fail(Status.L1, "no tiling fits this capacity")
+    return best[1]
 
 
 # ----------------------------------------------------------------- numerics
@@ -779,8 +808,8 @@ def grouped_reference(a, b, *, sb: int = 12, keep_lo_lo: bool = False, group_k: 
     Each term is accumulated with :func:`sgemm_cube.cpu_fallback.accumulate_product` over
     consecutive K ranges of ``group_k`` elements (``n_fused * bk``), the range
     results are summed in FP32 in K order, and the terms are combined
-    termwise.  With ``group_k >= K`` this is
-    ``cpu_fallback.emulated_matmul(a, b, order="termwise")``.
+    termwise: ``cpu_fallback.emulated_matmul(a, b, order="termwise", k_group=group_k)`` with
+    non-finite inputs as 0.
 
     Parameters
     ----------
@@ -791,19 +820,14 @@ def grouped_reference(a, b, *, sb: int = 12, keep_lo_lo: bool = False, group_k: 
     accumulate, arithmetic
         As :func:`simulate` takes them (the range results are added with the arithmetic's atomic add).
     """
-    from sgemm_cube.cpu_fallback import accumulate_product, split
+    from sgemm_cube.cpu_fallback import emulated_matmul
 
     if group_k <= 0 or group_k % KERNEL_CUBE:
         raise ValueError(f"group_k must be a positive multiple of 16, got {group_k}")
-    ar, accumulate, atomic_add = _model(accumulate, arithmetic)
+    ar, accumulate, _ = _model(accumulate, arithmetic)
     a = np.where(np.isfinite(a), a, np.float32(0)).astype(np.float32)
     b = np.where(np.isfinite(b), b, np.float32(0)).astype(np.float32)
-    a_parts, b_parts = split(a, sb, arithmetic=ar), split(b, sb, arithmetic=ar)
-    terms = 4 if keep_lo_lo else 3
-    out = np.zeros((terms, a.shape[0], b.shape[1]), np.float32)
-    for t in range(terms):
-        for g, k0 in enumerate(range(0, a.shape[1], group_k)):
-            part = accumulate_product(a_parts[_term_a_part(t)][:, k0:k0 + group_k],
-                                      b_parts[_term_b_part(t)][k0:k0 + group_k, :], accumulate=accumulate)
-            out[t] = part if g == 0 else atomic_add(out[t], part)
-    return _combine(out, sb, keep_lo_lo)
+    # cpu_fallback's termwise product in two levels is this closed form (its K groups added with the
+    # arithmetic's atomic add); the combine is the kernel's order (_combine), the same operations.
+    return emulated_matmul(a, b, sb=sb, keep_lo_lo=keep_lo_lo, accumulate=accumulate,
+                           arithmetic=ar._replace(accumulate=accumulate), k_group=group_k)

@@ -343,9 +343,11 @@ def test_check_on_npu_dry_run(soc):
     assert check.run_cases(soc, dry_run=True, quick=True, out=lines.append) == 0, "\n".join(lines)
     table = lines[0].splitlines()
     assert table[0].split()[:3] == ["case", "MxNxK", "groups"]
-    rows = {line[:18].strip(): line[18:].split() for line in table[2:]}
+    width = table[0].index("MxNxK")  # the case column's width
+    rows = {line[:width].strip(): line[width:].split() for line in table[2:]}
     assert set(rows) >= {"1x1x1", "tails", "K groups, tiling", "NaN/Inf", "near overflow", "near underflow"}
     assert rows["tails"][:6] == ["17x33x65", "1", "0", "0", "yes", "yes"]
+    assert all(r[4] == "yes" for r in rows.values() if r[5] == "yes")  # what is expected exact is
     assert int(rows["K groups, tiling"][1]) > 1                 # several K groups: not cpu_fallback's sum
     assert rows["NaN/Inf"][2] != "0" and rows["NaN/Inf"][-1] == "ok"
     assert all(r[-1] == "ok" for r in rows.values())
@@ -379,12 +381,12 @@ def test_first_contact_checks_dry_run(soc):
 
     run = npu.run
 
-    def reads_back(plan, req, a, b, out, alpha=1.0):
+    def reads_back(plan, a, b, out, alpha=1.0):
         a.cpu()
-        return run(plan, req, a, b, out, alpha)
+        return run(plan, a, b, out, alpha)
 
-    def wrong(plan, req, a, b, out, alpha=1.0):
-        run(plan, req, a, b, out, alpha)
+    def wrong(plan, a, b, out, alpha=1.0):
+        run(plan, a, b, out, alpha)
         out.mul_(1 + 2.0 ** -10)
 
     for planted, expect in ((reads_back, "FAIL: sgemm_cube called Tensor.cpu"), (wrong, "FAIL")):

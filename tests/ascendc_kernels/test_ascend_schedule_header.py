@@ -162,5 +162,7 @@ def test_vector_tile_constants_match_the_header():
     assert int(re.search(r"kSplitStages = (\d+);", text).group(1)) == ns.SPLIT_STAGES
     assert int(re.search(r"kCombineTile = (\d+);", text).group(1)) == ns.COMBINE_TILE
     assert int(re.search(r"kStatsTileCols = (\d+);", text).group(1)) == ns.STATS_TILE_COLS
+    assert int(re.search(r"kStatsStages = (\d+);", text).group(1)) == ns.STATS_STAGES
     assert int(re.search(r"kMetaChunk = (\d+);", text).group(1)) == ns.META_CHUNK
     assert int(re.search(r"kUnscaleTile = (\d+);", text).group(1)) == ns.UNSCALE_TILE
+    assert int(re.search(r"kUnscaleUnit = (\d+);", text).group(1)) == ns.UNSCALE_UNIT

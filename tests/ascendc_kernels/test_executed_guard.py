@@ -11,7 +11,10 @@ magnitude and whether a NaN/Inf is there, integer operations on the bit patterns
   ``sb`` and both ``fixup`` settings; the statistics equal ``guard.line_stats``;
 * shapes with several column tiles, tails, batches and meta chunks that straddle batches, and
   lines spanning the whole FP32 range (subnormals to the largest finite value);
-* the flag checker is clean, and bugs planted in a copy of the sources fail.
+* the flag checker is clean, and bugs planted in a copy of the sources fail;
+* the meta kernels' word per batch (``kernel/batch_flags.hpp``: any line scaled, any listed) on every
+  generator, and the later kernels (the split's scaling, the unscale alone or folded into the combine, the
+  fix-up) skipping exactly the batches that need nothing, bit-exact with the whole bookkeeping.
 """
 from __future__ import annotations
 
@@ -21,14 +24,13 @@ import pytest
 from sgemm_cube.cpu_fallback.guard import line_meta, line_stats, pack_meta
 from tests.guarantee_data import GENERATORS
 
-from .executed import LINE_META_HARNESS, build, planted_sources, run_line_meta
+from .executed import LINE_META_HARNESS, PlantedBug, build_chips, control, run_line_meta
 from .test_ascend_kernel_sources import CHIPS
 
 
 @pytest.fixture(scope="module")
 def binaries(tmp_path_factory):
-    d = tmp_path_factory.mktemp("exec_guard")
-    return {soc: build(d / f"run_line_meta_{soc}", soc, harness=LINE_META_HARNESS) for soc in CHIPS}
+    return build_chips(tmp_path_factory.mktemp("exec_guard"), "run_line_meta", harness=LINE_META_HARNESS)
 
 
 def _expected_stats(x: np.ndarray, axis: int):
@@ -45,10 +47,27 @@ def _check(binary, x, axis, tmp_path, **opts):
     assert r.clean, f"rc={r.rc}\n{r.stdout[-2000:]}\n{r.stderr[-1000:]}"
     for got, want, what in zip(r.stats, _expected_stats(x, axis), ("big", "small_w", "finite")):
         assert np.array_equal(got, want), f"{what}: {np.flatnonzero(got != want)[:5]}"
-    want = pack_meta(line_meta(x, axis, sb=opts.get("sb", 12), scale=opts.get("scale", "auto"),
-                               fixup=opts.get("fixup", True)))
+    meta = line_meta(x, axis, sb=opts.get("sb", 12), scale=opts.get("scale", "auto"), fixup=opts.get("fixup", True))
+    want = pack_meta(meta)
     bad = np.flatnonzero(r.meta != want)
     assert bad.size == 0, f"{bad.size} lines differ, first {bad[:5]}: {r.meta.ravel()[bad[:5]]} vs {want.ravel()[bad[:5]]}"
+    _check_batch_words(r.flags, meta, opts.get("fixup", True))
+
+
+def _check_batch_words(flags, meta, fixup, extra=None):
+    """The meta kernels' batch words (kernel/batch_flags.hpp): word 0 set exactly when a line of the batch has
+    t != 0, word 1 exactly when one is listed (class >= fixup_min_class), the others +0.  ``extra``: the other
+    operand's meta, whose lines add to the same words."""
+    from sgemm_cube.cpu_fallback.guard import fixup_min_class
+
+    scaled = (meta.t != 0).reshape(meta.t.shape[0], -1).any(axis=1)
+    listed = (meta.cls >= fixup_min_class(fixup)).reshape(meta.t.shape[0], -1).any(axis=1)
+    if extra is not None:
+        scaled |= (extra.t != 0).reshape(extra.t.shape[0], -1).any(axis=1)
+        listed |= (extra.cls >= fixup_min_class(fixup)).reshape(extra.t.shape[0], -1).any(axis=1)
+    assert np.array_equal(flags[:, 0] > 0, scaled), (flags[:, 0], scaled)
+    assert np.array_equal(flags[:, 1] > 0, listed), (flags[:, 1], listed)
+    assert not flags[:, 2:].any() and (flags >= 0).all() and np.array_equal(flags, np.round(flags))
 
 
 @pytest.mark.parametrize("soc", sorted(CHIPS))
@@ -97,13 +116,20 @@ PLANTED = [
     ("subnormal_exponent_off_by_one", "include/sgemm_cube/guard/line_meta.hpp",
      "const int32_t shift = leading_zeros(bits & kMantMask) - 8;",
      "const int32_t shift = leading_zeros(bits & kMantMask) - 7;", ["910B"]),
-    ("finite_mask_not_clamped", "include/sgemm_cube/kernel/line_stats_kernel.hpp",
-     "        AscendC::Max(m_, m_, minus1_, n);           // m\n", "", ["910A"]),
+    ("nonfinite_not_below_finite", "include/sgemm_cube/kernel/line_stats_kernel.hpp",
+     "        AscendC::Or(pu, pu, sign_", "        AscendC::Or(pu, pu, pu", ["910A"]),
     ("partial_tile_not_zeroed", "include/sgemm_cube/kernel/line_stats_kernel.hpp",
-     "            if (cols < kCols) {  // zeros are neutral", "            if (false) {  // zeros are neutral",
-     ["910B"]),
+     "    if (cols < kCols) {  // zeros are neutral", "    if (false) {  // zeros are neutral", ["910B"]),
     ("scalar_reads_before_the_vector_unit_is_done", "include/sgemm_cube/kernel/line_stats_kernel.hpp",
-     "            AscendC::WaitFlag<AscendC::HardEvent::V_S>(0);\n", "", ["910A"]),
+     "        AscendC::WaitFlag<AscendC::HardEvent::V_S>(0);\n", "", ["910A"]),
+    ("last_tile_of_an_item_not_accumulated", "include/sgemm_cube/kernel/line_stats_kernel.hpp",
+     "        tile.Step4(last);\n", "", ["910B"]),
+    ("row_fold_stops_at_16", "include/sgemm_cube/kernel/line_stats_kernel.hpp",
+     "for (uint32_t m = 32; m >= 8; m /= 2)", "for (uint32_t m = 32; m >= 16; m /= 2)", ["910A"]),
+    ("stage_freed_before_it_is_read", "include/sgemm_cube/kernel/line_stats_kernel.hpp",
+     "            tile.Back(s, pair, i > 0, ps);\n            AscendC::SetFlag<AscendC::HardEvent::V_MTE2>(int32_t(s));\n",
+     "            AscendC::SetFlag<AscendC::HardEvent::V_MTE2>(int32_t(s));\n            tile.Back(s, pair, i > 0, ps);\n",
+     ["910B"]),
     ("meta_reads_before_the_load_is_done", "include/sgemm_cube/kernel/line_meta_kernel.hpp",
      "        AscendC::WaitFlag<AscendC::HardEvent::MTE2_S>(0);\n", "", ["910B"]),
     ("matrix_scale_from_the_first_chunk_only", "include/sgemm_cube/kernel/line_meta_kernel.hpp",
@@ -112,16 +138,15 @@ PLANTED = [
 ]
 CHECKER_ONLY = {
     "scalar_reads_before_the_vector_unit_is_done": "race RAW on UB: S access not ordered after V access",
+    "stage_freed_before_it_is_read": "race WAR on UB: MTE2 access not ordered after V access",
     "meta_reads_before_the_load_is_done": "race RAW on UB: S access not ordered after MTE2 access",
 }
-PLANTED_PARAMS = [(p[0], soc) for p in PLANTED for soc in p[4]]
+PLANTED_BUGS = [PlantedBug(name, rel, pattern, replacement, soc, LINE_META_HARNESS)
+                for name, rel, pattern, replacement, socs in PLANTED for soc in socs]
 
 
-@pytest.mark.parametrize("name,soc", PLANTED_PARAMS, ids=[f"{n}-{s}" for n, s in PLANTED_PARAMS])
-def test_planted_bug_fails(name, soc, tmp_path):
-    _, rel, pattern, replacement, _ = next(p for p in PLANTED if p[0] == name)
-    root = planted_sources(tmp_path, name, rel, pattern, replacement)
-    binary = build(tmp_path / "run_bug", soc, src_root=root, harness=LINE_META_HARNESS)
+def _planted_failures(binary, tmp_path):
+    """The checks a planted bug in the line meta must fail (their messages)."""
     rng = np.random.default_rng(41)
     x = _whole_range(rng, (2, 1030, 300))  # tails, two chunks per batch
     x[1, 3, 17] = np.nan
@@ -136,6 +161,21 @@ def test_planted_bug_fails(name, soc, tmp_path):
                 _check(binary, x, axis, tmp_path, scale=scale, cores=3)
             except AssertionError as exc:
                 failures.append(str(exc))
+    return failures
+
+
+@pytest.mark.parametrize("bug", [control(soc, LINE_META_HARNESS) for soc in sorted(CHIPS)],
+                         ids=PlantedBug.id.fget)
+def test_planted_machinery_without_a_bug_passes(bug, planted_binary, tmp_path):
+    """The unmodified sources, copied and built as a planted bug is, pass the planted bugs' checks."""
+    failures = _planted_failures(planted_binary, tmp_path)
+    assert not failures, failures[0][:2000]
+
+
+@pytest.mark.parametrize("bug", PLANTED_BUGS, ids=PlantedBug.id.fget)
+def test_planted_bug_fails(bug, planted_binary, tmp_path):
+    name, soc = bug.name, bug.soc
+    failures = _planted_failures(planted_binary, tmp_path)
     assert failures, f"planted bug {name} on {soc} went unnoticed"
     if name in CHECKER_ONLY:
         assert any(CHECKER_ONLY[name] in f for f in failures), failures[0][:2000]
@@ -144,10 +184,7 @@ def test_planted_bug_fails(name, soc, tmp_path):
 # ------------------------------------------------- the splits scale the lines (device integers)
 @pytest.fixture(scope="module")
 def gemm_binaries(tmp_path_factory):
-    from .executed import build as build_gemm
-
-    d = tmp_path_factory.mktemp("exec_guard_gemm")
-    return {soc: build_gemm(d / f"run_{soc}", soc) for soc in CHIPS}
+    return build_chips(tmp_path_factory.mktemp("exec_guard_gemm"))
 
 
 def _scaled_split_input(x: np.ndarray, t: np.ndarray, axis: int, sb: int) -> np.ndarray:
@@ -227,45 +264,51 @@ PLANTED_SPLIT = [
      "    AscendC::WaitFlag<AscendC::HardEvent::V_S>(0);     // the previous factors are no longer read\n", "",
      ["910B"]),
 ]
-PLANTED_SPLIT_PARAMS = [(p[0], soc) for p in PLANTED_SPLIT for soc in p[4]]
+PLANTED_SPLIT_BUGS = [PlantedBug(name, rel, pattern, replacement, soc)
+                      for name, rel, pattern, replacement, socs in PLANTED_SPLIT for soc in socs]
 
 
-@pytest.mark.parametrize("name,soc", PLANTED_SPLIT_PARAMS, ids=[f"{n}-{s}" for n, s in PLANTED_SPLIT_PARAMS])
-def test_planted_bug_in_the_scaled_split_fails(name, soc, tmp_path):
-    from .executed import build as build_gemm
+def _scaled_split_same(good, binary, tmp_path):
+    """(whether ``binary`` gives the ordinary build's splits and C on the planted case, its run)."""
     from .executed import run
 
-    _, rel, pattern, replacement, _ = next(p for p in PLANTED_SPLIT if p[0] == name)
-    root = planted_sources(tmp_path, name, rel, pattern, replacement)
-    good = build_gemm(tmp_path / "run_good", soc)
-    bad = build_gemm(tmp_path / "run_bug", soc, src_root=root)
     rng = np.random.default_rng(43)
     a, b = GENERATORS["specials_half_scaled"](rng, 40, 300, 300)  # two column tiles of B, NaN/Inf lines
     a, b = a[None], b[None]
     ok = run(good, a, b, tiling=(32, 32, 32, 4), cube=2, vector=2, workdir=tmp_path, guard="device")
-    got = run(bad, a, b, tiling=(32, 32, 32, 4), cube=2, vector=2, workdir=tmp_path, guard="device")
+    got = run(binary, a, b, tiling=(32, 32, 32, 4), cube=2, vector=2, workdir=tmp_path, guard="device")
     assert ok.clean
     same = got.c is not None and all(np.array_equal(x.view(np.uint16), y.view(np.uint16))
-                                     for x, y in zip(got.parts, ok.parts)) and np.array_equal(got.c, ok.c)
+                                     for x, y in zip(got.parts, ok.parts)) \
+        and np.array_equal(got.c.view(np.uint32), ok.c.view(np.uint32))  # bits: C has NaNs
+    return same, got
+
+
+@pytest.mark.parametrize("bug", PLANTED_SPLIT_BUGS, ids=PlantedBug.id.fget)
+def test_planted_bug_in_the_scaled_split_fails(gemm_binaries, bug, planted_binary, tmp_path):
+    name, soc = bug.name, bug.soc
+    same, got = _scaled_split_same(gemm_binaries[soc], planted_binary, tmp_path)
     assert not (same and got.clean), f"planted bug {name} on {soc} went unnoticed"
     if name == "factors_rewritten_while_the_vector_unit_reads_them":
         assert "race WAR on UB: S access not ordered after V access" in got.stdout, got.stdout[-2000:]
 
 
 # --------------------------------------------------------------- the unscale kernel
-def _unscale_case(gemm_binaries, soc, a, b, tmp_path, *, alpha=1.0, tiling=(32, 32, 32, 4), scale="auto"):
+def _unscale_case(gemm_binaries, soc, a, b, tmp_path, *, alpha=1.0, tiling=(32, 32, 32, 4), scale="auto",
+                  keep_lo_lo=False):
     from sgemm_cube.backends import npu_schedule as ns
     from sgemm_cube.cpu_fallback.guard import unpack_meta
 
     from .executed import PROFILE, run
 
     r = run(gemm_binaries[soc], a, b, tiling=tiling, cube=3, vector=3, workdir=tmp_path, guard="device",
-            scale=scale, alpha=alpha)
+            scale=scale, alpha=alpha, keep_lo_lo=keep_lo_lo)
     if r.meta is None:
         return r, None
     ta, tb = unpack_meta(r.meta[0]).t, unpack_meta(r.meta[1]).t
     xa, xb = _scaled_split_input(a, ta, -1, 12), _scaled_split_input(b, tb, -2, 12)
-    scaled = ns.simulate(xa, xb, tiling=ns.Tiling(*tiling), cap=ns.capacity_from_profile(PROFILE[soc]), cores=3)
+    scaled = ns.simulate(xa, xb, tiling=ns.Tiling(*tiling), cap=ns.capacity_from_profile(PROFILE[soc]), cores=3,
+                         keep_lo_lo=keep_lo_lo)
     return r, _expected(a, b, r.meta[0], r.meta[1], scaled, alpha=alpha)
 
 
@@ -287,8 +330,8 @@ def _extreme_lines(rng, batch, m, k, n):
 @pytest.mark.parametrize("soc", sorted(CHIPS))
 def test_unscale_is_one_rounding_over_the_whole_range(gemm_binaries, soc, tmp_path):
     rng = np.random.default_rng(53)
-    # 2 batches; 40 x 2100 outputs: one row per unit in column chunks of 2048 and a tail of 52
-    a, b = _extreme_lines(rng, 2, 40, 30, 2100)
+    # 2 batches; 24 x 6200 outputs: one row per unit in two column chunks (3104 and 3096 of 6208 padded)
+    a, b = _extreme_lines(rng, 2, 24, 30, 6200)
     r, (want, computed) = _unscale_case(gemm_binaries, soc, a, b, tmp_path, tiling=(16, 32, 64, 1))
     got = _clean(r)
     assert not _same_where(got, want, computed), _same_where(got, want, computed)
@@ -332,19 +375,19 @@ PLANTED_UNSCALE = [
      "        AscendC::WaitFlag<AscendC::HardEvent::S_MTE2>(0);\n        AscendC::DataCopy(v.c,",
      "        AscendC::DataCopy(v.c,", ["910A"]),
 ]
-PLANTED_UNSCALE_PARAMS = [(p[0], soc) for p in PLANTED_UNSCALE for soc in p[4]]
+PLANTED_UNSCALE_BUGS = [PlantedBug(name, rel, pattern, replacement, soc)
+                        for name, rel, pattern, replacement, socs in PLANTED_UNSCALE for soc in socs]
 
 
-@pytest.mark.parametrize("name,soc", PLANTED_UNSCALE_PARAMS, ids=[f"{n}-{s}" for n, s in PLANTED_UNSCALE_PARAMS])
-def test_planted_bug_in_the_unscale_fails(name, soc, tmp_path):
-    from .executed import build as build_gemm
+def _planted_unscale_case(binary, soc, tmp_path):
+    a, b = _extreme_lines(np.random.default_rng(61), 2, 40, 30, 50)
+    return _unscale_case({soc: binary}, soc, a, b, tmp_path, tiling=(16, 32, 16, 1))
 
-    _, rel, pattern, replacement, _ = next(p for p in PLANTED_UNSCALE if p[0] == name)
-    root = planted_sources(tmp_path, name, rel, pattern, replacement)
-    binaries = {soc: build_gemm(tmp_path / "run_bug", soc, src_root=root)}
-    rng = np.random.default_rng(61)
-    a, b = _extreme_lines(rng, 2, 40, 30, 50)
-    r, expected = _unscale_case(binaries, soc, a, b, tmp_path, tiling=(16, 32, 16, 1))
+
+@pytest.mark.parametrize("bug", PLANTED_UNSCALE_BUGS, ids=PlantedBug.id.fget)
+def test_planted_bug_in_the_unscale_fails(bug, planted_binary, tmp_path):
+    name, soc = bug.name, bug.soc
+    r, expected = _planted_unscale_case(planted_binary, soc, tmp_path)
     if name == "rows_integers_reloaded_while_read":  # the checker sees the unbalanced flag
         assert r.rc == 1 and "while the flag is still set" in r.stdout, r.stdout[-2000:]
         return
@@ -401,14 +444,11 @@ PLANTED_FIXUP = [
 ]
 
 
-@pytest.mark.parametrize("name", [p[0] for p in PLANTED_FIXUP])
-def test_planted_bug_in_the_fixup_fails(name, tmp_path):
-    from .executed import build as build_gemm
-    from .executed import run
+PLANTED_FIXUP_BUGS = [PlantedBug(name, rel, pattern, replacement, "910B")
+                      for name, rel, pattern, replacement in PLANTED_FIXUP]
 
-    _, rel, pattern, replacement = next(p for p in PLANTED_FIXUP if p[0] == name)
-    root = planted_sources(tmp_path, name, rel, pattern, replacement)
-    binaries = {"910B": build_gemm(tmp_path / "run_bug", "910B", src_root=root)}
+
+def _planted_fixup_case(binary, tmp_path):
     rng = np.random.default_rng(71)
     a, b = _extreme_lines(rng, 1, 40, 30, 50)
     a[0, 3, 5] = np.inf
@@ -417,6 +457,118 @@ def test_planted_bug_in_the_fixup_fails(name, tmp_path):
     b[0, 4, 20] = np.nan  # a listed column
     b[0, :, 33] = rng.standard_normal(30).astype(np.float32)
     b[0, :15, 33] *= np.float32(1e-25)  # a listed column (fixup) with finite outputs
-    r, expected = _unscale_case(binaries, "910B", a, b, tmp_path, tiling=(16, 32, 16, 1))
+    return _unscale_case({"910B": binary}, "910B", a, b, tmp_path, tiling=(16, 32, 16, 1))
+
+
+@pytest.mark.parametrize("bug", PLANTED_FIXUP_BUGS, ids=[b.name for b in PLANTED_FIXUP_BUGS])
+def test_planted_bug_in_the_fixup_fails(bug, planted_binary, tmp_path):
+    r, expected = _planted_fixup_case(planted_binary, tmp_path)
     wrong = expected is None or r.c is None or bool(_same_where(r.c, *expected))
-    assert wrong or not r.clean, f"planted bug {name} went unnoticed"
+    assert wrong or not r.clean, f"planted bug {bug.name} went unnoticed"
+
+
+# ------------------------------------------- the batch words: work skipped where a batch needs none
+def _mixed_batches(rng):
+    """Three batches of 40 x 30 @ 30 x 200: the first needs nothing (normal data, scale="auto"); the second
+    has one scaled row of A (entries around 2^-130: t != 0, not listed) and one listed column of B (15 tiny
+    entries: class 1, listed with fixup); the third a listed row of A (an infinity).  With 208 padded
+    columns an unscale unit holds 29 rows, so units straddle the batches (rows 29-57: batch 0 and the
+    second batch's scaled row 5)."""
+    a = rng.standard_normal((3, 40, 30)).astype(np.float32)
+    b = rng.standard_normal((3, 30, 200)).astype(np.float32)
+    a[1, 5, :] *= np.float32(2.0 ** -130)
+    b[1, :15, 9] *= np.float32(1e-25)
+    a[2, 7, 3] = np.inf
+    return a, b
+
+
+def _batch_words_case(binaries, soc, tiling, tmp_path, alpha=1.0):
+    from sgemm_cube.cpu_fallback.guard import unpack_meta
+
+    a, b = _mixed_batches(np.random.default_rng(73))
+    # the 910B's case with the fourth term (A_lo B_lo), combined in UB before the unscale
+    r, expected = _unscale_case(binaries, soc, a, b, tmp_path, tiling=tiling, alpha=alpha, keep_lo_lo=soc == "910B")
+    return r, expected, (unpack_meta(r.meta[0]), unpack_meta(r.meta[1])) if r.meta is not None else None
+
+
+# the 910A with one K group combines in the GEMM's epilogue (the unscale its own pass); per term, or on the
+# 910B, the combine kernel runs with the unscale folded in
+BATCH_WORD_CASES = [("910A", (16, 32, 16, 2)), ("910A", (16, 32, 16, 2, 1)), ("910B", (16, 32, 16, 2))]
+
+
+@pytest.mark.parametrize("soc,tiling", BATCH_WORD_CASES, ids=["910A-epilogue", "910A-folded", "910B-folded"])
+def test_batch_words_skip_only_batches_that_need_nothing(gemm_binaries, soc, tiling, tmp_path):
+    """The meta kernels' word per batch says which batches have a scaled or a listed line; the split's
+    scaling, the unscale (alone or folded into the combine) and the fix-up skip the others, and the result is
+    what the whole bookkeeping gives, bit for bit (alpha = 1: units of the first batch are not unscaled;
+    alpha != 1: every unit is, as alpha asks)."""
+    r, (want, computed), (ma, mb) = _batch_words_case(gemm_binaries, soc, tiling, tmp_path)
+    got = _clean(r)
+    _check_batch_words(r.flags, ma, True, extra=mb)
+    assert (r.flags[:, 0] > 0).tolist() == [False, True, True] and (r.flags[:, 1] > 0).tolist() == [False, True, True]
+    assert not _same_where(got, want, computed), _same_where(got, want, computed)
+    assert ("combine_in_epilogue=1" in r.stdout) == (soc == "910A" and len(tiling) == 4)
+    r, (want, computed), _ = _batch_words_case(gemm_binaries, soc, tiling, tmp_path, alpha=0.37)
+    got = _clean(r)
+    sub = (np.abs(want) < np.float32(1.1754944e-38)) & (want != 0)  # as test_unscale_with_alpha
+    assert not _same_where(got, want, computed & ~sub), _same_where(got, want, computed & ~sub)
+    assert np.array_equal(got[0], (want[0])) and not np.array_equal(got[0], _batch_words_case(
+        gemm_binaries, soc, tiling, tmp_path)[0].c[0])  # the first batch too is times alpha
+
+
+# (name, file, pattern, replacement, chip, tiling); CHECKER_ONLY_BATCH_WORDS: what the flag checker must say.
+# The words themselves are checked against guard.line_meta on every generator (_check_batch_words).
+PLANTED_BATCH_WORDS = [
+    ("meta_lists_class_2_only", "include/sgemm_cube/kernel/line_meta_kernel.hpp",
+     "listed = listed || m.cls >= listed_from;", "listed = listed || m.cls > listed_from;", "910A", (16, 32, 16, 2)),
+    ("split_reads_the_first_batch_word_only", "include/sgemm_cube/kernel/split_kernel.hpp",
+     "const uint32_t batch = strip / s.strips_per_batch;", "const uint32_t batch = 0;", "910A", (16, 32, 16, 2)),
+    ("unscale_unit_reads_its_first_batch_only", "include/sgemm_cube/kernel/unscale_kernel.hpp",
+     "(row0 + rows - 1) / u.mp, schedule::kFlagScaled)", "row0 / u.mp, schedule::kFlagScaled)", "910A",
+     (16, 32, 16, 2)),  # the epilogue's own unscale pass skips the unit
+    ("folded_combine_does_not_scale_the_correction", "include/sgemm_cube/kernel/unscale_kernel.hpp",
+     "    AscendC::Muls(v.lh, v.lh, inv_scale, n);  // corr * 2^-sb\n", "", "910A", (16, 32, 16, 2, 1)),
+    ("batch_word_read_before_it_arrives", "include/sgemm_cube/kernel/batch_flags.hpp",
+     "            AscendC::WaitFlag<AscendC::HardEvent::MTE2_S>(kEvent);\n", "", "910B", (16, 32, 16, 2)),
+    ("folded_unit_without_integers_leaves_its_flag_unset", "include/sgemm_cube/kernel/unscale_kernel.hpp",
+     "            AscendC::SetFlag<AscendC::HardEvent::S_MTE2>(0);  // no integers were read\n", "", "910B",
+     (16, 32, 16, 2)),
+]
+CHECKER_ONLY_BATCH_WORDS = {
+    "batch_word_read_before_it_arrives": "race RAW on UB: S access not ordered after MTE2 access",
+    "folded_unit_without_integers_leaves_its_flag_unset": "with no earlier matching SetFlag",
+}
+
+
+PLANTED_BATCH_WORDS_BUGS = [PlantedBug(name, rel, pattern, replacement, soc)
+                            for name, rel, pattern, replacement, soc, _ in PLANTED_BATCH_WORDS]
+
+
+@pytest.mark.parametrize("bug", PLANTED_BATCH_WORDS_BUGS, ids=[b.name for b in PLANTED_BATCH_WORDS_BUGS])
+def test_planted_bug_in_the_batch_words_fails(bug, planted_binary, tmp_path):
+    name, soc = bug.name, bug.soc
+    tiling = next(p[5] for p in PLANTED_BATCH_WORDS if p[0] == name)
+    r, expected, _ = _batch_words_case({soc: planted_binary}, soc, tiling, tmp_path)
+    if name in CHECKER_ONLY_BATCH_WORDS:
+        assert r.rc == 1 and CHECKER_ONLY_BATCH_WORDS[name] in r.stdout, r.stdout[-2000:]
+        return
+    wrong = expected is None or r.c is None or bool(_same_where(r.c, *expected))
+    assert wrong or not r.clean, f"planted bug {name} on {soc} went unnoticed"
+
+
+@pytest.mark.parametrize("bug", [control(soc) for soc in sorted(CHIPS)], ids=PlantedBug.id.fget)
+def test_planted_machinery_without_a_bug_passes_the_gemm_checks(gemm_binaries, bug, planted_binary, tmp_path):
+    """The unmodified sources, copied and built as a planted bug is (``executed.PLANTED_OPT``), pass every
+    check above that a planted bug in the split, the unscale, the fix-up or the batch words must fail: the
+    ordinary build's bits, clean runs, the expected C."""
+    soc = bug.soc
+    same, got = _scaled_split_same(gemm_binaries[soc], planted_binary, tmp_path)
+    assert same and got.clean, got.stdout[-2000:]
+    cases = [_planted_unscale_case(planted_binary, soc, tmp_path)]
+    if soc == "910B":
+        cases.append(_planted_fixup_case(planted_binary, tmp_path))
+    for tiling in sorted({p[5] for p in PLANTED_BATCH_WORDS if p[4] == soc}):
+        cases.append(_batch_words_case({soc: planted_binary}, soc, tiling, tmp_path)[:2])
+    for r, expected in cases:
+        assert r.clean and expected is not None and r.c is not None, r.stdout[-2000:]
+        assert not _same_where(r.c, *expected), _same_where(r.c, *expected)

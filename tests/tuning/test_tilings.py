@@ -44,7 +44,7 @@ def _measured_table(shape, tiling) -> TuningTable:
 
 
 def test_measured_rows_update_the_users_table_and_the_runtime_reads_them():
-    shape, measured = (1000, 1000, 2000), ns.Tiling(64, 64, 64, 4, True)
+    shape, measured = (1000, 1000, 2000), ns.Tiling(64, 64, 64, 16, True)  # K groups of 1024
     before = npu.choose_tiling("910b", *shape)
     assert before != measured
     path = tilings.write_measured("910b", _measured_table(shape, measured))
@@ -65,7 +65,7 @@ def test_measured_rows_update_the_users_table_and_the_runtime_reads_them():
 
 def test_tune_measure_writes_the_tiling_table(monkeypatch, tmp_path):
     """``sgemm-cube tune --measure`` on an Ascend profile: the measured table goes to the tiling table."""
-    shape, measured = (512, 768, 1024), ns.Tiling(64, 32, 64, 8, False)
+    shape, measured = (512, 768, 1024), ns.Tiling(64, 32, 64, 32, False)  # one K group of 1024
     monkeypatch.setattr(npu_tuning, "tune", lambda profile, shapes: _measured_table(shape, measured))
     out = io.StringIO()
     args = cli.parse_args(["--device", "910b", "--measure", "--m", "512", "--n", "768", "--k", "1024",

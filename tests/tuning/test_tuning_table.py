@@ -5,6 +5,8 @@ import warnings
 
 import pytest
 
+from sgemm_cube.backends import npu_schedule as ns
+
 from sgemm_cube.tuning import choose_tiling, model
 from sgemm_cube.tuning import table as T
 
@@ -161,7 +163,8 @@ def test_measured_ascend_entry_drives_choose_tiling():
     t = T.TuningTable("Ascend 910A", "ascend")
     t.set(T.bucket(8192, 8192, 8192), {"bm": 64, "bk": 64, "bn": 128, "n_fused": 20})
     T.save(t)
-    assert tuple(choose_tiling("910a", 8192, 8192, 8192)) == (64, 64, 128, 20, False)
+    # the measured blocks; n_fused makes K groups of K_GROUP = 1024 elements (the two-level accumulation)
+    assert tuple(choose_tiling("910a", 8192, 8192, 8192)) == (64, 64, 128, 16, False)
     # n_fused never exceeds the K blocks of the problem
     assert choose_tiling("910a", 8000, 8000, 1000).n_fused == -(-1000 // 64)
     assert tuple(choose_tiling("910a", 8192, 8192, 8192, use_table=False))[:4] != (64, 64, 128, 20)
@@ -175,8 +178,9 @@ def test_measured_per_term_entry_drives_the_backends_choice():
     t = T.TuningTable("Ascend 910A", "ascend")
     t.set(T.bucket(11264, 11264, 2816), {"bm": 176, "bk": 64, "bn": 176, "n_fused": 44, "per_term": True})
     T.save(t)
-    assert tuple(choose_tiling("910a", 11264, 11264, 2816, blocking="kernel-per-term")) == (176, 64, 176, 44, True)
-    assert tuple(pipeline.best_kernel("910a", 11264, 11264, 2816)[0]) == (176, 64, 176, 44, True)
+    # the measured blocks, in K groups of 1024 (16 blocks of 64: the two-level accumulation)
+    assert tuple(choose_tiling("910a", 11264, 11264, 2816, blocking="kernel-per-term")) == (176, 64, 176, 16, True)
+    assert tuple(pipeline.best_kernel("910a", 11264, 11264, 2816)[0]) == (176, 64, 176, 16, True)
     with pytest.raises(T.TableError, match="per_term"):
         T.validate_config({"bm": 16, "bk": 16, "bn": 16, "per_term": 1}, "ascend")
 
@@ -186,7 +190,8 @@ def test_infeasible_ascend_entry_is_ignored():
     t.set(T.bucket(4096, 4096, 4096), {"bm": 512, "bk": 64, "bn": 512})  # 512*512*8 B > L0C
     T.save(t)
     best = model.rank("910b", 4096, 4096, 4096, top=1, blocking=model.kernel_blocking("910b"))[0]
-    assert tuple(choose_tiling("910b", 4096, 4096, 4096))[:4] == tuple(best[:4])
+    fitted = ns.fit_tiling(ns.capacity_from_profile("910b"), ns.Tiling(*best[:4]), k=4096, terms=3)
+    assert tuple(choose_tiling("910b", 4096, 4096, 4096)) == tuple(fitted)
 
 
 @pytest.mark.parametrize("config", [{"bm": 100, "bk": 64, "bn": 64}, {"bm": 64, "bk": 64}, {"bm": 64, "bk": 64, "bn": 64,

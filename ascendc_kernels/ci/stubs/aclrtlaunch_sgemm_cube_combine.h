@@ -9,5 +9,7 @@
 
 extern "C" uint32_t aclrtlaunch_sgemm_cube_combine(uint32_t blockDim, aclrtStream stream, void* c_hh, void* c_lh,
                                                    void* c_hl, void* c_ll, void* out, uint64_t total,
-                                                   uint32_t plan_cores, uint32_t keep_lo_lo, float inv_scale);
+                                                   uint32_t plan_cores, uint32_t keep_lo_lo, float inv_scale,
+                                                   void* meta_a, void* meta_b, void* flags, uint32_t batch,
+                                                   uint32_t mp, uint32_t np, float alpha_mant, int32_t alpha_exp);
 #endif

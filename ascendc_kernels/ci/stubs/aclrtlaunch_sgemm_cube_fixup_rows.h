@@ -8,7 +8,7 @@
 #endif
 
 extern "C" uint32_t aclrtlaunch_sgemm_cube_fixup_rows(uint32_t blockDim, aclrtStream stream, void* a, void* b,
-                                                      void* meta_a, void* meta_b, void* c, uint32_t batch,
+                                                      void* meta_a, void* meta_b, void* c, void* flags, uint32_t batch,
                                                       uint32_t mp, uint32_t np, uint32_t kp, uint32_t k,
                                                       uint32_t fixup_min_class, uint32_t plan_cores, float alpha_mant,
                                                       int32_t alpha_exp);

@@ -8,7 +8,7 @@
 #endif
 
 extern "C" uint32_t aclrtlaunch_sgemm_cube_line_meta(uint32_t blockDim, aclrtStream stream, void* big, void* small_w,
-                                                     void* finite, void* meta, uint32_t batch, uint32_t lines,
+                                                     void* finite, void* meta, void* flags, uint32_t batch, uint32_t lines,
                                                      uint32_t sb, uint32_t scale, uint32_t fixup, uint32_t plan_cores,
                                                      uint32_t subnormals);
 #endif

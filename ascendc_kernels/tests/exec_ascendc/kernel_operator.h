@@ -979,6 +979,87 @@ inline void Min(const LocalTensor<T>& dst, const LocalTensor<T>& src0, const Loc
 {
     exec_detail::binary(dst, src0, src1, count, "Min", [](T x, T y) { return x < y ? x : y; });
 }
+
+// ------------------------------------------------ vector (level 0: mask, repeats, strides)
+// docs: 基础API通用说明 / 高维切分API (Repeat times, Block stride, Repeat stride, Mask): each repeat takes eight
+// 32-byte blocks of every operand, block j of repeat i at (i * repStride + j * blkStride) * 32 bytes from the
+// operand's start (strides in blocks; repeatStride 0 reads the same eight blocks again in every repeat);
+// repeatTime at most 255; continuous mask mode: the first `mask` elements of each repeat (1 .. 256 /
+// sizeof(T)) take part, the other elements of dst are left as they are.  A repeat reads its sources before
+// it writes (in-place operands allowed).  Not modelled: the bit-wise mask (mask[2]) and counter mode.
+namespace exec_detail {
+template <typename T, typename F>
+inline void binary_repeat(const LocalTensor<T>& dst, const LocalTensor<T>& src0, const LocalTensor<T>& src1,
+                          uint64_t mask, uint8_t repeat, const BinaryRepeatParams& p, const char* what, F f)
+{
+    constexpr uint32_t kPerBlock = 32 / sizeof(T), kPerRepeat = 8 * kPerBlock;
+    if (mask == 0 || mask > kPerRepeat || repeat == 0) {
+        ascend_exec::fatal("%s: mask %llu (1..%u) and repeatTime %u (1..255)", what, (unsigned long long)mask,
+                           kPerRepeat, unsigned(repeat));
+    }
+    if (src0.mem_ != ascend_exec::kUB || src1.mem_ != ascend_exec::kUB) {
+        ascend_exec::fatal("%s: operand not in UB", what);
+    }
+    vec_unary(dst, int32_t(mask), what, [&] {
+        const uint32_t blocks = uint32_t((mask + kPerBlock - 1) / kPerBlock);
+        T a[kPerRepeat], b[kPerRepeat];
+        for (uint32_t i = 0; i < repeat; ++i) {
+            for (uint32_t j = 0; j < blocks; ++j) {
+                const uint64_t o0 = (uint64_t(i) * p.src0RepStride + uint64_t(j) * p.src0BlkStride) * 32;
+                const uint64_t o1 = (uint64_t(i) * p.src1RepStride + uint64_t(j) * p.src1BlkStride) * 32;
+                src0.touch(o0, 32, ascend_exec::kV, false, what);
+                src1.touch(o1, 32, ascend_exec::kV, false, what);
+                std::memcpy(a + j * kPerBlock, src0.bytes(o0, 32, what), 32);
+                std::memcpy(b + j * kPerBlock, src1.bytes(o1, 32, what), 32);
+            }
+            for (uint32_t j = 0; j < blocks; ++j) {
+                const uint32_t n = std::min<uint32_t>(kPerBlock, uint32_t(mask) - j * kPerBlock);
+                const uint64_t od = (uint64_t(i) * p.dstRepStride + uint64_t(j) * p.dstBlkStride) * 32;
+                dst.touch(od, n * sizeof(T), ascend_exec::kV, true, what);
+                T* d = reinterpret_cast<T*>(dst.bytes(od, n * sizeof(T), what));
+                for (uint32_t k = 0; k < n; ++k) {
+                    d[k] = f(a[j * kPerBlock + k], b[j * kPerBlock + k]);
+                }
+            }
+        }
+    });
+}
+}  // namespace exec_detail
+
+// docs: Memory矢量计算/逻辑计算/And.md, level 0 (16-bit integer types)
+template <typename T, bool isSetMask = true>
+inline void And(const LocalTensor<T>& dst, const LocalTensor<T>& src0, const LocalTensor<T>& src1, uint64_t mask,
+                const uint8_t repeatTime, const BinaryRepeatParams& repeatParams)
+{
+    static_assert(std::is_integral<T>::value && sizeof(T) == 2, "And takes int16/uint16");
+    exec_detail::binary_repeat(dst, src0, src1, mask, repeatTime, repeatParams, "And (level 0)",
+                               [](T x, T y) { return T(x & y); });
+}
+// docs: Memory矢量计算/逻辑计算/Or.md, level 0 (16-bit integer types)
+template <typename T, bool isSetMask = true>
+inline void Or(const LocalTensor<T>& dst, const LocalTensor<T>& src0, const LocalTensor<T>& src1, uint64_t mask,
+               const uint8_t repeatTime, const BinaryRepeatParams& repeatParams)
+{
+    static_assert(std::is_integral<T>::value && sizeof(T) == 2, "Or takes int16/uint16");
+    exec_detail::binary_repeat(dst, src0, src1, mask, repeatTime, repeatParams, "Or (level 0)",
+                               [](T x, T y) { return T(x | y); });
+}
+// docs: Memory矢量计算/基础算术/Max.md, level 0
+template <typename T, bool isSetMask = true>
+inline void Max(const LocalTensor<T>& dst, const LocalTensor<T>& src0, const LocalTensor<T>& src1, uint64_t mask,
+                const uint8_t repeatTime, const BinaryRepeatParams& repeatParams)
+{
+    exec_detail::binary_repeat(dst, src0, src1, mask, repeatTime, repeatParams, "Max (level 0)",
+                               [](T x, T y) { return x > y ? x : y; });
+}
+// docs: Memory矢量计算/基础算术/Min.md, level 0
+template <typename T, bool isSetMask = true>
+inline void Min(const LocalTensor<T>& dst, const LocalTensor<T>& src0, const LocalTensor<T>& src1, uint64_t mask,
+                const uint8_t repeatTime, const BinaryRepeatParams& repeatParams)
+{
+    exec_detail::binary_repeat(dst, src0, src1, mask, repeatTime, repeatParams, "Min (level 0)",
+                               [](T x, T y) { return x < y ? x : y; });
+}
 // docs: Memory矢量计算/基础算术/Mul.md (float: IEEE round to nearest even; the vector unit's subnormal
 // handling is not modelled: the host's FPU decides, and the tests run with FTZ/DAZ off)
 template <typename T>

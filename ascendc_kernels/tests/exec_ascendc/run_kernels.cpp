@@ -14,14 +14,17 @@
 //        computed on the device first (line statistics and meta of A's rows and B's columns, with
 //        guard::Scale `scale`, `fixup` and the split range of guard::Subnormals `subnormals`, as
 //        host/binding.cpp passes them), the splits scale every line by them and zero entries the
-//        split cannot hold, and after the combine the unscale kernel gives C = alpha * (AB) 2^-(ta+tb).
+//        split cannot hold, and the combine kernel, the unscale folded in (or, where the 910A's GEMM
+//        epilogue combined, the unscale kernel after it), gives C = alpha * (AB) 2^-(ta+tb); the meta
+//        kernels also set the batches' words (kernel/batch_flags.hpp) that the later kernels read.
 //        guard = 2: host/binding.cpp's matmul_fp32 instead: every line's integers "class 0, t = 0",
 //        every row through the fix-up kernel (fixup_min_class = 0), C = alpha * (AB) in plain FP32.
 //        guard = 3: host/binding.cpp's split: the two split kernels alone (no GEMM; C is left as poisoned),
 //        for the bring-up's probes of the conversion (ascendc_kernels/probes.py).
 //   OUT: C (batch*m*n float32), then A_hi, A_lo (batch*mp*kp FP16 bits, Zz), B_hi, B_lo
 //        (batch*kp*np, Zz), as the split kernel wrote them; with guard = 1 then the packed
-//        integers of A's rows (batch*m int32) and of B's columns (batch*n).
+//        integers of A's rows (batch*m int32) and of B's columns (batch*n), then the batches' words
+//        (batch * schedule::kFlagWords FP32).
 //   stdout: the checker's report (CHECK-ERROR lines, CHECK-SUMMARY); exit status 0 when clean,
 //   1 when the checker found errors, 2 on a fatal error (out of bounds, bad parameters).
 #include "kernel_operator.h"
@@ -156,6 +159,7 @@ int main(int argc, char** argv)
     // The guarantee's integers on the device (what host/binding.cpp will launch first).
     GmVector<int32_t> stats_a(3 * size_t(batch) * g.mp), stats_b(3 * size_t(batch) * g.np);
     GmVector<int32_t> meta_a(size_t(batch) * g.mp), meta_b(size_t(batch) * g.np);
+    GmVector<float> flags(size_t(batch) * schedule::kFlagWords, 0.0f);  // zeroed, as host/binding.cpp does
     // alpha = m 2^e with 1 <= |m| < 2 (or 0), as host/binding.cpp splits it.
     int alpha_e = 0;
     const float alpha_m = std::frexp(alpha, &alpha_e);
@@ -168,7 +172,7 @@ int main(int argc, char** argv)
         }
         ascend_exec::launch("fp32", schedule::min_u32(vector_cores, batch * g.mp), [&] {
             sgemm_cube_fixup_rows(gm(a_src.data()), gm(b_src.data()), gm(meta_a.data()), gm(meta_b.data()),
-                                  gm(term_ptr[0]), batch, g.mp, g.np, g.kp, k, 0u, vector_cores, alpha_mant,
+                                  gm(term_ptr[0]), nullptr, batch, g.mp, g.np, g.kp, k, 0u, vector_cores, alpha_mant,
                                   alpha_exp);
         });
     }
@@ -177,6 +181,7 @@ int main(int argc, char** argv)
         for (auto* v : {&stats_a, &stats_b, &meta_a, &meta_b}) {
             ascend_exec::register_gm(v->data(), v->size() * 4);
         }
+        ascend_exec::register_gm(flags.data(), flags.size() * 4);
         const float max_abs = std::fmin(65520.0f, std::ldexp(1.0f, 27 - sb));  // split_limits(sb).max_abs
         std::memcpy(&keep_below, &max_abs, 4);
         const size_t la = size_t(batch) * g.mp, lb = size_t(batch) * g.np;
@@ -195,23 +200,25 @@ int main(int argc, char** argv)
         };
         ascend_exec::launch("line_meta_a", meta_cores(la), [&] {
             sgemm_cube_line_meta(gm(stats_a.data()), gm(stats_a.data() + la), gm(stats_a.data() + 2 * la),
-                                 gm(meta_a.data()), batch, g.mp, uint32_t(sb), guard_scale, guard_fixup, vector_cores,
+                                 gm(meta_a.data()), gm(flags.data()), batch, g.mp, uint32_t(sb), guard_scale, guard_fixup, vector_cores,
                                  guard_subnormals);
         });
         ascend_exec::launch("line_meta_b", meta_cores(lb), [&] {
             sgemm_cube_line_meta(gm(stats_b.data()), gm(stats_b.data() + lb), gm(stats_b.data() + 2 * lb),
-                                 gm(meta_b.data()), batch, g.np, uint32_t(sb), guard_scale, guard_fixup, vector_cores,
+                                 gm(meta_b.data()), gm(flags.data()), batch, g.np, uint32_t(sb), guard_scale, guard_fixup, vector_cores,
                                  guard_subnormals);
         });
     }
 
     if (!fp32_route) {
         ascend_exec::launch("split_a", plan.split_a.cores, [&] {
-            sgemm_cube_split(gm(a_src.data()), gm(a_hi), gm(a_lo), device_guard ? gm(meta_a.data()) : nullptr, g.batch,
+            sgemm_cube_split(gm(a_src.data()), gm(a_hi), gm(a_lo), device_guard ? gm(meta_a.data()) : nullptr,
+                             device_guard ? gm(flags.data()) : nullptr, g.batch,
                              g.mp, g.kp, vector_cores, scale, device_guard ? 1u : 0u, keep_below);
         });
         ascend_exec::launch("split_b", plan.split_b.cores, [&] {
-            sgemm_cube_split(gm(b_src.data()), gm(b_hi), gm(b_lo), device_guard ? gm(meta_b.data()) : nullptr, g.batch,
+            sgemm_cube_split(gm(b_src.data()), gm(b_hi), gm(b_lo), device_guard ? gm(meta_b.data()) : nullptr,
+                             device_guard ? gm(flags.data()) : nullptr, g.batch,
                              g.kp, g.np, vector_cores, scale, device_guard ? 2u : 0u, keep_below);
         });
     }
@@ -221,30 +228,38 @@ int main(int argc, char** argv)
                             gm(term_ptr[3]), g.batch, g.m, g.n, g.k, g.bm, g.bk, g.bn, g.n_fused, tiling.per_term,
                             cube_cores, plan.terms, inv_scale);
         });
-        if (plan.launch_combine) {
-            ascend_exec::launch("combine", plan.combine.cores, [&] {
+        if (plan.launch_combine) {  // with the guarantee's integers, the unscale folded in (its units and cores)
+            const uint32_t combine_cores =
+                device_guard ? schedule::make_unscale_geometry(batch, g.mp, g.np, vector_cores).cores : plan.combine.cores;
+            ascend_exec::launch("combine", combine_cores, [&] {
                 sgemm_cube_combine(gm(term_ptr[0]), gm(term_ptr[1]), gm(term_ptr[2]), gm(term_ptr[3]), gm(term_ptr[0]),
-                                   plan.term_elems, vector_cores, keep_lo_lo ? 1u : 0u, inv_scale);
+                                   plan.term_elems, vector_cores, keep_lo_lo ? 1u : 0u, inv_scale,
+                                   device_guard ? gm(meta_a.data()) : nullptr, device_guard ? gm(meta_b.data()) : nullptr,
+                                   device_guard ? gm(flags.data()) : nullptr, batch, g.mp, g.np, alpha_mant, alpha_exp);
             });
         }
     }
 
     if (device_guard) {
-        const schedule::UnscaleGeometry ug = schedule::make_unscale_geometry(batch, g.mp, g.np, vector_cores);
-        ascend_exec::launch("unscale", ug.cores, [&] {
-            sgemm_cube_unscale(gm(term_ptr[0]), gm(meta_a.data()), gm(meta_b.data()), batch, g.mp, g.np,
-                               vector_cores, alpha_mant, alpha_exp);
-        });
+        if (!plan.launch_combine) {  // the 910A's epilogue combined: the unscale as its own pass
+            const schedule::UnscaleGeometry ug = schedule::make_unscale_geometry(batch, g.mp, g.np, vector_cores);
+            ascend_exec::launch("unscale", ug.cores, [&] {
+                sgemm_cube_unscale(gm(term_ptr[0]), gm(meta_a.data()), gm(meta_b.data()), gm(flags.data()), batch, g.mp,
+                                   g.np, vector_cores, alpha_mant, alpha_exp);
+            });
+        }
         // The fix-up rows of A in plain FP32 (fixup_min_class: 1 with fixup, else 2).
         ascend_exec::launch("fixup_rows", schedule::min_u32(vector_cores, batch * g.mp), [&] {
             sgemm_cube_fixup_rows(gm(a_src.data()), gm(b_src.data()), gm(meta_a.data()), gm(meta_b.data()),
-                                  gm(term_ptr[0]), batch, g.mp, g.np, g.kp, k, guard_fixup ? 1u : 2u, vector_cores,
+                                  gm(term_ptr[0]), gm(flags.data()), batch, g.mp, g.np, g.kp, k, guard_fixup ? 1u : 2u,
+                                  vector_cores,
                                   alpha_mant, alpha_exp);
         });
         const uint32_t col_units = batch * schedule::ceil_div(g.mp, schedule::kFixupColRows);
         ascend_exec::launch("fixup_cols", schedule::min_u32(vector_cores, col_units), [&] {
             sgemm_cube_fixup_cols(gm(a_src.data()), gm(b_src.data()), gm(meta_a.data()), gm(meta_b.data()),
-                                  gm(term_ptr[0]), batch, g.mp, g.np, g.kp, k, guard_fixup ? 1u : 2u, vector_cores,
+                                  gm(term_ptr[0]), gm(flags.data()), batch, g.mp, g.np, g.kp, k, guard_fixup ? 1u : 2u,
+                                  vector_cores,
                                   alpha_mant, alpha_exp);
         });
     }
@@ -269,6 +284,7 @@ int main(int argc, char** argv)
         for (uint32_t bb = 0; bb < batch; ++bb) {
             std::fwrite(meta_b.data() + size_t(bb) * g.np, 4, n, out);
         }
+        std::fwrite(flags.data(), 4, flags.size(), out);
     }
     std::fclose(out);
     std::printf("GEOMETRY mp=%u np=%u kp=%u mb=%u nb=%u kb=%u n_fused=%u groups=%u cores=%u l0_stages=%u passes=%u "

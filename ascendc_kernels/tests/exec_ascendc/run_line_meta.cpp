@@ -10,7 +10,8 @@
 //        subnormals flush).  Lines are the rows (along_rows = 1: A, reduced along its columns) or the
 //        columns (0: B) of each batch's rows x cols matrix.
 //   OUT: packed meta (batch*lines int32, guard.pack_meta), then big, small_w, finite (batch*lines
-//        int32 each), of the unpadded lines.
+//        int32 each), of the unpadded lines; then the batches' words (batch * schedule::kFlagWords FP32,
+//        kernel/batch_flags.hpp).
 //   stdout: the checker's report; exit status as run_kernels.
 #include "kernel_operator.h"
 
@@ -69,6 +70,11 @@ int main(int argc, char** argv)
         }
     }
     int32_t* meta = reinterpret_cast<int32_t*>(gm_alloc(n_lines * 4));
+    // The batches' words, zeroed as host/binding.cpp zeroes them.
+    float* flags = reinterpret_cast<float*>(gm_alloc(size_t(batch) * schedule::kFlagWords * 4));
+    for (size_t i = 0; i < size_t(batch) * schedule::kFlagWords; ++i) {
+        flags[i] = 0.0f;
+    }
     auto gm = [](void* p) { return reinterpret_cast<GM_ADDR>(p); };
     const schedule::LineStatsGeometry g = schedule::make_line_stats_geometry(batch, rp, cp, along_rows, cores);
     ascend_exec::launch("line_stats", g.cores, [&] {
@@ -77,8 +83,8 @@ int main(int argc, char** argv)
     });
     const uint32_t chunks = uint32_t((n_lines + schedule::kMetaChunk - 1) / schedule::kMetaChunk);
     ascend_exec::launch("line_meta", schedule::min_u32(cores, chunks), [&] {
-        sgemm_cube_line_meta(gm(stat[0]), gm(stat[1]), gm(stat[2]), gm(meta), batch, lines, sb, scale, fixup, cores,
-                             subnormals);
+        sgemm_cube_line_meta(gm(stat[0]), gm(stat[1]), gm(stat[2]), gm(meta), gm(flags), batch, lines, sb, scale,
+                             fixup, cores, subnormals);
     });
     FILE* out = std::fopen(argv[2], "wb");
     const uint32_t used = along_rows ? rows : cols;
@@ -87,6 +93,7 @@ int main(int argc, char** argv)
             std::fwrite(arr + size_t(b) * lines, 4, used, out);
         }
     }
+    std::fwrite(flags, 4, size_t(batch) * schedule::kFlagWords, out);  // then the batches' words
     std::fclose(out);
     std::printf("GEOMETRY lines=%u work=%u cores=%u\n", lines, g.work, g.cores);
     return ascend_exec::report(stdout);

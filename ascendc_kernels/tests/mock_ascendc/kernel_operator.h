@@ -190,6 +190,22 @@ void Sub(const LocalTensor<T>& dst, const LocalTensor<T>& src0, const LocalTenso
 // from: include/basic_api/kernel_operator_vec_binary_intf.h
 template <typename T>
 void And(const LocalTensor<T>& dst, const LocalTensor<T>& src0, const LocalTensor<T>& src1, const int32_t& count);
+// from: include/basic_api/kernel_operator_vec_binary_intf.h (level 0: continuous mask, repeats, strides)
+template <typename T, bool isSetMask = true>
+void And(const LocalTensor<T>& dst, const LocalTensor<T>& src0, const LocalTensor<T>& src1, uint64_t mask,
+         const uint8_t repeatTime, const BinaryRepeatParams& repeatParams);
+// from: include/basic_api/kernel_operator_vec_binary_intf.h (level 0)
+template <typename T, bool isSetMask = true>
+void Or(const LocalTensor<T>& dst, const LocalTensor<T>& src0, const LocalTensor<T>& src1, uint64_t mask,
+        const uint8_t repeatTime, const BinaryRepeatParams& repeatParams);
+// from: include/basic_api/kernel_operator_vec_binary_intf.h (level 0)
+template <typename T, bool isSetMask = true>
+void Max(const LocalTensor<T>& dst, const LocalTensor<T>& src0, const LocalTensor<T>& src1, uint64_t mask,
+         const uint8_t repeatTime, const BinaryRepeatParams& repeatParams);
+// from: include/basic_api/kernel_operator_vec_binary_intf.h (level 0)
+template <typename T, bool isSetMask = true>
+void Min(const LocalTensor<T>& dst, const LocalTensor<T>& src0, const LocalTensor<T>& src1, uint64_t mask,
+         const uint8_t repeatTime, const BinaryRepeatParams& repeatParams);
 // from: include/basic_api/kernel_operator_vec_binary_intf.h
 template <typename T>
 void Max(const LocalTensor<T>& dst, const LocalTensor<T>& src0, const LocalTensor<T>& src1, const int32_t& count);

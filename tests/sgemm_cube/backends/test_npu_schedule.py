@@ -108,6 +108,27 @@ def test_multi_group_equals_grouped_reference(case, keep_lo_lo):
     assert np.array_equal(got, want)
 
 
+@pytest.mark.parametrize("soc", ["910a", "910b"])
+@pytest.mark.parametrize("arithmetic", [None, "WORST"])
+def test_the_backends_tilings_are_cpu_fallbacks_default_bit_for_bit(soc, arithmetic):
+    """The two-level accumulation: with the tiling the backend runs (fit_tiling: K groups of K_GROUP = 1024),
+    the kernel's schedule at K = 2100 (three groups, the last ragged) is cpu_fallback's default product."""
+    from sgemm_cube.cpu_fallback.arithmetic import WORST
+
+    ar = WORST if arithmetic else None
+    rng = np.random.default_rng(2100)
+    m, n, k = 20, 24, 2100
+    a, b = _data(rng, "uniform", (m, k)), _data(rng, "wide", (k, n))
+    t = ns.fit_tiling(CAP[soc], ns.Tiling(16, 64, 16, 1 << 20), k=k, terms=3)
+    g = ns.make_geometry(1, m, n, k, t, 3, 3, CAP[soc])
+    assert (g.groups, g.n_fused * g.bk) == (3, ns.K_GROUP)
+    arith = ns.chip_arithmetic(soc, ar)
+    got = ns.simulate(a, b, tiling=t, cap=CAP[soc], cores=3, arithmetic=arith)
+    assert np.array_equal(got, cpu_fallback.emulated_matmul(a, b, arithmetic=arith))
+    # and not the one-level product (the second level changes the rounding on this data)
+    assert not np.array_equal(got, cpu_fallback.emulated_matmul(a, b, arithmetic=arith, k_group=None))
+
+
 @pytest.mark.parametrize("dist", ["normal", "uniform", "wide", "rows"])
 def test_multi_group_accuracy_against_float64(dist):
     rng = np.random.default_rng(len(dist))
@@ -150,10 +171,19 @@ def test_tuner_tiling_fits_the_kernel(soc, terms, shape):
 @pytest.mark.parametrize("soc", ["910a", "910b"])
 def test_fit_tiling_repairs_what_does_not_fit(soc):
     cap = CAP[soc]
-    # The paper's 910A tiling holds one operand at a time; fused hi/lo needs fewer resident blocks.
+    # n_fused makes K groups of K_GROUP = 1024 elements (the two-level accumulation cpu_fallback mirrors)
     fitted = ns.fit_tiling(cap, ns.Tiling(96, 64, 96, 10 ** 6), k=10 ** 6, terms=3)
-    assert fitted[:3] == (96, 64, 96) and fitted.n_fused == ns.max_n_fused(cap, 96, 64, 96)
+    assert fitted[:3] == (96, 64, 96) and fitted.n_fused == ns.K_GROUP // 64 <= ns.max_n_fused(cap, 96, 64, 96)
     assert ns.fit_tiling(cap, ns.Tiling(96, 64, 96, 50), k=100, terms=3).n_fused == 2  # ceil(112 / 64)
+    assert ns.fit_tiling(cap, ns.Tiling(96, 64, 96, 1), k=1024, terms=3).n_fused == 16  # one group
+    # bk must divide the group at longer K: 80 -> 64, 48 -> 32; any bk while K fits one group
+    assert ns.fit_tiling(cap, ns.Tiling(96, 80, 96, 1), k=5000, terms=3)[:4] == (96, 64, 96, 16)
+    assert ns.fit_tiling(cap, ns.Tiling(64, 48, 64, 1), k=5000, terms=3)[:4] == (64, 32, 64, 32)
+    assert ns.fit_tiling(cap, ns.Tiling(64, 48, 64, 1), k=1000, terms=3)[:4] == (64, 48, 64, 21)
+    for k in (1, 1000, 1024, 1025, 5000, 10 ** 6):
+        t = ns.fit_tiling(cap, None, k=k, terms=3)
+        g = ns.make_geometry(1, 64, 64, k, t, 1, 3, cap)
+        assert (g.groups == 1 and g.kp <= ns.K_GROUP) or g.n_fused * g.bk == ns.K_GROUP, (k, t)
     for bad in [ns.Tiling(176, 64, 176, 44), ns.Tiling(24, 64, 96, 1), None]:
         t = ns.fit_tiling(cap, bad, k=4096, terms=4)
         ns.make_buffer_plan(cap, t.bm, t.bk, t.bn, t.n_fused, 4)

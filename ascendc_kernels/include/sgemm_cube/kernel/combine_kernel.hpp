@@ -6,10 +6,19 @@
 //   C    = fl(fl(corr * 2^-sb) + HH)
 //
 // `out` may be the HH buffer itself (each tile is read before it is written).
+//
+// With the guarantee's integers (CombineUnscale::meta_a not null) the unscale is folded in: the
+// result is alpha * C * 2^-(ta_i + tb_j), one rounding, unscale_kernel.hpp's arithmetic on the C just
+// combined in UB (RunUnscale with the terms), written over the HH buffer (`out` must be it); the
+// separate unscale pass is then not launched.  Its units are whole rows or row chunks (the unscale's
+// geometry, which needs each element's row and column), not the flat tiles of the plain combine; the
+// elementwise arithmetic is the same, so C's bits are.  Units of batches with no scaled line and
+// alpha = 1 are combined and written only (batch_flags.hpp).
 #ifndef SGEMM_CUBE_KERNEL_COMBINE_KERNEL_HPP
 #define SGEMM_CUBE_KERNEL_COMBINE_KERNEL_HPP
 
 #include "kernel_operator.h"
+#include "sgemm_cube/kernel/unscale_kernel.hpp"
 #include "sgemm_cube/schedule/schedule.hpp"
 #include "sgemm_cube/tile/soc.hpp"
 
@@ -23,11 +32,28 @@ struct CombineArgs {
     float inv_scale;      ///< 2^-sb, exact
 };
 
+/// The unscale folded into the combine (the guarantee's bookkeeping); meta_a null: the plain combine.
+struct CombineUnscale {
+    __gm__ int32_t* meta_a;
+    __gm__ int32_t* meta_b;
+    __gm__ float* flags;  ///< the batches' words (batch_flags.hpp); null: every unit is unscaled
+    uint32_t batch, mp, np;  ///< the term buffers' padded shape
+    float alpha_mant;        ///< alpha = alpha_mant * 2^alpha_exp, as the unscale kernel takes it
+    int32_t alpha_exp;
+};
+
 template <class SocTag>
 __aicore__ inline void RunCombine(__gm__ float* hh, __gm__ float* lh, __gm__ float* hl, __gm__ float* ll,
-                                  __gm__ float* out, const CombineArgs& args)
+                                  __gm__ float* out, const CombineArgs& args, const CombineUnscale& unscale)
 {
     using AscendC::LocalTensor;
+    if (unscale.meta_a != nullptr) {  // folded: in place over HH (out == hh)
+        RunUnscale<SocTag>(hh, unscale.meta_a, unscale.meta_b, unscale.flags,
+                           UnscaleArgs{unscale.batch, unscale.mp, unscale.np, args.plan_cores, unscale.alpha_mant,
+                                       unscale.alpha_exp},
+                           UnscaleTerms{lh, hl, args.keep_lo_lo ? ll : nullptr, args.inv_scale});
+        return;
+    }
     constexpr uint32_t kTile = schedule::kCombineTile;
     const schedule::CombineGeometry c = schedule::make_combine_geometry(args.total, args.plan_cores);
     const uint32_t core = uint32_t(AscendC::GetBlockIdx());

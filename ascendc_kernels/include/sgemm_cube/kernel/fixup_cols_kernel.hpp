@@ -9,7 +9,7 @@
 // scalar unit; every listed column's B entry is loaded as its 32-byte block.  Outputs are written back by
 // read-modify-write of their 32-byte blocks: one core owns a (batch, row chunk) unit with every listed
 // column of it, so no other core touches those blocks.  A rare path, with plain PipeBarrier<PIPE_ALL>
-// between dependent steps.
+// between dependent steps.  A batch whose word says no line is listed (batch_flags.hpp) is skipped.
 #ifndef SGEMM_CUBE_KERNEL_FIXUP_COLS_KERNEL_HPP
 #define SGEMM_CUBE_KERNEL_FIXUP_COLS_KERNEL_HPP
 
@@ -23,7 +23,7 @@ namespace kernel {
 
 template <class SocTag>
 __aicore__ inline void RunFixupCols(__gm__ float* a, __gm__ float* b, __gm__ int32_t* meta_a, __gm__ int32_t* meta_b,
-                                    __gm__ float* c, const FixupArgs& args)
+                                    __gm__ float* c, __gm__ float* flags, const FixupArgs& args)
 {
     constexpr uint32_t kR = schedule::kFixupColRows;
     constexpr uint32_t kW = schedule::kUnscaleTile;
@@ -57,10 +57,15 @@ __aicore__ inline void RunFixupCols(__gm__ float* a, __gm__ float* b, __gm__ int
     const AscendC::LocalTensor<float> bb = base[at].ReinterpretCast<float>();  // one 32-byte block of B or C
     at += schedule::kBlockBytes;
     const AscendC::LocalTensor<int32_t> mb = base[at].ReinterpretCast<int32_t>();  // B's packed integers, a chunk
+    BatchFlags batch_flags;
+    batch_flags.Init(v.flags, flags);
     pipe.Destroy();
 
     for (uint32_t unit = core; unit < units; unit += cores) {
         const uint32_t batch = unit / chunks;
+        if (!batch_flags.Any(batch, batch, schedule::kFlagListed)) {
+            continue;  // no listed line in this batch
+        }
         const uint32_t r0 = (unit % chunks) * kR;
         const uint32_t rows = schedule::min_u32(kR, args.mp - r0);
         const uint64_t row0 = uint64_t(batch) * args.mp + r0;  // first row over the batch
@@ -123,6 +128,7 @@ __aicore__ inline void RunFixupCols(__gm__ float* a, __gm__ float* b, __gm__ int
         }
         AscendC::PipeBarrier<PIPE_ALL>();  // the unit's outputs written before the next unit's work starts
     }
+    batch_flags.Finish();
 }
 
 }  // namespace kernel

@@ -10,7 +10,8 @@
 // Vectorised over the columns of a chunk (kUnscaleTile), sequential over K: for each k the row's entry
 // (a scalar) times B's row k chunk (Muls), added to the accumulator (Add), two roundings as recursive
 // summation has.  Every listed row reads all of B.  A rare path: plain PipeBarrier<PIPE_ALL> between
-// dependent steps instead of per-buffer flags.
+// dependent steps instead of per-buffer flags.  A batch whose word says no line is listed
+// (batch_flags.hpp) is skipped without reading its rows' integers.
 #ifndef SGEMM_CUBE_KERNEL_FIXUP_KERNEL_HPP
 #define SGEMM_CUBE_KERNEL_FIXUP_KERNEL_HPP
 
@@ -45,7 +46,7 @@ __aicore__ inline float bits_to_float(uint32_t bits)
 
 template <class SocTag>
 __aicore__ inline void RunFixupRows(__gm__ float* a, __gm__ float* b, __gm__ int32_t* meta_a, __gm__ int32_t* meta_b,
-                                    __gm__ float* c, const FixupArgs& args)
+                                    __gm__ float* c, __gm__ float* flags, const FixupArgs& args)
 {
     constexpr uint32_t kW = schedule::kUnscaleTile;
     const uint32_t rows = args.batch * args.mp;
@@ -71,9 +72,14 @@ __aicore__ inline void RunFixupRows(__gm__ float* a, __gm__ float* b, __gm__ int
     const AscendC::LocalTensor<float> brow = base[at].ReinterpretCast<float>();
     const AscendC::LocalTensor<float> arow = base[at + kW * 4].ReinterpretCast<float>();
     const AscendC::LocalTensor<int32_t> ameta = base[at + 2 * kW * 4].ReinterpretCast<int32_t>();
+    BatchFlags batch_flags;  // null flags (the FP32 route): every batch may have listed rows
+    batch_flags.Init(v.flags, flags);
     pipe.Destroy();
 
     for (uint32_t r = core; r < rows; r += cores) {
+        if (!batch_flags.Any(r / args.mp, r / args.mp, schedule::kFlagListed)) {
+            continue;  // no listed line in this batch
+        }
         AscendC::DataCopy(ameta, gma[r & ~7u], AscendC::DataCopyParams(1, 1, 0, 0));  // the 8 rows around r
         AscendC::PipeBarrier<PIPE_ALL>();
         const guard::LineMeta row = guard::unpack(ameta.GetValue(r & 7u));
@@ -116,6 +122,7 @@ __aicore__ inline void RunFixupRows(__gm__ float* a, __gm__ float* b, __gm__ int
             AscendC::PipeBarrier<PIPE_ALL>();
         }
     }
+    batch_flags.Finish();
 }
 
 }  // namespace kernel

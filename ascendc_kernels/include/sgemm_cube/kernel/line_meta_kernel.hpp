@@ -4,6 +4,11 @@
 // go through UB in chunks of schedule::kMetaChunk, chunks to cores round-robin.  "matrix"
 // scaling needs the largest `big` of the line's whole batch: each core scans it once per
 // batch it meets.
+//
+// It also sets the batches' words (schedule::kFlagWords, batch_flags.hpp): for each chunk and batch it
+// covers, 1 is added (FP32 atomic add, into a block the host zeroed) to the batch's kFlagScaled word
+// when a line has t != 0, to its kFlagListed word when a line has class >= fixup_min_class.  A's and
+// B's launches add into the same blocks, so a word is +0 exactly when no line of the batch needs it.
 #ifndef SGEMM_CUBE_KERNEL_LINE_META_KERNEL_HPP
 #define SGEMM_CUBE_KERNEL_LINE_META_KERNEL_HPP
 
@@ -28,19 +33,44 @@ struct LineMetaArgs {
 class LineMetaChunks {
 public:
     __aicore__ inline void Init(const AscendC::LocalTensor<uint8_t>& base, const LineStatsOut& in,
-                                __gm__ int32_t* meta)
+                                __gm__ int32_t* meta, __gm__ float* flags)
     {
         constexpr uint32_t kBytes = schedule::kMetaChunk * 4;
         big_ = base[0].ReinterpretCast<int32_t>();
         small_ = base[kBytes].ReinterpretCast<int32_t>();
         finite_ = base[2 * kBytes].ReinterpretCast<int32_t>();
         out_ = base[3 * kBytes].ReinterpretCast<int32_t>();
+        flag_ = base[4 * kBytes].ReinterpretCast<float>();
         gbig_.SetGlobalBuffer(in.big);
         gsmall_.SetGlobalBuffer(in.small_w);
         gfinite_.SetGlobalBuffer(in.finite);
         gmeta_.SetGlobalBuffer(meta);
+        has_flags_ = flags != nullptr;
+        if (has_flags_) {
+            gflags_.SetGlobalBuffer(flags);
+            for (uint32_t i = 0; i < schedule::kFlagWords; ++i) {
+                flag_.SetValue(i, 0.0f);
+            }
+        }
         AscendC::SetFlag<AscendC::HardEvent::S_MTE2>(0);  // inputs free
         AscendC::SetFlag<AscendC::HardEvent::MTE3_S>(0);  // output free
+        AscendC::SetFlag<AscendC::HardEvent::MTE3_S>(1);  // the batch block free
+    }
+    /// Adds 1 to batch `b`'s words that `scaled` / `listed` say (nothing when neither).
+    __aicore__ inline void AddFlags(uint32_t b, bool scaled, bool listed)
+    {
+        if (!has_flags_ || !(scaled || listed)) {
+            return;
+        }
+        AscendC::WaitFlag<AscendC::HardEvent::MTE3_S>(1);
+        flag_.SetValue(schedule::kFlagScaled, scaled ? 1.0f : 0.0f);
+        flag_.SetValue(schedule::kFlagListed, listed ? 1.0f : 0.0f);
+        AscendC::SetFlag<AscendC::HardEvent::S_MTE3>(1);
+        AscendC::WaitFlag<AscendC::HardEvent::S_MTE3>(1);
+        AscendC::SetAtomicAdd<float>();
+        AscendC::DataCopy(gflags_[uint64_t(b) * schedule::kFlagWords], flag_, AscendC::DataCopyParams(1, 1, 0, 0));
+        AscendC::SetAtomicNone();
+        AscendC::SetFlag<AscendC::HardEvent::MTE3_S>(1);
     }
     /// `count` lines from `first` into UB (all three statistics, or `big` alone), ready for the scalar unit.
     __aicore__ inline void Load(uint64_t first, uint32_t count, bool all)
@@ -60,14 +90,19 @@ public:
     {
         AscendC::WaitFlag<AscendC::HardEvent::S_MTE2>(0);
         AscendC::WaitFlag<AscendC::HardEvent::MTE3_S>(0);
+        AscendC::WaitFlag<AscendC::HardEvent::MTE3_S>(1);
     }
 
     AscendC::LocalTensor<int32_t> big_, small_, finite_, out_;
+    AscendC::LocalTensor<float> flag_;
     AscendC::GlobalTensor<int32_t> gbig_, gsmall_, gfinite_, gmeta_;
+    AscendC::GlobalTensor<float> gflags_;
+    bool has_flags_ = false;
 };
 
 template <class SocTag>
-__aicore__ inline void RunLineMeta(const LineStatsOut& in, __gm__ int32_t* meta, const LineMetaArgs& args)
+__aicore__ inline void RunLineMeta(const LineStatsOut& in, __gm__ int32_t* meta, __gm__ float* flags,
+                                   const LineMetaArgs& args)
 {
     constexpr uint32_t kChunk = schedule::kMetaChunk;
     const uint64_t total = uint64_t(args.batch) * args.lines;
@@ -83,7 +118,8 @@ __aicore__ inline void RunLineMeta(const LineStatsOut& in, __gm__ int32_t* meta,
     AscendC::TBuf<AscendC::TPosition::VECCALC> ub;
     pipe.InitBuffer(ub, schedule::kMetaUbBytes);
     LineMetaChunks io;
-    io.Init(ub.Get<uint8_t>(), in, meta);
+    io.Init(ub.Get<uint8_t>(), in, meta, flags);
+    const int32_t listed_from = args.fixup != 0 ? 1 : 2;  // guard.fixup_min_class
     pipe.Destroy();
 
     uint32_t matrix_batch = ~0u;  // the batch whose "matrix" exponent t_matrix holds
@@ -113,13 +149,17 @@ __aicore__ inline void RunLineMeta(const LineStatsOut& in, __gm__ int32_t* meta,
             const uint64_t lo = b == first_batch ? first : uint64_t(b) * args.lines;
             const uint64_t hi = b == last_batch ? first + count : uint64_t(b + 1) * args.lines;
             io.Load(lo, uint32_t(hi - lo), true);
+            bool scaled = false, listed = false;
             for (uint32_t i = 0; i < uint32_t(hi - lo); ++i) {
                 const guard::LineStats s{uint32_t(io.big_.GetValue(i)), uint32_t(io.small_.GetValue(i)),
                                          io.finite_.GetValue(i)};
-                io.out_.SetValue(uint32_t(lo - first) + i,
-                                 guard::pack(guard::meta_from_stats(s, range, scale, t_matrix, args.fixup != 0)));
+                const guard::LineMeta m = guard::meta_from_stats(s, range, scale, t_matrix, args.fixup != 0);
+                scaled = scaled || m.t != 0;
+                listed = listed || m.cls >= listed_from;
+                io.out_.SetValue(uint32_t(lo - first) + i, guard::pack(m));
             }
             io.Release();
+            io.AddFlags(b, scaled, listed);
         }
         AscendC::SetFlag<AscendC::HardEvent::S_MTE3>(0);
         AscendC::WaitFlag<AscendC::HardEvent::S_MTE3>(0);

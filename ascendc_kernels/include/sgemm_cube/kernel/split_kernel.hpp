@@ -45,12 +45,15 @@
 // last can round (scaling a subnormal result), as the float64 path rounds
 // once.  Each row's (A) or column's (B) factors fill a factor tile in the
 // tile's Zz order: the scalar unit writes one piece (256 values), UB -> UB
-// copies double it to 16 pieces.
+// copies double it to 16 pieces.  A strip of a batch whose word says no line is scaled
+// (batch_flags.hpp, set by the line-meta kernel) skips the factors and the two multiplies: every t of
+// that batch is 0 and x * 2^0 is x, so the output is the same bits.
 #ifndef SGEMM_CUBE_KERNEL_SPLIT_KERNEL_HPP
 #define SGEMM_CUBE_KERNEL_SPLIT_KERNEL_HPP
 
 #include "kernel_operator.h"
 #include "sgemm_cube/guard/line_meta.hpp"
+#include "sgemm_cube/kernel/batch_flags.hpp"
 #include "sgemm_cube/schedule/schedule.hpp"
 #include "sgemm_cube/tile/soc.hpp"
 
@@ -133,7 +136,7 @@ __aicore__ inline void BuildFactors(const AscendC::LocalTensor<float>& f1, const
 
 template <class SocTag>
 __aicore__ inline void RunSplit(__gm__ float* x, __gm__ half* hi, __gm__ half* lo, __gm__ int32_t* meta,
-                                const SplitArgs& args)
+                                __gm__ float* flags, const SplitArgs& args)
 {
     using AscendC::LocalTensor;
     constexpr uint32_t kTile = schedule::kCube * schedule::kSplitTileCols;  // elements of the largest tile
@@ -169,6 +172,8 @@ __aicore__ inline void RunSplit(__gm__ float* x, __gm__ half* hi, __gm__ half* l
     LocalTensor<float> vf1 = base[consts + kTile * 12].ReinterpretCast<float>();  // factor tiles (scaled lines)
     LocalTensor<float> vf2 = base[consts + kTile * 16].ReinterpretCast<float>();
     LocalTensor<int32_t> vmeta = base[consts + kTile * 20].ReinterpretCast<int32_t>();  // kSplitTileCols lines
+    BatchFlags batch_flags;  // which batches have a scaled line (null flags: every batch may)
+    batch_flags.Init(base[consts + kTile * 20 + schedule::kSplitTileCols * 4], args.scaled_lines != 0 ? flags : nullptr);
     pipe.Destroy();
     AscendC::GlobalTensor<int32_t> gmeta;
     if (args.scaled_lines != 0) {
@@ -188,6 +193,8 @@ __aicore__ inline void RunSplit(__gm__ float* x, __gm__ half* hi, __gm__ half* l
     }
     uint32_t seq = 0;
     for (uint32_t strip = core; strip < s.strips; strip += s.cores) {
+        const uint32_t batch = strip / s.strips_per_batch;
+        const bool scaled = args.scaled_lines != 0 && batch_flags.Any(batch, batch, schedule::kFlagScaled);
         for (uint32_t t = 0; t < s.tiles_per_strip; ++t, ++seq) {
             const uint32_t st = seq % schedule::kSplitStages;
             const int32_t ev = int32_t(st);
@@ -201,13 +208,13 @@ __aicore__ inline void RunSplit(__gm__ float* x, __gm__ half* hi, __gm__ half* l
                                   AscendC::DataCopyParams(uint16_t(rp.pieces), uint16_t(rp.piece_blocks), 0,
                                                           uint16_t(rp.ub_gap_blocks)));
             }
-            if (args.scaled_lines != 0 && (t == 0 || args.scaled_lines == 2)) {
+            if (scaled && (t == 0 || args.scaled_lines == 2)) {
                 // This tile's factor tiles: per row, once per strip (A); per column, every tile (B).
                 BuildFactors(vf1, vf2, vmeta, gmeta, s, strip, t, args.scaled_lines == 1);
             }
             AscendC::SetFlag<AscendC::HardEvent::MTE2_V>(ev);
             AscendC::WaitFlag<AscendC::HardEvent::MTE2_V>(ev);
-            if (args.scaled_lines != 0) {  // x * 2^t1 * 2^t2 (see the file comment)
+            if (scaled) {  // x * 2^t1 * 2^t2 (see the file comment)
                 AscendC::Mul(vx[st], vx[st], vf1, int32_t(count));
                 AscendC::PipeBarrier<PIPE_V>();
                 AscendC::Mul(vx[st], vx[st], vf2, int32_t(count));
@@ -258,6 +265,7 @@ __aicore__ inline void RunSplit(__gm__ float* x, __gm__ half* hi, __gm__ half* l
     }
     AscendC::WaitFlag<AscendC::HardEvent::V_S>(0);
     AscendC::WaitFlag<AscendC::HardEvent::S_MTE2>(0);
+    batch_flags.Finish();
 }
 
 }  // namespace kernel

@@ -31,6 +31,7 @@
 
 #include "kernel_operator.h"
 #include "sgemm_cube/guard/line_meta.hpp"
+#include "sgemm_cube/kernel/batch_flags.hpp"
 #include "sgemm_cube/schedule/schedule.hpp"
 #include "sgemm_cube/tile/soc.hpp"
 
@@ -44,10 +45,36 @@ struct UnscaleArgs {
     int32_t alpha_exp;
 };
 
-/// One tile's worth of work buffers (kUnscaleTile words each) and the three bit-mask constants.
+/// One tile's worth of work buffers (kUnscaleTile words each), the three bit-mask constants and the
+/// staging of the batches' words (`flags`, schedule::kFlagUbBytes): the fix-up kernels' Init.  The
+/// unscale's InitUnit: kUnscaleUnit words each, the term tiles LH, HL, LL (when folded into the combine)
+/// are the work tiles s, e, w1.
 struct UnscaleTile {
     AscendC::LocalTensor<float> c;
     AscendC::LocalTensor<int32_t> t, s, e, w1, w2, abs, exp, rows_meta;
+    AscendC::LocalTensor<uint8_t> flags;
+    AscendC::LocalTensor<float> lh, hl, ll;  ///< InitUnit only
+
+    /// schedule::kUnscaleUnitUbBytes of UB: C, t, LH = s, HL = e, LL = w1, w2, the exponent mask, the
+    /// rows' integers, the batch words.  The term tiles become work tiles once combined (CombineInUb).
+    __aicore__ inline void InitUnit(const AscendC::LocalTensor<uint8_t>& base)
+    {
+        constexpr uint32_t kBytes = schedule::kUnscaleUnit * 4;
+        c = base[0].ReinterpretCast<float>();
+        t = base[kBytes].ReinterpretCast<int32_t>();
+        lh = base[2 * kBytes].ReinterpretCast<float>();
+        hl = base[3 * kBytes].ReinterpretCast<float>();
+        ll = base[4 * kBytes].ReinterpretCast<float>();
+        s = base[2 * kBytes].ReinterpretCast<int32_t>();
+        e = base[3 * kBytes].ReinterpretCast<int32_t>();
+        w1 = base[4 * kBytes].ReinterpretCast<int32_t>();
+        w2 = base[5 * kBytes].ReinterpretCast<int32_t>();
+        exp = base[6 * kBytes].ReinterpretCast<int32_t>();
+        rows_meta = base[7 * kBytes].ReinterpretCast<int32_t>();
+        flags = base[7 * kBytes + schedule::kUnscaleUnitMetaWords * 4];
+        AscendC::Duplicate<int32_t>(exp, int32_t(0x7F800000), int32_t(schedule::kUnscaleUnit));
+        AscendC::PipeBarrier<PIPE_V>();
+    }
 
     __aicore__ inline void Init(const AscendC::LocalTensor<uint8_t>& base)
     {
@@ -61,6 +88,7 @@ struct UnscaleTile {
         abs = base[6 * kBytes].ReinterpretCast<int32_t>();
         exp = base[7 * kBytes].ReinterpretCast<int32_t>();
         rows_meta = base[8 * kBytes].ReinterpretCast<int32_t>();  // the packed integers of a unit's rows
+        flags = base[9 * kBytes];
         constexpr int32_t n = int32_t(schedule::kUnscaleTile);
         AscendC::Duplicate<int32_t>(abs, int32_t(0x7FFFFFFF), n);
         AscendC::Duplicate<int32_t>(exp, int32_t(0x7F800000), n);
@@ -149,27 +177,70 @@ __aicore__ inline void ApplyPow2(const UnscaleTile& v, int32_t n)
     MulPow2(v.c, v.w2, v.w1, n);  // k4
 }
 
+/// The combine's term buffers when the unscale runs folded into the combine (combine_kernel.hpp's
+/// RunCombine with the guarantee's integers): C = ((LL 2^-sb + LH) + HL) 2^-sb + HH is formed in UB, in
+/// the combine kernel's order, before the unscale; `c` is then the HH buffer.  `lh` null: C is read
+/// from `c` (the unscale pass alone).
+struct UnscaleTerms {
+    __gm__ float* lh;
+    __gm__ float* hl;
+    __gm__ float* ll;  ///< null with three terms
+    float inv_scale;   ///< 2^-sb
+};
+
+/// v.c = the termwise combine of v.c (HH) and the term tiles (combine_kernel.hpp's order and roundings).
+__aicore__ inline void CombineInUb(const UnscaleTile& v, bool four, float inv_scale, int32_t n)
+{
+    if (four) {
+        AscendC::Muls(v.ll, v.ll, inv_scale, n);  // LL * 2^-sb: the smallest term first
+        AscendC::PipeBarrier<PIPE_V>();
+        AscendC::Add(v.lh, v.ll, v.lh, n);
+        AscendC::PipeBarrier<PIPE_V>();
+    }
+    AscendC::Add(v.lh, v.lh, v.hl, n);  // corr = LH + HL
+    AscendC::PipeBarrier<PIPE_V>();
+    AscendC::Muls(v.lh, v.lh, inv_scale, n);  // corr * 2^-sb
+    AscendC::PipeBarrier<PIPE_V>();
+    AscendC::Add(v.c, v.lh, v.c, n);  // + HH
+    AscendC::PipeBarrier<PIPE_V>();
+}
+
+/// The unscale over the (batch, mp, np) result in units of whole rows or row chunks (UnscaleGeometry),
+/// in place in `c`; with `terms.lh` the terms are combined into C first (the fold into the combine).
+/// A unit whose batches have no scaled line (`flags`, batch_flags.hpp) with alpha = 1 has nothing to
+/// unscale: alone it is skipped (C stays as the combine wrote it), folded it is combined and written.
 template <class SocTag>
-__aicore__ inline void RunUnscale(__gm__ float* c, __gm__ int32_t* meta_a, __gm__ int32_t* meta_b,
-                                  const UnscaleArgs& args)
+__aicore__ inline void RunUnscale(__gm__ float* c, __gm__ int32_t* meta_a, __gm__ int32_t* meta_b, __gm__ float* flags,
+                                  const UnscaleArgs& args, const UnscaleTerms& terms)
 {
     using AscendC::LocalTensor;
+    const bool combine = terms.lh != nullptr, four = terms.ll != nullptr;
     const schedule::UnscaleGeometry u = schedule::make_unscale_geometry(args.batch, args.mp, args.np, args.plan_cores);
     const uint32_t core = uint32_t(AscendC::GetBlockIdx());
     if (core >= u.cores) {
         return;
     }
-    AscendC::GlobalTensor<float> gc;
+    AscendC::GlobalTensor<float> gc, glh, ghl, gll;
     AscendC::GlobalTensor<int32_t> ga, gb;
     gc.SetGlobalBuffer(c);
     ga.SetGlobalBuffer(meta_a);
     gb.SetGlobalBuffer(meta_b);
+    if (combine) {
+        glh.SetGlobalBuffer(terms.lh);
+        ghl.SetGlobalBuffer(terms.hl);
+        if (four) {
+            gll.SetGlobalBuffer(terms.ll);
+        }
+    }
     AscendC::TPipe pipe;
     AscendC::TBuf<AscendC::TPosition::VECCALC> ub;
-    pipe.InitBuffer(ub, schedule::kUnscaleUbBytes);
+    pipe.InitBuffer(ub, schedule::kUnscaleUnitUbBytes);
     UnscaleTile v;
-    v.Init(ub.Get<uint8_t>());
+    v.InitUnit(ub.Get<uint8_t>());
+    BatchFlags batch_flags;
+    batch_flags.Init(v.flags, flags);
     pipe.Destroy();
+    const bool alpha_one = args.alpha_mant == 1.0f && args.alpha_exp == 0;
 
     AscendC::SetFlag<AscendC::HardEvent::V_MTE2>(0);    // work tiles free
     AscendC::SetFlag<AscendC::HardEvent::MTE3_MTE2>(0); // result written out
@@ -177,51 +248,72 @@ __aicore__ inline void RunUnscale(__gm__ float* c, __gm__ int32_t* meta_a, __gm_
     for (uint32_t unit = core; unit < u.units; unit += u.cores) {
         const uint32_t row0 = (unit / u.col_chunks) * u.rows_per_unit;
         const uint32_t rows = schedule::min_u32(u.rows_per_unit, u.rows - row0);
-        const uint32_t col0 = (unit % u.col_chunks) * schedule::kUnscaleTile;
-        const uint32_t w = schedule::min_u32(schedule::kUnscaleTile, u.np - col0);  // columns per row
+        const uint32_t col0 = (unit % u.col_chunks) * u.chunk_cols;
+        const uint32_t w = schedule::min_u32(u.chunk_cols, u.np - col0);  // columns per row
         const int32_t n = int32_t(rows * w);
         const uint16_t row_blocks = uint16_t(w * 4 / schedule::kBlockBytes);
-        // MTE2: the result's rows, B's columns' integers once per row, the rows' integers.
+        const bool unscale = !alpha_one || batch_flags.Any(row0 / u.mp, (row0 + rows - 1) / u.mp, schedule::kFlagScaled);
+        if (!unscale && !combine) {
+            continue;  // C already is alpha * AB here
+        }
+        const uint64_t at = uint64_t(row0) * u.np + col0;
+        const AscendC::DataCopyParams in(uint16_t(rows), row_blocks, uint16_t((u.np - w) * 4 / 32), 0);
+        // MTE2: the result's rows (or the terms'), B's columns' integers once per row, the rows' integers.
         AscendC::WaitFlag<AscendC::HardEvent::V_MTE2>(0);
         AscendC::WaitFlag<AscendC::HardEvent::MTE3_MTE2>(0);
         AscendC::WaitFlag<AscendC::HardEvent::S_MTE2>(0);
-        AscendC::DataCopy(v.c, gc[uint64_t(row0) * u.np + col0],
-                          AscendC::DataCopyParams(uint16_t(rows), row_blocks, uint16_t((u.np - w) * 4 / 32), 0));
-        for (uint32_t r = 0; r < rows; ++r) {
-            const uint32_t batch = (row0 + r) / u.mp;
-            AscendC::DataCopy(v.t[r * w], gb[uint64_t(batch) * u.np + col0], AscendC::DataCopyParams(1, row_blocks, 0, 0));
+        AscendC::DataCopy(v.c, gc[at], in);
+        if (combine) {
+            AscendC::DataCopy(v.lh, glh[at], in);
+            AscendC::DataCopy(v.hl, ghl[at], in);
+            if (four) {
+                AscendC::DataCopy(v.ll, gll[at], in);
+            }
         }
         const uint32_t first8 = row0 & ~7u;  // whole 32-byte blocks of A's rows' integers
-        const uint32_t blocks8 = (row0 + rows - first8 + 7) / 8;
-        AscendC::DataCopy(v.rows_meta, ga[first8], AscendC::DataCopyParams(1, uint16_t(blocks8), 0, 0));
+        if (unscale) {
+            for (uint32_t r = 0; r < rows; ++r) {
+                const uint32_t batch = (row0 + r) / u.mp;
+                AscendC::DataCopy(v.t[r * w], gb[uint64_t(batch) * u.np + col0], AscendC::DataCopyParams(1, row_blocks, 0, 0));
+            }
+            const uint32_t blocks8 = (row0 + rows - first8 + 7) / 8;
+            AscendC::DataCopy(v.rows_meta, ga[first8], AscendC::DataCopyParams(1, uint16_t(blocks8), 0, 0));
+        }
         AscendC::SetFlag<AscendC::HardEvent::MTE2_V>(0);
         AscendC::WaitFlag<AscendC::HardEvent::MTE2_V>(0);
         AscendC::SetFlag<AscendC::HardEvent::MTE2_S>(0);
         AscendC::WaitFlag<AscendC::HardEvent::MTE2_S>(0);
-        // s = alpha_exp - ta_i - tb_j, with t = (packed - (packed & 3)) / 4 - 1024 (no shifts on 910A).
         AscendC::PipeBarrier<PIPE_V>();  // the previous unit's last vector reads are done
-        for (uint32_t r = 0; r < rows; ++r) {
-            const int32_t ta = guard::unpack(v.rows_meta.GetValue(row0 + r - first8)).t;
-            AscendC::Duplicate<int32_t>(v.s[r * w], args.alpha_exp - ta + 1024, int32_t(w));
+        if (combine) {
+            CombineInUb(v, four, terms.inv_scale, n);
         }
-        AscendC::SetFlag<AscendC::HardEvent::S_MTE2>(0);  // the rows' integers were read
-        DecodeExponents(v, n);  // t = tb + 1024
-        AscendC::Sub(v.s, v.s, v.t, n);  // s
-        if (args.alpha_mant != 1.0f) {
-            AscendC::Muls(v.c, v.c, args.alpha_mant, n);
+        if (unscale) {
+            // s = alpha_exp - ta_i - tb_j, with t = (packed - (packed & 3)) / 4 - 1024 (no shifts on 910A).
+            for (uint32_t r = 0; r < rows; ++r) {
+                const int32_t ta = guard::unpack(v.rows_meta.GetValue(row0 + r - first8)).t;
+                AscendC::Duplicate<int32_t>(v.s[r * w], args.alpha_exp - ta + 1024, int32_t(w));
+            }
+            AscendC::SetFlag<AscendC::HardEvent::S_MTE2>(0);  // the rows' integers were read
+            DecodeExponents(v, n);  // t = tb + 1024
+            AscendC::Sub(v.s, v.s, v.t, n);  // s
+            if (args.alpha_mant != 1.0f) {
+                AscendC::Muls(v.c, v.c, args.alpha_mant, n);
+            }
+            AscendC::PipeBarrier<PIPE_V>();
+            ApplyPow2(v, n);
+        } else {
+            AscendC::SetFlag<AscendC::HardEvent::S_MTE2>(0);  // no integers were read
         }
-        AscendC::PipeBarrier<PIPE_V>();
-        ApplyPow2(v, n);
         AscendC::SetFlag<AscendC::HardEvent::V_MTE2>(0);
         AscendC::SetFlag<AscendC::HardEvent::V_MTE3>(0);
         AscendC::WaitFlag<AscendC::HardEvent::V_MTE3>(0);
-        AscendC::DataCopy(gc[uint64_t(row0) * u.np + col0], v.c,
-                          AscendC::DataCopyParams(uint16_t(rows), row_blocks, 0, uint16_t((u.np - w) * 4 / 32)));
+        AscendC::DataCopy(gc[at], v.c, AscendC::DataCopyParams(uint16_t(rows), row_blocks, 0, uint16_t((u.np - w) * 4 / 32)));
         AscendC::SetFlag<AscendC::HardEvent::MTE3_MTE2>(0);
     }
     AscendC::WaitFlag<AscendC::HardEvent::V_MTE2>(0);
     AscendC::WaitFlag<AscendC::HardEvent::MTE3_MTE2>(0);
     AscendC::WaitFlag<AscendC::HardEvent::S_MTE2>(0);
+    batch_flags.Finish();
 }
 
 }  // namespace kernel

@@ -745,6 +745,8 @@ SGEMM_CUBE_HOST_DEVICE uint32_t combine_tile_len(const CombineGeometry& c, uint3
 /// (batch, 256 columns) go to cores round-robin, each visits every 16-row strip of its batch.
 constexpr uint32_t kStatsTileCols = 256;
 constexpr uint32_t kStatsTile = kCube * kStatsTileCols;  ///< int32 elements of one tile
+constexpr uint32_t kStatsStages = 3;                     ///< UB stages of the input tile
+constexpr uint32_t kStatsConstBytes = 256;               ///< one repeat's constant (8 blocks)
 constexpr uint32_t kMetaChunk = 1024;                    ///< lines per chunk of the line-meta kernel
 struct LineStatsGeometry {
     bool along_rows;
@@ -778,15 +780,20 @@ SGEMM_CUBE_HOST_DEVICE uint64_t stats_in_offset(const LineStatsGeometry& g, uint
     return (uint64_t(strip) * kCube + r) * g.cols + uint64_t(t) * kStatsTileCols;
 }
 
-/// Unscale kernel work (the guarantee's bookkeeping): the (batch * mp) x np FP32 result in units of
-/// at most kUnscaleTile elements: several whole rows when np <= kUnscaleTile, else one row's column
-/// chunk; units to cores round-robin.
+/// Unscale work (the guarantee's bookkeeping, alone or folded into the combine): the (batch * mp) x np
+/// FP32 result in units of at most kUnscaleUnit elements: several whole rows when np <= kUnscaleUnit,
+/// else one row's column chunk (the chunks of a row equal to within 16 columns); units to cores
+/// round-robin.  kUnscaleTile: the fix-up kernels' column chunk (and their UnscaleTile::Init tiles).
+/// The unit is as large as seven tiles fit UB (kUnscaleUnitUbBytes): every vector instruction of the
+/// unscale waits behind a barrier, so larger units pay fewer barriers per element.
 constexpr uint32_t kUnscaleTile = 2048;
+constexpr uint32_t kUnscaleUnit = 6144;
 struct UnscaleGeometry {
     uint32_t rows;           ///< batch * mp
     uint32_t mp, np;
-    uint32_t rows_per_unit;  ///< kUnscaleTile / np when np <= kUnscaleTile, else 1
-    uint32_t col_chunks;     ///< ceil(np / kUnscaleTile)
+    uint32_t rows_per_unit;  ///< kUnscaleUnit / np when np <= kUnscaleUnit, else 1
+    uint32_t col_chunks;     ///< ceil(np / kUnscaleUnit)
+    uint32_t chunk_cols;     ///< columns of a chunk (the last may be shorter): np / col_chunks rounded up to 16
     uint32_t units;
     uint32_t cores;
 };
@@ -796,20 +803,35 @@ SGEMM_CUBE_HOST_DEVICE UnscaleGeometry make_unscale_geometry(uint32_t batch, uin
     u.rows = batch * mp;
     u.mp = mp;
     u.np = np;
-    u.rows_per_unit = np <= kUnscaleTile ? kUnscaleTile / np : 1;
-    u.col_chunks = ceil_div(np, kUnscaleTile);
+    u.rows_per_unit = np <= kUnscaleUnit ? kUnscaleUnit / np : 1;
+    u.col_chunks = ceil_div(np, kUnscaleUnit);
+    u.chunk_cols = round_up(ceil_div(np, u.col_chunks), kCube);
     u.units = ceil_div(u.rows, u.rows_per_unit) * u.col_chunks;
     u.cores = min_u32(cores, u.units);
     return u;
 }
 
+/// The per-batch words of the guarantee's bookkeeping: one 32-byte block of FP32 per batch, zeroed by
+/// the host before the line-meta kernel, which adds 1 (FP32 atomic add) to word kFlagScaled for every
+/// chunk of lines of that batch with a scaling exponent t != 0 and to word kFlagListed for every chunk
+/// with a line listed for the fix-up (class >= fixup_min_class); A's and B's lines add to the same
+/// block.  A word is +0 (bits 0) exactly when no line of the batch is scaled (listed): the split's
+/// scaling, the unscale and the fix-up kernels read it and skip their work for that batch, with no
+/// host synchronisation.  Readers bring at most kFlagReadBatches blocks into UB at once.
+constexpr uint32_t kFlagWords = 8;
+constexpr uint32_t kFlagScaled = 0;
+constexpr uint32_t kFlagListed = 1;
+constexpr uint32_t kFlagReadBatches = 16;
+constexpr uint32_t kFlagUbBytes = kFlagReadBatches * kBlockBytes;
+static_assert(kFlagWords * 4 == kBlockBytes, "one 32-byte block of words per batch");
+
 /// UB bytes of the vector kernels: the split's x, tmp, hi, lo per stage and
 /// its two int32 constants; the combine's single-buffered term tiles.
 constexpr uint32_t kSplitStageBytes = kCube * kSplitTileCols * (4 + 4 + 2 + 2);
 /// ... then the bound test's three int32 constant tiles, two FP32 factor tiles (scaled lines) and the
-/// packed integers of one tile's lines.
+/// packed integers of one tile's lines and the batch words' staging.
 constexpr uint32_t kSplitUbBytes = kSplitStages * kSplitStageBytes + kCube * kSplitTileCols * (3 * 4 + 2 * 4) +
-                                   kSplitTileCols * 4;
+                                   kSplitTileCols * 4 + kFlagUbBytes;
 constexpr uint32_t kCombineUbBytes = kMaxTerms * kCombineTile * kFloatBytes;
 static_assert(kSplitUbBytes <= arch::Ascend910B::kUbBytes - arch::Ascend910B::kUbReservedBytes &&
                   kSplitUbBytes <= arch::Ascend910A::kUbBytes - arch::Ascend910A::kUbReservedBytes,
@@ -818,11 +840,22 @@ static_assert(kCombineUbBytes <= arch::Ascend910B::kUbBytes - arch::Ascend910B::
                   kCombineUbBytes <= arch::Ascend910A::kUbBytes - arch::Ascend910A::kUbReservedBytes,
               "combine tile exceeds UB");
 static_assert(kSplitTileCols % kCube == 0 && kCombineTile % kFractalElems == 0, "vector tiles must be whole fractals");
-/// Line statistics: x, three work tiles and four constant tiles of kStatsTile int32, three
-/// accumulators of kStatsTileCols and the 16-row output staging (3 x 16 int32).
-constexpr uint32_t kStatsUbBytes = 8 * kStatsTile * 4 + 3 * kStatsTileCols * 4 + 3 * kCube * 4;
-/// Unscale: eight tiles of kUnscaleTile words (result, integers, work, three constants) and the rows' integers.
-constexpr uint32_t kUnscaleUbBytes = 9 * kUnscaleTile * 4;
+/// Line statistics: the input tile per stage, two pairs of work tiles (p, q), three accumulators of
+/// kStatsTile int32, two one-repeat constants and the output staging (3 x kStatsTileCols int32).
+constexpr uint32_t kStatsUbBytes =
+    (kStatsStages + 4 + 3) * kStatsTile * 4 + 2 * kStatsConstBytes + 3 * kStatsTileCols * 4;
+/// The fix-up kernels' UnscaleTile::Init: eight tiles of kUnscaleTile words (result, integers, work, three
+/// constants), the rows' integers and the batch words' staging.
+constexpr uint32_t kUnscaleUbBytes = 9 * kUnscaleTile * 4 + kFlagUbBytes;
+/// The unscale (alone or folded into the combine): seven tiles of kUnscaleUnit words (C, B's exponents,
+/// the three term tiles, which then serve as three of the work tiles, the fourth work tile, the exponent
+/// mask), the rows' integers (at most kUnscaleUnit / 16 rows and 8 more) and the batch words' staging.
+constexpr uint32_t kUnscaleUnitMetaWords = kUnscaleUnit / kCube + 8;
+constexpr uint32_t kUnscaleUnitUbBytes = 7 * kUnscaleUnit * 4 + kUnscaleUnitMetaWords * 4 + kFlagUbBytes;
+static_assert(kUnscaleUnitUbBytes <= arch::Ascend910B::kUbBytes - arch::Ascend910B::kUbReservedBytes &&
+                  kUnscaleUnitUbBytes <= arch::Ascend910A::kUbBytes - arch::Ascend910A::kUbReservedBytes &&
+                  kUnscaleUnitMetaWords % 8 == 0 && kUnscaleUnit % kCube == 0,
+              "the unscale's tiles exceed UB");
 /// Fix-up of fix-up rows: the unscale tiles, then B's row, two factor tiles, A's row (kUnscaleTile
 /// words each) and one 32-byte block of A's rows' integers.
 constexpr uint32_t kFixupUbBytes = kUnscaleUbBytes + 4 * kUnscaleTile * 4 + kBlockBytes;
@@ -833,8 +866,8 @@ constexpr uint32_t kFixupColRows = 512;
 constexpr uint32_t kFixupColsUbBytes =
     kUnscaleUbBytes + kFixupColRows * 4 * (1 + 8 + 4) + kBlockBytes + kUnscaleTile * 4;
 static_assert(kFixupColRows % 8 == 0 && kFixupColRows <= kUnscaleTile, "fix-up row chunk");
-/// Line meta: three input chunks and one output chunk of kMetaChunk int32.
-constexpr uint32_t kMetaUbBytes = 4 * kMetaChunk * 4;
+/// Line meta: three input chunks and one output chunk of kMetaChunk int32, and one batch block of words.
+constexpr uint32_t kMetaUbBytes = 4 * kMetaChunk * 4 + kBlockBytes;
 static_assert(kStatsUbBytes <= arch::Ascend910B::kUbBytes - arch::Ascend910B::kUbReservedBytes &&
                   kStatsUbBytes <= arch::Ascend910A::kUbBytes - arch::Ascend910A::kUbReservedBytes,
               "line-statistics tiles exceed UB");
