@@ -194,7 +194,8 @@ def explain(a: Operand, b: Operand, sb: SbOption = 12, *, scheme: Scheme = "fp16
     """Say how :func:`matmul` would compute ``a @ b`` with these options, and why, without computing it.
 
     Takes :func:`matmul`'s parameters and returns the :class:`~sgemm_cube.plan.Plan`
-    it runs (scheme, sb, scale, backend, reason), native FP32 included.
+    it runs, native FP32 included: every decision the backend's ``run`` reads (scheme,
+    sb, scale, backend, order, fixup, accumulate, config) and the reason.
     What depends on the values (which lines are scaled, which are computed
     in FP32) is decided per row and column on the device while splitting.
 

@@ -6,8 +6,10 @@ backend named by the data's device turns the request and the problem's shape
 into a :class:`Plan` (:func:`sgemm_cube.backends.base.make_plan` has the
 decisions; no data is read: everything that depends on the values is
 decided on the device, per row and column, by the split pass,
-:mod:`sgemm_cube.cpu_fallback.guard`).  :func:`sgemm_cube.explain` returns
-that same plan.  ``sb="auto"`` is 12 (the most accurate; with scaling every
+:mod:`sgemm_cube.cpu_fallback.guard`).  The plan holds every decision the
+backend's ``run(plan, a, b, out, alpha)`` reads (it never sees the request),
+and :func:`sgemm_cube.explain` returns that same plan.  The options, ``sb``
+among them, are validated here only.  ``sb="auto"`` is 12 (the most accurate; with scaling every
 sb holds the data).
 """
 from __future__ import annotations
@@ -43,7 +45,11 @@ class Request(NamedTuple):
 
 
 class Plan(NamedTuple):
-    """How :func:`sgemm_cube.matmul` computes a product.
+    """How :func:`sgemm_cube.matmul` computes a product: every decision a backend's ``run`` reads.
+
+    A backend's ``run(plan, a, b, out, alpha)`` reads these fields and nothing
+    else of the options (the :class:`Request` stays above it), so
+    :func:`sgemm_cube.explain` shows what runs.
 
     Attributes
     ----------
@@ -51,13 +57,29 @@ class Plan(NamedTuple):
         ``"fp16x3"``, ``"fp16x4"``, ``"bf16x9"``, ``"bf16x6"``, ``"native"`` (the array library's own
         FP32 product) or ``"fp32"`` (plain FP32 on an NPU's vector units, where the library's is not FP32).
     sb : int
-        Scaling exponent of the FP16 residuals.
+        Scaling exponent of the FP16 residuals (validated once, by :func:`make_request`).
     scale : str or None
         ``"auto"``, ``"rows"``, ``"matrix"`` or ``None`` (:mod:`sgemm_cube.cpu_fallback.guard`).
     backend : str
         The backend that runs it (``"native"`` when native FP32 runs).
     reason : str
         Why, in one sentence.
+    order : str or None
+        ``"termwise"`` or ``"elementwise"``: how the products' terms are combined; None where no
+        terms are (native FP32, plain FP32).
+    fixup : bool
+        Whether the lines the split cannot hold to 22 bits are fixed up (lines with NaN/Inf or
+        entries the split would overflow on always are); False where nothing is split.
+    accumulate : str or None
+        The CPU backend's FP32 accumulation model (``"cube16"`` unless asked otherwise); None
+        where the hardware accumulates as it does.
+    config : tuple of (key, value) pairs, or None
+        Launch-configuration overrides of the backend's kernels (CUDA: keys of
+        :func:`sgemm_cube.backends.cuda.launch.resolve_config`, ``variant`` among them, as
+        gemlite's ``kernel=`` override; NPU: ``tiling``).  None: the backend's stored tables
+        choose for the shape (:func:`sgemm_cube.backends.cuda.launch.resolve_config`,
+        :func:`sgemm_cube.backends.npu.choose_tiling`).  Pairs, not a dict, so that a plan
+        stays hashable and immutable.
     """
 
     scheme: str
@@ -65,6 +87,16 @@ class Plan(NamedTuple):
     scale: str | None
     backend: str
     reason: str
+    order: str | None = "termwise"
+    fixup: bool = True
+    accumulate: str | None = None
+    config: tuple | None = None
+
+    def with_config(self, **overrides) -> "Plan":
+        """This plan with launch-configuration overrides added (e.g. ``variant="ptr"``), for tests and studies."""
+        merged = dict(self.config or ())
+        merged.update(overrides)
+        return self._replace(config=tuple(sorted(merged.items())))
 
 
 # typed: 12.0 == 12 and True == 1 must not find each other's entry (the first is refused, the second not)

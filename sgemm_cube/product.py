@@ -23,6 +23,7 @@ import warnings
 import numpy as np
 
 from .backends import get_backend
+from .backends.base import native_plan
 from .plan import Plan, Request
 
 __all__ = ["Operands", "compute", "plan", "plan_for", "select_backend", "resize_output"]
@@ -183,8 +184,8 @@ def plan_for(req: Request, like, batch: int, m: int, n: int, k: int) -> Plan:
     """The plan of the backend of ``like``'s device for a (batch, m, k) @ (batch, k, n) product."""
     name = select_backend(like, backend=req.backend)
     if name == "native" and _is_torch(like) and like.device.type == "meta":
-        return Plan("native", req.sb, None, "native", "meta tensors hold no values: torch.matmul gives the "
-                    "result's shape and dtype, as it does for meta tensors")
+        return native_plan(req.sb, "meta tensors hold no values: torch.matmul gives the result's shape and "
+                                   "dtype, as it does for meta tensors")
     return get_backend(name).plan(req, batch, m, n, k, like)
 
 
@@ -226,7 +227,7 @@ def compute(req: Request, a, b, out=None, *, alpha: float = 1.0):
             res[...] = 0  # K = 0
     else:
         a3, b3 = prob.views()
-        get_backend(chosen.backend).run(chosen, req, a3, b3, res, alpha=alpha)
+        get_backend(chosen.backend).run(chosen, a3, b3, res, alpha=alpha)
     if out is None:
         return _wrap(res.reshape(prob.result_shape), prob)
     if not _same_memory(res, out, prob.torch_mode):

@@ -17,6 +17,7 @@ fresh examples, seeded from the session seed, under ``SGEMM_CUBE_TEST_SEED`` set
 """
 import os
 import random
+import re
 import secrets
 import sys
 import zlib
@@ -94,10 +95,17 @@ else:
     hypothesis.settings.load_profile("sgemm_cube_seeded" if SEEDED_BY_ENV else "sgemm_cube_fixed")
 
 
-#: Test modules whose every test is ``slow`` (``pytest -m "not slow"`` leaves them out of the quick run):
-#: each takes tens of seconds or more on the 2-core CI machine -- compiling and executing the AscendC
-#: kernels in their stand-in, or running the Triton kernels under the interpreter.  Listed here rather
-#: than marked in each file, so that one place says what the quick run leaves out.
+#: The quick run, ``pytest -m "not slow"``: under 2 minutes on the 2-core CI machine, with some test of
+#: every area left in it (API, CPU model, guarantee, switch, CLI, tuner, a small executed-kernel smoke, a
+#: small Triton-interpreter smoke).  README's test command (what CI runs) runs everything.  What the quick
+#: run leaves out is said here, in one place, rather than marked in each file:
+#:
+#: * :data:`SLOW_MODULES`: modules whose tests are all ``slow`` (compiling and executing the AscendC kernels
+#:   in their stand-in, or running the Triton kernels under the interpreter), except :data:`QUICK_TESTS`;
+#: * :data:`SLOW_TESTS`: single tests of the other modules (a few seconds each or more).
+#:
+#: An entry is a node id, or a node id's beginning that ends at a test's name or at ``[`` (then it
+#: covers every case of the test, or those whose id starts so); ``*`` stands for any characters.
 SLOW_MODULES = (
     "tests/ascendc_kernels/test_executed_kernels.py",
     "tests/ascendc_kernels/test_executed_guard.py",
@@ -106,14 +114,76 @@ SLOW_MODULES = (
     "tests/ascendc_kernels/test_probes.py",
     "tests/ascendc_kernels/test_ascend_build.py",
     "tests/sgemm_cube/backends/cuda/test_cuda_backend.py",
+    "tests/sgemm_cube/backends/cuda/test_fixup_exact_cuda.py",
+    "tests/distributed/test_dtensor.py",     # a process group per module (gloo, 2 ranks)
+    "tests/distributed/test_example.py",
+)
+#: Tests of other modules that take seconds each: interpreter runs, fresh interpreters, plots, sweeps.
+SLOW_TESTS = (
+    "tests/sgemm_cube/test_guarantee.py::*[cuda*",  # the Triton kernels under the interpreter
+    "tests/sgemm_cube/test_call_path.py::test_the_cuda_path_travels_one_way_under_the_interpreter",
+    "tests/sgemm_cube/test_cpu_bounded_memory.py::test_tiny_budget_gives_the_same_bits[bf16",
+    "tests/sgemm_cube/test_cpu_bounded_memory.py::test_long_k_runs_within_the_budget",
+    "tests/sgemm_cube/test_torch_ops.py::test_documented_names_work_after_import_sgemm_cube",
+    "tests/sgemm_cube/test_torch_switch.py::test_compiled_code_follows_the_switch_when_it_runs",
+    "tests/sgemm_cube/test_torch_switch.py::test_environment_variable_turns_the_switch_on_at_import",
+    "tests/sgemm_cube/test_torch_example.py::test_loss_curves_agree",
+    "tests/sgemm_cube/test_torch_example.py::test_main_writes_the_plot",
+    "tests/sgemm_cube/cli/test_cli_inputs.py::test_accuracy_plot_of_a_report_honours_out",
+    "tests/sgemm_cube/cli/test_bench_tools.py::test_matrix_dry_run_on_the_cpu",
+    "tests/sgemm_cube/cli/test_bench_tools.py::test_tiny_model_bench_on_the_cpu",
+    "tests/sgemm_cube/cli/test_accuracy_studies.py::test_all_writes_the_report",
+    "tests/sgemm_cube/cli/test_accuracy_studies.py::test_cuda_backend_path_under_the_triton_interpreter",
+    "tests/sgemm_cube/cli/test_accuracy_studies.py::test_condition_study_sgemm_cube_beats_native_fp32_on_average",
+    "tests/sgemm_cube/backends/test_npu_tilings.py::test_the_runtime_does_not_import_the_tuner_in_a_fresh_interpreter",
+    "tests/cpu_fallback/test_two_level.py::test_error_is_flat_in_k",
+    "tests/tuning/test_tuning_gpu.py::test_real_triton_backend_under_the_interpreter",
+    "tests/tuning/test_pipeline_model.py::test_best_kernel_picks_the_mode_per_shape",
+    "tests/tuning/test_pipeline_model.py::test_best_kernel_picks_the_models_best_of_every_candidate",
+    "tests/tuning/test_pipeline_model.py::test_screen_picks_the_best_tiling_of_the_full_ranking",
+    "tests/tuning/test_tilings.py::test_model_table_of_a_small_grid",
+    "tests/tuning/test_package_model.py::test_report_tables_and_targets_are_the_models",
+    "tests/tuning/test_package_model.py::test_tune_design_package",
+    "tests/tuning/test_package_model.py::test_serial_replay_is_the_program_replay",
+    "tests/tuning/test_tuning_cli.py::test_plot_fig5_writes_a_png",
+    "tests/test_quick_run.py::test_the_quick_run_keeps_every_area_and_every_quick_test",  # collects in a subprocess
+)
+#: Tests that stay in the quick run although :data:`SLOW_TESTS` or :data:`SLOW_MODULES` cover them.
+QUICK_TESTS = (
+    # the executed AscendC kernels, both chips: the bring-up's first check, K groups with tails, one pass per
+    # term, batches (each well under a second; the build is shared with test_npu_backend.py's)
+    "tests/ascendc_kernels/test_executed_kernels.py::test_kernels_bit_exact[one_fractal-",
+    "tests/ascendc_kernels/test_executed_kernels.py::test_kernels_bit_exact[groups3_tails-",
+    "tests/ascendc_kernels/test_executed_kernels.py::test_kernels_bit_exact[per_term_groups3_fp16x4-",
+    "tests/ascendc_kernels/test_executed_kernels.py::test_kernels_bit_exact[batch3_one_group_sb10_fp16x4-",
+    # the Triton kernels under the interpreter: the split, one GEMM, the guarantee through the public API
+    "tests/sgemm_cube/backends/cuda/test_cuda_backend.py::test_split_is_the_cpu_model_bit_for_bit[contiguous-normal-0]",
+    "tests/sgemm_cube/backends/cuda/test_cuda_backend.py::test_gemm_variants_match_the_model[ptr-normal-shape0]",
+    "tests/sgemm_cube/test_guarantee.py::test_default_options_meet_the_guarantee[cuda-cond_phi5]",
+    # README's own import line, in a fresh interpreter
+    "tests/sgemm_cube/test_torch_ops.py::test_documented_names_work_after_import_sgemm_cube[import torch, sgemm_cube]",
 )
 
 
+def _covers(entry: str, nodeid: str) -> bool:
+    """Whether a :data:`SLOW_TESTS` / :data:`QUICK_TESTS` entry covers a test's node id."""
+    if "*" in entry:
+        return re.fullmatch(".*".join(map(re.escape, entry.split("*"))) + r"(\[.*)?", nodeid) is not None
+    return nodeid == entry or nodeid.startswith(entry if entry.endswith("[") or "[" in entry else entry + "[")
+
+
+def is_slow(nodeid: str) -> bool:
+    """Whether the quick run (``-m "not slow"``) leaves the test out."""
+    if any(_covers(q, nodeid) for q in QUICK_TESTS):
+        return False
+    return nodeid.split("::")[0] in SLOW_MODULES or any(_covers(e, nodeid) for e in SLOW_TESTS)
+
+
 def pytest_collection_modifyitems(config, items):
-    """Mark the tests of :data:`SLOW_MODULES` ``slow``; under ``SGEMM_CUBE_TEST_SEED``, each hypothesis test
+    """Mark the slow tests ``slow`` (:func:`is_slow`); under ``SGEMM_CUBE_TEST_SEED``, each hypothesis test
     draws from the session seed and its node id."""
     for item in items:
-        if item.nodeid.split("::")[0] in SLOW_MODULES:
+        if is_slow(item.nodeid):
             item.add_marker(pytest.mark.slow)
     if hypothesis is None or not SEEDED_BY_ENV:
         return

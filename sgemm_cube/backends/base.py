@@ -3,8 +3,9 @@
 A backend is a module of :data:`sgemm_cube.backends.BACKENDS` that satisfies
 :class:`Backend`: it names the schemes and orders it implements, says
 whether it can run here, turns a validated :class:`~sgemm_cube.plan.Request`
-and a problem's shape into a :class:`~sgemm_cube.plan.Plan`
-(:func:`sgemm_cube.explain` returns exactly that plan), and runs a plan.
+and a problem's shape into a :class:`~sgemm_cube.plan.Plan` that holds every
+decision (:func:`sgemm_cube.explain` returns exactly that plan), and runs a
+plan: ``run(plan, a, b, out, alpha)``, its one entry point, reads the plan only.
 
 The layers above own everything that is the same for all of them:
 :mod:`sgemm_cube.api` validates the options once (a
@@ -35,7 +36,7 @@ from sgemm_cube.cpu_fallback import ORDERS
 
 from ..plan import Plan, Request
 
-__all__ = ["Backend", "make_plan", "MIN_K"]
+__all__ = ["Backend", "make_plan", "native_plan", "MIN_K"]
 
 #: Below this K, ``backend="auto"`` runs native FP32 on every device.
 MIN_K = 16
@@ -59,14 +60,25 @@ class Backend(Protocol):
     def plan(self, req, batch: int, m: int, n: int, k: int, like=None):
         """The :class:`~sgemm_cube.plan.Plan` for a (batch, m, k) @ (batch, k, n) product on ``like``'s device."""
 
-    def run(self, plan, req, a, b, out, alpha: float = 1.0) -> None:
+    def run(self, plan, a, b, out, alpha: float = 1.0) -> None:
         """Compute ``alpha`` times the planned product of 3-D float32 operands into ``out``.
+
+        Reads the decisions from ``plan`` alone (scheme, sb, scale, order, fixup,
+        accumulate, config), never from the request: what runs is what
+        :func:`sgemm_cube.explain` shows.  Options were validated when the
+        request was made; a backend may assert its invariants, not re-check them.
 
         ``alpha`` (taken as float32, as PyTorch takes a float32 operator's
         scalar) multiplies each output before its final rounding, so that
         ``alpha * (a @ b)`` overflows only where the exact value does (the
         switch's ``addmm(..., alpha=...)``).
         """
+
+
+def native_plan(sb: int, reason: str, *, scheme: str = "native", backend: str = "native") -> Plan:
+    """A plan without a split (native FP32, or plain FP32 on an NPU's vector units): no terms to order,
+    no lines to fix up, the hardware's accumulation."""
+    return Plan(scheme, sb, None, backend, reason, order=None, fixup=False, accumulate=None)
 
 
 def make_plan(req: Request, backend: str, schemes, k: int, *, orders=ORDERS, native_reason: str | None = None) -> Plan:
@@ -81,14 +93,13 @@ def make_plan(req: Request, backend: str, schemes, k: int, *, orders=ORDERS, nat
         raise ValueError(f"accumulate={req.accumulate!r} selects an arithmetic model of the CPU backend; "
                          f"the {backend!r} backend accumulates as its hardware does (pass accumulate=None)")
     if auto and k < MIN_K:
-        return Plan("native", req.sb, None, "native",
-                    f"K = {k} < {MIN_K}: the split's 22-bit rounding would cost accuracy and native FP32 is faster")
+        return native_plan(req.sb, f"K = {k} < {MIN_K}: the split's 22-bit rounding would cost accuracy and "
+                                   f"native FP32 is faster")
     if auto and native_reason:
-        return Plan("native", req.sb, None, "native", native_reason)
+        return native_plan(req.sb, native_reason)
     if scheme not in schemes:
         if req.scheme == "auto":
-            return Plan("native", req.sb, None, "native",
-                        f"the {backend!r} backend has no {scheme} kernel, so native FP32 runs")
+            return native_plan(req.sb, f"the {backend!r} backend has no {scheme} kernel, so native FP32 runs")
         raise ValueError(f"the {backend!r} backend implements the schemes {list(schemes)}, not {scheme!r}")
     if req.order not in orders:
         raise ValueError(f"the {backend!r} backend implements order={list(orders)}, not {req.order!r}")
@@ -101,4 +112,4 @@ def make_plan(req: Request, backend: str, schemes, k: int, *, orders=ORDERS, nat
     why = f"{where}; {what}"
     if not req.fixup:
         why += "; fixup=False: lines whose entries lose bits in the split are NOT fixed up (no guarantee)"
-    return Plan(scheme, req.sb, req.scale, backend, why)
+    return Plan(scheme, req.sb, req.scale, backend, why, order=req.order, fixup=req.fixup)

@@ -78,8 +78,15 @@ def unavailable_reason() -> str:
 
 
 def plan(req: Request, batch: int, m: int, n: int, k: int, like=None) -> Plan:
-    """The plan for a (batch, m, k) @ (batch, k, n) product (:func:`sgemm_cube.backends.base.make_plan`)."""
-    return make_plan(req, "cpu", SCHEMES, k)
+    """The plan for a (batch, m, k) @ (batch, k, n) product (:func:`sgemm_cube.backends.base.make_plan`).
+
+    An emulated plan carries the accumulation model that runs (``accumulate=None`` asks for
+    :data:`DEFAULT_ACCUMULATE`).
+    """
+    chosen = make_plan(req, "cpu", SCHEMES, k)
+    if chosen.backend == "cpu":
+        chosen = chosen._replace(accumulate=req.accumulate or DEFAULT_ACCUMULATE)
+    return chosen
 
 
 def _as_numpy(x):
@@ -141,7 +148,7 @@ def _tiling(m: int, n: int, k: int, scheme: str, order: str, budget: int) -> _Ti
     return _Tiling(r, c, depth, per_output * r * c, need(r, c, depth) + panels)
 
 
-def _line_meta(x: np.ndarray, axis: int, plan: Plan, fixup: bool):
+def _line_meta(x: np.ndarray, axis: int, plan: Plan):
     """:func:`sgemm_cube.cpu_fallback.guard.line_meta` of a (B, M, K) (``axis=-1``) or (B, K, N) (``axis=-2``) operand.
 
     The statistics are read in blocks of at most ``MEMORY_BUDGET`` bytes of
@@ -159,7 +166,7 @@ def _line_meta(x: np.ndarray, axis: int, plan: Plan, fixup: bool):
             for ks in _slices(k, depth):
                 block = x[bs, ls, ks] if axis == -1 else x[bs, ks, ls]
                 stats.merge((bs, ls), line_stats(block, axis))
-    return meta_from_stats(stats, scheme=plan.scheme, sb=plan.sb, scale=plan.scale, fixup=fixup)
+    return meta_from_stats(stats, scheme=plan.scheme, sb=plan.sb, scale=plan.scale, fixup=plan.fixup)
 
 
 def _unscaled(c, ta, tb, room: int, alpha: float):
@@ -168,7 +175,7 @@ def _unscaled(c, ta, tb, room: int, alpha: float):
         yield r, unscale(c[r], ta[r], tb, alpha)
 
 
-def _emulate(plan: Plan, req: Request, a, b, ma, mb, out, tiling: _Tiling, alpha: float) -> None:
+def _emulate(plan: Plan, a, b, ma, mb, out, tiling: _Tiling, alpha: float) -> None:
     """Steps 2-3 for every batch entry, output tile and K slab (:func:`_tiling`); the result times ``alpha``."""
     _, m, k = a.shape
     n = b.shape[2]
@@ -178,7 +185,7 @@ def _emulate(plan: Plan, req: Request, a, b, ma, mb, out, tiling: _Tiling, alpha
             for cols in _slices(n, tiling.cols):
                 tb = mb.t[i, cols]
                 acc = ProductAccumulator((rows.stop - rows.start, cols.stop - cols.start), sb=plan.sb,
-                                         order=req.order, accumulate=req.accumulate or DEFAULT_ACCUMULATE,
+                                         order=plan.order, accumulate=plan.accumulate,
                                          scheme=plan.scheme)
                 for ks in _slices(k, tiling.depth):
                     acc.add(scale_lines(a[i, rows, ks], ta, -1), scale_lines(b[i, ks, cols], tb, -2))
@@ -217,22 +224,24 @@ def _out_of_memory(a_shape, b_shape, need: int) -> str:
             f"in smaller slabs")
 
 
-def run(plan: Plan, req: Request, a, b, out, alpha: float = 1.0) -> None:
+def run(plan: Plan, a, b, out, alpha: float = 1.0) -> None:
     """``out[i] = alpha * (a[i] @ b[i])`` for (B, M, K) and (B, K, N) float32 operands, into (B, M, N) ``out``.
 
+    Every decision comes from ``plan`` (:func:`plan`: scheme, sb, scale, order, fixup, accumulate).
     ``alpha`` (float32) multiplies each output before its one rounding.
 
     Temporaries stay within :data:`MEMORY_BUDGET` (module docstring); a
     MemoryError is re-raised naming the product and the memory it needs.
     """
     a, b, out = _as_numpy(a), _as_numpy(b), _as_numpy(out)
-    tiling = _tiling(a.shape[1], b.shape[2], a.shape[2], plan.scheme, req.order, MEMORY_BUDGET)
+    assert plan.backend == "cpu" and plan.accumulate in ACCUMULATION_MODELS, plan
+    tiling = _tiling(a.shape[1], b.shape[2], a.shape[2], plan.scheme, plan.order, MEMORY_BUDGET)
     need = tiling.bytes
     try:
-        ma = _line_meta(a, -1, plan, req.fixup)
-        mb = _line_meta(b, -2, plan, req.fixup)
-        _emulate(plan, req, a, b, ma, mb, out, tiling, alpha)
-        for i, rows, cols in fixup_lines(ma, mb, req.fixup):
+        ma = _line_meta(a, -1, plan)
+        mb = _line_meta(b, -2, plan)
+        _emulate(plan, a, b, ma, mb, out, tiling, alpha)
+        for i, rows, cols in fixup_lines(ma, mb, plan.fixup):
             need = max(need, _fixup_bytes(a, b, rows, cols))
             _fixup(a, b, out, i, rows, cols, alpha)
     except MemoryError as exc:

@@ -12,6 +12,7 @@ import numpy as np
 from sgemm_cube.cpu_fallback import ORDERS
 
 from ..plan import Plan, Request
+from .base import native_plan
 
 __all__ = ["SCHEMES", "ORDERS", "is_available", "unavailable_reason", "plan", "run", "matmul", "true_fp32"]
 
@@ -28,15 +29,14 @@ def unavailable_reason() -> str:
 
 
 def plan(req: Request, batch: int, m: int, n: int, k: int, like=None) -> Plan:
-    return Plan("native", req.sb, None, "native", "backend='native' as requested: the array library's own FP32 matmul")
+    return native_plan(req.sb, "backend='native' as requested: the array library's own FP32 matmul")
 
 
-def run(plan: Plan, req: Request, a, b, out, alpha: float = 1.0) -> None:
+def run(plan: Plan, a, b, out, alpha: float = 1.0) -> None:
     """``out = alpha * (a @ b)``: the library's own product, then ``alpha`` (two roundings: the baseline)."""
     matmul(a, b, out=out)
     if alpha != 1:
         out *= alpha
-
 
 
 class true_fp32:

@@ -6,24 +6,28 @@ product (``ascendc_kernels/README.md`` has the details):
 
 0. (:func:`run`) ``sgemm_cube_line_stats`` and ``sgemm_cube_line_meta``: the
    accuracy guarantee's integers of every row of A and column of B
-   (:mod:`sgemm_cube.cpu_fallback.guard`);
+   (:mod:`sgemm_cube.cpu_fallback.guard`), and a word per batch saying whether
+   any of its lines is scaled or listed: the later kernels read it on the device
+   and skip what a batch does not need (no host read-back);
 1. ``sgemm_cube_split`` (vector unit): A and B to FP16 hi/lo, the rule of
    :func:`sgemm_cube.cpu_fallback.split`, each line first scaled by its power
    of two (:func:`run`), values the split cannot hold (NaN, Inf) as 0;
 2. ``sgemm_cube_gemm`` (cube unit): ``A_hi B_hi``, ``A_lo B_hi``, ``A_hi B_lo``
    (and ``A_lo B_lo`` with ``keep_lo_lo``), each accumulated in its own FP32
-   accumulator in L0C, resident A groups and ping-pong B in L1 (SGEMM-cube
-   Algorithm 1);
+   accumulator in L0C over one K group of 1,024 elements, then added into an FP32
+   buffer in GM (a two-level accumulation: the error stays flat in K), resident A
+   groups and ping-pong B in L1 (SGEMM-cube Algorithm 1);
 3. ``sgemm_cube_combine`` (vector unit): termwise combination, small terms
-   first (on 910A with one K group, in the GEMM's epilogue);
-4. (:func:`run`) ``sgemm_cube_unscale``, ``sgemm_cube_fixup_rows``,
-   ``sgemm_cube_fixup_cols``: one FP32 rounding back from the scaled lines, and
-   the fix-up lines in plain FP32 from the unscaled operands (native FP32).
+   first (on 910A with one K group, in the GEMM's epilogue); with :func:`run`
+   the unscale folded in: one FP32 rounding back from the scaled lines, times alpha;
+4. (:func:`run`) ``sgemm_cube_unscale`` (only where the 910A's epilogue combined),
+   ``sgemm_cube_fixup_rows``, ``sgemm_cube_fixup_cols``: the unscale as its own
+   pass, and the fix-up lines in plain FP32 from the unscaled operands (native FP32).
 
-The result equals :func:`sgemm_cube.cpu_fallback.emulated_matmul` (``order="termwise"``,
-``accumulate="cube16"`` if the cube rounds as that model says) whenever K
-fits one resident group, and :func:`.npu_schedule.grouped_reference`
-otherwise; :mod:`.npu_schedule` is the tested model of the schedule.
+The result equals :func:`sgemm_cube.cpu_fallback.emulated_matmul` (``order="termwise"``, its
+default two-level ``k_group``, ``accumulate="cube16"`` if the cube rounds as that model says)
+with the tilings :func:`choose_tiling` gives, and :func:`.npu_schedule.grouped_reference` with an
+explicit ``tiling=`` of another K group; :mod:`.npu_schedule` is the tested model of the schedule.
 
 Where the AscendC documentation leaves the hardware's arithmetic open
 (:mod:`sgemm_cube.cpu_fallback.arithmetic`: the Cast's rounding, overflow and
@@ -52,10 +56,11 @@ from sgemm_cube.cpu_fallback.arithmetic import WORST, Arithmetic
 
 from ..plan import Plan
 from . import npu_schedule, npu_tilings
+from .base import native_plan
 
 __all__ = ["SCHEMES", "ORDERS", "is_available", "unavailable_reason", "plan", "run", "matmul", "fp32_matmul",
            "choose_tiling", "native_fp32", "NativeFp32", "DEFAULT_PRECISION_MODE", "arithmetic", "NpuArithmetic",
-           "ARITHMETIC_ENV", "ARITHMETIC_FILE", "UNPROBED"]
+           "ARITHMETIC_ENV", "ARITHMETIC_FILE", "UNPROBED", "SCALE_CODE", "SUBNORMALS_CODE"]
 
 _EXTENSION = "sgemm_cube.backends._npu_ext"
 # Where a CANN toolkit keeps the ACL headers, relative to ASCEND_HOME_PATH.
@@ -63,10 +68,11 @@ _CANN_MARKERS = ("include/acl/acl.h", "aarch64-linux/include/acl/acl.h", "x86_64
 #: What the AscendC kernels implement (the protocol of :mod:`sgemm_cube.backends.base`).
 SCHEMES = ("fp16x3", "fp16x4")
 ORDERS = ("termwise",)
-# guard::Scale of ascendc_kernels/include/sgemm_cube/guard/line_meta.hpp, per `scale` option.
-_SCALE_CODE = {None: 0, "auto": 1, "rows": 2, "matrix": 3}
-# guard::Subnormals of the same header, per Arithmetic.subnormals: the split range the lines are classified by.
-_SUBNORMALS_CODE = {"gradual": 0, "flush": 1}
+#: guard::Scale of ascendc_kernels/include/sgemm_cube/guard/line_meta.hpp, per ``scale`` option (the one
+#: copy: the executed-kernel tests import it).
+SCALE_CODE = {None: 0, "auto": 1, "rows": 2, "matrix": 3}
+#: guard::Subnormals of the same header, per ``Arithmetic.subnormals``: the split range the lines are classified by.
+SUBNORMALS_CODE = {"gradual": 0, "flush": 1}
 
 #: Environment variable holding this NPU's recorded arithmetic (``Arithmetic.spec()`` text, ``"default"``
 #: for the defaults); it wins over :data:`ARITHMETIC_FILE`.
@@ -211,20 +217,17 @@ def choose_tiling(soc: str, m: int, n: int, k: int, *, terms: int = 3) -> npu_sc
     A lookup, not a model run: the chip's tiling table (:mod:`.npu_tilings`: the
     pipeline model's best tiling and mode per shape bucket, or the user's own
     ``sgemm-cube tune --measure`` rows) gives the nearest bucket's tiling, which
-    :func:`.npu_schedule.fit_tiling` fits to the kernel's buffer plan (``n_fused``
-    clamped to L1 and to K's blocks); when the stored blocks do not fit (a table for
+    :func:`.npu_schedule.fit_tiling` fits to the kernel's buffer plan and K (``n_fused``
+    making K groups of ``cpu_fallback.K_GROUP`` elements); when the stored blocks do not fit (a table for
     other buffers), or the geometry refuses them, the plan's own default (the
     largest square-ish blocks that fit).  Never imports :mod:`sgemm_cube.tuning`,
     so a new shape costs well under a millisecond of host time.
     """
     cap = npu_schedule.capacity_from_profile(soc)
     choice = npu_tilings.lookup(soc, m, n, k, terms=terms)
-    stored = npu_schedule.Tiling(*choice.tiling)
-    if stored.n_fused >= -(-choice.bucket[2] // stored.bk):
-        # Every K block of the bucket resident (the model's choice whenever L1 holds them): as many as
-        # fit for this K too, so a K just past the bucket's does not split into a second K group.
-        stored = stored._replace(n_fused=1 << 30)
-    t = npu_schedule.fit_tiling(cap, stored, k=k, terms=terms)
+    # fit_tiling sets n_fused for this K: K groups of cpu_fallback.K_GROUP elements (the two-level
+    # accumulation cpu_fallback mirrors), one group for shorter K.
+    t = npu_schedule.fit_tiling(cap, npu_schedule.Tiling(*choice.tiling), k=k, terms=terms)
     try:  # the kernel's own check of the whole product (sizes, 32-bit offsets)
         npu_schedule.make_geometry(1, max(m, 1), max(n, 1), max(k, 1), t, 1, terms, cap)
     except npu_schedule.TilingError:
@@ -291,7 +294,7 @@ def matmul(a, b, *, sb: int, order: str, keep_lo_lo: bool, out, accumulate: str 
     Returns
     -------
     None
-        The API layer computes the range statistics itself.
+        ``out`` is written.
 
     Raises
     ------
@@ -310,32 +313,43 @@ def matmul(a, b, *, sb: int, order: str, keep_lo_lo: bool, out, accumulate: str 
     if accumulate is not None:
         raise ValueError("the npu backend accumulates on the cube itself; accumulate= names a model of "
                          "the cpu backend (leave it None)")
+    lo_lo = bool(keep_lo_lo) or scheme == "fp16x4"
+    if guard is not None and guard.get("arithmetic") is None:
+        guard = {**guard, "arithmetic": arithmetic(_extension().soc()).arithmetic}
+    _launch(a, b, out, sb=int(sb), lo_lo=lo_lo, tiling=tiling, guard=guard, check=True)
+    return None
+
+
+def _tiling(tiling, batch: int, m: int, n: int, k: int, terms: int, check: bool) -> npu_schedule.Tiling:
+    """The tiling that runs: :func:`choose_tiling`'s for this shape, or ``tiling``, checked by the kernel's own
+    rule when ``check`` or when it is not the chosen one (a plan's forced tiling)."""
+    soc = _extension().soc()
+    if tiling is None:
+        return choose_tiling(soc, m, n, k, terms=terms)
+    t = npu_schedule.Tiling(*(int(x) for x in tiling))
+    if check or t != choose_tiling(soc, m, n, k, terms=terms):
+        # the kernel's own check (raises TilingError, a ValueError, with the limit it breaks)
+        npu_schedule.make_geometry(max(batch, 1), max(m, 1), max(n, 1), max(k, 1), t, 1, terms,
+                                   npu_schedule.capacity_from_profile(soc))
+    return t
+
+
+def _launch(a, b, out, *, sb: int, lo_lo: bool, tiling, guard: dict | None, check: bool) -> None:
+    """One call of the extension: the kernels (and, with ``guard``, the bookkeeping) into ``out``."""
     ext = _extension()
     a = a.contiguous()
     b = b.contiguous()
     batch, m, k = a.shape
-    n = b.shape[2]
-    lo_lo = bool(keep_lo_lo) or scheme == "fp16x4"
-    terms = 4 if lo_lo else 3
-    soc = ext.soc()
-    if tiling is None:
-        t = choose_tiling(soc, m, n, k, terms=terms)
-    else:
-        t = npu_schedule.Tiling(*(int(x) for x in tiling))
-        # The kernel's own check (raises TilingError, a ValueError, with the limit it breaks).
-        npu_schedule.make_geometry(max(batch, 1), max(m, 1), max(n, 1), max(k, 1), t, 1, terms,
-                                   npu_schedule.capacity_from_profile(soc))
+    t = _tiling(tiling, batch, m, b.shape[2], k, 4 if lo_lo else 3, check)
     target = _contiguous_target(out)
     if guard is None:
-        ext.matmul(a, b, target, int(sb), lo_lo, t.bm, t.bk, t.bn, t.n_fused, bool(t.per_term))
+        ext.matmul(a, b, target, sb, lo_lo, t.bm, t.bk, t.bn, t.n_fused, bool(t.per_term))
     else:
-        arith = guard.get("arithmetic") or arithmetic(soc).arithmetic
-        ext.matmul(a, b, target, int(sb), lo_lo, t.bm, t.bk, t.bn, t.n_fused, bool(t.per_term), True,
-                   _SCALE_CODE[guard["scale"]], bool(guard["fixup"]), float(guard["alpha"]),
-                   subnormals=_SUBNORMALS_CODE[arith.subnormals])
+        ext.matmul(a, b, target, sb, lo_lo, t.bm, t.bk, t.bn, t.n_fused, bool(t.per_term), True,
+                   SCALE_CODE[guard["scale"]], bool(guard["fixup"]), float(guard["alpha"]),
+                   subnormals=SUBNORMALS_CODE[guard["arithmetic"].subnormals])
     if target is not out:
         out.copy_(target)
-    return None
 
 
 # ------------------------------------------------------------------ routes
@@ -419,19 +433,25 @@ def plan(req, batch: int, m: int, n: int, k: int, like=None):
     """The plan for a (batch, m, k) @ (batch, k, n) product on this NPU (:func:`sgemm_cube.backends.base.make_plan`).
 
     An emulated plan's reason ends with the hardware arithmetic it is designed for and the split range
-    that gives (:func:`arithmetic`), e.g. ``"unprobed: the design safe under every alternative"``.
+    that gives (:func:`arithmetic`), e.g. ``"unprobed: the design safe under every alternative"``; its
+    ``config`` holds both decisions :func:`run` launches with: ``arithmetic`` (that arithmetic) and
+    ``tiling`` (:func:`choose_tiling`'s; a plan's :meth:`~sgemm_cube.plan.Plan.with_config` may force another).
 
     Native FP32 here is whatever :func:`native_fp32` says ``torch.matmul`` computes.  Where that is not
     FP32 (always on the 910A), nothing goes to it: ``backend="native"`` and ``backend="auto"`` with
     ``K < 16`` run the plain-FP32 product on the vector units (scheme ``"fp32"``), and
     ``backend="native"`` with larger K the emulation with the guarantee (SGEMM's error bound on every
-    finite input).  Where it is FP32 (910B by default), ``backend="auto"`` runs native FP32 wherever the
+    finite input; the plan says sb 12, scale "auto", termwise, fixup on, whatever the options said).
+    Where it is FP32 (910B by default), ``backend="auto"`` runs native FP32 wherever the
     pipeline model predicts it faster than the emulation (:func:`_predicted_tflops`).  The plan's reason
     says which route and why.
     """
     chosen = _route(req, batch, m, n, k)
     if chosen.backend == "npu" and chosen.scheme in SCHEMES:
-        chosen = chosen._replace(reason=f"{chosen.reason}; {_arithmetic_note(_extension().soc(), chosen.sb)}")
+        soc = _extension().soc()
+        tiling = choose_tiling(soc, m, n, k, terms=4 if chosen.scheme == "fp16x4" else 3)
+        chosen = chosen._replace(reason=f"{chosen.reason}; {_arithmetic_note(soc, chosen.sb)}",
+                                 config=(("arithmetic", arithmetic(soc).arithmetic), ("tiling", tiling)))
     return chosen
 
 
@@ -444,19 +464,21 @@ def _route(req, batch: int, m: int, n: int, k: int):
     native = native_fp32(_extension().soc())
     if req.backend == "native":
         if native.fp32:
-            return Plan("native", req.sb, None, "native", f"as requested: {native.why}")
+            return native_plan(req.sb, f"as requested: {native.why}")
         if k < MIN_K:
-            return Plan("fp32", req.sb, None, "npu", f"native FP32 as requested, on the vector units in plain FP32: "
-                        f"{native.why}")
+            return native_plan(req.sb, f"native FP32 as requested, on the vector units in plain FP32: {native.why}",
+                               scheme="fp32", backend="npu")
+        # the guarantee whatever the options said: sb 12, scale "auto", order "termwise", fixup on
         return Plan("fp16x3", 12, "auto", "npu", f"native FP32 as requested, emulated with the guarantee "
                     f"(fp16x3, scaled lines, the lines the split cannot hold in FP32; SGEMM's error bound on every "
-                    f"finite input): {native.why}, and K = {k} is too long for the vector units' FP32 product")
+                    f"finite input): {native.why}, and K = {k} is too long for the vector units' FP32 product",
+                    order="termwise", fixup=True)
     if k < MIN_K:
         small = f"K = {k} < {MIN_K}: the split's 22-bit rounding would cost accuracy"
         if native.fp32:
-            return Plan("native", req.sb, None, "native", f"{small} and native FP32 is faster ({native.why})")
-        return Plan("fp32", req.sb, None, "npu", f"{small}, so the vector units compute it in plain FP32: "
-                    f"{native.why}")
+            return native_plan(req.sb, f"{small} and native FP32 is faster ({native.why})")
+        return native_plan(req.sb, f"{small}, so the vector units compute it in plain FP32: {native.why}",
+                           scheme="fp32", backend="npu")
     native_reason = None
     if native.fp32:
         emulated, peak = _predicted_tflops(native.soc, batch, m, n, k, 4 if req.scheme == "fp16x4" else 3)
@@ -470,7 +492,7 @@ def _route(req, batch: int, m: int, n: int, k: int):
     return chosen
 
 
-def run(plan, req, a, b, out, alpha: float = 1.0) -> None:
+def run(plan, a, b, out, alpha: float = 1.0) -> None:
     """The guarantee's bookkeeping and the AscendC kernels, all on the device (:mod:`sgemm_cube.cpu_fallback.guard`).
 
     One call of the extension enqueues, on the current stream: the statistics
@@ -484,6 +506,9 @@ def run(plan, req, a, b, out, alpha: float = 1.0) -> None:
     hardware (by default the range that holds under every alternative the docs leave open).  No host
     read-back, no float64 (``ascendc_kernels/README.md``).
     Untested on hardware, like the kernels; executed on the host in CI.
+
+    Every decision comes from ``plan`` (:func:`plan`): the scheme (``"fp32"``: :func:`fp32_matmul`),
+    sb, scale, fixup, and its config's ``arithmetic`` (the split range's hardware) and ``tiling``.
     """
     import numpy as np
 
@@ -491,12 +516,11 @@ def run(plan, req, a, b, out, alpha: float = 1.0) -> None:
     if plan.scheme == "fp32":
         fp32_matmul(a, b, out=out, alpha=alpha32)
         return
-    # backend="native" emulated (see plan) keeps the guarantee whatever the options said
-    native = req.backend == "native"
-    guard = {"scale": plan.scale, "fixup": bool(req.fixup) or native, "alpha": alpha32,
-             "arithmetic": arithmetic(_extension().soc()).arithmetic}
-    matmul(a, b, sb=plan.sb, order="termwise" if native else req.order, keep_lo_lo=plan.scheme == "fp16x4",
-           out=out, guard=guard, scheme=plan.scheme)
+    assert plan.backend == "npu" and plan.scheme in SCHEMES and plan.order in ORDERS, plan
+    _check_available()
+    config = dict(plan.config)
+    guard = {"scale": plan.scale, "fixup": plan.fixup, "alpha": alpha32, "arithmetic": config["arithmetic"]}
+    _launch(a, b, out, sb=plan.sb, lo_lo=plan.scheme == "fp16x4", tiling=config["tiling"], guard=guard, check=False)
 
 
 def fp32_matmul(a, b, *, out, alpha: float = 1.0) -> None:

@@ -14,13 +14,16 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import threading
 import types
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 import pytest
 
+from sgemm_cube.backends.npu import SCALE_CODE, SUBNORMALS_CODE  # guard::Scale, guard::Subnormals: one source
 from sgemm_cube.cpu_fallback.arithmetic import Arithmetic
 
 from .test_ascend_kernel_sources import CHIPS, KERNELS
@@ -55,19 +58,58 @@ def _gxx() -> str:
 
 #: the bookkeeping kernels' harness (line statistics and meta)
 LINE_META_HARNESS = EXEC / "run_line_meta.cpp"
-#: guard::Scale of each ``scale`` option
-SCALE_CODE = {None: 0, "auto": 1, "rows": 2, "matrix": 3}
 
 
-def build(out: Path, soc: str, *, src_root: Path = KERNELS, defines=(), harness: Path = HARNESS) -> Path:
+#: the optimisation of the harness builds: the unmodified sources' run hundreds of products
+OPT = "-O1"
+#: the planted bugs' builds (one product or a few each): -Og compiles in about half of -O1's time and runs
+#: about 1.8 times slower (-O0: 60% of the time, 3 times slower).  Both are IEEE arithmetic on x86-64 (SSE,
+#: no FMA contraction, no fast-math), so the bits are the same; the unmodified sources built through the
+#: planted machinery (:func:`control`) check it, bit for bit.
+PLANTED_OPT = "-Og"
+
+#: binaries of the unmodified sources built in this session: (soc, harness, defines, opt) -> path
+_BUILT: dict[tuple, Path] = {}
+_BUILT_LOCK = threading.Lock()
+
+
+def build_jobs() -> int:
+    """How many builds run at once: the CPUs this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def build(out: Path, soc: str, *, src_root: Path = KERNELS, defines=(), harness: Path = HARNESS,
+          opt: str = OPT) -> Path:
+    """The harness ``harness`` built with g++ for ``soc`` from the kernel sources under ``src_root``, at
+    ``out``.  A build of the unmodified sources is made once per session and copied to later ``out``."""
     arch, macro = CHIPS[soc]
-    cmd = [_gxx(), "-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror", f"-D__NPU_ARCH__={arch}", f"-D{macro}"]
+    key = (soc, str(harness), tuple(defines), opt) if Path(src_root) == KERNELS else None
+    with _BUILT_LOCK:
+        done = _BUILT.get(key)
+    if done is not None and done.exists():
+        if Path(out) != done:
+            shutil.copy2(done, out)
+        return out
+    cmd = [_gxx(), "-std=c++17", opt, "-Wall", "-Wextra", "-Werror", f"-D__NPU_ARCH__={arch}", f"-D{macro}"]
     cmd += [f"-D{d}" for d in defines]
     cmd += ["-I", str(EXEC), "-I", str(src_root / "include"), "-I", str(KERNELS / "host"),
             "-I", str(src_root / "kernel"), str(harness), "-o", str(out)]
     res = subprocess.run(cmd, capture_output=True, text=True)
     assert res.returncode == 0, f"build for {soc} failed:\n{res.stderr[-4000:]}"
+    if key is not None:
+        with _BUILT_LOCK:
+            _BUILT[key] = Path(out)
     return out
+
+
+def build_chips(directory: Path, stem: str = "run", *, harness: Path = HARNESS, chips=tuple(CHIPS)) -> dict:
+    """``{soc: binary}``: the harness built for each chip, the builds side by side (:func:`build_jobs`)."""
+    with ThreadPoolExecutor(max_workers=build_jobs()) as pool:
+        futures = {soc: pool.submit(build, directory / f"{stem}_{soc}", soc, harness=harness) for soc in chips}
+        return {soc: f.result() for soc, f in futures.items()}
 
 
 def zz_decode(flat: np.ndarray, batch: int, rows: int, cols: int) -> np.ndarray:
@@ -80,10 +122,15 @@ def pad16(x: int) -> int:
     return -(-x // 16) * 16
 
 
+#: FP32 words per batch of the bookkeeping's batch words (``schedule::kFlagWords``; word 0 scaled, 1 listed)
+FLAG_WORDS = 8
+
+
 class Run:
-    def __init__(self, proc, c, parts, meta=None):
+    def __init__(self, proc, c, parts, meta=None, flags=None):
         self.rc, self.stdout, self.stderr = proc.returncode, proc.stdout, proc.stderr
         self.c, self.parts, self.meta = c, parts, meta
+        self.flags = flags  # guard="device": (batch, FLAG_WORDS) float32, the meta kernels' batch words
 
     @property
     def clean(self) -> bool:
@@ -91,8 +138,6 @@ class Run:
 
 
 _GUARD_CODE = {None: 0, "device": 1, "fp32": 2, "split": 3}  # the harness's header field `guard`
-#: guard::Subnormals of each split range (``cpu_fallback.guard.line_range``'s ``arithmetic.subnormals``)
-SUBNORMALS_CODE = {"gradual": 0, "flush": 1}
 
 
 def run(binary: Path, a, b, *, sb=12, keep_lo_lo=False, tiling=(32, 32, 32, 4), cube=4, vector=4,
@@ -129,11 +174,13 @@ def run(binary: Path, a, b, *, sb=12, keep_lo_lo=False, tiling=(32, 32, 32, 4), 
         cnt = batch * rows * cols
         parts.append(zz_decode(np.frombuffer(raw, np.float16, cnt, off), batch, rows, cols))
         off += cnt * 2
-    meta = None
+    meta = flags = None
     if guard == "device":
         meta = (np.frombuffer(raw, np.int32, batch * m, off).reshape(batch, m),
                 np.frombuffer(raw, np.int32, batch * n, off + batch * m * 4).reshape(batch, n))
-    return Run(proc, c, parts, meta)
+        off += batch * (m + n) * 4
+        flags = np.frombuffer(raw, np.float32, batch * FLAG_WORDS, off).reshape(batch, FLAG_WORDS)
+    return Run(proc, c, parts, meta, flags)
 
 
 def vector_cores(soc: str, cube_cores: int) -> int:
@@ -231,6 +278,7 @@ class LineMetaRun(NamedTuple):
     stderr: str
     meta: np.ndarray | None     # (batch, lines) int32, guard.pack_meta
     stats: tuple | None         # big, small_w, finite: (batch, lines) int32 each
+    flags: np.ndarray | None = None  # (batch, FLAG_WORDS) float32: the batch words this launch added
 
     @property
     def clean(self) -> bool:
@@ -255,18 +303,78 @@ def run_line_meta(binary: Path, x, *, along_rows: bool, sb=12, scale="auto", fix
     if proc.returncode not in (0, 1) or not outp.exists():
         return LineMetaRun(proc.returncode, proc.stdout, proc.stderr, None, None)
     lines = rows if along_rows else cols
-    raw = np.fromfile(outp, np.int32).reshape(4, batch, lines)
-    return LineMetaRun(proc.returncode, proc.stdout, proc.stderr, raw[0], (raw[1], raw[2], raw[3]))
+    data = np.fromfile(outp, np.int32)
+    raw = data[:4 * batch * lines].reshape(4, batch, lines)
+    flags = data[4 * batch * lines:].view(np.float32).reshape(batch, FLAG_WORDS)
+    return LineMetaRun(proc.returncode, proc.stdout, proc.stderr, raw[0], (raw[1], raw[2], raw[3]), flags)
 
 
-def planted_sources(tmp_path: Path, name: str, rel: str, pattern: str, replacement: str) -> Path:
+def planted_sources(tmp_path: Path, name: str, rel: str, pattern: str | None, replacement: str = "") -> Path:
     """A copy of the kernel sources (``include/``, ``kernel/``) under ``tmp_path/src`` with one planted bug:
-    the first ``pattern`` in ``rel`` replaced by ``replacement``.  Returns the copy's root for :func:`build`."""
+    the first ``pattern`` in ``rel`` replaced by ``replacement`` (``pattern`` None: the copy unmodified).
+    Returns the copy's root for :func:`build`."""
     root = tmp_path / "src"
     shutil.copytree(KERNELS / "include", root / "include")
     shutil.copytree(KERNELS / "kernel", root / "kernel")
+    if pattern is None:
+        return root
     target = root / rel
     text = target.read_text()
     assert pattern in text, f"planted bug {name}: pattern not found in {rel}"
     target.write_text(text.replace(pattern, replacement, 1))
     return root
+
+
+class PlantedBug(NamedTuple):
+    """One bug planted in a copy of the kernel sources (:func:`planted_sources`), built for ``soc`` with
+    ``harness`` at :data:`PLANTED_OPT`.  ``pattern`` None: the unmodified sources through the same
+    machinery (a control, which must pass)."""
+    name: str
+    rel: str | None
+    pattern: str | None
+    replacement: str
+    soc: str
+    harness: Path = HARNESS
+
+    @property
+    def id(self) -> str:
+        return f"{self.name}-{self.soc}"
+
+
+def control(soc: str, harness: Path = HARNESS) -> PlantedBug:
+    """The unmodified sources built as a planted bug is (copied, at :data:`PLANTED_OPT`)."""
+    return PlantedBug("control", None, None, "", soc, harness)
+
+
+def build_planted(bug: PlantedBug, directory: Path) -> Path:
+    """``bug``'s binary: its copy of the sources under ``directory``, built there."""
+    directory.mkdir(parents=True, exist_ok=True)
+    root = planted_sources(directory, bug.name, bug.rel, bug.pattern, bug.replacement)
+    return build(directory / "run_bug", bug.soc, src_root=root, harness=bug.harness, opt=PLANTED_OPT)
+
+
+class PlantedBuilds:
+    """The planted bugs of a module's selected tests, built in the background, :func:`build_jobs` at a
+    time, in the order the tests run: a test waits for its own binary only (the ``planted_binary``
+    fixture of ``tests/ascendc_kernels/conftest.py``).  Each bug is still built from its own modified
+    copy of the sources; only the waiting is shared."""
+
+    def __init__(self, directory: Path, bugs=()):
+        self._dir, self._futures = directory, {}
+        self._pool = ThreadPoolExecutor(max_workers=build_jobs())
+        for bug in bugs:
+            self._submit(bug)
+
+    def _submit(self, bug: PlantedBug):
+        if bug not in self._futures:
+            where = self._dir / f"{len(self._futures):03d}_{bug.name}_{bug.soc}"
+            self._futures[bug] = self._pool.submit(build_planted, bug, where)
+        return self._futures[bug]
+
+    def binary(self, bug: PlantedBug) -> Path:
+        return self._submit(bug).result()
+
+    def close(self):
+        for f in self._futures.values():
+            f.cancel()
+        self._pool.shutdown(wait=True)

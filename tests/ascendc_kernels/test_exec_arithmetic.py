@@ -26,7 +26,8 @@ import pytest
 
 from sgemm_cube.cpu_fallback.arithmetic import CHOICES, DEFAULT, WORST, Arithmetic, alternatives
 
-from .executed import ARITHMETIC_ENV, EXEC, HARNESS, ExecutedExtension, build, run, subprocess_env
+from .executed import (ARITHMETIC_ENV, EXEC, HARNESS, ExecutedExtension, build, build_chips, run,
+                       subprocess_env)
 from .test_ascend_kernel_sources import CHIPS
 
 PROBE = EXEC / "run_probe_ops.cpp"
@@ -35,8 +36,7 @@ CAST_NONE, CAST_RINT, CAST_TRUNC = 0, 1, 5  # AscendC::RoundMode (ascendc_types.
 
 @pytest.fixture(scope="module")
 def probe(tmp_path_factory):
-    d = tmp_path_factory.mktemp("probe_ops")
-    return {soc: build(d / f"probe_{soc}", soc, harness=PROBE) for soc in CHIPS}
+    return build_chips(tmp_path_factory.mktemp("probe_ops"), "probe", harness=PROBE)
 
 
 class Out(NamedTuple):

@@ -20,7 +20,9 @@ Checked here:
   ``SGEMM_CUBE_EXEC_ARITHMETIC=accumulate=sequential`` matches the sequential
   model, not cube16);
 * planted bugs in a copy of the kernel sources make the run fail, each with
-  the message of the rule it breaks where the stand-in has one.
+  the message of the rule it breaks where the stand-in has one (each bug
+  built from its own copy, several at a time in the background,
+  ``executed.PlantedBuilds``; the unmodified sources built the same way pass).
 """
 from __future__ import annotations
 
@@ -30,14 +32,13 @@ import pytest
 from sgemm_cube.backends import npu_schedule as ns
 from sgemm_cube.cpu_fallback import emulated_matmul, split, split_limits
 
-from .executed import PROFILE, build, pad16, planted_sources, run
+from .executed import PROFILE, PlantedBug, build_chips, control, pad16, run
 from .test_ascend_kernel_sources import CHIPS
 
 
 @pytest.fixture(scope="module")
 def binaries(tmp_path_factory):
-    d = tmp_path_factory.mktemp("exec_ascendc")
-    return {soc: build(d / f"run_{soc}", soc) for soc in CHIPS}
+    return build_chips(tmp_path_factory.mktemp("exec_ascendc"))
 
 
 def _same_bits(x: np.ndarray, y: np.ndarray) -> bool:
@@ -265,19 +266,36 @@ CHECKER_ONLY = {
 FATAL = {
     "mmad_issued_as_gemv": "GEMV mode not modelled; the kernels never issue it",
 }
-PLANTED_PARAMS = [(p[0], soc) for p in PLANTED for soc in p[4]]
+PLANTED_BUGS = [PlantedBug(name, rel, pattern, replacement, soc)
+                for name, rel, pattern, replacement, socs in PLANTED for soc in socs]
 
 
-@pytest.mark.parametrize("name,soc", PLANTED_PARAMS, ids=[f"{n}-{s}" for n, s in PLANTED_PARAMS])
-def test_planted_bug_fails(name, soc, tmp_path):
-    _, rel, pattern, replacement, _ = next(p for p in PLANTED if p[0] == name)
-    root = planted_sources(tmp_path, name, rel, pattern, replacement)
-    binary = build(tmp_path / "run_bug", soc, src_root=root)
-    rng = np.random.default_rng(11)
-    # K spans two groups and two column blocks per core: every buffer is reused.
-    a, b = _operands(rng, 1, 40, 64, 80)
-    tiling, cube = PLANTED_TILING.get(name, (32, 32, 32, 2)), 2
-    r = run(binary, a, b, tiling=tiling, cube=cube, vector=2, workdir=tmp_path)
+def _planted_run(binary, tiling, tmp_path):
+    """The planted bugs' product: K spans two groups and two column blocks per core, so every buffer is
+    reused.  Returns (a, b, cube, run)."""
+    a, b = _operands(np.random.default_rng(11), 1, 40, 64, 80)
+    return a, b, 2, run(binary, a, b, tiling=tiling, cube=2, vector=2, workdir=tmp_path)
+
+
+@pytest.mark.parametrize("bug", [control(soc) for soc in CHIPS], ids=PlantedBug.id.fget)
+def test_planted_machinery_without_a_bug_passes(bug, planted_binary, binaries, tmp_path):
+    """The unmodified sources, copied and built as a planted bug is (``executed.PLANTED_OPT``), run every
+    planted tiling clean, bit-exact with the model and with the ordinary build: a planted bug's failure
+    is its own, not the machinery's."""
+    for tiling in sorted({(32, 32, 32, 2), *PLANTED_TILING.values()}):
+        a, b, cube, r = _planted_run(planted_binary, tiling, tmp_path)
+        sim, _, _ = references(a, b, sb=12, keep_lo_lo=False, tiling=tiling, cube=cube, soc=bug.soc)
+        assert r.clean, f"{tiling}: rc={r.rc}\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}"
+        assert _same_bits(r.c, sim), (tiling, _diff(r.c, sim))
+        ordinary = _planted_run(binaries[bug.soc], tiling, tmp_path)[3]
+        assert r.stdout == ordinary.stdout and all(_same_bits(x, y) for x, y in zip(r.parts, ordinary.parts))
+
+
+@pytest.mark.parametrize("bug", PLANTED_BUGS, ids=PlantedBug.id.fget)
+def test_planted_bug_fails(bug, planted_binary, tmp_path):
+    name, soc = bug.name, bug.soc
+    tiling = PLANTED_TILING.get(name, (32, 32, 32, 2))
+    a, b, cube, r = _planted_run(planted_binary, tiling, tmp_path)
     if name in FATAL:
         assert r.rc == 2 and FATAL[name] in r.stderr, f"{name}: rc={r.rc}\n{r.stderr[-2000:]}"
         return

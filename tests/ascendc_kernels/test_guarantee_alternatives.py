@@ -42,7 +42,7 @@ from sgemm_cube.cpu_fallback.guard import fixup_min_class, line_meta, pack_meta,
 from tests.guarantee_data import GENERATORS, OVERFLOW, U, UNDERFLOW_UNIT, check_guarantee, references, \
     rng_for, sequential_fp32
 
-from .executed import PROFILE, ExecutedExtension, build, run
+from .executed import PROFILE, ExecutedExtension, build_chips, run
 from .test_ascend_kernel_sources import CHIPS
 
 FULL = os.environ.get("SGEMM_CUBE_FULL_SWEEP", "") not in ("", "0")
@@ -139,8 +139,7 @@ def design_for(kind: str, arithmetic: Arithmetic) -> Arithmetic:
 # ------------------------------------------------------------------ the executed path
 @pytest.fixture(scope="module")
 def kernels(tmp_path_factory):
-    d = tmp_path_factory.mktemp("exec_alternatives")
-    return {PROFILE[soc]: build(d / f"run_{soc}", soc) for soc in CHIPS}
+    return {PROFILE[soc]: path for soc, path in build_chips(tmp_path_factory.mktemp("exec_alternatives")).items()}
 
 
 @pytest.fixture
@@ -178,7 +177,7 @@ def npu_run(a, b, **options):
     m, k = a.shape
     n = b.shape[1]
     out = torch.empty(1, m, n)
-    npu.run(npu.plan(req, 1, m, n, k), req, torch.from_numpy(a[None].copy()), torch.from_numpy(b[None].copy()),
+    npu.run(npu.plan(req, 1, m, n, k), torch.from_numpy(a[None].copy()), torch.from_numpy(b[None].copy()),
             out)
     return out[0].numpy()
 

@@ -14,7 +14,7 @@ from sgemm_cube.cpu_fallback.arithmetic import CHOICES, DEFAULT, WORST, Arithmet
 pytest.importorskip("torch")
 probes = pytest.importorskip("ascendc_kernels.probes")
 
-from .executed import HARNESS, ExecutedExtension, build  # noqa: E402
+from .executed import ExecutedExtension, build_chips  # noqa: E402
 from .test_ascend_kernel_sources import CHIPS  # noqa: E402
 
 SOCS = {"910A": "910a", "910B": "910b"}
@@ -22,8 +22,7 @@ SOCS = {"910A": "910a", "910B": "910b"}
 
 @pytest.fixture(scope="module")
 def binaries(tmp_path_factory):
-    d = tmp_path_factory.mktemp("probes")
-    return {SOCS[c]: build(d / f"run_kernels_{c}", c, harness=HARNESS) for c in CHIPS}
+    return {SOCS[c]: path for c, path in build_chips(tmp_path_factory.mktemp("probes"), "run_kernels").items()}
 
 
 def test_every_probe_tells_its_alternatives_apart():

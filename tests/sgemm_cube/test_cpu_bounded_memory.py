@@ -138,7 +138,7 @@ def test_line_statistics_merge_over_blocks(monkeypatch, rng, axis):
     assert all(_same_bits(s, w) for s, w in zip(stats, whole))
     monkeypatch.setattr(cpu, "MEMORY_BUDGET", 1 << 10)  # blocks of 64 elements: lines cut along K
     plan = Plan("fp16x3", 12, "matrix", "cpu", "")
-    got = cpu._line_meta(x, axis, plan, True)
+    got = cpu._line_meta(x, axis, plan)
     want = line_meta(x, axis, scale="matrix")
     assert _same_bits(got.t, want.t) and _same_bits(got.cls, want.cls)
 

@@ -1,7 +1,7 @@
 """sgemm_cube.plan: make_request, the one validator of the product options (its defaults, refusals, cache)."""
 import pytest
 
-from sgemm_cube.plan import Request, make_request
+from sgemm_cube.plan import Plan, Request, make_request
 
 
 def test_defaults_are_the_documented_ones():
@@ -32,3 +32,12 @@ def test_equal_but_differently_typed_options_do_not_share_a_cached_request():
     with pytest.raises((TypeError, ValueError), match="sb"):
         make_request(sb=True)
     assert make_request(sb=0, fixup=False).fixup is False
+
+
+def test_a_plan_holds_every_decision_and_config_overrides():
+    """Plan fields beyond the first five default to matmul's defaults; with_config adds launch overrides."""
+    plan = Plan("fp16x3", 12, "auto", "cuda", "why")
+    assert (plan.order, plan.fixup, plan.accumulate, plan.config) == ("termwise", True, None, None)
+    forced = plan.with_config(variant="ptr").with_config(BLOCK_M=16)
+    assert forced.config == (("BLOCK_M", 16), ("variant", "ptr")) and hash(forced)
+    assert forced._replace(config=None) == plan

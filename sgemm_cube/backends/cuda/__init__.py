@@ -1,7 +1,9 @@
 """CUDA backend of sgemm_cube: the SGEMM-cube algorithm on tensor cores, in Triton.
 
 Importing this package needs neither torch nor triton nor a GPU; the kernels
-are imported on first use.  A product is four launches (:mod:`.launch`): the
+are imported on first use.  One entry point runs a product: :func:`run`, which reads
+a :class:`~sgemm_cube.plan.Plan` only (:func:`matmul`, the checked entry of
+benchmarks and tests, makes the plan and calls it).  A product is four launches (:mod:`.launch`): the
 statistics of both operands; their line meta and fix-up lists; the scaled
 split; the GEMM with its fix-up programs.  Layers, one per module:
 
@@ -15,7 +17,7 @@ split; the GEMM with its fix-up programs.  Layers, one per module:
   place, line meta and epilogue): :mod:`.gemm_tiles`;
 * :mod:`.fixup_kernel` -- the fix-up programs of the GEMM launch: the fix-up
   lines' outputs from the unscaled operands, in FP64;
-* :mod:`.launch` -- config resolution, padding, launches (:func:`matmul`);
+* :mod:`.launch` -- config resolution, padding, launches (:func:`.launch.run`);
 * :mod:`.configs` -- the schema, key list and validator of ``configs/<gpu>.json``
   and ``configs/default.json`` (written by ``tuning/gpu.py`` alone);
 * :mod:`.hybrid` -- per-GPU tables and :func:`prefers_native`.
@@ -60,38 +62,95 @@ def plan(req, batch: int, m: int, n: int, k: int, like=None):
     """The plan for a (batch, m, k) @ (batch, k, n) product on ``like``'s device (:func:`sgemm_cube.backends.base.make_plan`).
 
     Under ``backend="auto"`` the measured hybrid rule (:func:`prefers_native`) may choose native FP32.
+    An emulated plan's ``config`` is the launch configuration that runs (:func:`.launch.plan_config`:
+    ``configs/default.json``, the GPU's table, the user's measured table); a test or study forces
+    another, a kernel variant say, with ``plan.with_config(variant=...)``.
     """
     from ..base import make_plan
 
     native = None
     if req.backend == "auto" and like is not None and prefers_native(batch, m, n, k, like.device):
         native = "the measured hybrid rule says cuBLAS SGEMM is faster for this shape on this GPU"
-    return make_plan(req, "cuda", SCHEMES, k, orders=ORDERS, native_reason=native)
+    chosen = make_plan(req, "cuda", SCHEMES, k, orders=ORDERS, native_reason=native)
+    if chosen.backend == "cuda" and batch and m and n and k:  # an empty product launches nothing
+        import torch
+
+        from .launch import plan_config
+
+        device = like.device if isinstance(like, torch.Tensor) else torch.device("cpu" if interpreter_active()
+                                                                                else "cuda")
+        chosen = chosen._replace(config=plan_config(batch, m, n, k, device, order=chosen.order,
+                                                    scheme=chosen.scheme))
+    return chosen
 
 
-def run(plan, req, a, b, out, alpha: float = 1.0) -> None:
-    """Run ``plan`` on (B, M, K) and (B, K, N) float32 tensors into (B, M, N) ``out`` (times ``alpha``): no sync."""
+def run(plan, a, b, out, alpha: float = 1.0) -> None:
+    """Run ``plan`` on (B, M, K) and (B, K, N) float32 tensors into (B, M, N) ``out`` (times ``alpha``): no sync.
+
+    Every decision comes from ``plan``: scheme, sb, scale, order, fixup, and ``config``, the launch
+    configuration (None: the stored tables choose, :func:`.launch.resolve_config`).
+    """
     import warnings
 
     import torch
 
     from .launch import run as _run
 
+    assert plan.backend == "cuda" and plan.scheme in SCHEMES and plan.order in ORDERS, plan
     if interpreter_active() and not isinstance(a, torch.Tensor):  # NumPy data for the CPU interpreter
         with warnings.catch_warnings():  # broadcast views are read-only; the kernels only read a and b
             warnings.simplefilter("ignore", UserWarning)
             a, b, out = torch.from_numpy(a), torch.from_numpy(b), torch.from_numpy(out)
+    options = dict(sb=plan.sb, order=plan.order, scheme=plan.scheme, scale=plan.scale, fixup=plan.fixup,
+                   config=plan.config, alpha=alpha)
     if out.shape[2] > 1 and out.stride(2) != 1:
         res = torch.empty(out.shape, dtype=out.dtype, device=out.device)
-        _run(a, b, res, sb=plan.sb, order=req.order, scheme=plan.scheme, scale=plan.scale, fixup=req.fixup,
-             alpha=alpha)
+        _run(a, b, res, **options)
         out.copy_(res)
         return
-    _run(a, b, out, sb=plan.sb, order=req.order, scheme=plan.scheme, scale=plan.scale, fixup=req.fixup, alpha=alpha)
+    _run(a, b, out, **options)
 
 
-def matmul(a, b, *, out, **options) -> None:
-    """Emulated FP32 batched product on tensor cores with checked arguments; see :func:`.launch.matmul`."""
-    from .launch import matmul as _matmul
+def matmul(a, b, *, out, sb=12, order: str = "termwise", scheme: str = "fp16x3", keep_lo_lo: bool = False,
+           scale="auto", fixup: bool = True, flush_k: int | None = None, config: dict | None = None) -> None:
+    """Emulated FP32 batched product ``out[i] = a[i] @ b[i]`` on tensor cores, with checked arguments.
 
-    _matmul(a, b, out=out, **options)
+    The options become a plan as :func:`sgemm_cube.matmul`'s do (:func:`sgemm_cube.plan.make_request`
+    checks them, :func:`plan` decides), with ``config`` and ``flush_k`` overriding its launch
+    configuration (:meth:`sgemm_cube.plan.Plan.with_config`); then :func:`run` runs it.
+
+    Parameters
+    ----------
+    a : torch.Tensor, shape (B, M, K), float32
+    b : torch.Tensor, shape (B, K, N), float32
+        Any strides; a batch stride of 0 broadcasts.
+    out : torch.Tensor, shape (B, M, N), float32, last stride 1
+        Written in full.
+    sb : int
+        Scaling exponent of the FP16 residuals, 0 <= sb <= 24 (unused by the BF16 schemes).
+    order : {"termwise", "elementwise"}
+    scheme : {"fp16x3", "fp16x4", "bf16x9", "bf16x6"}
+        The split scheme (:mod:`sgemm_cube.cpu_fallback.schemes`); ``keep_lo_lo`` is shorthand for fp16x4.
+    scale, fixup
+        As in :func:`sgemm_cube.matmul` (:mod:`sgemm_cube.cpu_fallback.guard`).
+    flush_k : int, optional
+        K elements between round-to-nearest flushes of the hi*hi tensor-core
+        partial (default: the config's: 32 for K <= ``launch.SMALL_K_FLUSH[0]`` (2048) on a GPU, else 64
+        unless a measured table says otherwise); 0 never flushes (for comparison only).
+    config : dict, optional
+        Overrides of the launch configuration (keys of :func:`.launch.resolve_config`; ``variant``
+        forces a kernel variant).
+    """
+    from ...plan import make_request
+    from .launch import _scheme, check_operands
+
+    check_operands(a, b, out)
+    req = make_request(sb, _scheme(scheme, keep_lo_lo), scale, order, None, "cuda", fixup)
+    batch, m, k = a.shape
+    chosen = plan(req, batch, m, b.shape[2], k, a)
+    overrides = dict(config or {})
+    if flush_k is not None:
+        overrides["flush_k"] = flush_k
+    if overrides:
+        chosen = chosen.with_config(**overrides)
+    run(chosen, a, b, out)

@@ -1,6 +1,6 @@
 """Host side of the CUDA backend: configs, padding, the four launches of a product.
 
-``matmul`` runs four Triton launches on the current stream, each over both
+:func:`run` runs four Triton launches on the current stream, each over both
 operands where it reads them, and reads nothing back to the host:
 
 1. :func:`.split_kernel.tile_stats_kernel` -- the statistics of both operands;
@@ -48,7 +48,7 @@ from .gemm_tiles import VARIANTS
 from .hybrid import device_key, interpreter_active, load_device_table
 from .split_kernel import SCALE_MODES, line_meta_kernel, split_scaled_kernel, tile_stats_kernel
 
-__all__ = ["matmul", "run", "split_operands", "resolve_config", "flush_steps",
+__all__ = ["run", "check_operands", "split_operands", "resolve_config", "plan_config", "flush_steps",
            "SplitOperands", "LineOutputs", "DEFAULT_FLUSH_K"]
 
 _DEFAULTS = _configs.defaults()
@@ -187,6 +187,23 @@ def resolve_config(batch: int, m: int, n: int, k: int, device, *, order: str = "
         chosen.update(SMALL_K_FLUSH[1])
     chosen.update(_configs.validate_config(config or {}, source="config="))
     return chosen
+
+
+def _frozen(config: dict) -> tuple:
+    """A config as sorted ``(key, value)`` pairs, lists as tuples: the hashable form a plan carries."""
+    return tuple(sorted((key, tuple(v) if isinstance(v, list) else v) for key, v in config.items()))
+
+
+@functools.lru_cache(maxsize=4096)
+def _plan_config(batch: int, m: int, n: int, k: int, device, order: str, scheme: str, interpreted: bool) -> tuple:
+    return _frozen(resolve_config(batch, m, n, k, device, order=order, scheme=scheme))
+
+
+def plan_config(batch: int, m: int, n: int, k: int, device, *, order: str, scheme: str) -> tuple:
+    """:func:`resolve_config`'s choice for this problem (no overrides) as the sorted pairs a
+    :class:`~sgemm_cube.plan.Plan` carries (:func:`sgemm_cube.backends.cuda.plan`); cached, as the
+    stored tables' look-up is (:func:`_stored_config`)."""
+    return _plan_config(batch, m, n, k, torch.device(device), order, scheme, interpreter_active())
 
 
 def flush_steps(flush_k: int, block_k: int) -> tuple[int, int]:
@@ -616,11 +633,10 @@ def split_operands(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = 
                          LineOutputs(*(mem.tensor(r) for r in b_ints), lb), scheme)
 
 
-def _check(a, b, sb, order, out) -> None:
-    if order not in ("termwise", "elementwise"):
-        raise ValueError(f"unknown order {order!r}; choose one of ['termwise', 'elementwise']")
-    if isinstance(sb, bool) or not isinstance(sb, int) or not 0 <= sb <= 24:
-        raise ValueError(f"sb must be an integer in [0, 24], got {sb!r}")
+def check_operands(a, b, out) -> None:
+    """The operand checks of :func:`sgemm_cube.backends.cuda.matmul` (3-D float32 tensors of matching shapes on
+    one device the kernels run on, ``out`` with a last stride of 1); the options are the plan's, checked by
+    :func:`sgemm_cube.plan.make_request`."""
     if a.dim() != 3 or b.dim() != 3 or out.dim() != 3:
         raise ValueError(f"expected 3-D a, b, out; got {tuple(a.shape)}, {tuple(b.shape)}, {tuple(out.shape)}")
     batch, m, k = a.shape
@@ -637,46 +653,19 @@ def _check(a, b, sb, order, out) -> None:
         raise ValueError("out must have a last stride of 1")
 
 
-def matmul(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor, sb: int = 12, order: str = "termwise",
-           scheme: str = "fp16x3", keep_lo_lo: bool = False, scale="auto", fixup: bool = True,
-           flush_k: int | None = None, config: dict | None = None) -> None:
-    """Emulated FP32 batched product ``out[i] = a[i] @ b[i]`` on tensor cores, checked arguments.
-
-    Parameters
-    ----------
-    a : torch.Tensor, shape (B, M, K), float32
-    b : torch.Tensor, shape (B, K, N), float32
-        Any strides; a batch stride of 0 broadcasts.
-    out : torch.Tensor, shape (B, M, N), float32, last stride 1
-        Written in full.
-    sb : int
-        Scaling exponent of the FP16 residuals, 0 <= sb <= 24 (unused by the BF16 schemes).
-    order : {"termwise", "elementwise"}
-    scheme : {"fp16x3", "fp16x4", "bf16x9", "bf16x6"}
-        The split scheme (:mod:`sgemm_cube.cpu_fallback.schemes`); ``keep_lo_lo`` is shorthand for fp16x4.
-    scale, fixup
-        As in :func:`sgemm_cube.matmul` (:mod:`sgemm_cube.cpu_fallback.guard`).
-    flush_k : int, optional
-        K elements between round-to-nearest flushes of the hi*hi tensor-core
-        partial (default: the config's: 32 for K <= ``SMALL_K_FLUSH[0]`` (2048) on a GPU, else 64
-        unless a measured table says otherwise); 0 never flushes (for comparison only).
-    config : dict, optional
-        Overrides of the launch configuration (keys of :func:`resolve_config`).
-    """
-    _check(a, b, sb, order, out)
-    run(a, b, out, sb=sb, order=order, scheme=_scheme(scheme, keep_lo_lo), scale=scale, fixup=fixup,
-        flush_k=flush_k, config=config)
-
-
 def run(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *, sb: int, order: str, scheme: str, scale,
-        fixup: bool, flush_k: int | None = None, config: dict | None = None, alpha: float = 1.0) -> None:
-    """:func:`matmul` without the argument checks (the public API has made them): four launches, no sync.
+        fixup: bool, flush_k: int | None = None, config: dict | tuple | None = None, alpha: float = 1.0) -> None:
+    """Four launches, no sync: the product of a plan (:func:`sgemm_cube.backends.cuda.run` passes its fields;
+    the options were checked when the plan was made, :func:`sgemm_cube.plan.make_request`).
 
     ``alpha``: ``out = alpha * (a @ b)``, each output rounded once (``alpha`` taken as float32).
 
     The launches of a product are prepared once per (shapes, strides, operand
     alignment, options, device) and replayed with new addresses afterwards
     (:class:`_Cached`): a call then costs one allocation and four launches of host work.
+
+    ``config``: the launch configuration or overrides of it (:func:`resolve_config`), as a dict or as
+    the sorted pairs a plan carries (:func:`plan_config`).
     """
     batch, m, k = a.shape
     n = b.shape[2]
@@ -686,16 +675,22 @@ def run(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *, sb: int, order: 
     if alpha != 1:
         alpha = float(np.float32(alpha))  # the kernels take it as float32, as PyTorch's float32 kernels do
     fix = _fixup_min_class(fixup)
-    fast = (a.is_cuda and config is None and flush_k is None and scale != "matrix")
+    if isinstance(config, dict):
+        config = _frozen(config)
+    fast = (a.is_cuda and flush_k is None and scale != "matrix")
     if fast:
         key = (a.device, a.shape, b.shape, a.stride(), b.stride(), out.stride(), a.data_ptr() % 16,
-               b.data_ptr() % 16, out.data_ptr() % 16, sb, order, scheme, scale, fix)
-        cached = _CACHE.get(key)
+               b.data_ptr() % 16, out.data_ptr() % 16, sb, order, scheme, scale, fix, config)
+        try:
+            cached = _CACHE.get(key)
+        except TypeError:  # a config value no config takes (resolve_config's check below says which)
+            fast, cached = False, None
         if cached is not None:
             cached(a, b, out, alpha)
             return
     prob = _problem(tuple(a.shape), a.stride(), tuple(b.shape), b.stride(), out.stride(), a.device, sb=sb,
-                    order=order, scheme=scheme, scale=scale, fixup_min_class=fix, flush_k=flush_k, config=config)
+                    order=order, scheme=scheme, scale=scale, fixup_min_class=fix, flush_k=flush_k,
+                    config=None if config is None else dict(config))
     mem = _memory(prob, a, b, out, scale, alpha)
     compiled = [_launch_public(launch, mem) for launch in prob.launches]
     if fast:

@@ -1,6 +1,7 @@
 """Every backend follows the one protocol of sgemm_cube.backends.base.Backend."""
 import importlib
 import inspect
+import re
 
 import pytest
 
@@ -19,7 +20,9 @@ def test_backend_module_follows_the_protocol(name):
     assert set(mod.SCHEMES) <= set(SCHEMES) | {"native"} and mod.SCHEMES
     assert set(mod.ORDERS) <= set(ORDERS) and mod.ORDERS
     assert list(inspect.signature(mod.plan).parameters) == ["req", "batch", "m", "n", "k", "like"]
-    assert list(inspect.signature(mod.run).parameters) == ["plan", "req", "a", "b", "out", "alpha"]
+    # one entry point, reading the plan only: the request stays above the backends
+    assert list(inspect.signature(mod.run).parameters) == ["plan", "a", "b", "out", "alpha"]
+    assert not re.search(r"\breq\b", inspect.getsource(mod.run))
     assert inspect.signature(mod.run).parameters["alpha"].default == 1.0
     assert isinstance(mod.is_available(), bool) and isinstance(mod.unavailable_reason(), str)
     assert mod.is_available() == (mod.unavailable_reason() == "")
@@ -42,6 +45,42 @@ def test_explain_is_the_backends_plan_with_matmuls_defaults():
     plan = sgemm_cube.explain(a, a.T, backend="cpu")
     assert plan == sgemm_cube.backends.get_backend("cpu").plan(sgemm_cube.plan.make_request(backend="cpu"), 1, 4, 4,
                                                                32, a)
+
+
+@pytest.mark.parametrize("options, decisions", [
+    (dict(), dict(scheme="fp16x3", order="termwise", fixup=True, accumulate="cube16", config=None)),
+    (dict(order="elementwise", fixup=False, accumulate="truncate", scheme="bf16x6", sb=6, scale="rows"),
+     dict(scheme="bf16x6", sb=6, scale="rows", order="elementwise", fixup=False, accumulate="truncate")),
+    (dict(backend="native"), dict(scheme="native", backend="native", scale=None, order=None, fixup=False,
+                                  accumulate=None)),
+])
+def test_explain_shows_every_decision_run_reads(options, decisions):
+    """The plan carries order, fixup and accumulate (the CPU model's default resolved): what cpu.run reads."""
+    import numpy as np
+
+    import sgemm_cube
+
+    a = np.ones((4, 32), np.float32)
+    plan = sgemm_cube.explain(a, a.T, **options)
+    assert {key: getattr(plan, key) for key in decisions} == decisions
+
+
+def test_cpu_run_reads_the_plan_not_the_options():
+    """A plan changed after planning runs as changed (the request is not consulted): order and accumulate."""
+    import numpy as np
+
+    from sgemm_cube import cpu_fallback
+    from sgemm_cube.backends import cpu
+    from sgemm_cube.plan import make_request
+
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((1, 8, 40)).astype(np.float32)
+    b = rng.standard_normal((1, 40, 6)).astype(np.float32)
+    plan = cpu.plan(make_request(backend="cpu"), 1, 8, 6, 40)._replace(order="elementwise", accumulate="sequential")
+    out = np.empty((1, 8, 6), np.float32)
+    cpu.run(plan, a, b, out)
+    want = cpu_fallback.emulated_matmul(a[0], b[0], order="elementwise", accumulate="sequential")
+    assert np.array_equal(out[0], want)
 
 
 def test_the_wheel_installs_only_sgemm_cube():

@@ -126,7 +126,7 @@ def _launch(ext, monkeypatch, *, alpha=1.0, env=None, **options):
     req = make_request(backend="npu", **options)
     a, b = torch.ones(1, 24, 40), torch.ones(1, 40, 32)
     ext.calls.clear()
-    npu.run(npu.plan(req, 1, 24, 32, 40), req, a, b, torch.empty(1, 24, 32), alpha=alpha)
+    npu.run(npu.plan(req, 1, 24, 32, 40), a, b, torch.empty(1, 24, 32), alpha=alpha)
     (args, kwargs), = ext.calls
     call = dict(zip(_FIELDS, args))
     call["subnormals"] = kwargs.pop("subnormals", 1)
@@ -139,12 +139,12 @@ def test_every_option_changes_what_is_launched(recording, monkeypatch, soc):
     ext = recording(soc)
     base = _launch(ext, monkeypatch)
     assert (base["sb"], base["keep_lo_lo"], base["guard"], base["scale"], base["fixup"], base["alpha"],
-            base["subnormals"]) == (12, False, True, npu._SCALE_CODE["auto"], True, 1.0, 1)
+            base["subnormals"]) == (12, False, True, npu.SCALE_CODE["auto"], True, 1.0, 1)
     variants = {
         "sb": (dict(sb=6), {"sb": 6}),
         "scheme": (dict(scheme="fp16x4"), {"keep_lo_lo": True}),
-        "scale": (dict(scale="rows"), {"scale": npu._SCALE_CODE["rows"]}),
-        "scale=None": (dict(scale=None), {"scale": npu._SCALE_CODE[None]}),
+        "scale": (dict(scale="rows"), {"scale": npu.SCALE_CODE["rows"]}),
+        "scale=None": (dict(scale=None), {"scale": npu.SCALE_CODE[None]}),
         "fixup": (dict(fixup=False), {"fixup": False}),
         "alpha": (dict(alpha=-2.5), {"alpha": -2.5}),
         # a recorded answer that the chip keeps FP16 subnormals widens the range; one that it flushes

@@ -222,7 +222,7 @@ def test_run_keeps_the_guarantee_around_the_kernels(model_ext, torch):
     a[0, 5, 7], b[1, 2, 9] = np.inf, np.nan
     req = make_request(backend="npu")
     out = torch.empty(2, 24, 20)
-    npu.run(npu.plan(req, 2, 24, 20, 40), req, torch.from_numpy(a), torch.from_numpy(b), out)
+    npu.run(npu.plan(req, 2, 24, 20, 40), torch.from_numpy(a), torch.from_numpy(b), out)
     for i in range(2):
         msg = check_guarantee(out[i].numpy(), a[i], b[i])
         assert not msg, msg
@@ -249,11 +249,11 @@ def test_the_guarantee_runs_on_the_device(model_ext, torch, scale):
     b[0, :, 2] *= np.float32(1e30)          # far above the split's range
     req = make_request(scale=scale, backend="npu")
     out = torch.empty(1, 16, 8)
-    npu.run(npu.plan(req, 1, 16, 8, 32), req, torch.from_numpy(a), torch.from_numpy(b), out, alpha=2.0)
+    npu.run(npu.plan(req, 1, 16, 8, 32), torch.from_numpy(a), torch.from_numpy(b), out, alpha=2.0)
     (xa, xb, args), = seen
     assert torch.equal(torch.nan_to_num(xa), torch.nan_to_num(torch.from_numpy(a)))  # raw: NaN/Inf included
     assert torch.equal(torch.nan_to_num(xb), torch.nan_to_num(torch.from_numpy(b)))
-    assert args[-4:] == (True, npu._SCALE_CODE[scale], True, 2.0)  # guard, scale, fixup, alpha
+    assert args[-4:] == (True, npu.SCALE_CODE[scale], True, 2.0)  # guard, scale, fixup, alpha
     # The guarantee, elementwise (see test_run_keeps_the_guarantee_around_the_kernels; alpha = 2 is exact).
     msg = check_guarantee(out[0].numpy() / 2, a[0], b[0], frobenius=False)
     assert not msg, msg
@@ -293,7 +293,7 @@ def test_run_neither_synchronises_nor_uses_float64(model_ext, torch, monkeypatch
 
     monkeypatch.setattr(torch.Tensor, "to", to)
     req = make_request(backend="npu")
-    npu.run(npu.plan(req, 2, 24, 20, 40), req, ta, tb, out)
+    npu.run(npu.plan(req, 2, 24, 20, 40), ta, tb, out)
     monkeypatch.undo()
     for i in range(2):
         msg = check_guarantee(out[i].numpy(), a[i], b[i])
@@ -410,7 +410,7 @@ def test_the_fp32_route_is_plain_fp32_on_the_device(model_ext, npu_options, torc
             forbid.setattr(torch.Tensor, name, lambda *args, _n=name, **kw: pytest.fail(f"npu.run called .{_n}"))
         for name in ("matmul", "mm", "bmm"):
             forbid.setattr(torch, name, lambda *args, _n=name, **kw: pytest.fail(f"npu.run called torch.{_n}"))
-        npu.run(plan, req, torch.from_numpy(a), torch.from_numpy(b), out, alpha=-3.0)
+        npu.run(plan, torch.from_numpy(a), torch.from_numpy(b), out, alpha=-3.0)
     assert ext.calls == ["fp32"]
     with np.errstate(all="ignore"):
         want = np.float32(-3) * sequential_fp32(a, b)
@@ -428,7 +428,7 @@ def test_the_fp32_route_is_plain_fp32_on_the_device(model_ext, npu_options, torc
         req = make_request(backend="native", fixup=False)
         plan = npu.plan(req, 1, 24, 20, 40)
         out = torch.empty(1, 24, 20)
-        npu.run(plan, req, torch.from_numpy(a), torch.from_numpy(b), out)
+        npu.run(plan, torch.from_numpy(a), torch.from_numpy(b), out)
         msg = check_guarantee(out[0].numpy(), a[0], b[0])
         assert not msg, msg
 
@@ -481,3 +481,28 @@ def test_explain_gives_the_routes_on_a_modelled_chip(torch):
         hf32 = {k: sgemm_cube.explain(*ab) for k, ab in ((8, short), (64, long))}
     assert {k: (p.backend, p.scheme) for k, p in hf32.items()} == {8: ("npu", "fp32"), 64: ("npu", "fp16x3")}
     assert all("allow_hf32 is on" in p.reason for p in hf32.values())
+
+
+def test_the_plan_holds_what_npu_run_launches(model_ext, torch):
+    """backend="native" emulated on the 910A: the plan (explain) says fixup on and termwise whatever the
+    options said, and carries the split range's arithmetic and the tiling; a tiling forced through the
+    plan's config is the one launched."""
+    from sgemm_cube.plan import make_request
+
+    ext = model_ext("910a", 32)
+    plan = npu.plan(make_request(backend="native", fixup=False), 1, 24, 20, 40)
+    assert (plan.backend, plan.scheme, plan.sb, plan.scale, plan.order, plan.fixup) == (
+        "npu", "fp16x3", 12, "auto", "termwise", True)
+    config = dict(plan.config)
+    assert config["arithmetic"] == npu.arithmetic("910a").arithmetic
+    assert config["tiling"] == npu.choose_tiling("910a", 24, 20, 40, terms=3)
+    seen = []
+    kernel = ext.matmul
+    ext.matmul = lambda *args, **kw: (seen.append(args), kernel(*args, **kw))
+    forced = npu_schedule.Tiling(16, 32, 16, 3)
+    a, b = torch.ones(1, 24, 40), torch.ones(1, 40, 20)
+    out = torch.empty(1, 24, 20)
+    npu.run(plan.with_config(tiling=forced), a, b, out)
+    (args,) = seen
+    assert args[5:9] == (16, 32, 16, 3) and args[-2] is True  # bm, bk, bn, n_fused; fixup from the plan
+    assert torch.equal(out, torch.full((1, 24, 20), 40.0))

@@ -240,7 +240,6 @@ def test_reference_rows_stay_within_the_flop_limit():
     assert bench_gpu.reference_rows(BenchProblem("small", 4, 100, 100, 100, "b"), 2e12) == 100
 
 
-@pytest.mark.slow
 @pytest.mark.skipif(os.environ.get("TRITON_INTERPRET", "0") != "1",
                     reason="backend='cuda' on CPU tensors needs Triton's interpreter (set by conftest without a GPU)")
 def test_matrix_dry_run_on_the_cpu(monkeypatch):
@@ -281,7 +280,6 @@ def test_matrix_dry_run_on_the_cpu(monkeypatch):
 
 # ---- the model benchmark -----------------------------------------------------------------------
 
-@pytest.mark.slow
 def test_tiny_model_bench_on_the_cpu(tmp_path, capsys):
     import sgemm_cube.product
     from sgemm_cube.cli import main

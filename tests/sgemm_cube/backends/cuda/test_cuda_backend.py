@@ -545,7 +545,7 @@ def test_private_launcher_checks_the_triton_version(monkeypatch):
 @pytest.mark.parametrize("kwargs, exc, match", [
     (dict(order="rowwise"), ValueError, "order"),
     (dict(sb=25), ValueError, "sb"),
-    (dict(sb=True), ValueError, "sb"),
+    (dict(sb=True), TypeError, "sb"),  # checked once, by make_request (as sgemm_cube.matmul's sb)
     (dict(flush_k=40), ValueError, "flush_k"),
     (dict(config={"BLOCK_Q": 4}), ValueError, "unknown config keys"),
     (dict(config={"variant": "wgmma"}), ValueError, "unknown kernel variant"),
@@ -556,6 +556,22 @@ def test_option_errors(kwargs, exc, match):
     opts.update(kwargs)
     with pytest.raises(exc, match=match):
         cuda.matmul(a, b, **opts)
+
+
+def test_matmul_forces_a_variant_through_the_plan(monkeypatch):
+    """cuda.matmul's options become a plan (gemlite's ``kernel=`` override: ``config={"variant": ...}``), and
+    cuda.run reads only that plan."""
+    seen = []
+    monkeypatch.setattr(cuda, "run", lambda plan, a, b, out, alpha=1.0: seen.append(plan))
+    a, b, out = torch.ones(1, 4, 8), torch.ones(1, 8, 3), torch.empty(1, 4, 3)
+    cuda.matmul(a, b, out=out, sb=6, order="elementwise", fixup=False, flush_k=64, config={"variant": "ptr"})
+    plan, = seen
+    assert (plan.backend, plan.scheme, plan.sb, plan.order, plan.fixup) == ("cuda", "fp16x3", 6, "elementwise", False)
+    resolved = dict(launch.plan_config(1, 4, 3, 8, "cpu", order="elementwise", scheme="fp16x3"))
+    assert dict(plan.config) == {**resolved, "variant": "ptr", "flush_k": 64}
+    # explain shows the launch configuration that runs (the stored tables' choice for the shape)
+    shown = sgemm_cube.explain(a[0], b[0], backend="cuda").config
+    assert shown == launch._frozen(launch.resolve_config(1, 4, 3, 8, "cpu"))
 
 
 @pytest.mark.parametrize("a, b, out, exc, match", [

@@ -1,0 +1,23 @@
+"""Fixtures of the planted-bug tests: each test takes a ``bug`` (``executed.PlantedBug``) parameter and the
+``planted_binary`` fixture; the session's selected bugs are built in the background from the first
+request on (``executed.PlantedBuilds``), several at a time, so that a test waits for its own build only."""
+import pytest
+
+from .executed import PlantedBug, PlantedBuilds
+
+
+@pytest.fixture(scope="session")
+def planted_builds(request, tmp_path_factory):
+    """The planted bugs of the tests this session runs, queued in the order the tests run (a bug planted
+    twice, such as a chip's control, is built once)."""
+    bugs = [item.callspec.params["bug"] for item in request.session.items
+            if isinstance(getattr(item, "callspec", None) and item.callspec.params.get("bug"), PlantedBug)]
+    builds = PlantedBuilds(tmp_path_factory.mktemp("planted"), bugs)
+    yield builds
+    builds.close()
+
+
+@pytest.fixture
+def planted_binary(planted_builds, bug):
+    """The test's ``bug`` built from its modified copy of the kernel sources."""
+    return planted_builds.binary(bug)
