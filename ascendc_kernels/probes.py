@@ -64,7 +64,7 @@ def _product(ext, device, a, b, *, sb, tiling):
     tb = torch.from_numpy(np.ascontiguousarray(b, np.float32)[None]).to(device)
     out = torch.zeros(1, a.shape[0], b.shape[1], dtype=torch.float32, device=device)
     bm, bk, bn, n_fused = tiling
-    ext.matmul(ta, tb, out, sb, False, bm, bk, bn, n_fused, False)
+    ext.matmul(ta, tb, out, ext.MatmulOptions(sb=sb, keep_lo_lo=False, bm=bm, bk=bk, bn=bn, n_fused=n_fused))
     return out[0].cpu().numpy()
 
 

@@ -1,8 +1,14 @@
 // pybind11 module `sgemm_cube.backends._npu_ext`: torch_npu tensors in, the
 // three SGEMM-cube kernels launched on the current NPU stream.
 //
-//   matmul(a, b, out, sb, keep_lo_lo, bm, bk, bn, n_fused, per_term=False, guard=False, scale=1,
-//          fixup=True, alpha=1.0, subnormals=1) -> None
+//   MatmulOptions(*, sb, keep_lo_lo, bm, bk, bn, n_fused, per_term=False, guard=False, scale=1, fixup=True,
+//                 alpha=1.0, subnormals=1)
+//       matmul's options, keywords only, each a read-write attribute (npu.py's _matmul_options builds them;
+//       npu.MatmulOptions mirrors the fields and defaults for the stand-in extensions).
+//       sb: the residuals' scaling exponent, in [0, 24]; keep_lo_lo: the fourth product A_lo B_lo;
+//       bm, bk, bn, n_fused, per_term: the tiling (schedule::Tiling); scale (guard::Scale), fixup,
+//       alpha: the guarantee's options, used with guard.
+//   matmul(a, b, out, options) -> None
 //       guard: the accuracy guarantee's bookkeeping on the device too (line statistics and integers,
 //       scaled splits, unscaling with alpha, fix-up lines in FP32: cpu_fallback/guard.py's rules).  The
 //       unscale runs in the combine kernel (or, where the 910A's GEMM epilogue combined, as its own
@@ -64,6 +70,21 @@ arch::Capacity built_capacity()
 struct Cores {
     uint32_t cube;
     uint32_t vector;
+};
+
+/// What `matmul` computes, bound as `MatmulOptions` (keywords only; sgemm_cube/backends/npu.py builds it, and
+/// its MatmulOptions mirrors these fields and defaults for the stand-ins).
+struct MatmulOptions {
+    int64_t sb;           // scaling exponent of the residuals, in [0, 24]
+    bool keep_lo_lo;      // also the A_lo B_lo product (fp16x4)
+    int64_t bm, bk, bn;   // the tiling (schedule::Tiling)
+    int64_t n_fused;
+    bool per_term = false;
+    bool guard = false;   // the accuracy guarantee's bookkeeping on the device
+    int64_t scale = 1;    // guard::Scale
+    bool fixup = true;    // FP32 fix-up of the lines the split cannot hold
+    double alpha = 1.0;   // out = alpha * (a @ b), with guard
+    int64_t subnormals = 1;  // guard::Subnormals: the split range the lines are classified by
 };
 
 /// Cube and vector core counts of a device.  On 910A the vector units are
@@ -143,169 +164,254 @@ std::string device_soc(int64_t device)
     return name == nullptr ? std::string() : std::string(name);
 }
 
-void matmul(const at::Tensor& a, const at::Tensor& b, at::Tensor& out, int64_t sb, bool keep_lo_lo, int64_t bm,
-            int64_t bk, int64_t bn, int64_t n_fused, bool per_term, bool guard, int64_t scale, bool fixup,
-            double alpha, int64_t subnormals)
+/// (batch, m, k, n) of out = a @ b.
+struct Dims {
+    int64_t batch, m, k, n;
+};
+
+/// What may not launch: operands check_product refuses, sb or subnormals out of range, a device of
+/// another SoC family than the build's.
+Dims check_matmul(const at::Tensor& a, const at::Tensor& b, const at::Tensor& out, const MatmulOptions& options)
 {
-    const at::Device device = a.device();
-    const std::array<int64_t, 4> dims = check_product(a, b, out);  // (batch, m, k, n)
-    const int64_t batch = dims[0], m = dims[1], k = dims[2], n = dims[3];
-    TORCH_CHECK(sb >= 0 && sb <= 24, "sgemm_cube NPU kernel: sb must be in [0, 24], got ", sb);
-    TORCH_CHECK(subnormals == 0 || subnormals == 1, "sgemm_cube NPU kernel: subnormals must be 0 (gradual) or 1 "
-                "(flush), got ", subnormals);
-    const std::string family = soc_family(device_soc(device.index()).c_str());
-    TORCH_CHECK(family == built_soc(), "sgemm_cube NPU kernel was built for Ascend ", built_soc(),
-                " but this device is ", device_soc(device.index()), "; rebuild with the matching SOC_VERSION");
-    if (batch == 0 || m == 0 || n == 0) {
+    const std::array<int64_t, 4> dims = check_product(a, b, out);
+    TORCH_CHECK(options.sb >= 0 && options.sb <= 24, "sgemm_cube NPU kernel: sb must be in [0, 24], got ",
+                options.sb);
+    TORCH_CHECK(options.subnormals == 0 || options.subnormals == 1, "sgemm_cube NPU kernel: subnormals must be 0 "
+                "(gradual) or 1 (flush), got ", options.subnormals);
+    const int64_t device = a.device().index();
+    TORCH_CHECK(soc_family(device_soc(device).c_str()) == built_soc(), "sgemm_cube NPU kernel was built for Ascend ",
+                built_soc(), " but this device is ", device_soc(device), "; rebuild with the matching SOC_VERSION");
+    return Dims{dims[0], dims[1], dims[2], dims[3]};
+}
+
+/// The launch plan of options' tiling for this product on these cores (raises where the tiling cannot run).
+LaunchPlan plan_product(const Dims& d, const MatmulOptions& o, const Cores& cores)
+{
+    const schedule::Tiling tiling{checked_u32(o.bm, "bm"), checked_u32(o.bk, "bk"), checked_u32(o.bn, "bn"),
+                                  checked_u32(o.n_fused, "n_fused"), o.per_term ? 1u : 0u};
+    LaunchPlan plan{};
+    const schedule::Status status =
+        make_launch_plan(built_capacity(), checked_u32(d.batch, "batch"), checked_u32(d.m, "m"),
+                         checked_u32(d.n, "n"), checked_u32(d.k, "k"), tiling, cores.cube, cores.vector,
+                         o.keep_lo_lo, &plan);
+    TORCH_CHECK(status == schedule::Status::kOk, "sgemm_cube NPU kernel cannot run tiling (", o.bm, ", ", o.bk,
+                ", ", o.bn, ", ", o.n_fused, "): ", schedule::status_message(status));
+    return plan;
+}
+
+/// One product's launches and what they share: the plan, the device, the operands as the kernels read them
+/// and every buffer.  Each enqueued lambda holds a copy, so the tensors live until the launches ran.
+struct Product {
+    MatmulOptions options;
+    LaunchPlan plan;
+    Cores cores;
+    aclrtStream stream;
+    at::Tensor a_src, b_src;     // a and b zero-padded to multiples of 16 (zero products are exact zeros)
+    at::Tensor a_parts, b_parts;  // [hi, lo] in FP16
+    void* a_hi;
+    void* a_lo;
+    void* b_hi;
+    void* b_lo;
+    at::Tensor terms;             // the term buffers (the first is `out` itself where no padding is needed)
+    void* term_ptr[schedule::kMaxTerms];
+    bool direct;                  // the HH term (then C) accumulates straight into `out`
+    // The guarantee's integers (guard): statistics and packed integers of A's rows and B's columns, and the
+    // batches' words (kernel/batch_flags.hpp), zeroed on the stream; the meta kernel adds to them.
+    at::Tensor stats, meta, flags;
+    int64_t lines_a, lines_b;
+    int32_t* meta_a;
+    int32_t* meta_b;
+    float* flags_p;
+    float scale_sb, inv_scale;
+    uint32_t keep_below;  // the split's bound: entries at or above it (and NaN/Inf) reach the cube as 0
+    AlphaParts alpha;
+};
+
+/// The buffers of one product, allocated on a's device (nothing launched yet).
+Product prepare_product(const at::Tensor& a, const at::Tensor& b, at::Tensor& out, const Dims& d,
+                        const MatmulOptions& o)
+{
+    Product p{};
+    p.options = o;
+    p.cores = device_cores(int32_t(a.device().index()));
+    p.plan = plan_product(d, o, p.cores);
+    p.stream = c10_npu::getCurrentNPUStream().stream(false);
+    const schedule::Geometry& g = p.plan.geometry;
+    p.a_src = p.plan.padded_a
+                  ? at::constant_pad_nd(a, {0, int64_t(g.kp) - d.k, 0, int64_t(g.mp) - d.m}, 0).contiguous()
+                  : a;
+    p.b_src = p.plan.padded_b
+                  ? at::constant_pad_nd(b, {0, int64_t(g.np) - d.n, 0, int64_t(g.kp) - d.k}, 0).contiguous()
+                  : b;
+    const at::TensorOptions half_opts = a.options().dtype(at::kHalf);
+    p.a_parts = at::empty({2, int64_t(p.plan.a_part_elems)}, half_opts);
+    p.b_parts = at::empty({2, int64_t(p.plan.b_part_elems)}, half_opts);
+    p.a_hi = p.a_parts[0].data_ptr();
+    p.a_lo = p.a_parts[1].data_ptr();
+    p.b_hi = p.b_parts[0].data_ptr();
+    p.b_lo = p.b_parts[1].data_ptr();
+    // The combine kernel (or the GEMM's epilogue) overwrites the HH term with C.
+    p.direct = !p.plan.padded_c;
+    const int64_t in_out = p.direct ? 1 : 0;
+    p.terms = at::empty({int64_t(p.plan.term_buffers) - in_out, int64_t(p.plan.term_elems)}, a.options());
+    for (uint32_t t = 0; t < p.plan.term_buffers; ++t) {  // the rest stay nullptr
+        p.term_ptr[t] = (p.direct && t == 0) ? out.data_ptr() : p.terms[int64_t(t) - in_out].data_ptr();
+    }
+    const at::TensorOptions int_opts = a.options().dtype(at::kInt);
+    p.lines_a = int64_t(g.batch) * g.mp;
+    p.lines_b = int64_t(g.batch) * g.np;
+    p.stats = at::empty({o.guard ? 3 * (p.lines_a + p.lines_b) : 0}, int_opts);
+    p.meta = at::empty({o.guard ? p.lines_a + p.lines_b : 0}, int_opts);
+    p.flags = at::zeros({o.guard ? int64_t(g.batch) * schedule::kFlagWords : 0}, a.options());
+    p.meta_a = o.guard ? p.meta.data_ptr<int32_t>() : nullptr;
+    p.meta_b = o.guard ? p.meta_a + p.lines_a : nullptr;
+    p.flags_p = o.guard ? p.flags.data_ptr<float>() : nullptr;
+    p.scale_sb = std::ldexp(1.0f, int(o.sb));
+    p.inv_scale = std::ldexp(1.0f, -int(o.sb));
+    p.keep_below = kNonFiniteBits;
+    if (o.guard) {
+        const float max_abs = std::fmin(65520.0f, std::ldexp(1.0f, 27 - int(o.sb)));  // split_limits(sb).max_abs
+        std::memcpy(&p.keep_below, &max_abs, sizeof p.keep_below);
+    }
+    p.alpha = split_alpha(o.alpha);
+    return p;
+}
+
+/// guard: the line statistics of A's rows and B's columns, then their packed integers and the batch words.
+void enqueue_line_meta(const Product& p)
+{
+    const schedule::Geometry& g = p.plan.geometry;
+    const uint32_t vector = p.cores.vector;
+    const uint32_t a_cores = schedule::make_line_stats_geometry(g.batch, g.mp, g.kp, true, vector).cores;
+    const uint32_t b_cores = schedule::make_line_stats_geometry(g.batch, g.kp, g.np, false, vector).cores;
+    int32_t* const sta = p.stats.data_ptr<int32_t>();
+    int32_t* const stb = sta + 3 * p.lines_a;
+    const int64_t la = p.lines_a, lb = p.lines_b;
+    enqueue("SgemmCubeLineStatsA", [p, a_cores, sta, la]() -> int {
+        const schedule::Geometry& g = p.plan.geometry;
+        return int(launch_line_stats(a_cores, p.stream, p.a_src.data_ptr(), sta, sta + la, sta + 2 * la, g.batch,
+                                     g.mp, g.kp, 1u, p.cores.vector));
+    });
+    enqueue("SgemmCubeLineStatsB", [p, b_cores, stb, lb]() -> int {
+        const schedule::Geometry& g = p.plan.geometry;
+        return int(launch_line_stats(b_cores, p.stream, p.b_src.data_ptr(), stb, stb + lb, stb + 2 * lb, g.batch,
+                                     g.kp, g.np, 0u, p.cores.vector));
+    });
+    enqueue("SgemmCubeLineMeta", [p, sta, stb, la, lb]() -> int {
+        const schedule::Geometry& g = p.plan.geometry;
+        const MatmulOptions& o = p.options;
+        const uint32_t scale = uint32_t(o.scale), fix = o.fixup ? 1u : 0u, sb = uint32_t(o.sb);
+        const uint32_t sub = uint32_t(o.subnormals), vector = p.cores.vector;
+        auto meta_cores = [vector](int64_t lines) {
+            return schedule::min_u32(vector, uint32_t((lines + schedule::kMetaChunk - 1) / schedule::kMetaChunk));
+        };
+        const int ra = int(launch_line_meta(meta_cores(la), p.stream, sta, sta + la, sta + 2 * la, p.meta_a,
+                                            p.flags_p, g.batch, g.mp, sb, scale, fix, vector, sub));
+        return ra != 0 ? ra
+                       : int(launch_line_meta(meta_cores(lb), p.stream, stb, stb + lb, stb + 2 * lb, p.meta_b,
+                                              p.flags_p, g.batch, g.np, sb, scale, fix, vector, sub));
+    });
+}
+
+/// The splits of A and B into FP16 hi/lo (with guard, each line scaled by its power of two first).
+void enqueue_splits(const Product& p)
+{
+    enqueue("SgemmCubeSplitA", [p]() -> int {
+        const schedule::Geometry& g = p.plan.geometry;
+        return int(launch_split(p.plan.split_a.cores, p.stream, p.a_src.data_ptr(), p.a_hi, p.a_lo, p.meta_a,
+                                p.flags_p, g.batch, g.mp, g.kp, p.cores.vector, p.scale_sb,
+                                p.options.guard ? 1u : 0u, p.keep_below));
+    });
+    enqueue("SgemmCubeSplitB", [p]() -> int {
+        const schedule::Geometry& g = p.plan.geometry;
+        return int(launch_split(p.plan.split_b.cores, p.stream, p.b_src.data_ptr(), p.b_hi, p.b_lo, p.meta_b,
+                                p.flags_p, g.batch, g.kp, g.np, p.cores.vector, p.scale_sb,
+                                p.options.guard ? 2u : 0u, p.keep_below));
+    });
+}
+
+/// The cube GEMM of the products' terms (on 910A with one K group, combined in its epilogue).
+void enqueue_gemm(const Product& p)
+{
+    enqueue("SgemmCubeGemm", [p]() -> int {
+        const schedule::Geometry& g = p.plan.geometry;
+        return int(launch_gemm(p.plan.gemm_blocks, p.stream, p.a_hi, p.a_lo, p.b_hi, p.b_lo, p.term_ptr[0],
+                               p.term_ptr[1], p.term_ptr[2], p.term_ptr[3], g.batch, g.m, g.n, g.k, g.bm, g.bk,
+                               g.bn, g.n_fused, p.options.per_term ? 1u : 0u, p.cores.cube, p.plan.terms, p.inv_scale));
+    });
+}
+
+/// The termwise combination into the first term buffer; with guard, the unscale folded in (on its cores).
+void enqueue_combine(const Product& p)
+{
+    const schedule::Geometry& g = p.plan.geometry;
+    const uint32_t unscale_cores = schedule::make_unscale_geometry(g.batch, g.mp, g.np, p.cores.vector).cores;
+    const uint32_t cores = p.options.guard ? unscale_cores : p.plan.combine.cores;
+    enqueue("SgemmCubeCombine", [p, cores]() -> int {
+        const schedule::Geometry& g = p.plan.geometry;
+        return int(launch_combine(cores, p.stream, p.term_ptr[0], p.term_ptr[1], p.term_ptr[2], p.term_ptr[3],
+                                  p.term_ptr[0], p.plan.term_elems, p.cores.vector, p.options.keep_lo_lo ? 1u : 0u,
+                                  p.inv_scale, p.meta_a, p.meta_b, p.flags_p, g.batch, g.mp, g.np, p.alpha.mant,
+                                  p.alpha.exp));
+    });
+}
+
+/// guard: the unscaling with alpha where the GEMM's epilogue combined, then the fix-up lines in FP32.
+void enqueue_unscale_and_fixup(const Product& p)
+{
+    const schedule::Geometry& g = p.plan.geometry;
+    const uint32_t vector = p.cores.vector;
+    if (!p.plan.launch_combine) {
+        const uint32_t cores = schedule::make_unscale_geometry(g.batch, g.mp, g.np, vector).cores;
+        enqueue("SgemmCubeUnscale", [p, cores]() -> int {
+            const schedule::Geometry& g = p.plan.geometry;
+            return int(launch_unscale(cores, p.stream, p.term_ptr[0], p.meta_a, p.meta_b, p.flags_p, g.batch, g.mp,
+                                      g.np, p.cores.vector, p.alpha.mant, p.alpha.exp));
+        });
+    }
+    const uint32_t row_cores = schedule::min_u32(vector, g.batch * g.mp);
+    const uint32_t col_cores = schedule::min_u32(vector, g.batch * schedule::ceil_div(g.mp, schedule::kFixupColRows));
+    enqueue("SgemmCubeFixup", [p, row_cores, col_cores]() -> int {
+        const schedule::Geometry& g = p.plan.geometry;
+        const uint32_t min_class = p.options.fixup ? 1u : 2u;
+        void* const a = p.a_src.data_ptr();
+        void* const b = p.b_src.data_ptr();
+        const int rr = int(launch_fixup_rows(row_cores, p.stream, a, b, p.meta_a, p.meta_b, p.term_ptr[0], p.flags_p,
+                                             g.batch, g.mp, g.np, g.kp, g.k, min_class, p.cores.vector, p.alpha.mant,
+                                             p.alpha.exp));
+        return rr != 0 ? rr
+                       : int(launch_fixup_cols(col_cores, p.stream, a, b, p.meta_a, p.meta_b, p.term_ptr[0],
+                                               p.flags_p, g.batch, g.mp, g.np, g.kp, g.k, min_class, p.cores.vector,
+                                               p.alpha.mant, p.alpha.exp));
+    });
+}
+
+void matmul(const at::Tensor& a, const at::Tensor& b, at::Tensor& out, const MatmulOptions& options)
+{
+    const Dims d = check_matmul(a, b, out, options);
+    if (d.batch == 0 || d.m == 0 || d.n == 0) {
         return;
     }
-    if (k == 0) {
+    if (d.k == 0) {
         out.zero_();
         return;
     }
-
-    const Cores cores = device_cores(int32_t(device.index()));
-    LaunchPlan plan{};
-    const schedule::Tiling tiling{checked_u32(bm, "bm"), checked_u32(bk, "bk"), checked_u32(bn, "bn"),
-                                  checked_u32(n_fused, "n_fused"), per_term ? 1u : 0u};
-    const schedule::Status status =
-        make_launch_plan(built_capacity(), checked_u32(batch, "batch"), checked_u32(m, "m"), checked_u32(n, "n"),
-                         checked_u32(k, "k"), tiling, cores.cube, cores.vector, keep_lo_lo, &plan);
-    TORCH_CHECK(status == schedule::Status::kOk, "sgemm_cube NPU kernel cannot run tiling (", bm, ", ", bk, ", ", bn,
-                ", ", n_fused, "): ", schedule::status_message(status));
-    const schedule::Geometry& g = plan.geometry;
-
-    // Zero padding to multiples of 16: zero rows and columns add exact zero products.
-    const at::Tensor a_src =
-        plan.padded_a ? at::constant_pad_nd(a, {0, int64_t(g.kp) - k, 0, int64_t(g.mp) - m}, 0).contiguous() : a;
-    const at::Tensor b_src =
-        plan.padded_b ? at::constant_pad_nd(b, {0, int64_t(g.np) - n, 0, int64_t(g.kp) - k}, 0).contiguous() : b;
-    const at::TensorOptions half_opts = a.options().dtype(at::kHalf);
-    const at::Tensor a_parts = at::empty({2, int64_t(plan.a_part_elems)}, half_opts);  // [hi, lo]
-    const at::Tensor b_parts = at::empty({2, int64_t(plan.b_part_elems)}, half_opts);
-    // The HH term accumulates straight into `out` when no padding is needed;
-    // the combine kernel (or the GEMM's epilogue) then overwrites it with C.
-    const bool direct = !plan.padded_c;
-    const int64_t extra_terms = int64_t(plan.term_buffers) - (direct ? 1 : 0);
-    const at::Tensor terms = at::empty({extra_terms, int64_t(plan.term_elems)}, a.options());
-    void* term_ptr[schedule::kMaxTerms] = {nullptr, nullptr, nullptr, nullptr};
-    for (uint32_t t = 0; t < plan.term_buffers; ++t) {
-        term_ptr[t] = (direct && t == 0) ? out.data_ptr() : terms[int64_t(t) - (direct ? 1 : 0)].data_ptr();
+    const Product p = prepare_product(a, b, out, d, options);
+    if (options.guard) {
+        enqueue_line_meta(p);
     }
-    void* a_hi = a_parts[0].data_ptr();
-    void* a_lo = a_parts[1].data_ptr();
-    void* b_hi = b_parts[0].data_ptr();
-    void* b_lo = b_parts[1].data_ptr();
-    const float scale_sb = std::ldexp(1.0f, int(sb));
-    const float inv_scale = std::ldexp(1.0f, -int(sb));
-    const aclrtStream stream = c10_npu::getCurrentNPUStream().stream(false);
-    // The guarantee's integers (guard): statistics and packed integers of A's rows and B's columns.
-    const at::TensorOptions int_opts = a.options().dtype(at::kInt);
-    const int64_t lines_a = int64_t(g.batch) * g.mp, lines_b = int64_t(g.batch) * g.np;
-    const at::Tensor stats = at::empty({guard ? 3 * (lines_a + lines_b) : 0}, int_opts);
-    const at::Tensor meta = at::empty({guard ? lines_a + lines_b : 0}, int_opts);
-    // The batches' words (kernel/batch_flags.hpp): zeroed here, on the stream; the meta kernel adds to them.
-    const at::Tensor flags = at::zeros({guard ? int64_t(g.batch) * schedule::kFlagWords : 0}, a.options());
-    int32_t* const st = guard ? stats.data_ptr<int32_t>() : nullptr;
-    int32_t* const meta_a = guard ? meta.data_ptr<int32_t>() : nullptr;
-    int32_t* const meta_b = guard ? meta_a + lines_a : nullptr;
-    float* const flags_p = guard ? flags.data_ptr<float>() : nullptr;
-    uint32_t keep_below = kNonFiniteBits;
-    if (guard) {
-        const float max_abs = std::fmin(65520.0f, std::ldexp(1.0f, 27 - int(sb)));  // split_limits(sb).max_abs
-        std::memcpy(&keep_below, &max_abs, sizeof keep_below);
-        const schedule::LineStatsGeometry sa = schedule::make_line_stats_geometry(g.batch, g.mp, g.kp, true,
-                                                                                  cores.vector);
-        const schedule::LineStatsGeometry sb_ = schedule::make_line_stats_geometry(g.batch, g.kp, g.np, false,
-                                                                                   cores.vector);
-        int32_t* const sta = st;
-        int32_t* const stb = st + 3 * lines_a;
-        auto meta_cores = [&](int64_t lines) {
-            return schedule::min_u32(cores.vector, uint32_t((lines + schedule::kMetaChunk - 1) / schedule::kMetaChunk));
-        };
-        const uint32_t scale_code = uint32_t(scale), fix = fixup ? 1u : 0u, sbu = uint32_t(sb);
-        const uint32_t sub = uint32_t(subnormals);
-        enqueue("SgemmCubeLineStatsA", [=]() -> int {
-            (void)stats;
-            return int(launch_line_stats(sa.cores, stream, a_src.data_ptr(), sta, sta + lines_a, sta + 2 * lines_a,
-                                         g.batch, g.mp, g.kp, 1u, cores.vector));
-        });
-        enqueue("SgemmCubeLineStatsB", [=]() -> int {
-            return int(launch_line_stats(sb_.cores, stream, b_src.data_ptr(), stb, stb + lines_b, stb + 2 * lines_b,
-                                         g.batch, g.kp, g.np, 0u, cores.vector));
-        });
-        enqueue("SgemmCubeLineMeta", [=]() -> int {
-            (void)meta;
-            (void)flags;
-            const int ra = int(launch_line_meta(meta_cores(lines_a), stream, sta, sta + lines_a, sta + 2 * lines_a,
-                                                meta_a, flags_p, g.batch, g.mp, sbu, scale_code, fix, cores.vector,
-                                                sub));
-            return ra != 0 ? ra
-                           : int(launch_line_meta(meta_cores(lines_b), stream, stb, stb + lines_b, stb + 2 * lines_b,
-                                                  meta_b, flags_p, g.batch, g.np, sbu, scale_code, fix, cores.vector,
-                                                  sub));
-        });
+    enqueue_splits(p);
+    enqueue_gemm(p);
+    if (p.plan.launch_combine) {
+        enqueue_combine(p);
     }
-    // Each lambda holds the tensors it touches, so they live until it ran.
-    enqueue("SgemmCubeSplitA", [=]() -> int {
-        return int(launch_split(plan.split_a.cores, stream, a_src.data_ptr(), a_hi, a_lo, meta_a, flags_p, g.batch, g.mp,
-                                g.kp, cores.vector, scale_sb, guard ? 1u : 0u, keep_below));
-    });
-    enqueue("SgemmCubeSplitB", [=]() -> int {
-        return int(launch_split(plan.split_b.cores, stream, b_src.data_ptr(), b_hi, b_lo, meta_b, flags_p, g.batch, g.kp,
-                                g.np, cores.vector, scale_sb, guard ? 2u : 0u, keep_below));
-    });
-    enqueue("SgemmCubeGemm", [=]() -> int {
-        (void)a_parts;
-        (void)b_parts;
-        (void)terms;
-        return int(launch_gemm(plan.gemm_blocks, stream, a_hi, a_lo, b_hi, b_lo, term_ptr[0], term_ptr[1],
-                               term_ptr[2], term_ptr[3], g.batch, g.m, g.n, g.k, g.bm, g.bk, g.bn, g.n_fused,
-                               tiling.per_term, cores.cube, plan.terms, inv_scale));
-    });
-    const AlphaParts alpha_parts = split_alpha(alpha);
-    const float alpha_mant = alpha_parts.mant;
-    const int32_t alpha_exp = alpha_parts.exp;
-    const schedule::UnscaleGeometry ug = schedule::make_unscale_geometry(g.batch, g.mp, g.np, cores.vector);
-    if (plan.launch_combine) {  // with guard, the unscale folded in (the unscale's units and cores)
-        enqueue("SgemmCubeCombine", [=]() -> int {
-            (void)terms;
-            (void)meta;
-            (void)flags;
-            return int(launch_combine(guard ? ug.cores : plan.combine.cores, stream, term_ptr[0], term_ptr[1],
-                                      term_ptr[2], term_ptr[3], term_ptr[0], plan.term_elems, cores.vector,
-                                      keep_lo_lo ? 1u : 0u, inv_scale, meta_a, meta_b, flags_p, g.batch, g.mp, g.np,
-                                      alpha_mant, alpha_exp));
-        });
+    if (options.guard) {
+        enqueue_unscale_and_fixup(p);
     }
-    if (guard) {  // the unscaling with alpha where the GEMM's epilogue combined, then the fix-up lines in FP32
-        const uint32_t fixup_min_class = fixup ? 1u : 2u, k32 = g.k;
-        const uint32_t row_cores = schedule::min_u32(cores.vector, g.batch * g.mp);
-        const uint32_t col_cores =
-            schedule::min_u32(cores.vector, g.batch * schedule::ceil_div(g.mp, schedule::kFixupColRows));
-        if (!plan.launch_combine) {
-            enqueue("SgemmCubeUnscale", [=]() -> int {
-                (void)meta;
-                (void)terms;
-                (void)flags;
-                return int(launch_unscale(ug.cores, stream, term_ptr[0], meta_a, meta_b, flags_p, g.batch, g.mp, g.np,
-                                          cores.vector, alpha_mant, alpha_exp));
-            });
-        }
-        enqueue("SgemmCubeFixup", [=]() -> int {
-            (void)flags;
-            const int rr = int(launch_fixup_rows(row_cores, stream, a_src.data_ptr(), b_src.data_ptr(), meta_a, meta_b,
-                                                 term_ptr[0], flags_p, g.batch, g.mp, g.np, g.kp, k32, fixup_min_class,
-                                                 cores.vector, alpha_mant, alpha_exp));
-            return rr != 0 ? rr
-                           : int(launch_fixup_cols(col_cores, stream, a_src.data_ptr(), b_src.data_ptr(), meta_a,
-                                                   meta_b, term_ptr[0], flags_p, g.batch, g.mp, g.np, g.kp, k32,
-                                                   fixup_min_class, cores.vector, alpha_mant, alpha_exp));
-        });
-    }
-    if (!direct) {
-        const at::Tensor c = terms[0].view({batch, int64_t(g.mp), int64_t(g.np)});
-        out.copy_(c.narrow(1, 0, m).narrow(2, 0, n));
+    if (!p.direct) {
+        const schedule::Geometry& g = p.plan.geometry;
+        const at::Tensor c = p.terms[0].view({d.batch, int64_t(g.mp), int64_t(g.np)});
+        out.copy_(c.narrow(1, 0, d.m).narrow(2, 0, d.n));
     }
 }
 
@@ -388,11 +494,30 @@ void split(const at::Tensor& x, at::Tensor& hi, at::Tensor& lo, int64_t sb)
 PYBIND11_MODULE(_npu_ext, m)
 {
     m.doc() = "SGEMM-cube AscendC kernels (split, cube GEMM, termwise combine) for torch_npu tensors";
-    m.def("matmul", &sgemm_cube::host::matmul, pybind11::arg("a"), pybind11::arg("b"), pybind11::arg("out"),
-          pybind11::arg("sb"), pybind11::arg("keep_lo_lo"), pybind11::arg("bm"), pybind11::arg("bk"),
-          pybind11::arg("bn"), pybind11::arg("n_fused"), pybind11::arg("per_term") = false,
-          pybind11::arg("guard") = false, pybind11::arg("scale") = 1, pybind11::arg("fixup") = true,
-          pybind11::arg("alpha") = 1.0, pybind11::arg("subnormals") = 1,
+    using sgemm_cube::host::MatmulOptions;
+    namespace py = pybind11;
+    py::class_<MatmulOptions>(m, "MatmulOptions", "matmul's options: the tiling, the scheme and the guarantee's")
+        .def(py::init([](int64_t sb, bool keep_lo_lo, int64_t bm, int64_t bk, int64_t bn, int64_t n_fused,
+                         bool per_term, bool guard, int64_t scale, bool fixup, double alpha, int64_t subnormals) {
+                 return MatmulOptions{sb, keep_lo_lo, bm, bk, bn, n_fused, per_term, guard, scale, fixup, alpha,
+                                      subnormals};
+             }),
+             py::kw_only(), py::arg("sb"), py::arg("keep_lo_lo"), py::arg("bm"), py::arg("bk"), py::arg("bn"),
+             py::arg("n_fused"), py::arg("per_term") = false, py::arg("guard") = false, py::arg("scale") = 1,
+             py::arg("fixup") = true, py::arg("alpha") = 1.0, py::arg("subnormals") = 1)
+        .def_readwrite("sb", &MatmulOptions::sb)
+        .def_readwrite("keep_lo_lo", &MatmulOptions::keep_lo_lo)
+        .def_readwrite("bm", &MatmulOptions::bm)
+        .def_readwrite("bk", &MatmulOptions::bk)
+        .def_readwrite("bn", &MatmulOptions::bn)
+        .def_readwrite("n_fused", &MatmulOptions::n_fused)
+        .def_readwrite("per_term", &MatmulOptions::per_term)
+        .def_readwrite("guard", &MatmulOptions::guard)
+        .def_readwrite("scale", &MatmulOptions::scale)
+        .def_readwrite("fixup", &MatmulOptions::fixup)
+        .def_readwrite("alpha", &MatmulOptions::alpha)
+        .def_readwrite("subnormals", &MatmulOptions::subnormals);
+    m.def("matmul", &sgemm_cube::host::matmul, py::arg("a"), py::arg("b"), py::arg("out"), py::arg("options"),
           "out[b] = A[b] B[b] emulated in FP32 from FP16 cube products (all tensors float32, contiguous, on one NPU)");
     m.def("matmul_fp32", &sgemm_cube::host::matmul_fp32, pybind11::arg("a"), pybind11::arg("b"),
           pybind11::arg("out"), pybind11::arg("alpha") = 1.0,

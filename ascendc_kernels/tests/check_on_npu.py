@@ -122,30 +122,36 @@ def _guarded_model(a, b, scale_code, fixup, alpha, kw, subnormals=1):
 
 
 class ModelExtension(types.ModuleType):
-    """Stands in for the compiled ``_npu_ext``: the schedule model on CPU tensors."""
+    """Stands in for the compiled ``_npu_ext``: the schedule model on CPU tensors.
+
+    Same interface as ``host/binding.cpp``'s module: ``soc()``, ``MatmulOptions`` (``npu.MatmulOptions``),
+    ``matmul(a, b, out, options)``, ``matmul_fp32(a, b, out, alpha=1.0)``; ``calls`` records each launch."""
 
     def __init__(self, soc: str, cores: int):
+        from sgemm_cube.backends.npu import MatmulOptions
+
         super().__init__("sgemm_cube.backends._npu_ext")
         self._soc, self._cores, self.calls = soc, cores, []
+        self.MatmulOptions = MatmulOptions
 
     def soc(self) -> str:
         return self._soc
 
-    def matmul(self, a, b, out, sb, keep_lo_lo, bm, bk, bn, n_fused, per_term=False, guard=False, scale=1,
-               fixup=True, alpha=1.0, subnormals=1):
+    def matmul(self, a, b, out, options):
         import torch
 
         from sgemm_cube.backends import npu_schedule
 
         assert a.is_contiguous() and b.is_contiguous() and out.is_contiguous()
         assert a.dtype == b.dtype == out.dtype == torch.float32
-        self.calls.append((bm, bk, bn, n_fused, bool(per_term)))
+        o = options
+        self.calls.append((o.bm, o.bk, o.bn, o.n_fused, bool(o.per_term)))
         x, y = _HOST(a), _HOST(b)
-        tiling = npu_schedule.Tiling(bm, bk, bn, n_fused, bool(per_term))
-        kw = dict(sb=sb, keep_lo_lo=keep_lo_lo, tiling=tiling, cap=npu_schedule.capacity_from_profile(self._soc),
-                  cores=self._cores)
-        c = npu_schedule.simulate(x, y, **kw) if not guard else _guarded_model(x, y, scale, fixup, alpha, kw,
-                                                                               subnormals)
+        tiling = npu_schedule.Tiling(o.bm, o.bk, o.bn, o.n_fused, bool(o.per_term))
+        kw = dict(sb=o.sb, keep_lo_lo=o.keep_lo_lo, tiling=tiling,
+                  cap=npu_schedule.capacity_from_profile(self._soc), cores=self._cores)
+        c = (npu_schedule.simulate(x, y, **kw) if not o.guard
+             else _guarded_model(x, y, o.scale, o.fixup, o.alpha, kw, o.subnormals))
         _COPY(out, torch.from_numpy(c))
 
     def matmul_fp32(self, a, b, out, alpha=1.0):

@@ -39,8 +39,9 @@ answer of the hardware (:func:`arithmetic`: ``SGEMM_CUBE_NPU_ARITHMETIC`` or
 keeps them widens the range.  ``ascendc_kernels/README.md`` says which
 design covers which alternative.
 
-The device code has not been compiled or run in this repository's CI (no
-CANN toolkit or NPU there).
+The device code has never been compiled by bisheng nor run on an NPU (no CANN toolkit or NPU
+here); in CI the kernels execute on the host in a functional model of the AscendC API
+(``tests/ascendc_kernels/executed.py``), untested on hardware.
 """
 from __future__ import annotations
 
@@ -60,7 +61,7 @@ from .base import native_plan
 
 __all__ = ["SCHEMES", "ORDERS", "is_available", "unavailable_reason", "plan", "run", "matmul", "fp32_matmul",
            "choose_tiling", "native_fp32", "NativeFp32", "DEFAULT_PRECISION_MODE", "arithmetic", "NpuArithmetic",
-           "ARITHMETIC_ENV", "ARITHMETIC_FILE", "UNPROBED", "SCALE_CODE", "SUBNORMALS_CODE"]
+           "ARITHMETIC_ENV", "ARITHMETIC_FILE", "UNPROBED", "SCALE_CODE", "SUBNORMALS_CODE", "MatmulOptions"]
 
 _EXTENSION = "sgemm_cube.backends._npu_ext"
 # Where a CANN toolkit keeps the ACL headers, relative to ASCEND_HOME_PATH.
@@ -334,6 +335,34 @@ def _tiling(tiling, batch: int, m: int, n: int, k: int, terms: int, check: bool)
     return t
 
 
+class MatmulOptions(NamedTuple):
+    """The extension's ``MatmulOptions`` (``ascendc_kernels/host/binding.cpp``), field for field with its
+    defaults: what one ``ext.matmul(a, b, out, options)`` computes.  The stand-in extensions take it as theirs."""
+
+    sb: int                  #: scaling exponent of the residuals, 0 <= sb <= 24
+    keep_lo_lo: bool         #: also the ``A_lo B_lo`` product (fp16x4)
+    bm: int                  #: the tiling (:class:`.npu_schedule.Tiling`)
+    bk: int
+    bn: int
+    n_fused: int
+    per_term: bool = False
+    guard: bool = False      #: the guarantee's bookkeeping on the device
+    scale: int = 1           #: :data:`SCALE_CODE` of the plan's scale
+    fixup: bool = True       #: FP32 fix-up of the lines the split cannot hold
+    alpha: float = 1.0       #: out = alpha * (a @ b), with guard
+    subnormals: int = 1      #: :data:`SUBNORMALS_CODE` of the arithmetic's FP16 subnormals: the split range
+
+
+def _matmul_options(sb: int, lo_lo: bool, t: npu_schedule.Tiling, guard: dict | None) -> MatmulOptions:
+    """The one place the extension's options are built: the scheme, the tiling and (``guard``) the guarantee's."""
+    tiling = dict(bm=t.bm, bk=t.bk, bn=t.bn, n_fused=t.n_fused, per_term=bool(t.per_term))
+    if guard is None:
+        return MatmulOptions(sb=sb, keep_lo_lo=lo_lo, **tiling)
+    return MatmulOptions(sb=sb, keep_lo_lo=lo_lo, **tiling, guard=True, scale=SCALE_CODE[guard["scale"]],
+                         fixup=bool(guard["fixup"]), alpha=float(guard["alpha"]),
+                         subnormals=SUBNORMALS_CODE[guard["arithmetic"].subnormals])
+
+
 def _launch(a, b, out, *, sb: int, lo_lo: bool, tiling, guard: dict | None, check: bool) -> None:
     """One call of the extension: the kernels (and, with ``guard``, the bookkeeping) into ``out``."""
     ext = _extension()
@@ -342,12 +371,7 @@ def _launch(a, b, out, *, sb: int, lo_lo: bool, tiling, guard: dict | None, chec
     batch, m, k = a.shape
     t = _tiling(tiling, batch, m, b.shape[2], k, 4 if lo_lo else 3, check)
     target = _contiguous_target(out)
-    if guard is None:
-        ext.matmul(a, b, target, sb, lo_lo, t.bm, t.bk, t.bn, t.n_fused, bool(t.per_term))
-    else:
-        ext.matmul(a, b, target, sb, lo_lo, t.bm, t.bk, t.bn, t.n_fused, bool(t.per_term), True,
-                   SCALE_CODE[guard["scale"]], bool(guard["fixup"]), float(guard["alpha"]),
-                   subnormals=SUBNORMALS_CODE[guard["arithmetic"].subnormals])
+    ext.matmul(a, b, target, ext.MatmulOptions(**_matmul_options(sb, lo_lo, t, guard)._asdict()))
     if target is not out:
         out.copy_(target)
 

@@ -23,7 +23,8 @@ from typing import NamedTuple
 import numpy as np
 import pytest
 
-from sgemm_cube.backends.npu import SCALE_CODE, SUBNORMALS_CODE  # guard::Scale, guard::Subnormals: one source
+# guard::Scale, guard::Subnormals (one source) and the extension's options struct
+from sgemm_cube.backends.npu import SCALE_CODE, SUBNORMALS_CODE, MatmulOptions
 from sgemm_cube.cpu_fallback.arithmetic import Arithmetic
 
 from .test_ascend_kernel_sources import CHIPS, KERNELS
@@ -210,12 +211,13 @@ class ExecutedExtension(types.ModuleType):
     """Stands in for the compiled ``_npu_ext`` by running the real kernels in the executable stand-in.
 
     Same interface as ``host/binding.cpp``'s module and ``ascendc_kernels/tests/check_on_npu.ModelExtension``
-    (``soc()``, ``matmul(a, b, out, sb, keep_lo_lo, bm, bk, bn, n_fused, per_term=False, guard=False,
-    scale=1, fixup=True, alpha=1.0, subnormals=1)``, ``matmul_fp32(a, b, out, alpha=1.0)``, ``calls``);
-    every run must leave the flag checker clean.  It reads and writes the
-    tensors through functions captured at import, so a test may forbid host read-backs to the code
-    that calls it.  ``arithmetic``: the stand-in's open behaviours for every run (module docstring).
+    (``soc()``, ``MatmulOptions`` (``npu.MatmulOptions``), ``matmul(a, b, out, options)``,
+    ``matmul_fp32(a, b, out, alpha=1.0)``, ``calls``); every run must leave the flag checker clean.  It reads
+    and writes the tensors through functions captured at import, so a test may forbid host read-backs to the
+    code that calls it.  ``arithmetic``: the stand-in's open behaviours for every run (module docstring).
     """
+
+    MatmulOptions = MatmulOptions
 
     def __init__(self, soc: str, cores: int, binary: Path, workdir: Path,
                  arithmetic: Arithmetic | str | None = None):
@@ -227,18 +229,18 @@ class ExecutedExtension(types.ModuleType):
     def soc(self) -> str:
         return self._soc
 
-    def matmul(self, a, b, out, sb, keep_lo_lo, bm, bk, bn, n_fused, per_term=False, guard=False, scale=1,
-               fixup=True, alpha=1.0, subnormals=1):
+    def matmul(self, a, b, out, options):
         import torch
 
         assert a.is_contiguous() and b.is_contiguous() and out.is_contiguous()
         assert a.dtype == b.dtype == out.dtype == torch.float32
-        self.calls.append((bm, bk, bn, n_fused, bool(per_term)))
-        scale_name = {code: name for name, code in SCALE_CODE.items()}[scale]
-        r = run(self._binary, _host(a), _host(b), sb=sb, keep_lo_lo=keep_lo_lo,
-                tiling=(bm, bk, bn, n_fused, int(per_term)), cube=self._cores,
-                guard="device" if guard else None, scale=scale_name, fixup=fixup, alpha=alpha,
-                subnormals={code: name for name, code in SUBNORMALS_CODE.items()}[subnormals],
+        o = options
+        self.calls.append((o.bm, o.bk, o.bn, o.n_fused, bool(o.per_term)))
+        scale_name = {code: name for name, code in SCALE_CODE.items()}[o.scale]
+        r = run(self._binary, _host(a), _host(b), sb=o.sb, keep_lo_lo=o.keep_lo_lo,
+                tiling=(o.bm, o.bk, o.bn, o.n_fused, int(o.per_term)), cube=self._cores,
+                guard="device" if o.guard else None, scale=scale_name, fixup=o.fixup, alpha=o.alpha,
+                subnormals={code: name for name, code in SUBNORMALS_CODE.items()}[o.subnormals],
                 vector=vector_cores(self._soc, self._cores),
                 workdir=self._workdir, arithmetic=self._arithmetic)
         assert r.clean, f"the executed kernels failed (rc={r.rc}):\n{r.stdout[-3000:]}\n{r.stderr[-2000:]}"

@@ -186,6 +186,24 @@ def test_ci_launch_stubs_match_the_kernel_signatures():
         assert stub_params[2:] == _params(params), name
 
 
+def test_the_python_matmul_options_mirror_the_binding():
+    """``npu.MatmulOptions`` (what the stand-in extensions take) has binding.cpp's ``MatmulOptions`` fields, in
+    order, with its defaults, and every field is bound as an attribute."""
+    from sgemm_cube.backends.npu import MatmulOptions
+
+    src = (KERNELS / "host" / "binding.cpp").read_text()
+    bound = src[src.index('py::class_<MatmulOptions>'):src.index('m.def("matmul"')]
+    args = re.findall(r'py::arg\("(\w+)"\)(?:\s*=\s*([\w.]+))?', bound)
+    def value(literal):  # a C++ default: false, true, an integer or a double
+        return {"false": False, "true": True}[literal] if literal in ("false", "true") else (
+            float(literal) if "." in literal else int(literal))
+
+    cpp = {name: value(d) if d else None for name, d in args}
+    assert tuple(cpp) == MatmulOptions._fields
+    assert {k: v for k, v in cpp.items() if v is not None} == MatmulOptions._field_defaults
+    assert re.findall(r'def_readwrite\("(\w+)"', bound) == list(MatmulOptions._fields)
+
+
 def test_host_glue_compiles_against_torch_npu_headers():
     wheel = os.environ.get("SGEMM_CUBE_TORCH_NPU_DIR")
     if not wheel or not (Path(wheel) / "torch_npu" / "include").is_dir():

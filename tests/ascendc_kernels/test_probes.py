@@ -53,12 +53,13 @@ class _OddChip:
 
     def __init__(self, inner):
         self.inner = inner
+        self.MatmulOptions = inner.MatmulOptions
 
     def soc(self):
         return self.inner.soc()
 
-    def matmul(self, a, b, out, *args):
-        self.inner.matmul(a, b, out, *args)
+    def matmul(self, a, b, out, options):
+        self.inner.matmul(a, b, out, options)
         out.copy_(out.view(dtype=__import__("torch").int32).add(1).view(dtype=out.dtype))
 
     def split(self, *args):

@@ -74,7 +74,9 @@ def test_malformed_records_raise_naming_where(no_record, monkeypatch):
 
 # ------------------------------------------------------------------ what reaches the extension
 class RecordingExtension(types.ModuleType):
-    """Stands in for ``_npu_ext``: records every call's arguments, writes zeros."""
+    """Stands in for ``_npu_ext``: records every call's options, writes zeros."""
+
+    MatmulOptions = npu.MatmulOptions
 
     def __init__(self, soc: str):
         super().__init__("sgemm_cube.backends._npu_ext")
@@ -83,12 +85,13 @@ class RecordingExtension(types.ModuleType):
     def soc(self) -> str:
         return self._soc
 
-    def matmul(self, a, b, out, *args, **kwargs):
-        self.calls.append((tuple(args), dict(kwargs)))
+    def matmul(self, a, b, out, options):
+        assert isinstance(options, npu.MatmulOptions)
+        self.calls.append(options)
         out.zero_()
 
     def matmul_fp32(self, a, b, out, alpha=1.0):
-        self.calls.append((("fp32", alpha), {}))
+        self.calls.append(("fp32", alpha))
         out.zero_()
 
 
@@ -109,12 +112,8 @@ def recording(monkeypatch, no_record):
     return install
 
 
-_FIELDS = ("sb", "keep_lo_lo", "bm", "bk", "bn", "n_fused", "per_term", "guard", "scale", "fixup", "alpha")
-
-
 def _launch(ext, monkeypatch, *, alpha=1.0, env=None, **options):
-    """One npu.run with these options; the extension call as {field: value} (the range under "subnormals",
-    the extension's default 1 where it is not named)."""
+    """One npu.run with these options; the extension call's options as {field: value}."""
     import torch
 
     from sgemm_cube.plan import make_request
@@ -127,11 +126,8 @@ def _launch(ext, monkeypatch, *, alpha=1.0, env=None, **options):
     a, b = torch.ones(1, 24, 40), torch.ones(1, 40, 32)
     ext.calls.clear()
     npu.run(npu.plan(req, 1, 24, 32, 40), a, b, torch.empty(1, 24, 32), alpha=alpha)
-    (args, kwargs), = ext.calls
-    call = dict(zip(_FIELDS, args))
-    call["subnormals"] = kwargs.pop("subnormals", 1)
-    assert not kwargs, kwargs
-    return call
+    options, = ext.calls
+    return options._asdict()
 
 
 @pytest.mark.parametrize("soc", ["910a", "910b"])
@@ -174,8 +170,8 @@ def test_matmul_honours_scheme(recording, monkeypatch):
     for scheme, keep in (("fp16x4", False), ("fp16x3", False), (None, False), (None, True), ("fp16x3", True)):
         ext.calls.clear()
         npu.matmul(x, y, sb=12, order="termwise", keep_lo_lo=keep, out=out, scheme=scheme)
-        (args, _), = ext.calls
-        launched[scheme, keep] = args[1]
+        options, = ext.calls
+        launched[scheme, keep] = options.keep_lo_lo
     assert launched == {("fp16x4", False): True, ("fp16x3", False): False, (None, False): False,
                         (None, True): True, ("fp16x3", True): True}
 

@@ -240,7 +240,7 @@ def test_the_guarantee_runs_on_the_device(model_ext, torch, scale):
     ext = model_ext("910a", 32)
     seen = []
     kernel = ext.matmul
-    ext.matmul = lambda a, b, *args, **kw: (seen.append((a.clone(), b.clone(), args)), kernel(a, b, *args, **kw))
+    ext.matmul = lambda a, b, out, options: (seen.append((a.clone(), b.clone(), options)), kernel(a, b, out, options))
     rng = np.random.default_rng(12)
     a = rng.standard_normal((1, 16, 32)).astype(np.float32)
     b = rng.standard_normal((1, 32, 8)).astype(np.float32)
@@ -250,10 +250,10 @@ def test_the_guarantee_runs_on_the_device(model_ext, torch, scale):
     req = make_request(scale=scale, backend="npu")
     out = torch.empty(1, 16, 8)
     npu.run(npu.plan(req, 1, 16, 8, 32), torch.from_numpy(a), torch.from_numpy(b), out, alpha=2.0)
-    (xa, xb, args), = seen
+    (xa, xb, options), = seen
     assert torch.equal(torch.nan_to_num(xa), torch.nan_to_num(torch.from_numpy(a)))  # raw: NaN/Inf included
     assert torch.equal(torch.nan_to_num(xb), torch.nan_to_num(torch.from_numpy(b)))
-    assert args[-4:] == (True, npu.SCALE_CODE[scale], True, 2.0)  # guard, scale, fixup, alpha
+    assert (options.guard, options.scale, options.fixup, options.alpha) == (True, npu.SCALE_CODE[scale], True, 2.0)
     # The guarantee, elementwise (see test_run_keeps_the_guarantee_around_the_kernels; alpha = 2 is exact).
     msg = check_guarantee(out[0].numpy() / 2, a[0], b[0], frobenius=False)
     assert not msg, msg
@@ -498,11 +498,12 @@ def test_the_plan_holds_what_npu_run_launches(model_ext, torch):
     assert config["tiling"] == npu.choose_tiling("910a", 24, 20, 40, terms=3)
     seen = []
     kernel = ext.matmul
-    ext.matmul = lambda *args, **kw: (seen.append(args), kernel(*args, **kw))
+    ext.matmul = lambda a, b, out, options: (seen.append(options), kernel(a, b, out, options))
     forced = npu_schedule.Tiling(16, 32, 16, 3)
     a, b = torch.ones(1, 24, 40), torch.ones(1, 40, 20)
     out = torch.empty(1, 24, 20)
     npu.run(plan.with_config(tiling=forced), a, b, out)
-    (args,) = seen
-    assert args[5:9] == (16, 32, 16, 3) and args[-2] is True  # bm, bk, bn, n_fused; fixup from the plan
+    (options,) = seen
+    assert (options.bm, options.bk, options.bn, options.n_fused) == (16, 32, 16, 3)
+    assert options.fixup is True  # from the plan
     assert torch.equal(out, torch.full((1, 24, 20), 40.0))
