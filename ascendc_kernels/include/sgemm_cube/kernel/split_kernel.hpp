@@ -56,6 +56,7 @@
 #include "sgemm_cube/kernel/batch_flags.hpp"
 #include "sgemm_cube/schedule/schedule.hpp"
 #include "sgemm_cube/tile/soc.hpp"
+#include "sgemm_cube/tile/split_tile.hpp"
 
 namespace sgemm_cube {
 namespace kernel {
@@ -155,20 +156,20 @@ __aicore__ inline void RunSplit(__gm__ float* x, __gm__ half* hi, __gm__ half* l
     AscendC::TBuf<AscendC::TPosition::VECCALC> ub;
     pipe.InitBuffer(ub, schedule::kSplitUbBytes);
     const LocalTensor<uint8_t> base = ub.Get<uint8_t>();
-    // Per stage: x (FP32), tmp (FP32), hi, lo (FP16); then the two constants.
-    LocalTensor<float> vx[schedule::kSplitStages], vtmp[schedule::kSplitStages];
-    LocalTensor<half> vhi[schedule::kSplitStages], vlo[schedule::kSplitStages];
+    // Per stage: x (FP32), tmp (FP32), hi, lo (FP16); then the bound test's constants.
+    tile::SplitStage v[schedule::kSplitStages];
     for (uint32_t st = 0; st < schedule::kSplitStages; ++st) {
         const uint32_t at = st * schedule::kSplitStageBytes;
-        vx[st] = base[at].ReinterpretCast<float>();
-        vtmp[st] = base[at + kTile * 4].ReinterpretCast<float>();
-        vhi[st] = base[at + kTile * 8].ReinterpretCast<half>();
-        vlo[st] = base[at + kTile * 10].ReinterpretCast<half>();
+        v[st].x = base[at].ReinterpretCast<float>();
+        v[st].tmp = base[at + kTile * 4].ReinterpretCast<float>();
+        v[st].hi = base[at + kTile * 8].ReinterpretCast<half>();
+        v[st].lo = base[at + kTile * 10].ReinterpretCast<half>();
     }
     const uint32_t consts = schedule::kSplitStages * schedule::kSplitStageBytes;
-    LocalTensor<int32_t> vbound = base[consts].ReinterpretCast<int32_t>();
-    LocalTensor<int32_t> vones = base[consts + kTile * 4].ReinterpretCast<int32_t>();
-    LocalTensor<int32_t> vabs = base[consts + kTile * 8].ReinterpretCast<int32_t>();
+    tile::SplitBound bound;
+    bound.bound = base[consts].ReinterpretCast<int32_t>();
+    bound.ones = base[consts + kTile * 4].ReinterpretCast<int32_t>();
+    bound.abs_mask = base[consts + kTile * 8].ReinterpretCast<int32_t>();
     LocalTensor<float> vf1 = base[consts + kTile * 12].ReinterpretCast<float>();  // factor tiles (scaled lines)
     LocalTensor<float> vf2 = base[consts + kTile * 16].ReinterpretCast<float>();
     LocalTensor<int32_t> vmeta = base[consts + kTile * 20].ReinterpretCast<int32_t>();  // kSplitTileCols lines
@@ -181,9 +182,9 @@ __aicore__ inline void RunSplit(__gm__ float* x, __gm__ half* hi, __gm__ half* l
     }
 
     // Constants of the bound test (see the file comment), once.
-    AscendC::Duplicate<int32_t>(vbound, int32_t(args.keep_below), int32_t(kTile));
-    AscendC::Duplicate<int32_t>(vones, int32_t(-1), int32_t(kTile));         // all bits set
-    AscendC::Duplicate<int32_t>(vabs, int32_t(0x7FFFFFFF), int32_t(kTile));  // all but the sign
+    AscendC::Duplicate<int32_t>(bound.bound, int32_t(args.keep_below), int32_t(kTile));
+    AscendC::Duplicate<int32_t>(bound.ones, int32_t(-1), int32_t(kTile));               // all bits set
+    AscendC::Duplicate<int32_t>(bound.abs_mask, int32_t(0x7FFFFFFF), int32_t(kTile));  // all but the sign
     AscendC::PipeBarrier<PIPE_V>();
     AscendC::SetFlag<AscendC::HardEvent::V_S>(0);    // factor tiles free for the scalar unit
     AscendC::SetFlag<AscendC::HardEvent::S_MTE2>(0); // meta staging free
@@ -204,7 +205,7 @@ __aicore__ inline void RunSplit(__gm__ float* x, __gm__ half* hi, __gm__ half* l
             AscendC::WaitFlag<AscendC::HardEvent::V_MTE2>(ev);
             const schedule::RowPieces rp = schedule::split_row_pieces(w);
             for (uint32_t r = 0; r < schedule::kCube; ++r) {
-                AscendC::DataCopy(vx[st][schedule::split_ub_row_offset(r)], gx[schedule::split_in_offset(s, strip, t, r)],
+                AscendC::DataCopy(v[st].x[schedule::split_ub_row_offset(r)], gx[schedule::split_in_offset(s, strip, t, r)],
                                   AscendC::DataCopyParams(uint16_t(rp.pieces), uint16_t(rp.piece_blocks), 0,
                                                           uint16_t(rp.ub_gap_blocks)));
             }
@@ -215,47 +216,22 @@ __aicore__ inline void RunSplit(__gm__ float* x, __gm__ half* hi, __gm__ half* l
             AscendC::SetFlag<AscendC::HardEvent::MTE2_V>(ev);
             AscendC::WaitFlag<AscendC::HardEvent::MTE2_V>(ev);
             if (scaled) {  // x * 2^t1 * 2^t2 (see the file comment)
-                AscendC::Mul(vx[st], vx[st], vf1, int32_t(count));
-                AscendC::PipeBarrier<PIPE_V>();
-                AscendC::Mul(vx[st], vx[st], vf2, int32_t(count));
-                AscendC::PipeBarrier<PIPE_V>();
+                tile::ScaleByFactors(v[st], vf1, vf2, count);
                 if (args.scaled_lines == 2 || t + 1 == s.tiles_per_strip) {
                     AscendC::SetFlag<AscendC::HardEvent::V_S>(0);  // the factors' last reader is done
                 }
             }
-            // |x| at or above the bound, NaN, Inf -> +0 (see the file comment).
-            LocalTensor<uint16_t> xu = vx[st].ReinterpretCast<uint16_t>();
-            LocalTensor<uint16_t> tu = vtmp[st].ReinterpretCast<uint16_t>();
-            LocalTensor<int32_t> ti = vtmp[st].ReinterpretCast<int32_t>();
-            AscendC::And(tu, xu, vabs.ReinterpretCast<uint16_t>(), int32_t(2 * count));  // a
-            AscendC::PipeBarrier<PIPE_V>();
-            AscendC::Sub(ti, ti, vbound, int32_t(count));                                // u = a - L
-            AscendC::PipeBarrier<PIPE_V>();
-            AscendC::Max(ti, ti, vones, int32_t(count));                                 // max(u, -1)
-            AscendC::PipeBarrier<PIPE_V>();
-            AscendC::Mins(ti, ti, int32_t(0), int32_t(count));                           // m
-            AscendC::PipeBarrier<PIPE_V>();
-            AscendC::And(xu, xu, tu, int32_t(2 * count));                                // x & m
-            AscendC::PipeBarrier<PIPE_V>();
-            // The split.
-            AscendC::WaitFlag<AscendC::HardEvent::MTE3_V>(ev);
-            AscendC::Cast(vhi[st], vx[st], SocTag::kToHalf, count);                  // hi = fp16(x)
-            AscendC::PipeBarrier<PIPE_V>();
-            AscendC::Cast(vtmp[st], vhi[st], AscendC::RoundMode::CAST_NONE, count);  // f32(hi), exact
-            AscendC::PipeBarrier<PIPE_V>();
-            AscendC::Sub(vtmp[st], vx[st], vtmp[st], int32_t(count));               // x - f32(hi), exact
-            AscendC::PipeBarrier<PIPE_V>();
-            AscendC::Muls(vtmp[st], vtmp[st], args.scale, int32_t(count));           // * 2^sb, exact
-            AscendC::PipeBarrier<PIPE_V>();
-            AscendC::Cast(vlo[st], vtmp[st], SocTag::kToHalf, count);                // lo, round to nearest even
+            tile::ZeroUnsplittable(v[st], bound, count);  // |x| at or above the bound, NaN, Inf -> +0
+            AscendC::WaitFlag<AscendC::HardEvent::MTE3_V>(ev);  // the stage's parts are stored: overwrite them
+            tile::SplitToHalves(v[st], SocTag::kToHalf, args.scale, count);
             AscendC::SetFlag<AscendC::HardEvent::V_MTE2>(ev);
             AscendC::SetFlag<AscendC::HardEvent::V_MTE3>(ev);
             AscendC::WaitFlag<AscendC::HardEvent::V_MTE3>(ev);
             // UB -> GM: the tile is one contiguous Zz range; one burst per part.
             const uint64_t out = schedule::split_out_offset(s, strip, t);
             const AscendC::DataCopyParams burst(1, uint16_t(count * schedule::kHalfBytes / schedule::kBlockBytes), 0, 0);
-            AscendC::DataCopy(ghi[out], vhi[st], burst);
-            AscendC::DataCopy(glo[out], vlo[st], burst);
+            AscendC::DataCopy(ghi[out], v[st].hi, burst);
+            AscendC::DataCopy(glo[out], v[st].lo, burst);
             AscendC::SetFlag<AscendC::HardEvent::MTE3_V>(ev);
         }
     }

@@ -1,0 +1,72 @@
+// Tile layer, vector unit: the element operations of the split kernel on one tile in UB
+// (kernel/split_kernel.hpp has the arithmetic and why each step is exact; the kernel layer
+// schedules the tiles, their copies and the flags between pipes).  Every function issues
+// vector instructions on `count` elements, each behind a PIPE_V barrier: the vector unit
+// may reorder unordered instructions on the same UB.
+#ifndef SGEMM_CUBE_TILE_SPLIT_TILE_HPP
+#define SGEMM_CUBE_TILE_SPLIT_TILE_HPP
+
+#include "kernel_operator.h"
+
+namespace sgemm_cube {
+namespace tile {
+
+/// One UB stage of the split: the FP32 tile, an FP32 work tile, and the two FP16 parts.
+struct SplitStage {
+    AscendC::LocalTensor<float> x, tmp;
+    AscendC::LocalTensor<half> hi, lo;
+};
+
+/// The bound test's constants, one tile each: the bound's bits, all ones, all but the sign.
+struct SplitBound {
+    AscendC::LocalTensor<int32_t> bound, ones, abs_mask;
+};
+
+/// x * f1 * f2: the line scaling by 2^t1 * 2^t2, elementwise against the factor tiles.
+__aicore__ inline void ScaleByFactors(const SplitStage& v, const AscendC::LocalTensor<float>& f1,
+                                      const AscendC::LocalTensor<float>& f2, uint32_t count)
+{
+    AscendC::Mul(v.x, v.x, f1, int32_t(count));
+    AscendC::PipeBarrier<PIPE_V>();
+    AscendC::Mul(v.x, v.x, f2, int32_t(count));
+    AscendC::PipeBarrier<PIPE_V>();
+}
+
+/// |x| at or above the bound, NaN and Inf -> +0, with integer and bit operations only.
+__aicore__ inline void ZeroUnsplittable(const SplitStage& v, const SplitBound& c, uint32_t count)
+{
+    using AscendC::LocalTensor;
+    LocalTensor<uint16_t> xu = v.x.ReinterpretCast<uint16_t>();
+    LocalTensor<uint16_t> tu = v.tmp.ReinterpretCast<uint16_t>();
+    LocalTensor<int32_t> ti = v.tmp.ReinterpretCast<int32_t>();
+    AscendC::And(tu, xu, c.abs_mask.ReinterpretCast<uint16_t>(), int32_t(2 * count));  // a
+    AscendC::PipeBarrier<PIPE_V>();
+    AscendC::Sub(ti, ti, c.bound, int32_t(count));                                     // u = a - L
+    AscendC::PipeBarrier<PIPE_V>();
+    AscendC::Max(ti, ti, c.ones, int32_t(count));                                      // max(u, -1)
+    AscendC::PipeBarrier<PIPE_V>();
+    AscendC::Mins(ti, ti, int32_t(0), int32_t(count));                                 // m
+    AscendC::PipeBarrier<PIPE_V>();
+    AscendC::And(xu, xu, tu, int32_t(2 * count));                                      // x & m
+    AscendC::PipeBarrier<PIPE_V>();
+}
+
+/// hi = fp16(x); lo = fp16((x - f32(hi)) * scale), the chip's FP32 -> FP16 rounding `to_half`.
+/// The last Cast is left unbarriered: the caller's flag to MTE3 orders the store after it.
+__aicore__ inline void SplitToHalves(const SplitStage& v, AscendC::RoundMode to_half, float scale, uint32_t count)
+{
+    AscendC::Cast(v.hi, v.x, to_half, count);                          // hi = fp16(x)
+    AscendC::PipeBarrier<PIPE_V>();
+    AscendC::Cast(v.tmp, v.hi, AscendC::RoundMode::CAST_NONE, count);  // f32(hi), exact
+    AscendC::PipeBarrier<PIPE_V>();
+    AscendC::Sub(v.tmp, v.x, v.tmp, int32_t(count));                  // x - f32(hi), exact
+    AscendC::PipeBarrier<PIPE_V>();
+    AscendC::Muls(v.tmp, v.tmp, scale, int32_t(count));                // * 2^sb, exact
+    AscendC::PipeBarrier<PIPE_V>();
+    AscendC::Cast(v.lo, v.tmp, to_half, count);                        // lo, round to nearest even
+}
+
+}  // namespace tile
+}  // namespace sgemm_cube
+
+#endif  // SGEMM_CUBE_TILE_SPLIT_TILE_HPP
