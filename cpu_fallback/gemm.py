@@ -191,10 +191,10 @@ class ProductAccumulator:
             k0, ks = 0, a.shape[1]
             while k0 < ks:  # the slab's pieces, cut at the K groups' boundaries
                 k1 = min(ks, k0 + self.k_group - self._k % self.k_group)
-                starting = self._group is None
+                group = self._group or [None] * len(self.scheme.products)  # None: the group starts here
                 self._group = [accumulate_product(a_slices[i][:, k0:k1], b_slices[j][k0:k1],
-                                                  accumulate=self.accumulate, acc=None if starting else g)
-                               for (i, j), g in zip(self.scheme.products, self._group or self._acc)]
+                                                  accumulate=self.accumulate, acc=g)
+                               for (i, j), g in zip(self.scheme.products, group)]
                 self._k += k1 - k0
                 if self._k % self.k_group == 0:
                     self._end_group()

@@ -388,12 +388,12 @@ def measure(case: Case, soc: str, *, dry_run: bool, seed: int = 0) -> Row:
     # The NPU path classifies lines by the split range that holds whether or not the chip flushes FP16
     # subnormals (npu.arithmetic), the CPU backend by the default one: a line scaled on one side only may
     # round differently, so exactness is expected where the kernels' model equals the CPU backend.
-    same_lines = c_model is None or bool(_same_bits(c_model, c_cpu).all())
+    model_is_cpu = c_model is None or bool(_same_bits(c_model, c_cpu).all())
     refs = references(a, b)
     bound = check_guarantee(c, a, b, refs=refs) if case.tiling is None else (
         check_guarantee(c, a, b, refs=refs, frobenius=False))
     return Row(case, groups, fp32_lines, max_diff, bool(_same_bits(c, c_cpu).all()),
-               mirrored and fp32_lines == 0 and same_lines, model_exact, model_ulp, _rel(c, refs),
+               mirrored and fp32_lines == 0 and model_is_cpu, model_exact, model_ulp, _rel(c, refs),
                _rel(_native(a, b, device), refs), "ok" if not bound else "FAIL: " + bound.splitlines()[0])
 
 

@@ -644,7 +644,7 @@ def fit_tiling(cap: Capacity, tiling: Tiling | None, *, k: int, terms: int) -> T
     the group.  When the blocks then do not fit (the resident group exceeds L1, or ``tiling`` is None)
     the largest square-ish blocks that do are used, in the tiling's pass mode (fused when None).
     """
-    per_term = False
+    per_term = tiling is not None and bool(Tiling(*tiling).per_term)
 
     def fitted(bm, bk, bn):
         nf = group_n_fused(k, bk)
@@ -653,9 +653,7 @@ def fit_tiling(cap: Capacity, tiling: Tiling | None, *, k: int, terms: int) -> T
         return Tiling(bm, bk, bn, nf, per_term)
 
     if tiling is not None:
-        tiling = Tiling(*tiling)
-        bm, bk, bn = (int(x) for x in tiling[:3])
-        per_term = bool(tiling.per_term)
+        bm, bk, bn = (int(x) for x in Tiling(*tiling)[:3])
         if group_n_fused(k, bk) is None and bk >= KERNEL_CUBE:  # 16 times the largest power of two below
             bk = KERNEL_CUBE << ((bk // KERNEL_CUBE).bit_length() - 1)
         t = fitted(bm, bk, bn)
@@ -829,5 +827,5 @@ def grouped_reference(a, b, *, sb: int = 12, keep_lo_lo: bool = False, group_k: 
     b = np.where(np.isfinite(b), b, np.float32(0)).astype(np.float32)
     # cpu_fallback's termwise product in two levels is this closed form (its K groups added with the
     # arithmetic's atomic add); the combine is the kernel's order (_combine), the same operations.
-    return emulated_matmul(a, b, sb=sb, keep_lo_lo=keep_lo_lo, accumulate=accumulate,
-                           arithmetic=ar._replace(accumulate=accumulate), k_group=group_k)
+    return emulated_matmul(a, b, sb=sb, keep_lo_lo=keep_lo_lo, arithmetic=ar._replace(accumulate=accumulate),
+                           k_group=group_k)

@@ -120,6 +120,13 @@ def test_the_runtime_never_imports_the_tuner():
     assert runtime_imports_of_tuner(import_graph()) == []
 
 
+def _write_tree(root, files: dict) -> None:
+    """A source tree under ``root``: path -> text."""
+    for path, text in files.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(text)
+
+
 def test_a_runtime_import_of_the_tuner_planted_in_a_copy_is_found(tmp_path):
     """The rule above sees a lazy import planted in a runtime module, and lets the command line import it."""
     files = {
@@ -131,9 +138,7 @@ def test_a_runtime_import_of_the_tuner_planted_in_a_copy_is_found(tmp_path):
         "tuning/cli.py": "",
         "tuning/pipeline.py": "from sgemm_cube.backends import npu\n",
     }
-    for path, text in files.items():
-        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / path).write_text(text)
+    _write_tree(tmp_path, files)
     edges = import_graph(tmp_path, {"sgemm_cube": "sgemm_cube", "tuning": "sgemm_cube.tuning"})
     assert runtime_imports_of_tuner(edges) == [("sgemm_cube.backends.npu", "sgemm_cube.tuning.pipeline")]
 
@@ -149,9 +154,7 @@ def test_package_loop_planted_in_a_copy_is_found(tmp_path):
         "tuning/__init__.py": "",
         "tuning/cli.py": "def add_parser():\n    from sgemm_cube.cli.arguments import argparse\n",
     }
-    for path, text in files.items():
-        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / path).write_text(text)
+    _write_tree(tmp_path, files)
     folders = {"sgemm_cube": "sgemm_cube", "tuning": "sgemm_cube.tuning"}
     edges = import_graph(tmp_path, folders)
     assert edges == {("sgemm_cube.cli", "sgemm_cube.tuning.cli"), ("sgemm_cube.tuning.cli", "sgemm_cube.cli.arguments")}

@@ -360,20 +360,15 @@ def _fix_lines(p, num_programs, item_base,
     base = item_base
     for bo in range(0, n_batch):
         bl = bo * line_batched
-        counts = count_ptr + tl.cast(bl, tl.int64) * n_blocks
-        total = _batch_total(counts, n_blocks, NB_CHUNK)
-        o_counts = o_count_ptr + tl.cast(bo * y_batched, tl.int64) * o_blocks
-        o_lists = o_list_ptr + tl.cast(bo * y_batched, tl.int64) * o_blocks * BLOCK_L
-        n_open = _open_lines(o_counts, o_blocks, n_other, SKIP_LISTED, NB_CHUNK)
-        n_ob = tl.cdiv(n_open, BLOCK_O)
-        n_items = tl.cdiv(total, GROUP) * n_ob
+        counts, lists, total, o_counts, o_lists, n_open, n_ob, n_items = _batch_work(
+            bo, bl, count_ptr, list_ptr, n_blocks, y_batched, o_count_ptr, o_list_ptr, o_blocks, n_other,
+            SKIP_LISTED, BLOCK_L, GROUP, BLOCK_O, NB_CHUNK)
         first = (p - item_base % num_programs + num_programs) % num_programs
         for j in range(first, n_items, num_programs):
             g = j // n_ob
             offs_o, o_in = _other_lines((j % n_ob) * BLOCK_O, n_open, o_counts, o_lists, o_blocks, n_other,
                                         SKIP_LISTED, BLOCK_L, BLOCK_O, NB_CHUNK)
-            lines, valid = _gather_group(counts, list_ptr + tl.cast(bl, tl.int64) * n_blocks * BLOCK_L, n_blocks,
-                                         g * GROUP, total, BLOCK_L, GROUP, NB_CHUNK)
+            lines, valid = _gather_group(counts, lists, n_blocks, g * GROUP, total, BLOCK_L, GROUP, NB_CHUNK)
             acc = fixup_dot(x_ptr + tl.cast(bl, tl.int64) * stride_xb, lines.to(tl.int64) * stride_xl, valid,
                             stride_xk, y_ptr + tl.cast(bo, tl.int64) * stride_yb, offs_o.to(tl.int64) * stride_yo,
                             o_in, stride_yk, K, alpha, GROUP, BLOCK_O, BLOCK_K)
@@ -385,18 +380,14 @@ def _fix_lines(p, num_programs, item_base,
     tl.debug_barrier()  # the first phase's stores, visible to all the program's threads
     for bo in range(0, n_batch):
         bl = bo * line_batched
-        counts = count_ptr + tl.cast(bl, tl.int64) * n_blocks
-        total = _batch_total(counts, n_blocks, NB_CHUNK)
-        o_counts = o_count_ptr + tl.cast(bo * y_batched, tl.int64) * o_blocks
-        o_lists = o_list_ptr + tl.cast(bo * y_batched, tl.int64) * o_blocks * BLOCK_L
-        n_open = _open_lines(o_counts, o_blocks, n_other, SKIP_LISTED, NB_CHUNK)
-        n_ob = tl.cdiv(n_open, BLOCK_O)
-        n_items = tl.cdiv(total, GROUP) * n_ob
+        counts, lists, total, o_counts, o_lists, n_open, n_ob, n_items = _batch_work(
+            bo, bl, count_ptr, list_ptr, n_blocks, y_batched, o_count_ptr, o_list_ptr, o_blocks, n_other,
+            SKIP_LISTED, BLOCK_L, GROUP, BLOCK_O, NB_CHUNK)
         first = (p - base % num_programs + num_programs) % num_programs
         for j in range(first, n_items, num_programs):
             offs_o, o_in = _other_lines((j % n_ob) * BLOCK_O, n_open, o_counts, o_lists, o_blocks, n_other,
                                         SKIP_LISTED, BLOCK_L, BLOCK_O, NB_CHUNK)
-            if _check_tile(j // n_ob, offs_o, o_in, counts, list_ptr + tl.cast(bl, tl.int64) * n_blocks * BLOCK_L,
+            if _check_tile(j // n_ob, offs_o, o_in, counts, lists,
                            n_blocks, total, c_ptr + tl.cast(bo, tl.int64) * stride_cb, stride_cl, stride_co,
                            x_meta + tl.cast(bl, tl.int64) * n_lines,
                            y_meta + tl.cast(bo * y_batched, tl.int64) * n_other, K, alpha,
@@ -404,7 +395,7 @@ def _fix_lines(p, num_programs, item_base,
                 g = j // n_ob
                 _careful_tile(g * GROUP, tl.minimum(total - g * GROUP, GROUP), (j % n_ob) * BLOCK_O,
                               tl.minimum(n_open - (j % n_ob) * BLOCK_O, BLOCK_O),
-                              counts, list_ptr + tl.cast(bl, tl.int64) * n_blocks * BLOCK_L, n_blocks, total,
+                              counts, lists, n_blocks, total,
                               x_ptr + tl.cast(bl, tl.int64) * stride_xb, stride_xl, stride_xk,
                               y_ptr + tl.cast(bo, tl.int64) * stride_yb, stride_yk, stride_yo,
                               c_ptr + tl.cast(bo, tl.int64) * stride_cb, stride_cl, stride_co,
@@ -416,12 +407,23 @@ def _fix_lines(p, num_programs, item_base,
 
 
 @triton.jit
-def _open_lines(o_counts, o_blocks, n_other, SKIP_LISTED: tl.constexpr, NB_CHUNK: tl.constexpr):
-    """The other operand's lines a pass walks: all ``n_other``, or (SKIP_LISTED) those not listed."""
+def _batch_work(bo, bl, count_ptr, list_ptr, n_blocks, y_batched, o_count_ptr, o_list_ptr, o_blocks, n_other,
+                SKIP_LISTED: tl.constexpr, BLOCK_L: tl.constexpr, GROUP: tl.constexpr, BLOCK_O: tl.constexpr,
+                NB_CHUNK: tl.constexpr):
+    """Output batch ``bo``'s work in one pass of :func:`_fix_lines` (both phases walk the same items): its
+    fix-up lines' counts and lists (batch ``bl`` of x), their number, the other operand's counts and lists,
+    the other lines the pass walks (all, or with SKIP_LISTED those not listed), their blocks of BLOCK_O,
+    and the items (groups of GROUP fix-up lines times blocks of other lines)."""
+    counts = count_ptr + tl.cast(bl, tl.int64) * n_blocks
+    lists = list_ptr + tl.cast(bl, tl.int64) * n_blocks * BLOCK_L
+    total = _batch_total(counts, n_blocks, NB_CHUNK)
+    o_counts = o_count_ptr + tl.cast(bo * y_batched, tl.int64) * o_blocks
+    o_lists = o_list_ptr + tl.cast(bo * y_batched, tl.int64) * o_blocks * BLOCK_L
     n_open = n_other + tl.zeros([], dtype=tl.int32)
     if SKIP_LISTED:
         n_open -= _batch_total(o_counts, o_blocks, NB_CHUNK)
-    return n_open
+    n_ob = tl.cdiv(n_open, BLOCK_O)
+    return counts, lists, total, o_counts, o_lists, n_open, n_ob, tl.cdiv(total, GROUP) * n_ob
 
 
 @triton.jit
