@@ -26,37 +26,24 @@
 //        integers of A's rows (batch*m int32) and of B's columns (batch*n), then the batches' words
 //        (batch * schedule::kFlagWords FP32).
 //   stdout: the checker's report (CHECK-ERROR lines, CHECK-SUMMARY); exit status 0 when clean,
-//   1 when the checker found errors, 2 on a fatal error (out of bounds, bad parameters).
+//   1 when the checker found errors, 2 on a fatal error (out of bounds, bad parameters), 64 when the
+//   input cannot be read (driver_io.h), 65 when the launch plan refuses the shape.
 #include "kernel_operator.h"
 
 #include "sgemm_cube_kernels.cpp"  // the real device code, from -I .../kernel
 
 #include "launch_plan.hpp"
 
+#include "driver_io.h"
+
 #include <cmath>
 #include <cstdio>
-#include <new>
+#include <cstring>
 #include <vector>
 
 namespace {
 
-/// GM buffers are 512-byte aligned, as the device allocator's are (the race checker's
-/// 32-byte shadow blocks must not straddle two buffers).
-template <typename T>
-struct AlignedAllocator {
-    using value_type = T;
-    AlignedAllocator() = default;
-    template <typename U>
-    AlignedAllocator(const AlignedAllocator<U>&) {}
-    T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T) + 1, std::align_val_t(512))); }
-    void deallocate(T* p, size_t) { ::operator delete(p, std::align_val_t(512)); }
-    template <typename U>
-    bool operator==(const AlignedAllocator<U>&) const { return true; }
-    template <typename U>
-    bool operator!=(const AlignedAllocator<U>&) const { return false; }
-};
-template <typename T>
-using GmVector = std::vector<T, AlignedAllocator<T>>;
+using driver::GmVector;
 
 template <typename T>
 GmVector<T> padded(const std::vector<float>& x, uint32_t batch, uint32_t rows, uint32_t cols, uint32_t prow,
@@ -78,19 +65,11 @@ GmVector<T> padded(const std::vector<float>& x, uint32_t batch, uint32_t rows, u
 int main(int argc, char** argv)
 {
     using namespace sgemm_cube;
-    if (argc != 3) {
-        std::fprintf(stderr, "usage: %s IN OUT\n", argv[0]);
-        return 64;
-    }
-    FILE* in = std::fopen(argv[1], "rb");
-    if (!in) {
-        std::perror(argv[1]);
-        return 64;
-    }
+    driver::expect_args(argc, argv, 2, "IN OUT");
+    driver::Input in(argv[1]);
     int64_t h[18];
-    if (std::fread(h, 8, 18, in) != 18) {
-        std::fprintf(stderr, "short header\n");
-        return 64;
+    for (int64_t& v : h) {
+        v = in.param();
     }
     const uint32_t batch = uint32_t(h[0]), m = uint32_t(h[1]), n = uint32_t(h[2]), k = uint32_t(h[3]);
     const int sb = int(h[4]);
@@ -106,12 +85,8 @@ int main(int argc, char** argv)
         const uint32_t bits = uint32_t(h[16]);
         std::memcpy(&alpha, &bits, 4);
     }
-    std::vector<float> a(size_t(batch) * m * k), b(size_t(batch) * k * n);
-    if (std::fread(a.data(), 4, a.size(), in) != a.size() || std::fread(b.data(), 4, b.size(), in) != b.size()) {
-        std::fprintf(stderr, "short data\n");
-        return 64;
-    }
-    std::fclose(in);
+    const std::vector<float> a = in.values<float>(size_t(batch) * m * k);
+    const std::vector<float> b = in.values<float>(size_t(batch) * k * n);
 
 #if __NPU_ARCH__ == 1001
     const arch::Capacity cap = arch::capacity<arch::Ascend910A>();
@@ -264,29 +239,25 @@ int main(int argc, char** argv)
         });
     }
 
-    FILE* out = std::fopen(argv[2], "wb");
-    if (!out) {
-        std::perror(argv[2]);
-        return 64;
-    }
+    driver::Output out(argv[2]);
     const float* c = terms.data();
     for (uint32_t bb = 0; bb < batch; ++bb) {
         for (uint32_t r = 0; r < m; ++r) {
-            std::fwrite(c + (size_t(bb) * g.mp + r) * g.np, 4, n, out);
+            out.write(c + (size_t(bb) * g.mp + r) * g.np, size_t(n) * 4);
         }
     }
-    std::fwrite(a_parts.data(), 2, a_parts.size(), out);
-    std::fwrite(b_parts.data(), 2, b_parts.size(), out);
+    out.write(a_parts.data(), a_parts.size() * 2);
+    out.write(b_parts.data(), b_parts.size() * 2);
     if (device_guard) {
         for (uint32_t bb = 0; bb < batch; ++bb) {
-            std::fwrite(meta_a.data() + size_t(bb) * g.mp, 4, m, out);
+            out.write(meta_a.data() + size_t(bb) * g.mp, size_t(m) * 4);
         }
         for (uint32_t bb = 0; bb < batch; ++bb) {
-            std::fwrite(meta_b.data() + size_t(bb) * g.np, 4, n, out);
+            out.write(meta_b.data() + size_t(bb) * g.np, size_t(n) * 4);
         }
-        std::fwrite(flags.data(), 4, flags.size(), out);
+        out.write(flags.data(), flags.size() * 4);
     }
-    std::fclose(out);
+    out.close();
     std::printf("GEOMETRY mp=%u np=%u kp=%u mb=%u nb=%u kb=%u n_fused=%u groups=%u cores=%u l0_stages=%u passes=%u "
                 "combine_in_epilogue=%d ub_tiles=%u\n",
                 g.mp, g.np, g.kp, g.mb, g.nb, g.kb, g.n_fused, g.groups, g.cores, g.plan.l0_stages, g.passes,

@@ -12,10 +12,12 @@
 //   OUT: packed meta (batch*lines int32, guard.pack_meta), then big, small_w, finite (batch*lines
 //        int32 each), of the unpadded lines; then the batches' words (batch * schedule::kFlagWords FP32,
 //        kernel/batch_flags.hpp).
-//   stdout: the checker's report; exit status as run_kernels.
+//   stdout: the checker's report; exit status as run_kernels (driver_io.h: 64 for a bad input).
 #include "kernel_operator.h"
 
 #include "sgemm_cube_kernels.cpp"  // the real device code, from -I .../kernel
+
+#include "driver_io.h"
 
 #include <cstdio>
 #include <vector>
@@ -23,38 +25,21 @@
 int main(int argc, char** argv)
 {
     using namespace sgemm_cube;
-    if (argc != 3) {
-        std::fprintf(stderr, "usage: %s IN OUT\n", argv[0]);
-        return 64;
-    }
-    FILE* in = std::fopen(argv[1], "rb");
+    driver::expect_args(argc, argv, 2, "IN OUT");
+    driver::Input in(argv[1]);
     int64_t h[9];
-    if (!in || std::fread(h, 8, 9, in) != 9) {
-        std::fprintf(stderr, "bad input\n");
-        return 64;
+    for (int64_t& v : h) {
+        v = in.param();
     }
     const uint32_t batch = uint32_t(h[0]), rows = uint32_t(h[1]), cols = uint32_t(h[2]);
     const bool along_rows = h[3] != 0;
     const uint32_t sb = uint32_t(h[4]), scale = uint32_t(h[5]), fixup = uint32_t(h[6]), cores = uint32_t(h[7]);
     const uint32_t subnormals = uint32_t(h[8]);
-    std::vector<float> x(size_t(batch) * rows * cols);
-    if (std::fread(x.data(), 4, x.size(), in) != x.size()) {
-        std::fprintf(stderr, "short data\n");
-        return 64;
-    }
-    std::fclose(in);
+    const std::vector<float> x = in.values<float>(size_t(batch) * rows * cols);
     const uint32_t rp = schedule::round_up(rows, schedule::kCube), cp = schedule::round_up(cols, schedule::kCube);
     const uint32_t lines = along_rows ? rp : cp;
     const size_t n_lines = size_t(batch) * lines;
-    auto gm_alloc = [](size_t bytes) {
-        uint8_t* p = static_cast<uint8_t*>(::operator new(bytes + 512, std::align_val_t(512)));
-        ascend_exec::register_gm(p, bytes);
-        return p;
-    };
-    float* xp = reinterpret_cast<float*>(gm_alloc(size_t(batch) * rp * cp * 4));
-    for (size_t i = 0; i < size_t(batch) * rp * cp; ++i) {
-        xp[i] = 0.0f;
-    }
+    float* xp = reinterpret_cast<float*>(driver::gm_buffer(size_t(batch) * rp * cp * 4));  // zeros: the padding
     for (uint32_t b = 0; b < batch; ++b) {
         for (uint32_t r = 0; r < rows; ++r) {
             for (uint32_t c = 0; c < cols; ++c) {
@@ -64,17 +49,14 @@ int main(int argc, char** argv)
     }
     int32_t* stat[3];
     for (auto& s : stat) {
-        s = reinterpret_cast<int32_t*>(gm_alloc(n_lines * 4));
+        s = reinterpret_cast<int32_t*>(driver::gm_buffer(n_lines * 4));
         for (size_t i = 0; i < n_lines; ++i) {
             s[i] = 0x5A5A5A5A;  // poison: a line the kernel does not write shows up
         }
     }
-    int32_t* meta = reinterpret_cast<int32_t*>(gm_alloc(n_lines * 4));
+    int32_t* meta = reinterpret_cast<int32_t*>(driver::gm_buffer(n_lines * 4));
     // The batches' words, zeroed as host/binding.cpp zeroes them.
-    float* flags = reinterpret_cast<float*>(gm_alloc(size_t(batch) * schedule::kFlagWords * 4));
-    for (size_t i = 0; i < size_t(batch) * schedule::kFlagWords; ++i) {
-        flags[i] = 0.0f;
-    }
+    float* flags = reinterpret_cast<float*>(driver::gm_buffer(size_t(batch) * schedule::kFlagWords * 4));
     auto gm = [](void* p) { return reinterpret_cast<GM_ADDR>(p); };
     const schedule::LineStatsGeometry g = schedule::make_line_stats_geometry(batch, rp, cp, along_rows, cores);
     ascend_exec::launch("line_stats", g.cores, [&] {
@@ -86,15 +68,15 @@ int main(int argc, char** argv)
         sgemm_cube_line_meta(gm(stat[0]), gm(stat[1]), gm(stat[2]), gm(meta), gm(flags), batch, lines, sb, scale,
                              fixup, cores, subnormals);
     });
-    FILE* out = std::fopen(argv[2], "wb");
+    driver::Output out(argv[2]);
     const uint32_t used = along_rows ? rows : cols;
     for (int32_t* arr : {meta, stat[0], stat[1], stat[2]}) {
         for (uint32_t b = 0; b < batch; ++b) {
-            std::fwrite(arr + size_t(b) * lines, 4, used, out);
+            out.write(arr + size_t(b) * lines, size_t(used) * 4);
         }
     }
-    std::fwrite(flags, 4, size_t(batch) * schedule::kFlagWords, out);  // then the batches' words
-    std::fclose(out);
+    out.write(flags, size_t(batch) * schedule::kFlagWords * 4);  // then the batches' words
+    out.close();
     std::printf("GEOMETRY lines=%u work=%u cores=%u\n", lines, g.work, g.cores);
     return ascend_exec::report(stdout);
 }

@@ -18,12 +18,13 @@
 //   atomic        count (multiple of 8), ub_off (bytes); dst (count float32), src (count float32) ->
 //                 OUT: dst + src, src going GM -> UB (at ub_off) -> GM with the atomic add on.
 // Stages are ordered by PipeBarrier<PIPE_ALL> (no overlap to model).  stdout: the checker's report
-// (with its ARITHMETIC line); exit status as run_kernels: 0 clean, 1 checker errors, 2 fatal.
+// (with its ARITHMETIC line); exit status as run_kernels: 0 clean, 1 checker errors, 2 fatal, 64 bad input.
 #include "kernel_operator.h"
+
+#include "driver_io.h"
 
 #include <cstdio>
 #include <cstring>
-#include <new>
 #include <string>
 #include <vector>
 
@@ -31,33 +32,17 @@ namespace {
 
 using AscendC::LocalTensor;
 
-std::vector<uint8_t> g_in;
-size_t g_at = 0;
+driver::Input* g_input = nullptr;  // main's input: each operation takes its parameters and data from it
 
-int64_t param()
-{
-    int64_t v;
-    if (g_at + 8 > g_in.size()) {
-        ascend_exec::fatal("probe: short input");
-    }
-    std::memcpy(&v, g_in.data() + g_at, 8);
-    g_at += 8;
-    return v;
-}
+int64_t param() { return g_input->param(); }
 
 /// A registered, 512-byte aligned GM buffer holding the next `bytes` bytes of the input (or zeros).
 uint8_t* gm(size_t bytes, bool from_input)
 {
-    uint8_t* p = static_cast<uint8_t*>(::operator new(bytes + 512, std::align_val_t(512)));
-    std::memset(p, 0, bytes + 512);
+    uint8_t* p = driver::gm_buffer(bytes);
     if (from_input) {
-        if (g_at + bytes > g_in.size()) {
-            ascend_exec::fatal("probe: short input data");
-        }
-        std::memcpy(p, g_in.data() + g_at, bytes);
-        g_at += bytes;
+        g_input->take(p, bytes, "probe: short input data");
     }
-    ascend_exec::register_gm(p, bytes);
     return p;
 }
 
@@ -128,17 +113,9 @@ void mmad(std::vector<uint8_t>& out)
     const uint32_t m1 = (m + 15) / 16, n1 = n / 16, k1 = (k + 15) / 16;
     std::vector<uint16_t> a(size_t(m) * k), b(size_t(k) * n);
     std::vector<float> c0(size_t(m) * n);
-    for (auto* v : {&a, &b}) {
-        if (g_at + v->size() * 2 > g_in.size()) {
-            ascend_exec::fatal("probe: short input data");
-        }
-        std::memcpy(v->data(), g_in.data() + g_at, v->size() * 2);
-        g_at += v->size() * 2;
-    }
-    if (g_at + c0.size() * 4 > g_in.size()) {
-        ascend_exec::fatal("probe: short input data");
-    }
-    std::memcpy(c0.data(), g_in.data() + g_at, c0.size() * 4);
+    g_input->take(a.data(), a.size() * 2, "probe: short input data");
+    g_input->take(b.data(), b.size() * 2, "probe: short input data");
+    g_input->take(c0.data(), c0.size() * 4, "probe: short input data");
     // Zz (A) and Zn (B) layouts of the zero-padded operands, as LoadData 2D leaves them in L0 (kernel_operator.h).
     uint16_t* az = reinterpret_cast<uint16_t*>(gm(size_t(m1) * k1 * 512, false));
     uint16_t* bz = reinterpret_cast<uint16_t*>(gm(size_t(k1) * n1 * 512, false));
@@ -259,19 +236,9 @@ void atomic(std::vector<uint8_t>& out)
 
 int main(int argc, char** argv)
 {
-    if (argc != 4) {
-        std::fprintf(stderr, "usage: %s cast_f32_f16|cast_f16_f32|mmad|atomic IN OUT\n", argv[0]);
-        return 64;
-    }
-    FILE* in = std::fopen(argv[2], "rb");
-    if (!in) {
-        std::perror(argv[2]);
-        return 64;
-    }
-    for (int ch; (ch = std::fgetc(in)) != EOF;) {
-        g_in.push_back(uint8_t(ch));
-    }
-    std::fclose(in);
+    driver::expect_args(argc, argv, 3, "cast_f32_f16|cast_f16_f32|mmad|atomic IN OUT");
+    driver::Input in(argv[2]);
+    g_input = &in;
     const std::string op = argv[1];
     std::vector<uint8_t> out;
     if (op == "cast_f32_f16") {
@@ -284,13 +251,8 @@ int main(int argc, char** argv)
         atomic(out);
     } else {
         std::fprintf(stderr, "unknown op %s\n", op.c_str());
-        return 64;
+        return driver::kBadInput;
     }
-    FILE* f = std::fopen(argv[3], "wb");
-    if (!f || std::fwrite(out.data(), 1, out.size(), f) != out.size()) {
-        std::perror(argv[3]);
-        return 64;
-    }
-    std::fclose(f);
+    driver::Output(argv[3]).write(out.data(), out.size());
     return ascend_exec::report(stdout);
 }

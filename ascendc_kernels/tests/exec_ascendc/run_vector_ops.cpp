@@ -8,29 +8,15 @@
 //   region), bytes (the region's size, a multiple of 32)
 // then `bytes` bytes: the region's contents.  OUT: the region after the instruction.  The region goes
 // GM -> UB, the instruction runs, UB -> GM, each stage ordered by PipeBarrier<PIPE_ALL>.  stdout: the
-// checker's report; exit status as run_kernels (0 clean, 1 checker errors, 2 fatal).
+// checker's report; exit status as run_kernels (0 clean, 1 checker errors, 2 fatal, 64 bad input).
 #include "kernel_operator.h"
+
+#include "driver_io.h"
 
 #include <cstdio>
 #include <cstring>
-#include <new>
-#include <vector>
 
 namespace {
-
-std::vector<uint8_t> g_in;
-size_t g_at = 0;
-
-int64_t param()
-{
-    int64_t v;
-    if (g_at + 8 > g_in.size()) {
-        ascend_exec::fatal("vector ops: short input");
-    }
-    std::memcpy(&v, g_in.data() + g_at, 8);
-    g_at += 8;
-    return v;
-}
 
 template <typename T>
 void apply(int op, const AscendC::LocalTensor<uint8_t>& ub, const int64_t* p)
@@ -61,30 +47,18 @@ void apply(int op, const AscendC::LocalTensor<uint8_t>& ub, const int64_t* p)
 
 int main(int argc, char** argv)
 {
-    if (argc != 3) {
-        std::fprintf(stderr, "usage: %s IN OUT\n", argv[0]);
-        return 64;
-    }
-    FILE* in = std::fopen(argv[1], "rb");
-    if (!in) {
-        std::perror(argv[1]);
-        return 64;
-    }
-    for (int ch; (ch = std::fgetc(in)) != EOF;) {
-        g_in.push_back(uint8_t(ch));
-    }
-    std::fclose(in);
+    driver::expect_args(argc, argv, 2, "IN OUT");
+    driver::Input in(argv[1]);
     int64_t p[13];
     for (int64_t& v : p) {
-        v = param();
+        v = in.param();
     }
     const uint32_t bytes = uint32_t(p[12]);
-    if (bytes % 32 != 0 || g_at + bytes > g_in.size()) {
+    if (bytes % 32 != 0) {
         ascend_exec::fatal("vector ops: region of %u bytes", bytes);
     }
-    uint8_t* gm = static_cast<uint8_t*>(::operator new(bytes + 512, std::align_val_t(512)));
-    std::memcpy(gm, g_in.data() + g_at, bytes);
-    ascend_exec::register_gm(gm, bytes);
+    uint8_t* gm = driver::gm_buffer(bytes);
+    in.take(gm, bytes, "vector ops: short region");
     ascend_exec::launch("vector_ops", 1, [&] {
         AscendC::TPipe pipe;
         AscendC::TBuf<AscendC::TPosition::VECCALC> buf;
@@ -103,11 +77,6 @@ int main(int argc, char** argv)
         AscendC::DataCopy(g, ub, bytes);
         AscendC::PipeBarrier<PIPE_ALL>();
     });
-    FILE* f = std::fopen(argv[2], "wb");
-    if (!f || std::fwrite(gm, 1, bytes, f) != bytes) {
-        std::perror(argv[2]);
-        return 64;
-    }
-    std::fclose(f);
+    driver::Output(argv[2]).write(gm, bytes);
     return ascend_exec::report(stdout);
 }

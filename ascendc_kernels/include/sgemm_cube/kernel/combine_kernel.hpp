@@ -21,6 +21,7 @@
 #include "sgemm_cube/kernel/unscale_kernel.hpp"
 #include "sgemm_cube/schedule/schedule.hpp"
 #include "sgemm_cube/tile/soc.hpp"
+#include "sgemm_cube/tile/vector_stages.hpp"
 
 namespace sgemm_cube {
 namespace kernel {
@@ -69,31 +70,27 @@ __aicore__ inline void RunCombine(__gm__ float* hh, __gm__ float* lh, __gm__ flo
         gll.SetGlobalBuffer(ll);
     }
 
-    AscendC::TPipe pipe;
-    AscendC::TBuf<AscendC::TPosition::VECCALC> ub;
-    pipe.InitBuffer(ub, schedule::kCombineUbBytes);
-    const LocalTensor<float> base = ub.Get<float>();
+    const LocalTensor<float> base = tile::VectorUb(schedule::kCombineUbBytes).ReinterpretCast<float>();
     LocalTensor<float> vhh = base[0];
     LocalTensor<float> vlh = base[kTile];
     LocalTensor<float> vhl = base[2 * kTile];
     LocalTensor<float> vll = base[3 * kTile];
-    pipe.Destroy();
 
-    AscendC::SetFlag<AscendC::HardEvent::V_MTE2>(0);    // vlh, vhl, vll free
-    AscendC::SetFlag<AscendC::HardEvent::MTE3_MTE2>(0); // vhh (the result) written out
+    // One stage, C formed in place over vhh: the next tile's load waits for this one's store.
+    const tile::VectorStages<1, tile::StageResults::kInPlace> stage;
+    stage.Open();
     for (uint32_t t = core; t < c.tiles; t += c.cores) {
         const uint32_t len = schedule::combine_tile_len(c, t);  // multiple of 256
         const uint64_t off = uint64_t(t) * kTile;
-        AscendC::WaitFlag<AscendC::HardEvent::V_MTE2>(0);
-        AscendC::WaitFlag<AscendC::HardEvent::MTE3_MTE2>(0);
+        stage.AwaitLoadable(0);
         AscendC::DataCopy(vhh, ghh[off], len);
         AscendC::DataCopy(vlh, glh[off], len);
         AscendC::DataCopy(vhl, ghl[off], len);
         if (args.keep_lo_lo) {
             AscendC::DataCopy(vll, gll[off], len);
         }
-        AscendC::SetFlag<AscendC::HardEvent::MTE2_V>(0);
-        AscendC::WaitFlag<AscendC::HardEvent::MTE2_V>(0);
+        stage.Loaded(0);
+        stage.AwaitLoaded(0);
         if (args.keep_lo_lo) {
             AscendC::Muls(vll, vll, args.inv_scale, int32_t(len));  // LL * 2^-sb: the smallest term first
             AscendC::PipeBarrier<PIPE_V>();
@@ -105,14 +102,12 @@ __aicore__ inline void RunCombine(__gm__ float* hh, __gm__ float* lh, __gm__ flo
         AscendC::Muls(vlh, vlh, args.inv_scale, int32_t(len));     // corr * 2^-sb
         AscendC::PipeBarrier<PIPE_V>();
         AscendC::Add(vhh, vlh, vhh, int32_t(len));                 // + HH
-        AscendC::SetFlag<AscendC::HardEvent::V_MTE2>(0);
-        AscendC::SetFlag<AscendC::HardEvent::V_MTE3>(0);
-        AscendC::WaitFlag<AscendC::HardEvent::V_MTE3>(0);
+        stage.InputRead(0);
+        stage.Computed(0);
         AscendC::DataCopy(gout[off], vhh, len);
-        AscendC::SetFlag<AscendC::HardEvent::MTE3_MTE2>(0);
+        stage.Stored(0);
     }
-    AscendC::WaitFlag<AscendC::HardEvent::V_MTE2>(0);
-    AscendC::WaitFlag<AscendC::HardEvent::MTE3_MTE2>(0);
+    stage.Close();
 }
 
 }  // namespace kernel

@@ -17,6 +17,7 @@
 #include "sgemm_cube/guard/line_meta.hpp"
 #include "sgemm_cube/kernel/fixup_kernel.hpp"
 #include "sgemm_cube/schedule/schedule.hpp"
+#include "sgemm_cube/tile/vector_stages.hpp"
 
 namespace sgemm_cube {
 namespace kernel {
@@ -41,11 +42,8 @@ __aicore__ inline void RunFixupCols(__gm__ float* a, __gm__ float* b, __gm__ int
     gb.SetGlobalBuffer(b);
     gc.SetGlobalBuffer(c);
     gmb.SetGlobalBuffer(meta_b);
-    AscendC::TPipe pipe;
-    AscendC::TBuf<AscendC::TPosition::VECCALC> ub;
-    pipe.InitBuffer(ub, schedule::kFixupColsUbBytes);
-    const AscendC::LocalTensor<uint8_t> base = ub.Get<uint8_t>();
-    UnscaleTile v;  // v.c: one column's result; v.s: alpha's exponent
+    const AscendC::LocalTensor<uint8_t> base = tile::VectorUb(schedule::kFixupColsUbBytes);
+    tile::UnscaleTile v;  // v.c: one column's result; v.s: alpha's exponent
     v.Init(base);
     uint32_t at = schedule::kUnscaleUbBytes;
     const AscendC::LocalTensor<float> acc = base[at].ReinterpretCast<float>();  // one accumulator: column j
@@ -59,7 +57,6 @@ __aicore__ inline void RunFixupCols(__gm__ float* a, __gm__ float* b, __gm__ int
     const AscendC::LocalTensor<int32_t> mb = base[at].ReinterpretCast<int32_t>();  // B's packed integers, a chunk
     BatchFlags batch_flags;
     batch_flags.Init(v.flags, flags);
-    pipe.Destroy();
 
     for (uint32_t unit = core; unit < units; unit += cores) {
         const uint32_t batch = unit / chunks;
@@ -111,7 +108,7 @@ __aicore__ inline void RunFixupCols(__gm__ float* a, __gm__ float* b, __gm__ int
                     AscendC::Muls(v.c, v.c, args.alpha_mant, int32_t(rows));
                     AscendC::PipeBarrier<PIPE_V>();
                 }
-                ApplyPow2(v, int32_t(rows));
+                tile::ApplyPow2(v, int32_t(rows));
                 AscendC::PipeBarrier<PIPE_ALL>();
                 // Column j of the chunk's rows, each through its 32-byte block.
                 for (uint32_t i = 0; i < rows; ++i) {

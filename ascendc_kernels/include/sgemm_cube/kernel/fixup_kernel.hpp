@@ -2,7 +2,7 @@
 // in plain FP32 on the device from the UNSCALED operands, as guard.py defines the fix-up where the
 // hardware has no FP64: the products summed in K order, each product and each sum rounded to FP32
 // (recursive summation: tests/guarantee_data.sequential_fp32), then times alpha (alpha_mant, then the
-// exact power of two 2^alpha_exp: unscale_kernel.hpp's ApplyPow2).  No scaling: a line spanning FP32's
+// exact power of two 2^alpha_exp: tile/unscale_tile.hpp's ApplyPow2).  No scaling: a line spanning FP32's
 // whole range loses none of its entries, and an infinity meets its partners as they are.  NaN and
 // infinities come out as IEEE arithmetic gives them, as native SGEMM's do; the sums can overflow
 // part-way, as native's can.
@@ -16,10 +16,12 @@
 #define SGEMM_CUBE_KERNEL_FIXUP_KERNEL_HPP
 
 #include "kernel_operator.h"
+#include "sgemm_cube/kernel/batch_flags.hpp"
 #include "sgemm_cube/kernel/split_kernel.hpp"
-#include "sgemm_cube/kernel/unscale_kernel.hpp"
 #include "sgemm_cube/schedule/schedule.hpp"
 #include "sgemm_cube/tile/soc.hpp"
+#include "sgemm_cube/tile/unscale_tile.hpp"
+#include "sgemm_cube/tile/vector_stages.hpp"
 
 namespace sgemm_cube {
 namespace kernel {
@@ -62,11 +64,8 @@ __aicore__ inline void RunFixupRows(__gm__ float* a, __gm__ float* b, __gm__ int
     gb.SetGlobalBuffer(b);
     gc.SetGlobalBuffer(c);
     gma.SetGlobalBuffer(meta_a);
-    AscendC::TPipe pipe;
-    AscendC::TBuf<AscendC::TPosition::VECCALC> ub;
-    pipe.InitBuffer(ub, schedule::kFixupUbBytes);
-    const AscendC::LocalTensor<uint8_t> base = ub.Get<uint8_t>();
-    UnscaleTile v;  // v.c accumulates, v.s holds alpha's exponent
+    const AscendC::LocalTensor<uint8_t> base = tile::VectorUb(schedule::kFixupUbBytes);
+    tile::UnscaleTile v;  // v.c accumulates, v.s holds alpha's exponent
     v.Init(base);
     const uint32_t at = schedule::kUnscaleUbBytes;
     const AscendC::LocalTensor<float> brow = base[at].ReinterpretCast<float>();
@@ -74,7 +73,6 @@ __aicore__ inline void RunFixupRows(__gm__ float* a, __gm__ float* b, __gm__ int
     const AscendC::LocalTensor<int32_t> ameta = base[at + 2 * kW * 4].ReinterpretCast<int32_t>();
     BatchFlags batch_flags;  // null flags (the FP32 route): every batch may have listed rows
     batch_flags.Init(v.flags, flags);
-    pipe.Destroy();
 
     for (uint32_t r = core; r < rows; r += cores) {
         if (!batch_flags.Any(r / args.mp, r / args.mp, schedule::kFlagListed)) {
@@ -115,7 +113,7 @@ __aicore__ inline void RunFixupRows(__gm__ float* a, __gm__ float* b, __gm__ int
                 AscendC::Muls(v.c, v.c, args.alpha_mant, n);
                 AscendC::PipeBarrier<PIPE_V>();
             }
-            ApplyPow2(v, n);
+            tile::ApplyPow2(v, n);
             AscendC::PipeBarrier<PIPE_ALL>();
             AscendC::DataCopy(gc[uint64_t(r) * args.np + col0], v.c,
                               AscendC::DataCopyParams(1, uint16_t(w * 4 / schedule::kBlockBytes), 0, 0));

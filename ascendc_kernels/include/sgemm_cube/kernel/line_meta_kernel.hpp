@@ -17,6 +17,7 @@
 #include "sgemm_cube/kernel/line_stats_kernel.hpp"
 #include "sgemm_cube/schedule/schedule.hpp"
 #include "sgemm_cube/tile/soc.hpp"
+#include "sgemm_cube/tile/vector_stages.hpp"
 
 namespace sgemm_cube {
 namespace kernel {
@@ -114,13 +115,9 @@ __aicore__ inline void RunLineMeta(const LineStatsOut& in, __gm__ int32_t* meta,
     }
     const guard::LineRange range = guard::fp16_line_range(args.sb, guard::Subnormals(args.subnormals));
     const guard::Scale scale = guard::Scale(args.scale);
-    AscendC::TPipe pipe;
-    AscendC::TBuf<AscendC::TPosition::VECCALC> ub;
-    pipe.InitBuffer(ub, schedule::kMetaUbBytes);
     LineMetaChunks io;
-    io.Init(ub.Get<uint8_t>(), in, meta, flags);
+    io.Init(tile::VectorUb(schedule::kMetaUbBytes), in, meta, flags);
     const int32_t listed_from = args.fixup != 0 ? 1 : 2;  // guard.fixup_min_class
-    pipe.Destroy();
 
     uint32_t matrix_batch = ~0u;  // the batch whose "matrix" exponent t_matrix holds
     int32_t t_matrix = 0;

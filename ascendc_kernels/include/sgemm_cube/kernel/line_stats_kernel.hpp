@@ -31,9 +31,11 @@
 #define SGEMM_CUBE_KERNEL_LINE_STATS_KERNEL_HPP
 
 #include "kernel_operator.h"
-#include "sgemm_cube/guard/line_meta.hpp"
 #include "sgemm_cube/schedule/schedule.hpp"
+#include "sgemm_cube/tile/line_stats_tile.hpp"
 #include "sgemm_cube/tile/soc.hpp"
+#include "sgemm_cube/tile/vector_copy.hpp"
+#include "sgemm_cube/tile/vector_stages.hpp"
 
 namespace sgemm_cube {
 namespace kernel {
@@ -51,165 +53,28 @@ struct LineStatsOut {
     __gm__ int32_t* finite;
 };
 
-template <class SocTag>
-class LineStatsTile {
-public:
-    using I32 = AscendC::LocalTensor<int32_t>;
-    using U16 = AscendC::LocalTensor<uint16_t>;
-    static constexpr uint32_t kStages = schedule::kStatsStages;  ///< input tiles (x)
-    static constexpr uint32_t kPairs = 2;                         ///< work tiles p, q: this tile's and the previous one's
-    static constexpr int32_t kN = int32_t(schedule::kStatsTile);
-    static constexpr int32_t kExp = int32_t(guard::kExpMask);
-    static constexpr uint8_t kRepeats = uint8_t(schedule::kStatsTile * 4 / 256);  ///< 256-byte repeats per tile
-    static constexpr uint64_t kHalves = 128;                                        ///< 16-bit elements per repeat
-
-    __aicore__ inline void Init(const AscendC::LocalTensor<uint8_t>& base)
-    {
-        constexpr uint32_t kTileBytes = schedule::kStatsTile * 4;
-        for (uint32_t s = 0; s < kStages; ++s) {
-            x_[s] = base[s * kTileBytes].ReinterpretCast<int32_t>();
-        }
-        for (uint32_t s = 0; s < kPairs; ++s) {
-            p_[s] = base[(kStages + s) * kTileBytes].ReinterpretCast<int32_t>();
-            q_[s] = base[(kStages + kPairs + s) * kTileBytes].ReinterpretCast<int32_t>();
-        }
-        const uint32_t acc = (kStages + 2 * kPairs) * kTileBytes;
-        acc_a_ = base[acc].ReinterpretCast<int32_t>();
-        acc_p_ = base[acc + kTileBytes].ReinterpretCast<int32_t>();
-        acc_q_ = base[acc + 2 * kTileBytes].ReinterpretCast<int32_t>();
-        const uint32_t consts = acc + 3 * kTileBytes;
-        abs_ = base[consts].ReinterpretCast<int32_t>();
-        sign_ = base[consts + schedule::kStatsConstBytes].ReinterpretCast<int32_t>();
-        out_ = base[consts + 2 * schedule::kStatsConstBytes].ReinterpretCast<int32_t>();
-        constexpr int32_t kBlock = int32_t(schedule::kStatsConstBytes / 4);
-        AscendC::Duplicate<int32_t>(abs_, int32_t(0x7FFFFFFF), kBlock);
-        AscendC::Duplicate<int32_t>(sign_, int32_t(-2147483647 - 1), kBlock);  // 0x80000000
-        AscendC::PipeBarrier<PIPE_V>();
-    }
-
-    /// Accumulators to their neutral values (after the previous item's readers are done).
-    __aicore__ inline void ResetAccumulators()
-    {
-        AscendC::Duplicate<int32_t>(acc_a_, int32_t(0), kN);
-        AscendC::Duplicate<int32_t>(acc_p_, int32_t(-kExp), kN);
-        AscendC::Duplicate<int32_t>(acc_q_, int32_t(guard::kNoSmall), kN);
-    }
-
-    /// Step 1 of the tile in input stage s (a = |x|, in place) beside step 3 of the previous tile (its p, q in
-    /// work pair ps), then a barrier.
-    __aicore__ inline void Front(uint32_t s, bool previous, uint32_t ps)
-    {
-        const U16 xu = x_[s].ReinterpretCast<uint16_t>();
-        AscendC::And(xu, xu, abs_.ReinterpretCast<uint16_t>(), kHalves, kRepeats, Broadcast());
-        if (previous) {
-            Step3(ps);
-        }
-        AscendC::PipeBarrier<PIPE_V>();
-    }
-    /// Step 2 of the tile in input stage s (p, q into work pair w, before their masks; A) beside step 4 of the
-    /// previous tile (pair ps).  The caller sets the stage's V_MTE2 flag after it (x is not read any more)
-    /// and a barrier.
-    __aicore__ inline void Back(uint32_t s, uint32_t w, bool previous, uint32_t ps)
-    {
-        AscendC::Adds(p_[w], x_[s], int32_t(-kExp), kN);  // a - E
-        AscendC::Adds(q_[w], x_[s], int32_t(-1), kN);     // a - 1
-        AscendC::Max(acc_a_, acc_a_, x_[s], kN);
-        if (previous) {
-            Step4(ps);
-        }
-    }
-    /// Step 3: p |= 0x80000000, q &= 0x7FFFFFFF (one constant block, read again in every repeat).
-    __aicore__ inline void Step3(uint32_t s)
-    {
-        const U16 pu = p_[s].ReinterpretCast<uint16_t>();
-        AscendC::Or(pu, pu, sign_.ReinterpretCast<uint16_t>(), kHalves, kRepeats, Broadcast());
-        const U16 qu = q_[s].ReinterpretCast<uint16_t>();
-        AscendC::And(qu, qu, abs_.ReinterpretCast<uint16_t>(), kHalves, kRepeats, Broadcast());
-    }
-    /// Step 4: P = max(P, p), Q = min(Q, q), elementwise.
-    __aicore__ inline void Step4(uint32_t s)
-    {
-        AscendC::Max(acc_p_, acc_p_, p_[s], kN);
-        AscendC::Min(acc_q_, acc_q_, q_[s], kN);
-    }
-
-    /// Along rows: each row's 256 accumulated values to 8 (at r * 256), all 16 rows per instruction (one
-    /// repeat per row); no barrier after the last step (the caller's V_S flag follows).
-    __aicore__ inline void ReduceRows()
-    {
-        constexpr uint32_t kCols = schedule::kStatsTileCols;
-        const AscendC::BinaryRepeatParams rows(1, 1, 1, kCols * 4 / 32, kCols * 4 / 32, kCols * 4 / 32);
-        for (uint32_t k = 0; k < 2; ++k) {  // 256 -> 128: blocks of 64 k and k + 2
-            Fold(k * 64, (k + 2) * 64, 64, rows);
-        }
-        AscendC::PipeBarrier<PIPE_V>();
-        Fold(0, 64, 64, rows);  // 128 -> 64
-        for (uint32_t m = 32; m >= 8; m /= 2) {  // 64 -> 8 under a mask of the first m elements
-            AscendC::PipeBarrier<PIPE_V>();
-            Fold(0, m, m, rows);
-        }
-    }
-    /// Along columns: the 16 accumulated rows to one (the first 256 values), by halving; no final barrier.
-    __aicore__ inline void ReduceColumns()
-    {
-        for (int32_t half = kN / 2; half >= int32_t(schedule::kStatsTileCols); half /= 2) {
-            AscendC::Max(acc_a_, acc_a_, acc_a_[half], half);
-            AscendC::Max(acc_p_, acc_p_, acc_p_[half], half);
-            AscendC::Min(acc_q_, acc_q_, acc_q_[half], half);
-            if (half > int32_t(schedule::kStatsTileCols)) {
-                AscendC::PipeBarrier<PIPE_V>();
-            }
-        }
-    }
-
-    /// The line's statistics from its reduced accumulators (scalar unit).
-    static __aicore__ inline int32_t Big(int32_t p) { return p + kExp; }
-    static __aicore__ inline int32_t SmallW(int32_t q)
-    {
-        return q < kExp - 1 ? q : int32_t(guard::kNoSmall);
-    }
-    static __aicore__ inline int32_t Finite(int32_t a) { return a < kExp ? -1 : 0; }
-
-    I32 x_[kStages], p_[kPairs], q_[kPairs];
-    I32 acc_a_, acc_p_, acc_q_, abs_, sign_, out_;
-
-private:
-    static __aicore__ inline AscendC::BinaryRepeatParams Broadcast()
-    {
-        return AscendC::BinaryRepeatParams(1, 1, 1, 8, 8, 0);  // src1: the same eight blocks every repeat
-    }
-    /// acc[dst + r * 256 ..] = max / min(acc[dst + ..], acc[src + ..]) for the first `mask` elements, every row r.
-    __aicore__ inline void Fold(uint32_t dst, uint32_t src, uint64_t mask, const AscendC::BinaryRepeatParams& rows)
-    {
-        const uint8_t n = uint8_t(schedule::kCube);
-        AscendC::Max(acc_a_[dst], acc_a_[dst], acc_a_[src], mask, n, rows);
-        AscendC::Max(acc_p_[dst], acc_p_[dst], acc_p_[src], mask, n, rows);
-        AscendC::Min(acc_q_[dst], acc_q_[dst], acc_q_[src], mask, n, rows);
-    }
-};
+/// The input stages of the line statistics: loaded by MTE2, read by the vector unit; nothing is stored from
+/// them (the scalar unit reads the accumulators).
+using StatsStages = tile::VectorStages<schedule::kStatsStages, tile::StageResults::kNone>;
 
 /// Tile i of work item w into UB stage s: 16 rows x (at most) 256 columns, row-major, one DataCopy.
 template <class SocTag>
-__aicore__ inline void LoadStatsTile(const LineStatsTile<SocTag>& tile, const schedule::LineStatsGeometry& g,
-                                     const AscendC::GlobalTensor<int32_t>& gx, uint32_t w, uint32_t i, uint32_t s)
+__aicore__ inline void LoadStatsTile(const tile::LineStatsTile<SocTag>& stats, const StatsStages& stages,
+                                     const schedule::LineStatsGeometry& g, const AscendC::GlobalTensor<int32_t>& gx,
+                                     uint32_t w, uint32_t i, uint32_t s)
 {
     constexpr uint32_t kCols = schedule::kStatsTileCols;
     constexpr int32_t kZeroEvent = int32_t(schedule::kStatsStages);  // V_MTE2 events 0 .. stages - 1: the stages
     const uint32_t t = g.along_rows ? i : w % g.col_tiles;
     const uint32_t strip = g.along_rows ? w : (w / g.col_tiles) * (g.rows / schedule::kCube) + i;
     const uint32_t cols = schedule::stats_tile_cols(g, t);
-    AscendC::WaitFlag<AscendC::HardEvent::V_MTE2>(int32_t(s));  // the stage's previous tile has been read
+    stages.AwaitLoadable(s);  // the stage's previous tile has been read
     if (cols < kCols) {  // zeros are neutral: the unused columns of the tile
-        AscendC::Duplicate<int32_t>(tile.x_[s], int32_t(0), int32_t(schedule::kStatsTile));
-        AscendC::SetFlag<AscendC::HardEvent::V_MTE2>(kZeroEvent);
-        AscendC::WaitFlag<AscendC::HardEvent::V_MTE2>(kZeroEvent);
+        AscendC::Duplicate<int32_t>(stats.x_[s], int32_t(0), int32_t(schedule::kStatsTile));
+        tile::Handoff<AscendC::HardEvent::V_MTE2>(kZeroEvent);
     }
-    const uint32_t blocks = cols * 4 / schedule::kBlockBytes;
-    AscendC::DataCopy(tile.x_[s], gx[schedule::stats_in_offset(g, strip, t, 0)],
-                      AscendC::DataCopyParams(uint16_t(schedule::kCube), uint16_t(blocks),
-                                              uint16_t((g.cols - cols) * 4 / schedule::kBlockBytes),
-                                              uint16_t((kCols - cols) * 4 / schedule::kBlockBytes)));
-    AscendC::SetFlag<AscendC::HardEvent::MTE2_V>(int32_t(s));
+    tile::CopyRowsIn(stats.x_[s], gx[schedule::stats_in_offset(g, strip, t, 0)], schedule::kCube, cols, g.cols, kCols);
+    stages.Loaded(s);
 }
 
 template <class SocTag>
@@ -226,98 +91,68 @@ __aicore__ inline void RunLineStats(__gm__ float* x, const LineStatsOut& out, co
     gbig.SetGlobalBuffer(out.big);
     gsmall.SetGlobalBuffer(out.small_w);
     gfinite.SetGlobalBuffer(out.finite);
+    tile::LineStatsTile<SocTag> stats;
+    stats.Init(tile::VectorUb(schedule::kStatsUbBytes));
 
-    AscendC::TPipe pipe;
-    AscendC::TBuf<AscendC::TPosition::VECCALC> ub;
-    pipe.InitBuffer(ub, schedule::kStatsUbBytes);
-    LineStatsTile<SocTag> tile;
-    tile.Init(ub.Get<uint8_t>());
-    pipe.Destroy();
-
-    using Tile = LineStatsTile<SocTag>;
     constexpr uint32_t kCols = schedule::kStatsTileCols;
-    constexpr uint32_t kStages = schedule::kStatsStages;
     const uint32_t steps = g.along_rows ? g.col_tiles : g.rows / schedule::kCube;  // tiles of each item
-    for (uint32_t s = 0; s < kStages; ++s) {
-        AscendC::SetFlag<AscendC::HardEvent::V_MTE2>(int32_t(s));  // stage free
-    }
+    const StatsStages stages;
+    stages.Open();
     // The accumulators are read by the scalar unit at the end of an item, the output staging by MTE3;
     // the next item resets and refills them after that.
     AscendC::SetFlag<AscendC::HardEvent::S_V>(0);
     AscendC::SetFlag<AscendC::HardEvent::MTE3_S>(0);
     uint32_t n = 0;  // this core's tiles so far; tile n is in input stage n % kStages, work pair n % 2
-    LoadStatsTile(tile, g, gx, core, 0, 0);
+    LoadStatsTile(stats, stages, g, gx, core, 0, 0);
     for (uint32_t w = core; w < g.work; w += g.cores) {
         AscendC::WaitFlag<AscendC::HardEvent::S_V>(0);
-        tile.ResetAccumulators();
+        stats.ResetAccumulators();
         for (uint32_t i = 0; i < steps; ++i, ++n) {
-            const uint32_t s = n % kStages, next = (n + 1) % kStages, pair = n % 2, ps = 1 - pair;
+            const uint32_t s = StatsStages::Of(n), next = StatsStages::Of(n + 1), pair = n % 2, ps = 1 - pair;
             // The next tile's load is issued before this tile's work and the item's end, so MTE2 runs ahead.
             if (i + 1 < steps) {
-                LoadStatsTile(tile, g, gx, w, i + 1, next);
+                LoadStatsTile(stats, stages, g, gx, w, i + 1, next);
             } else if (w + g.cores < g.work) {
-                LoadStatsTile(tile, g, gx, w + g.cores, 0, next);
+                LoadStatsTile(stats, stages, g, gx, w + g.cores, 0, next);
             }
-            AscendC::WaitFlag<AscendC::HardEvent::MTE2_V>(int32_t(s));
-            tile.Front(s, i > 0, ps);
-            tile.Back(s, pair, i > 0, ps);
-            AscendC::SetFlag<AscendC::HardEvent::V_MTE2>(int32_t(s));
+            stages.AwaitLoaded(s);
+            stats.Front(s, i > 0, ps);
+            stats.Back(s, pair, i > 0, ps);
+            stages.InputRead(s);
             AscendC::PipeBarrier<PIPE_V>();
         }
         const uint32_t last = (n - 1) % 2;  // steps 3 and 4 of the item's last tile (its work pair)
-        tile.Step3(last);
+        stats.Step3(last);
         AscendC::PipeBarrier<PIPE_V>();
-        tile.Step4(last);
+        stats.Step4(last);
         AscendC::PipeBarrier<PIPE_V>();
         if (g.along_rows) {
-            tile.ReduceRows();
+            stats.ReduceRows();
         } else {
-            tile.ReduceColumns();
+            stats.ReduceColumns();
         }
-        AscendC::SetFlag<AscendC::HardEvent::V_S>(0);
-        AscendC::WaitFlag<AscendC::HardEvent::V_S>(0);
+        tile::Handoff<AscendC::HardEvent::V_S>(0);  // the scalar unit reads the reduced accumulators
         AscendC::WaitFlag<AscendC::HardEvent::MTE3_S>(0);
-        uint64_t line0;
+        uint64_t line0;  // the item's first line (batches counted together) and its lines
         uint32_t lines;
-        if (g.along_rows) {  // 8 values per row and statistic left (row r at r * 256)
-            for (uint32_t r = 0; r < schedule::kCube; ++r) {
-                int32_t a = 0, p = -Tile::kExp, q = int32_t(guard::kNoSmall);
-                for (uint32_t c = 0; c < 8; ++c) {
-                    const int32_t va = tile.acc_a_.GetValue(r * kCols + c);
-                    const int32_t vp = tile.acc_p_.GetValue(r * kCols + c);
-                    const int32_t vq = tile.acc_q_.GetValue(r * kCols + c);
-                    a = va > a ? va : a;
-                    p = vp > p ? vp : p;
-                    q = vq < q ? vq : q;
-                }
-                tile.out_.SetValue(r, Tile::Big(p));
-                tile.out_.SetValue(kCols + r, Tile::SmallW(q));
-                tile.out_.SetValue(2 * kCols + r, Tile::Finite(a));
-            }
+        if (g.along_rows) {
+            stats.DecodeRows();
             line0 = uint64_t(w) * schedule::kCube;  // strips count rows over the batch
             lines = schedule::kCube;
-        } else {  // one value per column and statistic
+        } else {
             const uint32_t t = w % g.col_tiles;
             lines = schedule::stats_tile_cols(g, t);
-            for (uint32_t c = 0; c < lines; ++c) {
-                tile.out_.SetValue(c, Tile::Big(tile.acc_p_.GetValue(c)));
-                tile.out_.SetValue(kCols + c, Tile::SmallW(tile.acc_q_.GetValue(c)));
-                tile.out_.SetValue(2 * kCols + c, Tile::Finite(tile.acc_a_.GetValue(c)));
-            }
+            stats.DecodeColumns(lines);
             line0 = uint64_t(w / g.col_tiles) * g.cols + uint64_t(t) * kCols;
         }
         AscendC::SetFlag<AscendC::HardEvent::S_V>(0);  // accumulators read
-        AscendC::SetFlag<AscendC::HardEvent::S_MTE3>(0);
-        AscendC::WaitFlag<AscendC::HardEvent::S_MTE3>(0);
-        const AscendC::DataCopyParams run(1, uint16_t(lines * 4 / schedule::kBlockBytes), 0, 0);
-        AscendC::DataCopy(gbig[line0], tile.out_, run);
-        AscendC::DataCopy(gsmall[line0], tile.out_[kCols], run);
-        AscendC::DataCopy(gfinite[line0], tile.out_[2 * kCols], run);
+        tile::Handoff<AscendC::HardEvent::S_MTE3>(0);
+        tile::CopyOut(gbig[line0], stats.out_, lines);
+        tile::CopyOut(gsmall[line0], stats.out_[kCols], lines);
+        tile::CopyOut(gfinite[line0], stats.out_[2 * kCols], lines);
         AscendC::SetFlag<AscendC::HardEvent::MTE3_S>(0);
     }
-    for (uint32_t s = 0; s < kStages; ++s) {
-        AscendC::WaitFlag<AscendC::HardEvent::V_MTE2>(int32_t(s));
-    }
+    stages.Close();
     AscendC::WaitFlag<AscendC::HardEvent::S_V>(0);
     AscendC::WaitFlag<AscendC::HardEvent::MTE3_S>(0);
 }

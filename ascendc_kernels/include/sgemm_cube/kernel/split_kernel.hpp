@@ -57,6 +57,8 @@
 #include "sgemm_cube/schedule/schedule.hpp"
 #include "sgemm_cube/tile/soc.hpp"
 #include "sgemm_cube/tile/split_tile.hpp"
+#include "sgemm_cube/tile/vector_copy.hpp"
+#include "sgemm_cube/tile/vector_stages.hpp"
 
 namespace sgemm_cube {
 namespace kernel {
@@ -78,26 +80,25 @@ __aicore__ inline void line_factors(int32_t t, uint32_t* f1, uint32_t* f2)
     *f2 = uint32_t(t2 + 127) << 23;
 }
 
-/// The factor tiles of one split tile, in its Zz order (element (r, c) at (c / 16) * 256 + r * 16 + c % 16):
+/// The factor tiles of tile t of the strip, in its Zz order (element (r, c) at (c / 16) * 256 + r * 16 + c % 16):
 /// rows (A): 2^t of row r of the strip; columns (B): 2^t of column c of the tile.  The scalar unit decodes
 /// the packed integers (guard.pack_meta) and writes piece 0 (rows) or row 0 of every piece (columns); UB -> UB
 /// copies on the vector pipe replicate it.
 __aicore__ inline void BuildFactors(const AscendC::LocalTensor<float>& f1, const AscendC::LocalTensor<float>& f2,
                                     const AscendC::LocalTensor<int32_t>& vmeta,
                                     const AscendC::GlobalTensor<int32_t>& gmeta, const schedule::SplitGeometry& s,
-                                    uint32_t strip, uint32_t tile, bool per_row)
+                                    uint32_t strip, uint32_t t, bool per_row)
 {
     constexpr uint32_t kPiece = schedule::kFractalElems;
-    const uint32_t lines = per_row ? schedule::kCube : schedule::split_tile_cols(s, tile);
+    const uint32_t lines = per_row ? schedule::kCube : schedule::split_tile_cols(s, t);
     // per row: the strip's 16 rows (batch * rows counted together); per column: the tile's columns of
     // the strip's batch (strips of one batch are rows / 16 = s.strips / batch apart: meta is per batch).
     const uint64_t first = per_row ? uint64_t(strip) * schedule::kCube
-                                   : uint64_t(strip / s.strips_per_batch) * s.cols + uint64_t(tile) * schedule::kSplitTileCols;
+                                   : uint64_t(strip / s.strips_per_batch) * s.cols + uint64_t(t) * schedule::kSplitTileCols;
     AscendC::WaitFlag<AscendC::HardEvent::V_S>(0);     // the previous factors are no longer read
     AscendC::WaitFlag<AscendC::HardEvent::S_MTE2>(0);  // nor the previous integers
-    AscendC::DataCopy(vmeta, gmeta[first], AscendC::DataCopyParams(1, uint16_t(lines * 4 / schedule::kBlockBytes), 0, 0));
-    AscendC::SetFlag<AscendC::HardEvent::MTE2_S>(0);
-    AscendC::WaitFlag<AscendC::HardEvent::MTE2_S>(0);
+    tile::CopyIn(vmeta, gmeta[first], lines);
+    tile::Handoff<AscendC::HardEvent::MTE2_S>(0);
     const AscendC::LocalTensor<uint32_t> u1 = f1.ReinterpretCast<uint32_t>(), u2 = f2.ReinterpretCast<uint32_t>();
     for (uint32_t i = 0; i < lines; ++i) {
         uint32_t b1, b2;
@@ -113,8 +114,7 @@ __aicore__ inline void BuildFactors(const AscendC::LocalTensor<float>& f1, const
         }
     }
     AscendC::SetFlag<AscendC::HardEvent::S_MTE2>(0);
-    AscendC::SetFlag<AscendC::HardEvent::S_V>(0);
-    AscendC::WaitFlag<AscendC::HardEvent::S_V>(0);
+    tile::Handoff<AscendC::HardEvent::S_V>(0);
     if (per_row) {  // piece 0 -> all 16 pieces: 256 -> 512 -> ... -> 4096 elements
         for (uint32_t n = kPiece; n < schedule::kCube * kPiece; n *= 2) {
             const AscendC::DataCopyParams run(1, uint16_t(n * 4 / schedule::kBlockBytes), 0, 0);
@@ -139,7 +139,6 @@ template <class SocTag>
 __aicore__ inline void RunSplit(__gm__ float* x, __gm__ half* hi, __gm__ half* lo, __gm__ int32_t* meta,
                                 __gm__ float* flags, const SplitArgs& args)
 {
-    using AscendC::LocalTensor;
     constexpr uint32_t kTile = schedule::kCube * schedule::kSplitTileCols;  // elements of the largest tile
     const schedule::SplitGeometry s = schedule::make_split_geometry(args.batch, args.rows, args.cols, args.plan_cores);
     const uint32_t core = uint32_t(AscendC::GetBlockIdx());
@@ -152,57 +151,34 @@ __aicore__ inline void RunSplit(__gm__ float* x, __gm__ half* hi, __gm__ half* l
     ghi.SetGlobalBuffer(hi);
     glo.SetGlobalBuffer(lo);
 
-    AscendC::TPipe pipe;
-    AscendC::TBuf<AscendC::TPosition::VECCALC> ub;
-    pipe.InitBuffer(ub, schedule::kSplitUbBytes);
-    const LocalTensor<uint8_t> base = ub.Get<uint8_t>();
-    // Per stage: x (FP32), tmp (FP32), hi, lo (FP16); then the bound test's constants.
-    tile::SplitStage v[schedule::kSplitStages];
-    for (uint32_t st = 0; st < schedule::kSplitStages; ++st) {
-        const uint32_t at = st * schedule::kSplitStageBytes;
-        v[st].x = base[at].ReinterpretCast<float>();
-        v[st].tmp = base[at + kTile * 4].ReinterpretCast<float>();
-        v[st].hi = base[at + kTile * 8].ReinterpretCast<half>();
-        v[st].lo = base[at + kTile * 10].ReinterpretCast<half>();
-    }
-    const uint32_t consts = schedule::kSplitStages * schedule::kSplitStageBytes;
-    tile::SplitBound bound;
-    bound.bound = base[consts].ReinterpretCast<int32_t>();
-    bound.ones = base[consts + kTile * 4].ReinterpretCast<int32_t>();
-    bound.abs_mask = base[consts + kTile * 8].ReinterpretCast<int32_t>();
-    LocalTensor<float> vf1 = base[consts + kTile * 12].ReinterpretCast<float>();  // factor tiles (scaled lines)
-    LocalTensor<float> vf2 = base[consts + kTile * 16].ReinterpretCast<float>();
-    LocalTensor<int32_t> vmeta = base[consts + kTile * 20].ReinterpretCast<int32_t>();  // kSplitTileCols lines
+    tile::SplitUb ub;
+    ub.Init(tile::VectorUb(schedule::kSplitUbBytes));
+    tile::SplitStage* v = ub.stage;
     BatchFlags batch_flags;  // which batches have a scaled line (null flags: every batch may)
-    batch_flags.Init(base[consts + kTile * 20 + schedule::kSplitTileCols * 4], args.scaled_lines != 0 ? flags : nullptr);
-    pipe.Destroy();
+    batch_flags.Init(ub.flags, args.scaled_lines != 0 ? flags : nullptr);
     AscendC::GlobalTensor<int32_t> gmeta;
     if (args.scaled_lines != 0) {
         gmeta.SetGlobalBuffer(meta);
     }
 
-    // Constants of the bound test (see the file comment), once.
-    AscendC::Duplicate<int32_t>(bound.bound, int32_t(args.keep_below), int32_t(kTile));
-    AscendC::Duplicate<int32_t>(bound.ones, int32_t(-1), int32_t(kTile));               // all bits set
-    AscendC::Duplicate<int32_t>(bound.abs_mask, int32_t(0x7FFFFFFF), int32_t(kTile));  // all but the sign
-    AscendC::PipeBarrier<PIPE_V>();
+    tile::FillSplitBound(ub.bound, args.keep_below, kTile);  // the bound test's constants, once
+    // Two stages, the parts in their own buffers: the load of one tile, the vector work on another and
+    // the store of a third overlap.
+    using Stages = tile::VectorStages<schedule::kSplitStages, tile::StageResults::kOwnBuffers>;
+    const Stages stages;
     AscendC::SetFlag<AscendC::HardEvent::V_S>(0);    // factor tiles free for the scalar unit
     AscendC::SetFlag<AscendC::HardEvent::S_MTE2>(0); // meta staging free
-    for (uint32_t st = 0; st < schedule::kSplitStages; ++st) {
-        AscendC::SetFlag<AscendC::HardEvent::V_MTE2>(int32_t(st));  // vx[st] free
-        AscendC::SetFlag<AscendC::HardEvent::MTE3_V>(int32_t(st));  // vhi[st] / vlo[st] free
-    }
+    stages.Open();
     uint32_t seq = 0;
     for (uint32_t strip = core; strip < s.strips; strip += s.cores) {
         const uint32_t batch = strip / s.strips_per_batch;
         const bool scaled = args.scaled_lines != 0 && batch_flags.Any(batch, batch, schedule::kFlagScaled);
         for (uint32_t t = 0; t < s.tiles_per_strip; ++t, ++seq) {
-            const uint32_t st = seq % schedule::kSplitStages;
-            const int32_t ev = int32_t(st);
+            const uint32_t st = Stages::Of(seq);
             const uint32_t w = schedule::split_tile_cols(s, t);
             const uint32_t count = schedule::kCube * w;
             // GM -> UB, row by row: the pieces of row r go to p * 256 + r * 16 (Zz order).
-            AscendC::WaitFlag<AscendC::HardEvent::V_MTE2>(ev);
+            stages.AwaitLoadable(st);
             const schedule::RowPieces rp = schedule::split_row_pieces(w);
             for (uint32_t r = 0; r < schedule::kCube; ++r) {
                 AscendC::DataCopy(v[st].x[schedule::split_ub_row_offset(r)], gx[schedule::split_in_offset(s, strip, t, r)],
@@ -211,34 +187,29 @@ __aicore__ inline void RunSplit(__gm__ float* x, __gm__ half* hi, __gm__ half* l
             }
             if (scaled && (t == 0 || args.scaled_lines == 2)) {
                 // This tile's factor tiles: per row, once per strip (A); per column, every tile (B).
-                BuildFactors(vf1, vf2, vmeta, gmeta, s, strip, t, args.scaled_lines == 1);
+                BuildFactors(ub.f1, ub.f2, ub.meta, gmeta, s, strip, t, args.scaled_lines == 1);
             }
-            AscendC::SetFlag<AscendC::HardEvent::MTE2_V>(ev);
-            AscendC::WaitFlag<AscendC::HardEvent::MTE2_V>(ev);
+            stages.Loaded(st);
+            stages.AwaitLoaded(st);
             if (scaled) {  // x * 2^t1 * 2^t2 (see the file comment)
-                tile::ScaleByFactors(v[st], vf1, vf2, count);
+                tile::ScaleByFactors(v[st], ub.f1, ub.f2, count);
                 if (args.scaled_lines == 2 || t + 1 == s.tiles_per_strip) {
                     AscendC::SetFlag<AscendC::HardEvent::V_S>(0);  // the factors' last reader is done
                 }
             }
-            tile::ZeroUnsplittable(v[st], bound, count);  // |x| at or above the bound, NaN, Inf -> +0
-            AscendC::WaitFlag<AscendC::HardEvent::MTE3_V>(ev);  // the stage's parts are stored: overwrite them
+            tile::ZeroUnsplittable(v[st], ub.bound, count);  // |x| at or above the bound, NaN, Inf -> +0
+            stages.AwaitResultsStored(st);  // the stage's parts are stored: overwrite them
             tile::SplitToHalves(v[st], SocTag::kToHalf, args.scale, count);
-            AscendC::SetFlag<AscendC::HardEvent::V_MTE2>(ev);
-            AscendC::SetFlag<AscendC::HardEvent::V_MTE3>(ev);
-            AscendC::WaitFlag<AscendC::HardEvent::V_MTE3>(ev);
+            stages.InputRead(st);
+            stages.Computed(st);
             // UB -> GM: the tile is one contiguous Zz range; one burst per part.
             const uint64_t out = schedule::split_out_offset(s, strip, t);
-            const AscendC::DataCopyParams burst(1, uint16_t(count * schedule::kHalfBytes / schedule::kBlockBytes), 0, 0);
-            AscendC::DataCopy(ghi[out], v[st].hi, burst);
-            AscendC::DataCopy(glo[out], v[st].lo, burst);
-            AscendC::SetFlag<AscendC::HardEvent::MTE3_V>(ev);
+            tile::CopyOut(ghi[out], v[st].hi, count);
+            tile::CopyOut(glo[out], v[st].lo, count);
+            stages.Stored(st);
         }
     }
-    for (uint32_t st = 0; st < schedule::kSplitStages; ++st) {
-        AscendC::WaitFlag<AscendC::HardEvent::V_MTE2>(int32_t(st));
-        AscendC::WaitFlag<AscendC::HardEvent::MTE3_V>(int32_t(st));
-    }
+    stages.Close();
     AscendC::WaitFlag<AscendC::HardEvent::V_S>(0);
     AscendC::WaitFlag<AscendC::HardEvent::S_MTE2>(0);
     batch_flags.Finish();

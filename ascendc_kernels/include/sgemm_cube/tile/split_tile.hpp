@@ -7,6 +7,7 @@
 #define SGEMM_CUBE_TILE_SPLIT_TILE_HPP
 
 #include "kernel_operator.h"
+#include "sgemm_cube/schedule/schedule.hpp"
 
 namespace sgemm_cube {
 namespace tile {
@@ -21,6 +22,47 @@ struct SplitStage {
 struct SplitBound {
     AscendC::LocalTensor<int32_t> bound, ones, abs_mask;
 };
+
+/// The split's UB (schedule::kSplitUbBytes), carved in this order: kSplitStages stages of kSplitStageBytes, the
+/// bound test's constants, the two factor tiles, the packed integers of kSplitTileCols lines, the staging of
+/// the batches' words (kernel/batch_flags.hpp).  Every tile holds the largest split tile (16 x kSplitTileCols).
+struct SplitUb {
+    SplitStage stage[schedule::kSplitStages];
+    SplitBound bound;
+    AscendC::LocalTensor<float> f1, f2;    ///< factor tiles 2^t1, 2^t2 (scaled lines)
+    AscendC::LocalTensor<int32_t> meta;    ///< the lines' packed integers
+    AscendC::LocalTensor<uint8_t> flags;   ///< the batches' words
+
+    __aicore__ inline void Init(const AscendC::LocalTensor<uint8_t>& base)
+    {
+        constexpr uint32_t kTile = schedule::kCube * schedule::kSplitTileCols;
+        for (uint32_t st = 0; st < schedule::kSplitStages; ++st) {  // x (FP32), tmp (FP32), hi, lo (FP16)
+            const uint32_t at = st * schedule::kSplitStageBytes;
+            stage[st].x = base[at].ReinterpretCast<float>();
+            stage[st].tmp = base[at + kTile * 4].ReinterpretCast<float>();
+            stage[st].hi = base[at + kTile * 8].ReinterpretCast<half>();
+            stage[st].lo = base[at + kTile * 10].ReinterpretCast<half>();
+        }
+        const uint32_t consts = schedule::kSplitStages * schedule::kSplitStageBytes;
+        bound.bound = base[consts].ReinterpretCast<int32_t>();
+        bound.ones = base[consts + kTile * 4].ReinterpretCast<int32_t>();
+        bound.abs_mask = base[consts + kTile * 8].ReinterpretCast<int32_t>();
+        f1 = base[consts + kTile * 12].ReinterpretCast<float>();
+        f2 = base[consts + kTile * 16].ReinterpretCast<float>();
+        meta = base[consts + kTile * 20].ReinterpretCast<int32_t>();
+        flags = base[consts + kTile * 20 + schedule::kSplitTileCols * 4];
+    }
+};
+
+/// The bound test's constants over `count` elements: the bound's bits (`keep_below`), all ones, all but the
+/// sign; then a barrier (the test reads them).
+__aicore__ inline void FillSplitBound(const SplitBound& c, uint32_t keep_below, uint32_t count)
+{
+    AscendC::Duplicate<int32_t>(c.bound, int32_t(keep_below), int32_t(count));
+    AscendC::Duplicate<int32_t>(c.ones, int32_t(-1), int32_t(count));               // all bits set
+    AscendC::Duplicate<int32_t>(c.abs_mask, int32_t(0x7FFFFFFF), int32_t(count));  // all but the sign
+    AscendC::PipeBarrier<PIPE_V>();
+}
 
 /// x * f1 * f2: the line scaling by 2^t1 * 2^t2, elementwise against the factor tiles.
 __aicore__ inline void ScaleByFactors(const SplitStage& v, const AscendC::LocalTensor<float>& f1,
