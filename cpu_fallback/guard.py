@@ -95,9 +95,12 @@ SCALES = ("auto", "rows", "matrix", None)
 # Three BF16 slices hold every FP32 value at or above 2**-110 exactly, but the products of the slices
 # must stay normal in FP32 too (tensor cores lose subnormal products: measured 3x native's error on an
 # H100 for lines near 1e-20 left unscaled): lines in [2**-50, 2**50) give products in [2**-100, 2**100)
-# and sums below 2**128 for K < 2**27.
+# and sums below 2**128 for K < 2**27.  A scaled line's largest entry goes to the top of that range
+# (2**49), not near 1, so that 99 binades lie below it: a line is a fix-up line only where it spans more
+# (issue 33: near 1, Vandermonde features and rows mixing 1 with 2**-57 were listed at 50 binades).
 _BF16_LOWER = 2.0 ** -50
 _BF16_UPPER = 2.0 ** 50
+_BF16_TOP = 49
 
 
 class LineRange(NamedTuple):
@@ -121,7 +124,7 @@ def line_range(scheme: str, sb: int, arithmetic=None) -> LineRange:
     and CUDA backends use the default.
     """
     if get_scheme(scheme).format.name == "bf16":
-        return LineRange(_BF16_LOWER, _BF16_UPPER, 0)
+        return LineRange(_BF16_LOWER, _BF16_UPPER, _BF16_TOP)
     lim = split_limits(sb, arithmetic=arithmetic)
     return LineRange(lim.min_row_abs, lim.max_abs, min(14, 26 - sb))
 

@@ -172,6 +172,27 @@ def test_bf16_schemes_need_no_range(rng):
         assert check_guarantee(sgemm_cube.matmul(a, b, scheme=scheme), a, b) == "", scheme
 
 
+@pytest.mark.parametrize("scheme", ["bf16x9", "bf16x6"])
+def test_bf16_scaled_lines_keep_99_binades_below_their_top(rng, scheme):
+    """A scaled line's largest entry goes to 2**49 (the top of the BF16 lines' range), so a line is listed
+    only where it spans more than 99 binades: rows spanning 90 are emulated (class SPLIT), rows spanning
+    110 are fixed up, and the guarantee holds on both, with native FP32 measured beside them."""
+    span_ok, span_wide = 90, 110
+    for span, listed in ((span_ok, False), (span_wide, True)):
+        a = (rng.uniform(1, 2, (12, 64)) * 2.0 ** -rng.integers(0, span, (12, 64))).astype(np.float32)
+        a[:, 0] = 1.5
+        a[:, 1] = np.float32(1.5 * 2.0 ** -span)  # every row spans exactly ``span`` binades
+        a *= np.float32(2.0 ** 20)  # off 1: scaling moves it
+        b = draw(rng, "normal", (64, 9))
+        meta = line_meta(a[None], -1, scheme=scheme)
+        assert np.all((meta.cls > LineClass.SPLIT) == listed), (span, meta.cls)
+        if not listed:
+            assert np.all(meta.t == line_range(scheme, 12).top - 20), meta.t
+        ref = reference_matmul64(a, b)
+        c = sgemm_cube.matmul(a, b, scheme=scheme)
+        assert check_guarantee(c, a, b) == "", (span, relative_error(c, ref), relative_error(fp32_matmul(a, b), ref))
+
+
 def test_scheme_auto_is_fp16x3_whatever_the_data(rng):
     """explain() reads no data: scheme="auto" is fp16x3 with the default scaling for every input
     (once it chose bf16x9 for rows spanning many binades), and the results are accurate."""

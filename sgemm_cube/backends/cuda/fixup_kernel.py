@@ -87,12 +87,11 @@ SHORT_K = 128
 _COUNTS_CHUNK = tl.constexpr(256)
 #: The smallest magnitude that rounds to infinity in FP32 (halfway between its largest value and 2**128).
 _OVERFLOW = tl.constexpr(2.0 ** 128 * (1 - 2.0 ** -25))
-#: Bounds on ``big * 2**t`` of a line that is not a fix-up line (guard.meta_from_stats; a fix-up line has
-#: ``big`` in ``[2**-t, 2**(1-t))``), under every scheme and ``sb``: a scaled line's largest entry lies in
-#: ``[2**top, 2**(top + 1))``, an unscaled line's below the split's ``upper``.
-_RANGES = [line_range(s, sb) for s in ("fp16x3", "fp16x4", "bf16x9", "bf16x6") for sb in range(25)]
-_LOG2_TOP = tl.constexpr(max(r.top for r in _RANGES))
-_LOG2_UPPER = tl.constexpr(max(math.ceil(math.log2(r.upper)) for r in _RANGES))
+#: A bound on ``big * 2**t`` of a line that is not a fix-up line (guard.meta_from_stats; a fix-up line has
+#: ``big`` in ``[2**-t, 2**(1-t))``), under every scheme and ``sb``: scaled or not, such a line lies below
+#: the split's ``upper`` (its class would be SPECIAL otherwise).
+_LOG2_UPPER = tl.constexpr(max(math.ceil(math.log2(line_range(s, sb).upper))
+                               for s in ("fp16x3", "fp16x4", "bf16x9", "bf16x6") for sb in range(25)))
 #: Columns per piece of a tile the cheap checks leave undecided (:func:`_careful_tile`).
 _PIECE_COLS = tl.constexpr(64)
 #: Outputs per piece of a tile computed exactly (:func:`exact_dot`): rows and columns.
@@ -493,9 +492,9 @@ def _meta_size(x_t, valid, alpha, K):
 @triton.jit
 def _meta_size_other(y_cls, y_t, keep_o, FIXUP_MIN_CLASS: tl.constexpr):
     """A bound on each other line's largest entry from its meta: a fix-up line's below ``2**(1 - t)``; another
-    line's below ``2**(_LOG2_TOP + 1 - t)`` where it is scaled (``t != 0``), else below the split's upper
-    limit ``2**_LOG2_UPPER`` (every scheme's; the scheme in use may have a lower one)."""
-    y_log2 = tl.where(y_cls >= FIXUP_MIN_CLASS, 1, tl.where(y_t != 0, _LOG2_TOP + 1, _LOG2_UPPER)) - y_t
+    line's below ``2**(_LOG2_UPPER - t)``, its scaled largest entry below the split's upper limit (every
+    scheme's: the scheme in use may have a lower one)."""
+    y_log2 = tl.where(y_cls >= FIXUP_MIN_CLASS, 1, _LOG2_UPPER) - y_t
     return tl.where(keep_o, pow2_f64(tl.minimum(tl.maximum(y_log2, -1000), 1000)), 0.0)
 
 
