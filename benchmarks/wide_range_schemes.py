@@ -4,7 +4,7 @@ For every kind of :data:`sgemm_cube.cli.bench_gpu.WIDE_RANGE_KINDS` (built by ``
 on the device), times (``triton.testing.do_bench`` medians) ``sgemm_cube.matmul(a, b, scheme=...)``
 through the public API with each scheme beside cuBLAS SGEMM (TF32 off), and reports the relative
 Frobenius error of each against float64 and the fractions of rows of A and columns of B that scheme
-lists for the fix-up (``guard.meta_from_stats``, ``scale="auto"``).  Prints a line per case and writes
+lists for the fix-up (``bench_gpu.fixup_fractions``).  Prints a line per case and writes
 JSON (device, versions, command) to ``benchmarks/results/``.
 
     python benchmarks/wide_range_schemes.py [--schemes fp16x3 bf16x6 bf16x9] [--size 4096]
@@ -20,21 +20,6 @@ import sys
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 
-def _listed(x, dim: int, scheme: str) -> float:
-    """Fraction of the lines of ``x`` along ``dim`` that ``scheme`` lists for the fix-up (default options)."""
-    import torch
-
-    from sgemm_cube.cpu_fallback.guard import LineStats, meta_from_stats
-
-    finite = torch.isfinite(x)
-    mag = torch.where(finite, x.abs(), 0.0)
-    big = mag.amax(dim)
-    small = torch.where(mag > 0, mag, float("inf")).amin(dim)
-    stats = LineStats(big.double().cpu().numpy()[None], small.double().cpu().numpy()[None],
-                      (~finite.all(dim)).cpu().numpy()[None])
-    return float((meta_from_stats(stats, scheme=scheme).cls >= 1).mean())
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--schemes", nargs="+", default=["fp16x3", "bf16x6", "bf16x9"])
@@ -47,7 +32,7 @@ def main(argv=None) -> int:
     import triton.testing
 
     import sgemm_cube
-    from sgemm_cube.cli.bench_gpu import WIDE_RANGE_KINDS, make_wide_range
+    from sgemm_cube.cli.bench_gpu import WIDE_RANGE_KINDS, fixup_fractions, make_wide_range
     from sgemm_cube.metrics import relative_error
 
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -63,9 +48,10 @@ def main(argv=None) -> int:
         for scheme in args.schemes:
             err = relative_error(sgemm_cube.matmul(a, b, scheme=scheme), ref)
             ms = triton.testing.do_bench(lambda: sgemm_cube.matmul(a, b, scheme=scheme), warmup=10, rep=60)
+            listed = fixup_fractions(a, b, scheme=scheme)
             row = dict(kind=kind, shape=[a.shape[0], b.shape[1], a.shape[1]], scheme=scheme, ms=ms,
                        ms_sgemm=ms_sgemm, x_sgemm=ms_sgemm / ms, err=err, err_sgemm=err_sgemm,
-                       rows_listed=_listed(a, -1, scheme), cols_listed=_listed(b, -2, scheme))
+                       rows_listed=listed["rows"], cols_listed=listed["cols"])
             rows.append(row)
             print(f"{kind:22s} {scheme:7s} x{row['x_sgemm']:5.2f} SGEMM  err {err:.2e} (SGEMM {err_sgemm:.2e})  "
                   f"listed rows {row['rows_listed']:.2f} cols {row['cols_listed']:.2f}", flush=True)

@@ -763,12 +763,12 @@ def _explain(a, b) -> dict:
     return {f: getattr(plan, f) for f in fields if hasattr(plan, f)} or {"repr": repr(plan)[:300]}
 
 
-def fixup_fractions(a, b, *, fixup: bool = True) -> dict:
+def fixup_fractions(a, b, *, fixup: bool = True, scheme: str = "fp16x3") -> dict:
     """Fractions of rows of ``a``, columns of ``b`` and outputs that default options list for the fix-up.
 
     The line statistics (largest and smallest nonzero finite magnitude, NaN/Inf) are taken where the
     operands are, with torch; the classes follow from them as in every backend
-    (:func:`sgemm_cube.cpu_fallback.guard.meta_from_stats`: fp16x3, ``sb=12``, ``scale="auto"``).
+    (:func:`sgemm_cube.cpu_fallback.guard.meta_from_stats`: ``scheme``, ``sb=12``, ``scale="auto"``).
     A line of class ``>= fixup_min_class(fixup)`` has all its outputs computed by the fix-up, so an output is
     listed where its row or its column is.  Returns ``{"rows", "cols", "outputs"}`` (averaged over batches).
     """
@@ -782,7 +782,7 @@ def fixup_fractions(a, b, *, fixup: bool = True) -> dict:
         big = mag.amax(dim)
         small = torch.where(mag > 0, mag, torch.full((), float("inf"), dtype=x.dtype, device=x.device)).amin(dim)
         stats = LineStats(big.double().cpu().numpy(), small.double().cpu().numpy(), (~finite.all(dim)).cpu().numpy())
-        cls = meta_from_stats(stats, fixup=fixup).cls
+        cls = meta_from_stats(stats, scheme=scheme, fixup=fixup).cls
         return torch.from_numpy(cls >= int(fixup_min_class(fixup))).double()
 
     rows, cols = listed(a, -1), listed(b, -2)  # (batches, m), (batches, n)

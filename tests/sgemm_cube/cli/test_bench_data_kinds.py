@@ -127,6 +127,13 @@ def test_fixup_fractions_of_the_wide_range_kinds():
     assert listed["laplace h=0.01"]["rows"] == 1.0 and listed["vandermonde"]["rows"] >= 0.5
     assert listed["gram X^T X"]["outputs"] == 0.0 and listed["power-law graph"]["outputs"] == 0.0
     assert all(f["cols"] == 0.0 for kind, f in listed.items() if kind != "log-normal both s=3")
+    # BF16 slices hold lines up to 99 binades: the log-normal rows and one variable's Vandermonde features
+    # (K = 96: x^0..x^95, x in [0.5, 2)) are not listed there
+    bf16 = {kind: bench_gpu.fixup_fractions(*_data(kind, 256, 64, 96 if kind == "vandermonde" else 256),
+                                            scheme="bf16x6")
+            for kind in ("vandermonde", "log-normal both s=3", "laplace h=0.01")}
+    assert bf16["vandermonde"]["outputs"] == 0.0 and bf16["log-normal both s=3"]["outputs"] == 0.0
+    assert bf16["laplace h=0.01"]["rows"] == 1.0  # rows spanning 100-250 binades
 
 
 def test_matrix_has_the_wide_range_problems_and_only_selects_them(tmp_path, monkeypatch):
