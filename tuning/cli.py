@@ -159,17 +159,22 @@ def _print_model(args, profile, design, rows, out) -> None:
     print(f"{args.m} x {args.n} x {args.k}, {args.terms} FP16 products, {what}, ranked by "
           f"{'the pipeline model' if args.sort == 'time' else 'roofline traffic'}:", file=out)
     mixed = args.design == "package"  # both GEMM modes in one ranking: say each row's
-    print(f"{'#':>3} {'bm':>4} {'bk':>4} {'bn':>4} {'N_fused':>7}{' mode    ' if mixed else ''} {'TFLOP/s':>8} "
+    stages = design.kind == "kernel"  # one and two L0C stages in one ranking: say each row's
+    print(f"{'#':>3} {'bm':>4} {'bk':>4} {'bn':>4} {'N_fused':>7}{' mode    ' if mixed else ''}"
+          f"{' L0C' if stages else ''} {'TFLOP/s':>8} "
           f"{'ms':>8}  {'MTE2':>5} {'MTE1':>5} {'M':>5} {'OUT':>5}  {'roofline':>8} {'traffic GB':>10}", file=out)
     for i, r in enumerate(rows, 1):
         t, b = r.tiling, r.busy
         mode = f" {_mode(t):<8}" if mixed else ""
+        mode += f" {t.l0c_stages:3d}" if stages else ""
         print(f"{i:3d} {t.bm:4d} {t.bk:4d} {t.bn:4d} {t.n_fused:7d}{mode} {r.tflops:8.1f} {r.seconds * 1e3:8.3f}  "
               + " ".join(f"{b.get(pipe, 0.0):5.2f}" for pipe in ("MTE2", "MTE1", "M", "OUT"))
               + f"  {r.roofline_tflops:8.1f} {_gb(r.traffic_bytes):>10}", file=out)
     print("MODEL PREDICTIONS (tuning/pipeline.py; docs/ascend_pipeline_model.md), not measurements: TFLOP/s are "
           "FP32-equivalent (2mnk / time) for the whole product; MTE2..OUT the fraction of the GEMM time each pipe "
-          "of a core is busy; 'roofline' the bound of Eq. 9 at double buffering.", file=out)
+          "of a core is busy; 'roofline' the bound of Eq. 9 at double buffering"
+          + ("; L0C the accumulator sets in L0C (Tiling.l0c_stages)" if design.kind == "kernel" else "") + ".",
+          file=out)
 
 
 def _mode(tiling) -> str:
@@ -183,21 +188,23 @@ def _ms(phases: dict) -> dict:
 def _row_prediction(args, profile, design, row) -> pipeline.Prediction:
     """The model's prediction (with its phases) for one ranked row, in the row's GEMM mode."""
     if design.kind == "kernel":
-        design = dataclasses.replace(design, per_term=bool(row.tiling.per_term))
+        design = dataclasses.replace(design, per_term=bool(row.tiling.per_term), l0c_stages=row.tiling.l0c_stages)
     return pipeline.predict(profile, args.m, args.n, args.k, row.tiling, design=design)
 
 
 def _bookkeeping_share(args, profile, pr: pipeline.Prediction) -> float:
     """The share of a package prediction that the guarantee's passes take (against the kernels alone)."""
     alone = pipeline.predict(profile, args.m, args.n, args.k, pr.tiling,
-                             design=pipeline.Design("kernel", terms=args.terms, per_term=bool(pr.tiling.per_term)))
+                             design=pipeline.Design("kernel", terms=args.terms, per_term=bool(pr.tiling.per_term),
+                                                    l0c_stages=pr.tiling.l0c_stages))
     return 1.0 - alone.seconds / pr.seconds
 
 
 def _print_package(args, profile, pr: pipeline.Prediction, out) -> None:
     t = pr.tiling
     print(f"sgemm_cube.matmul's tiling (best_kernel, as the NPU backend's tiling tables store it): "
-          f"({t.bm}, {t.bk}, {t.bn}, {t.n_fused}), {'one pass per term' if t.per_term else 'all terms in one pass'}: "
+          f"({t.bm}, {t.bk}, {t.bn}, {t.n_fused}), {'one pass per term' if t.per_term else 'all terms in one pass'}"
+          f"{', two L0C stages' if t.l0c_stages == 2 else ''}: "
           f"{pr.seconds * 1e3:.3f} ms, {pr.tflops:.1f} TFLOP/s, the guarantee's passes "
           f"{_bookkeeping_share(args, profile, pr) * 100:.0f}% of it; {args.listed or 0.0:g} of the lines listed, "
           f"{'no' if args.scaled == 'none' else 'every'} batch with a scaled line. "
@@ -301,6 +308,9 @@ def run(args: argparse.Namespace, *, out=None) -> int:
                                                min_l0_intensity=args.min_l0_intensity, progress=not args.json)
             default = pipeline.predict_package(profile, args.m, args.n, args.k, listed=design.listed,
                                                terms=args.terms, scaled=design.scaled)
+        elif kernel:  # one and two L0C stages (pipeline.L0C_STAGES), ranked together
+            model_rows = pipeline.rank_stages(profile, args.m, args.n, args.k, design=design, top=None,
+                                              min_l0_intensity=args.min_l0_intensity, progress=not args.json)
         else:
             model_rows = pipeline.rank(profile, args.m, args.n, args.k, design=design, top=None,
                                        min_l0_intensity=args.min_l0_intensity, progress=not args.json)

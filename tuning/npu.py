@@ -25,7 +25,7 @@ import sys
 import time
 from typing import Any, Callable, Sequence
 
-from sgemm_cube.backends.npu_schedule import capacity_from_profile, fit_tiling
+from sgemm_cube.backends.npu_schedule import Status, buffer_plan_status, capacity_from_profile, fit_tiling
 
 from .hardware import Profile, get_profile
 from .model import Tiling, kernel_blocking, rank
@@ -87,7 +87,8 @@ def tune(
     seed: int = 0,
     progress: bool = True,
 ) -> TuningTable:
-    """Time the ``top`` model-ranked tilings of each shape and kernel mode; return the table (not saved).
+    """Time the ``top`` model-ranked tilings of each shape and kernel mode, each with one and (where both
+    accumulator sets fit L0C) two L0C stages; return the table (not saved).
 
     ``runner(a, b, out, tiling)`` computes the emulated product of 3-D
     operands into ``out``; ``sync()`` waits for the device (default
@@ -106,7 +107,7 @@ def tune(
     native = p.cube_fp32_tflops is not None if native_available is None else native_available
     table = TuningTable(p.name, "ascend", environment={"torch": torch.__version__, "profile": p.key})
     gen = torch.Generator(device="cpu").manual_seed(seed)
-    bar = tqdm(total=len(shapes) * 2 * top, desc=f"tuning {p.name}", unit="tiling", disable=not progress,
+    bar = tqdm(total=len(shapes) * 4 * top, desc=f"tuning {p.name}", unit="tiling", disable=not progress,
                file=sys.stderr)
     try:
         for m, n, k in shapes:
@@ -123,10 +124,17 @@ def tune(
             best = None
             rows = [(row, per_term) for per_term in (False, True)
                     for row in rank(p, m, n, k, top=top, blocking=kernel_blocking(p, per_term=per_term))]
+            candidates = []
             for row, per_term in rows:
-                bar.update(1)
                 # the kernel's K groups (two-level accumulation): what npu.choose_tiling would run
                 tiling = fit_tiling(cap, Tiling(row.bm, row.bk, row.bn, row.n_fused, per_term), k=k, terms=3)
+                candidates.append((row, tiling))
+                # the same blocks with two accumulator sets in L0C, where both fit
+                if buffer_plan_status(cap, tiling.bm, tiling.bk, tiling.bn, tiling.n_fused, 3, tiling.per_term,
+                                      2)[0] == Status.OK:
+                    candidates.append((row, tiling._replace(l0c_stages=2)))
+            for row, tiling in candidates:
+                bar.update(1)
                 try:
                     runner(a, b, out, tiling)
                     sync()

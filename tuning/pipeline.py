@@ -66,6 +66,8 @@ __all__ = [
     "rank_package",
     "Prediction",
     "best_kernel",
+    "L0C_STAGES",
+    "rank_stages",
     "Ranked",
     "feasible_tilings",
     "geometry",
@@ -113,8 +115,10 @@ class Design:
     terms : int
         3, or 4 with A_lo B_lo.
     l0c_stages : int
-        2: two sets of accumulators, so the cube starts the next C block while
-        the previous one drains (proposed kernel change).
+        2: two sets of accumulators in L0C (``Tiling.l0c_stages``, built in the
+        kernel: ``schedule.hpp``), so the cube starts the next C block while
+        the previous one drains; both sets must fit L0C (smaller blocks).
+        The tuner (:func:`best_kernel`) tries 1 and 2 for each GEMM mode.
     prefetch_a : bool
         Load the next group's A tiles one by one during the last column block
         of the current group, as each tile is released (proposed change).
@@ -537,15 +541,11 @@ def _max_n_fused(p: Profile, design: Design, bm: int, bk: int, bn: int) -> int:
 def _tiling_ok(p: Profile, design: Design, t: ns.Tiling) -> bool:
     if design.kind == "paper":
         return bool(roofline.feasible(p, t.bm, t.bk, t.bn))
-    status, plan = ns.buffer_plan_status(_capacity(p, design), t.bm, t.bk, t.bn, 1, design.terms,
-                                         design.per_term)
-    if status != ns.Status.OK:
-        return False
-    if design.l0c_stages == 2:
-        cap = _capacity(p, design)
-        if 2 * plan.l0c_bytes > cap.l0c or (cap.c_through_ub and 2 * plan.ub_bytes > cap.ub - cap.ub_reserved):
-            return False
-    return True
+    # The kernel's own plan: with two L0C stages both accumulator sets must fit L0C (the 910A's UB staging
+    # is not doubled: AccumulatorStore orders its reuse across write-backs with its own flags).
+    status, _ = ns.buffer_plan_status(_capacity(p, design), t.bm, t.bk, t.bn, 1, design.terms,
+                                      design.per_term, design.l0c_stages)
+    return status == ns.Status.OK
 
 
 def geometry(profile: Profile | str, m: int, n: int, k: int, tiling: ns.Tiling, *, design: Design = KERNEL,
@@ -562,7 +562,8 @@ def geometry(profile: Profile | str, m: int, n: int, k: int, tiling: ns.Tiling, 
         if nf is None or nf > _max_n_fused(p, design, t.bm, t.bk, t.bn):
             raise ns.TilingError(ns.Status.L1, f"tiling {tuple(t)} cannot run K = {k} in K groups of "
                                                f"{ns.K_GROUP} on {p.name} (bk must divide it; its A group must fit L1)")
-    return ns.make_geometry(batch, m, n, k, t._replace(n_fused=nf, per_term=design.per_term), p.ai_cores,
+    return ns.make_geometry(batch, m, n, k, t._replace(n_fused=nf, per_term=design.per_term,
+                                                       l0c_stages=design.l0c_stages), p.ai_cores,
                             design.terms, _capacity(p, design))
 
 
@@ -699,13 +700,34 @@ def _line_meta_cycles(p: Profile, design: Design, lines: int) -> float:
 
 
 UNSCALE_VECTOR_OPS = 40
-"""Vector instructions per unit of the unscale (``unscale_kernel.hpp``: the exponents' decoding, ``s``,
-``ApplyPow2``), each behind a ``PipeBarrier<PIPE_V>``; counted from the source."""
+"""Vector instructions per unit of the unscale's careful path (``unscale_kernel.hpp``: the exponents'
+decoding, ``s``, ``ApplyPow2``), each behind a ``PipeBarrier<PIPE_V>``; counted from the source."""
+
+UNSCALE_FAST_VECTOR_OPS = 5
+"""Vector instructions per unit of the unscale's fast path (``unscale_tile.hpp``: the rows' factor
+integers, ``Duplicate`` per row behind one barrier, then ``FastPow2``'s And, Sub, Muls and the one Mul),
+each behind a ``PipeBarrier<PIPE_V>``; counted from the source."""
+
+UNSCALE_SCALAR_OPS_PER_ROW = 8
+"""Scalar instructions per row of a unit for each pass over the rows' integers (``GetValue``, ``unpack``,
+the row's constant or bounds); the fast path makes two (``SumsInNormalRange``, ``RowFactorBits``), the
+careful path two as well (``SumsInNormalRange`` decides, ``RowExponents``)."""
+
+UNSCALE_SCALAR_OPS_PER_COLUMN = 3
+"""Scalar instructions per column when ``SumsInNormalRange`` scans a (batch, column chunk)'s integers
+(``GetValue`` and two compares); done once per core while its units stay in that batch (the bounds are
+kept per chunk, ``UNSCALE_BOUND_SLOTS`` slots)."""
+
+UNSCALE_BOUND_SLOTS = 16
+"""``schedule::kUnscaleBoundSlots``: column chunks whose bounds a core keeps (slot = chunk % slots)."""
+
+UNSCALE_STAGES = 2
+"""``schedule::kUnscaleStages``: the unscale's UB stages (``VectorStages``)."""
 
 
 @functools.lru_cache(maxsize=1024)
 def _unscale_cycles(p: Profile, design: Design, batch: int, mp: int, np_: int, combine: bool = False,
-                    unscale: bool | None = None) -> float:
+                    unscale: bool | None = None, fast: bool = True) -> float:
     """Core 0's time for the unscale of the (batch, mp, np) result (``unscale_kernel.hpp``'s ``RunUnscale``).
 
     Units of whole rows or a row's column chunk (at most ``UNSCALE_UNIT`` elements, a row's chunks equal
@@ -715,6 +737,14 @@ def _unscale_cycles(p: Profile, design: Design, batch: int, mp: int, np_: int, c
     the units are unscaled (None: ``design.scaled``).  A core reads its units' batch words when their
     batches change (``batch_flags.hpp``: one 32-byte block, MTE2 -> S); a unit with nothing to unscale is
     skipped (alone) or only combined (folded).  The default ``alpha = 1``.
+
+    ``fast``: every unit takes the fast path (``UNSCALE_FAST_VECTOR_OPS``: its exponent sums
+    ``alpha_exp - ta_i - tb_j`` all in [-126, 127], as for any data whose lines need scaling exponents
+    ``|t| <= 63``: the predictions assume it); False: every unit the careful path
+    (``UNSCALE_VECTOR_OPS``, and the S -> V hand-off before the columns' integers are decoded in place).
+    The scalar unit decides per unit from the rows' integers and the columns' bounds, which it scans once
+    per (batch, column chunk) while a core's units stay there.  ``UNSCALE_STAGES`` UB stages: a unit's load
+    runs beside the previous unit's vector work and store.
     """
     tm = _Timing(p, design)
     tile = ns.UNSCALE_UNIT
@@ -726,21 +756,27 @@ def _unscale_cycles(p: Profile, design: Design, batch: int, mp: int, np_: int, c
     rate = tm.pp.ub_to_gm_bytes_per_cycle
     unscale = design.scaled if unscale is None else unscale
     terms = design.terms if combine else 1
-    steps, last = [], None
+    steps, last, cached = [], None, {}
     for unit in range(0, units, cores):
         row0 = (unit // chunks) * rows_per_unit
         span = (row0 // mp, (min(row0 + rows_per_unit, batch * mp) - 1) // mp)
         if span != last:
             steps.append(("word",))
             last = span
+        scans = 0
+        if unscale:  # SumsInNormalRange's column bounds, kept per (batch, chunk) in slot chunk % slots
+            chunk, slot = unit % chunks, unit % chunks % UNSCALE_BOUND_SLOTS
+            for b in range(span[0], span[1] + 1):
+                if cached.get(slot) != (b, chunk):
+                    scans, cached[slot] = scans + 1, (b, chunk)
         if unscale or combine:
-            steps.append(("unit", min(chunk_cols, np_ - (unit % chunks) * chunk_cols)))
+            steps.append(("unit", min(chunk_cols, np_ - (unit % chunks) * chunk_cols), scans))
 
     def ops(step: tuple):
         if step[0] == "word":
             return ([_Op("xfer", step=("MTE2", tm.gm_read(32, 1, cores)))],
                     [_Op("xfer", step=("V", 2 * SCALAR_CYCLES_PER_ACCESS))], [])
-        w = step[1]
+        _, w, scans = step
         n = rows_per_unit * w
         load = [_Op("xfer", step=("MTE2", tm.gm_read(n * _FLOAT, rows_per_unit, cores))) for _ in range(terms)]
         compute = []
@@ -748,12 +784,16 @@ def _unscale_cycles(p: Profile, design: Design, batch: int, mp: int, np_: int, c
             compute += [_Op("xfer", step=("V", tm.vector(n * _FLOAT))) for _ in range(3 if terms == 3 else 5)]
         if unscale:
             load += [_Op("xfer", step=("MTE2", tm.gm_read(w * _FLOAT, 1, cores))) for _ in range(rows_per_unit)]
-            compute += [_Op("xfer", step=("V", tm.vector(n * _FLOAT))) for _ in range(UNSCALE_VECTOR_OPS)]
-            compute.append(_Op("xfer", step=("V", SCALAR_CYCLES_PER_ACCESS * 8 * rows_per_unit)))
+            scalar = 2 * UNSCALE_SCALAR_OPS_PER_ROW * rows_per_unit + UNSCALE_SCALAR_OPS_PER_COLUMN * w * scans
+            compute.append(_Op("xfer", step=("V", SCALAR_CYCLES_PER_ACCESS * scalar)))
+            ops_ = UNSCALE_FAST_VECTOR_OPS if fast else UNSCALE_VECTOR_OPS
+            compute += [_Op("xfer", step=("V", tm.vector(n * _FLOAT))) for _ in range(ops_)]
+            if not fast:
+                compute.append(_Op("xfer", step=("V", tm.pp.flag_latency_cycles)))  # S -> V hand-off
         store = [_Op("xfer", step=("MTE3", tm.gm_write(n * _FLOAT, rows_per_unit, cores, rate)))]
         return load, compute, store
 
-    return _replay_vector(steps, stages=1, ops=ops, flag_latency=tm.pp.flag_latency_cycles)
+    return _replay_vector(steps, stages=UNSCALE_STAGES, ops=ops, flag_latency=tm.pp.flag_latency_cycles)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -943,7 +983,8 @@ def _fixup_cols_cycles(p: Profile, design: Design, batch: int, n: int, mp: int, 
 # ------------------------------------------------------- the GEMM's replay
 
 def _replay_core_steps(timing: _GemmTiming, g: ns.Geometry, *, b_slots: int, l0c_sets: int) -> tuple[float, dict]:
-    """``replay(core_program(g, 0, b_slots=..., l0c_sets=...), timing, ...)`` without building the program.
+    """``replay(core_program(g, 0, b_slots=...), timing, ...)`` without building the program (``l0c_sets``:
+    ``g.plan.l0c_stages``, the geometry's accumulator sets).
 
     Same answer, bit for bit (``tests/tuning/test_pipeline_model.py`` compares the two on every variant),
     some 30 times faster: the program's flags are followed step by step instead of through queues.
@@ -967,7 +1008,7 @@ def _replay_core_steps(timing: _GemmTiming, g: ns.Geometry, *, b_slots: int, l0c
     lat = timing.pp.flag_latency_cycles
     stages = g.plan.l0_stages
     gm_active, duration, kinds = timing.active, timing._duration, _STEP_KINDS
-    template = ns.Step(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, True, False, True, False, True, False)
+    template = ns.Step(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, True, False, True, False, True, False)
     costs: dict = {}
 
     def cost(kind: str, m_act: int, n_act: int, k_act: int, group: int, first_group: bool, active: int) -> float:
@@ -1118,13 +1159,14 @@ def _replay_gemm(p: Profile, design: Design, batch: int, m: int, n: int, k: int,
     """
     g = geometry(p, m, n, k, t, design=design, batch=batch)
     timing = _GemmTiming(p, design, g, 0)
-    b_slots, l0c_sets = 2, design.l0c_stages
+    b_slots = 2
     if design.buffering == "single":
-        # Fig. 6(a): one B buffer in L1 and one L0A/L0B stage.
-        g = g._replace(plan=g.plan._replace(l0_stages=1))
-        b_slots, l0c_sets = 1, 1
+        # Fig. 6(a): one B buffer in L1, one L0A/L0B stage and one accumulator set.
+        g = g._replace(plan=g.plan._replace(l0_stages=1, l0c_stages=1))
+        b_slots = 1
+    l0c_sets = g.plan.l0c_stages  # the tiling's accumulator sets (Design.l0c_stages)
     if program or design.prefetch_a:
-        cycles, busy = replay(ns.core_program(g, 0, b_slots=b_slots, l0c_sets=l0c_sets, prefetch_a=design.prefetch_a),
+        cycles, busy = replay(ns.core_program(g, 0, b_slots=b_slots, prefetch_a=design.prefetch_a),
                               timing, _SYNCS, timing.pp.flag_latency_cycles)
     else:
         cycles, busy = _replay_core_steps(timing, g, b_slots=b_slots, l0c_sets=l0c_sets)
@@ -1214,7 +1256,7 @@ def _predict(p: Profile, design: Design, batch: int, m: int, n: int, k: int, t: 
     seconds = sum(phases.values())
     return Prediction(seconds, 2.0 * batch * m * n * k / seconds / 1e12, phases,
                       {pipe: b / cycles for pipe, b in busy.items() if b > 0},
-                      ns.Tiling(g.bm, g.bk, g.bn, g.n_fused, design.per_term), g.groups)
+                      ns.Tiling(g.bm, g.bk, g.bn, g.n_fused, design.per_term, g.plan.l0c_stages), g.groups)
 
 
 def _other_phases(p: Profile, design: Design, batch: int, g: ns.Geometry) -> dict:
@@ -1264,6 +1306,22 @@ def _screen_seconds(p: Profile, design: Design, batch: int, m: int, n: int, k: i
     return gemm * scale + sum(_other_phases(p, design, batch, g).values())
 
 
+L0C_STAGES = (1, 2)
+"""Accumulator sets in L0C the tuner tries for each GEMM mode (:func:`best_kernel`, :func:`rank_package`,
+:func:`rank_stages`): both on both chips, the model decides per shape (on 910A two sets pay where K runs in
+several groups, on 910B the halved room for accumulators costs more than the overlap gains)."""
+
+
+L0C2_MARGIN = 0.01
+""":func:`best_kernel` picks two L0C stages only where the model predicts them more than this fraction faster
+than the best with one: a change never run on hardware is not adopted for a gain within the model's noise."""
+
+
+def _mode_key(per_term: bool, l0c_stages: int) -> str:
+    """The key of :func:`best_kernel`'s predictions: ``fused``/``per_term``, ``_l0c2`` with two L0C stages."""
+    return ("per_term" if per_term else "fused") + ("_l0c2" if l0c_stages == 2 else "")
+
+
 def best_kernel(profile: Profile | str, m: int, n: int, k: int, *, terms: int = 3,
                 batch: int = 1, use_table: bool = True) -> tuple[ns.Tiling, dict]:
     """The kernel's tiling for one product: which GEMM mode, with which blocks (MODEL PREDICTION).
@@ -1271,13 +1329,17 @@ def best_kernel(profile: Profile | str, m: int, n: int, k: int, *, terms: int = 
     A measured tuning-table entry for the shape wins (:mod:`sgemm_cube.tuning.table`) unless
     ``use_table`` is False (the model's own answer: what ``--write-tilings`` stores).
     Otherwise each mode of the kernel (all terms in one pass; one pass per
-    term) is ranked by :func:`rank` (every candidate screened by its
+    term), with one and with two accumulator sets in L0C (:data:`L0C_STAGES`),
+    is ranked by :func:`rank` (every candidate screened by its
     estimated whole-product time, the best 24 timed on the whole product:
-    split, GEMM, combine or the epilogue's); the faster mode's best wins.
-    About 1-2 s per shape on a 2-core machine.
+    split, GEMM, combine or the epilogue's); the fastest best wins (ties: the
+    first of fused, fused with two L0C stages, per term, per term with two),
+    except that two L0C stages must be more than :data:`L0C2_MARGIN` faster
+    than the best with one.
+    About 2-4 s per shape on a 2-core machine.
 
-    Returns the tiling and ``{"fused": Prediction, "per_term": Prediction}``
-    (each mode's best; empty when a table entry answered).
+    Returns the tiling and ``{"fused": Prediction, "fused_l0c2": ..., "per_term": ..., "per_term_l0c2": ...}``
+    (each variant's best, where one fits; empty when a table entry answered).
     """
     from . import table
 
@@ -1286,26 +1348,33 @@ def best_kernel(profile: Profile | str, m: int, n: int, k: int, *, terms: int = 
     cfg = table.lookup(p.name, m, n, k, backend="ascend") if use_table else None
     if cfg is not None:
         measured = ns.Tiling(cfg["bm"], cfg["bk"], cfg["bn"], cfg.get("n_fused", 1 << 30),
-                             bool(cfg.get("per_term", False)))
+                             bool(cfg.get("per_term", False)), int(cfg.get("l0c_stages", 1)))
         return ns.fit_tiling(cap, measured, k=k, terms=terms), {}
     predictions = {}
-    for mode, per_term in (("fused", False), ("per_term", True)):
-        design = Design("kernel", terms=terms, per_term=per_term)
-        try:
-            best = rank(p, m, n, k, design=design, top=1, batch=batch)[0]
-        except ValueError:  # no tiling of this mode fits
-            continue
-        predictions[mode] = predict(p, m, n, k, best.tiling, design=design, batch=batch)
+    for per_term in (False, True):
+        for stages in L0C_STAGES:
+            design = Design("kernel", terms=terms, per_term=per_term, l0c_stages=stages)
+            try:
+                best = rank(p, m, n, k, design=design, top=1, batch=batch)[0]
+            except ValueError:  # no tiling of this mode fits
+                continue
+            predictions[_mode_key(per_term, stages)] = predict(p, m, n, k, best.tiling, design=design, batch=batch)
     if not predictions:
         raise ValueError(f"no tiling of the kernel fits {p.name}")
     best = max(predictions.values(), key=lambda pr: pr.tflops)
+    one = [pr for pr in predictions.values() if pr.tiling.l0c_stages == 1]
+    if best.tiling.l0c_stages == 2 and one and best.tflops <= (1 + L0C2_MARGIN) * max(pr.tflops for pr in one):
+        best = max(one, key=lambda pr: pr.tflops)  # two sets must pay by more than the margin
     return best.tiling, predictions
 
 
-def package(listed: float = 0.0, *, per_term: bool = False, terms: int = 3, scaled: bool = True) -> Design:
-    """:data:`PACKAGE`, the whole product ``sgemm_cube.matmul`` launches, for one GEMM mode, fraction of
-    listed lines and scaling (``Design.scaled``: every batch has a scaled line, or none)."""
-    return _replace_fields(PACKAGE, listed=float(listed), per_term=per_term, terms=terms, scaled=scaled)
+def package(listed: float = 0.0, *, per_term: bool = False, terms: int = 3, scaled: bool = True,
+            l0c_stages: int = 1) -> Design:
+    """:data:`PACKAGE`, the whole product ``sgemm_cube.matmul`` launches, for one GEMM mode (and accumulator
+    sets in L0C), fraction of listed lines and scaling (``Design.scaled``: every batch has a scaled line, or
+    none)."""
+    return _replace_fields(PACKAGE, listed=float(listed), per_term=per_term, terms=terms, scaled=scaled,
+                           l0c_stages=int(l0c_stages))
 
 
 def predict_package(profile: Profile | str, m: int, n: int, k: int, *, listed: float = 0.0, terms: int = 3,
@@ -1319,15 +1388,16 @@ def predict_package(profile: Profile | str, m: int, n: int, k: int, *, listed: f
     """
     p = get_profile(profile)
     pick, _ = best_kernel(p, m, n, k, terms=terms, batch=batch, use_table=use_table)
-    return predict(p, m, n, k, pick, design=package(listed, per_term=pick.per_term, terms=terms, scaled=scaled),
-                   batch=batch)
+    return predict(p, m, n, k, pick, design=package(listed, per_term=pick.per_term, terms=terms, scaled=scaled,
+                                                    l0c_stages=pick.l0c_stages), batch=batch)
 
 
 def rank_package(profile: Profile | str, m: int, n: int, k: int, *, listed: float = 0.0, terms: int = 3,
                  scaled: bool = True, top: int | None = 10, batch: int = 1, **options) -> list[Ranked]:
     """Tilings of both GEMM modes ranked by the whole product's predicted time (MODEL PREDICTIONS).
 
-    :func:`rank` of :func:`package` for all terms in one pass and for one pass per term (``options``:
+    :func:`rank` of :func:`package` for all terms in one pass and for one pass per term, each with one and
+    with two accumulator sets in L0C (:data:`L0C_STAGES`; a row's ``tiling.l0c_stages``) (``options``:
     ``screen``, ``min_l0_intensity``, ``progress``), the rows of both in one list, best first (ties:
     within 0.1% of the best time without the fix-up, the larger block first); each row's
     ``tiling.per_term`` says its mode.  The fix-up's time does not depend on the tiling; the
@@ -1337,18 +1407,36 @@ def rank_package(profile: Profile | str, m: int, n: int, k: int, *, listed: floa
     p = get_profile(profile)
     rows = []
     for per_term in (False, True):
-        design = package(listed, per_term=per_term, terms=terms, scaled=scaled)
-        if feasible_tilings(p, design=design, k=k):  # a mode with no fitting tiling drops out
-            rows += rank(p, m, n, k, design=design, top=None, batch=batch, **options)
+        for stages in L0C_STAGES:
+            design = package(listed, per_term=per_term, terms=terms, scaled=scaled, l0c_stages=stages)
+            if feasible_tilings(p, design=design, k=k):  # a mode with no fitting tiling drops out
+                rows += rank(p, m, n, k, design=design, top=None, batch=batch, **options)
     if not rows:
         raise ValueError(f"no tiling of the kernel fits {p.name}")
     # As rank sorts (ties to the larger block), with ties to 0.1% of the best time without the fix-up, which
     # every tiling pays alike and which can make the product a thousand times slower than the GEMM.
     first = predict(p, m, n, k, rows[0].tiling, design=package(listed, per_term=bool(rows[0].tiling.per_term),
-                                                              terms=terms, scaled=scaled), batch=batch)
+                                                              terms=terms, scaled=scaled,
+                                                              l0c_stages=rows[0].tiling.l0c_stages), batch=batch)
     fixup = first.phases["fixup_rows"] + first.phases["fixup_cols"]
     fastest = min(r.seconds for r in rows) - fixup
     rows.sort(key=lambda r: (round((r.seconds - fixup) / fastest, 3), -(r.tiling.bm * r.tiling.bk * r.tiling.bn)))
+    return rows if top is None else rows[:top]
+
+
+def rank_stages(profile: Profile | str, m: int, n: int, k: int, *, design: Design = KERNEL, top: int | None = 10,
+                batch: int = 1, **options) -> list[Ranked]:
+    """:func:`rank` of ``design`` with each of :data:`L0C_STAGES` accumulator sets (the kernel design; the
+    rows of all in one list, sorted as :func:`rank` sorts; a row's ``tiling.l0c_stages`` says which)."""
+    p = get_profile(profile)
+    rows = []
+    for stages in (L0C_STAGES if design.kind == "kernel" else (design.l0c_stages,)):
+        d = _replace_fields(design, l0c_stages=stages)
+        if feasible_tilings(p, design=d, k=k):
+            rows += rank(p, m, n, k, design=d, top=None, batch=batch, **options)
+    if not rows:
+        raise ValueError(f"no tiling fits {p.name} for the {design.kind} design")
+    rows.sort(key=lambda r: (-round(r.tflops, 1), -(r.tiling.bm * r.tiling.bk * r.tiling.bn)))
     return rows if top is None else rows[:top]
 
 
@@ -1378,7 +1466,7 @@ def _fitting_tilings(p: Profile, design: Design, max_edge: int) -> tuple[ns.Tili
                 nf = _max_n_fused(p, design, bm, bk, bn)
                 if nf < 1:
                     continue
-                out.append(t._replace(n_fused=nf, per_term=design.per_term))
+                out.append(t._replace(n_fused=nf, per_term=design.per_term, l0c_stages=design.l0c_stages))
     return tuple(out)
 
 

@@ -89,12 +89,13 @@ def fig11(out=sys.stdout, bar=None) -> None:
 
 
 CHANGES = {
-    "the kernel as it is (all terms in one pass)": {},
+    "all terms in one pass, one L0C stage (the reference)": {},
     "before the split change: 32 DataCopys of 32-byte bursts per tile, 1 UB stage": {"split_strips": False},
     "before the epilogue combine: a combine pass always": {"fused_combine": False},
     "one pass per term (`per_term`), at its own best tiling": {"per_term": True},
     "combine with 2 UB stages": {"combine_double": True},
-    "L0C double buffering (two accumulator sets)": {"l0c_stages": 2},
+    "two L0C stages (`l0c_stages=2`: two accumulator sets), at its own best tiling": {"l0c_stages": 2},
+    "one pass per term with two L0C stages, at its own best tiling": {"per_term": True, "l0c_stages": 2},
     "next A group prefetched tile by tile": {"prefetch_a": True},
     "before the two-level accumulation: K groups as long as L1 holds": {"two_level": False},
 }
@@ -122,7 +123,7 @@ def changes(profile_key: str = "910a", out=sys.stdout, bar=None) -> None:
             cells.append(f"{v:.1f}" if not kw else f"{v:.1f} ({(v / base[s] - 1) * 100:+.0f}%)")
         print(f"| {name} | " + " | ".join(cells) + " |", file=out)
         bar.update()
-    print("\nTilings (model's best for the kernel as it is): "
+    print("\nTilings (model's best for the reference row): "
           + ", ".join(f"{'x'.join(map(str, s))}: {tuple(t)[:4]}" for s, t in base_tilings.items()), file=out)
 
 
@@ -133,11 +134,12 @@ MODE_SHAPES = (CALIBRATION_SHAPE, (16384, 16384, 2816), (8192, 8192, 8192), (409
 def modes(out=sys.stdout, bar=None) -> None:
     """The kernel's two GEMM modes at the paper's shapes and 8192^3, and the tuner's pick."""
     bar = _no_bar() if bar is None else bar
-    print("\n### The kernel's GEMM modes: all terms in one pass, or one pass per term (TFLOP/s of the whole "
-          "product)\n", file=out)
+    print("\n### The kernel's GEMM modes: all terms in one pass, or one pass per term, each with one or two L0C "
+          "stages (TFLOP/s of the whole product)\n", file=out)
     print("| chip | shape | one pass: best tiling | one pass per term: best tiling | "
-          "per term at (176, 64, 176, 44) | tuner's pick (`best_kernel`) |", file=out)
-    print("| --- | --- | --- | --- | --- | --- |", file=out)
+          "per term at (176, 64, 176, 44) | one pass, two L0C stages | per term, two L0C stages | "
+          "tuner's pick (`best_kernel`) |", file=out)
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |", file=out)
     for key in ("910a", "910b"):
         p = get_profile(key)
         for s in MODE_SHAPES:
@@ -147,11 +149,12 @@ def modes(out=sys.stdout, bar=None) -> None:
                 paper = f"{pl.predict(p, *s, PAPER_FIG10_BEST, design=pl.KERNEL_PER_TERM).tflops:.1f}"
             except ValueError:
                 paper = "does not fit"
+            two = [_rank1(p.key, s, dataclasses.replace(d, l0c_stages=2)) for d in (pl.KERNEL, pl.KERNEL_PER_TERM)]
             pick, preds = pl.best_kernel(p, *s)
-            mode = "per term" if pick.per_term else "one pass"
             print(f"| {p.name} | {'x'.join(map(str, s))} | {fused.tflops:.1f} at {tuple(fused.tiling)[:4]} | "
-                  f"{per_term.tflops:.1f} at {tuple(per_term.tiling)[:4]} | {paper} | {mode}, "
-                  f"{max(v.tflops for v in preds.values()):.1f} at {tuple(pick)[:4]} |", file=out)
+                  f"{per_term.tflops:.1f} at {tuple(per_term.tiling)[:4]} | {paper} | "
+                  + " | ".join(f"{r.tflops:.1f} at {tuple(r.tiling)[:4]}" for r in two) + f" | {_mode(pick)}, "
+                  f"{preds[pl._mode_key(pick.per_term, pick.l0c_stages)].tflops:.1f} at {tuple(pick)[:4]} |", file=out)
             bar.update()
 
 
@@ -196,9 +199,10 @@ def outlook_910b(out=sys.stdout, bar=None) -> None:
           "paper's design: predicted |", file=out)
     print("| --- | --- | --- | --- | --- | --- |", file=out)
     for s in OUTLOOK_SHAPES:
-        r = max((_rank1(p.key, s, d) for d in (pl.KERNEL, pl.KERNEL_PER_TERM)), key=lambda row: row.tflops)
+        r = max((_rank1(p.key, s, dataclasses.replace(d, l0c_stages=stages))
+                 for d in (pl.KERNEL, pl.KERNEL_PER_TERM) for stages in pl.L0C_STAGES), key=lambda row: row.tflops)
         q = _rank1(p.key, s, pl.PAPER_DOUBLE)
-        mode = ", per term" if r.tiling.per_term else ""
+        mode = (", per term" if r.tiling.per_term else "") + (", two L0C stages" if r.tiling.l0c_stages == 2 else "")
         print(f"| {'x'.join(map(str, s))} | {tuple(r.tiling)[:4]}{mode} | {r.tflops:.1f} | "
               f"{r.tflops / (p.cube_fp16_tflops / 3) * 100:.0f}% | {r.tflops / p.cube_fp32_tflops:.2f}x | "
               f"{q.tflops:.1f} at {tuple(q.tiling)[:4]} |", file=out)
@@ -256,10 +260,10 @@ def package_figures(chip: str, shape: tuple) -> PackageFigures:
     m, n, k = shape
     package = pl.predict_package(p, m, n, k, use_table=False)
     t = package.tiling
-    mode = bool(t.per_term)
-    unscaled = pl.predict(p, m, n, k, t, design=pl.package(0.0, per_term=mode, scaled=False))
-    listed = pl.predict(p, m, n, k, t, design=pl.package(1.0, per_term=mode))
-    alone = pl.predict(p, m, n, k, t, design=pl.Design("kernel", per_term=mode))
+    mode, stages = bool(t.per_term), int(t.l0c_stages)
+    unscaled = pl.predict(p, m, n, k, t, design=pl.package(0.0, per_term=mode, scaled=False, l0c_stages=stages))
+    listed = pl.predict(p, m, n, k, t, design=pl.package(1.0, per_term=mode, l0c_stages=stages))
+    alone = pl.predict(p, m, n, k, t, design=pl.Design("kernel", per_term=mode, l0c_stages=stages))
     native = None if p.cube_fp32_tflops is None else 2.0 * m * n * k / (p.cube_fp32_tflops * 1e12) * 1e3
     return PackageFigures(p.key, tuple(shape), package, unscaled, listed, alone, pl.rank_package(p, m, n, k, top=1)[0],
                           _rank1(p.key, tuple(shape), pl.PAPER_DOUBLE), native)
@@ -311,7 +315,7 @@ def _shape(s) -> str:
 
 
 def _mode(t) -> str:
-    return "per term" if t.per_term else "one pass"
+    return ("per term" if t.per_term else "one pass") + (", two L0C stages" if t.l0c_stages == 2 else "")
 
 
 def package_tables(chip: str, shapes=PACKAGE_SHAPES, out=sys.stdout, bar=None) -> None:

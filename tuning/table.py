@@ -105,7 +105,8 @@ def validate_config(config: Any, backend: str) -> dict[str, Any]:
     checked by its one validator (:func:`sgemm_cube.backends.cuda.configs.validate_config`:
     known keys, types, ranges).  ``"ascend"`` configs hold
     ``bm``, ``bk``, ``bn`` (positive multiples of 16), ``n_fused`` (>= 1) and
-    ``per_term`` (bool: one GEMM pass per product term), the last two optional.
+    ``per_term`` (bool: one GEMM pass per product term) and ``l0c_stages`` (1 or 2: accumulator sets in
+    L0C), the last three optional.
     """
     if not isinstance(config, Mapping) or not config:
         raise TableError("config must be a non-empty object")
@@ -119,14 +120,17 @@ def validate_config(config: Any, backend: str) -> dict[str, Any]:
         except ConfigError as exc:
             raise TableError(str(exc)) from None
     elif backend == "ascend":
-        if set(cfg) - {"bm", "bk", "bn", "n_fused", "per_term"} or not {"bm", "bk", "bn"} <= set(cfg):
-            raise TableError(f"ascend config needs bm, bk, bn (and optional n_fused, per_term), got {sorted(cfg)}")
+        if set(cfg) - {"bm", "bk", "bn", "n_fused", "per_term", "l0c_stages"} or not {"bm", "bk", "bn"} <= set(cfg):
+            raise TableError(f"ascend config needs bm, bk, bn (and optional n_fused, per_term, l0c_stages), "
+                             f"got {sorted(cfg)}")
         for key in ("bm", "bk", "bn"):
             _int(key, cfg[key], lambda x: x > 0 and x % 16 == 0)
         if "n_fused" in cfg:
             _int("n_fused", cfg["n_fused"], lambda x: x >= 1)
         if "per_term" in cfg and not isinstance(cfg["per_term"], bool):
             raise TableError(f"ascend config per_term must be true or false, got {cfg['per_term']!r}")
+        if "l0c_stages" in cfg:
+            _int("l0c_stages", cfg["l0c_stages"], lambda x: x in (1, 2))
     else:
         raise TableError(f"unknown backend {backend!r}; valid: {list(BACKENDS)}")
     return cfg

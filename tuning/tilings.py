@@ -41,17 +41,17 @@ def model_command(profile: Profile) -> str:
     return f"sgemm-cube tune --device {profile.key} --write-tilings"
 
 
-def _design(terms: int, per_term: bool):
+def _design(terms: int, per_term: bool, l0c_stages: int = 1):
     from .pipeline import Design
 
-    return Design("kernel", terms=terms, per_term=per_term, bookkeeping=True)
+    return Design("kernel", terms=terms, per_term=per_term, bookkeeping=True, l0c_stages=l0c_stages)
 
 
 def _predicted(p: Profile, m: int, n: int, k: int, tiling: ns.Tiling, terms: int) -> float:
     """The whole product's TFLOP/s with the guarantee's bookkeeping, as :func:`npu.run` launches it."""
     from .pipeline import predict
 
-    return predict(p, m, n, k, tiling, design=_design(terms, bool(tiling.per_term))).tflops
+    return predict(p, m, n, k, tiling, design=_design(terms, bool(tiling.per_term), int(tiling.l0c_stages))).tflops
 
 
 def _model_row(job) -> dict:

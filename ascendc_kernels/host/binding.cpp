@@ -2,11 +2,11 @@
 // three SGEMM-cube kernels launched on the current NPU stream.
 //
 //   MatmulOptions(*, sb, keep_lo_lo, bm, bk, bn, n_fused, per_term=False, guard=False, scale=1, fixup=True,
-//                 alpha=1.0, subnormals=1)
+//                 alpha=1.0, subnormals=1, l0c_stages=1)
 //       matmul's options, keywords only, each a read-write attribute (npu.py's _matmul_options builds them;
 //       npu.MatmulOptions mirrors the fields and defaults for the stand-in extensions).
 //       sb: the residuals' scaling exponent, in [0, 24]; keep_lo_lo: the fourth product A_lo B_lo;
-//       bm, bk, bn, n_fused, per_term: the tiling (schedule::Tiling); scale (guard::Scale), fixup,
+//       bm, bk, bn, n_fused, per_term, l0c_stages: the tiling (schedule::Tiling); scale (guard::Scale), fixup,
 //       alpha: the guarantee's options, used with guard.
 //   matmul(a, b, out, options) -> None
 //       guard: the accuracy guarantee's bookkeeping on the device too (line statistics and integers,
@@ -85,6 +85,7 @@ struct MatmulOptions {
     bool fixup = true;    // FP32 fix-up of the lines the split cannot hold
     double alpha = 1.0;   // out = alpha * (a @ b), with guard
     int64_t subnormals = 1;  // guard::Subnormals: the split range the lines are classified by
+    int64_t l0c_stages = 1;  // accumulator sets in L0C, 1 or 2 (schedule::Tiling::l0c_stages)
 };
 
 /// Cube and vector core counts of a device.  On 910A the vector units are
@@ -188,7 +189,8 @@ Dims check_matmul(const at::Tensor& a, const at::Tensor& b, const at::Tensor& ou
 LaunchPlan plan_product(const Dims& d, const MatmulOptions& o, const Cores& cores)
 {
     const schedule::Tiling tiling{checked_u32(o.bm, "bm"), checked_u32(o.bk, "bk"), checked_u32(o.bn, "bn"),
-                                  checked_u32(o.n_fused, "n_fused"), o.per_term ? 1u : 0u};
+                                  checked_u32(o.n_fused, "n_fused"), o.per_term ? 1u : 0u,
+                                  checked_u32(o.l0c_stages, "l0c_stages")};
     LaunchPlan plan{};
     const schedule::Status status =
         make_launch_plan(built_capacity(), checked_u32(d.batch, "batch"), checked_u32(d.m, "m"),
@@ -337,7 +339,8 @@ void enqueue_gemm(const Product& p)
         const schedule::Geometry& g = p.plan.geometry;
         return int(launch_gemm(p.plan.gemm_blocks, p.stream, p.a_hi, p.a_lo, p.b_hi, p.b_lo, p.term_ptr[0],
                                p.term_ptr[1], p.term_ptr[2], p.term_ptr[3], g.batch, g.m, g.n, g.k, g.bm, g.bk,
-                               g.bn, g.n_fused, p.options.per_term ? 1u : 0u, p.cores.cube, p.plan.terms, p.inv_scale));
+                               g.bn, g.n_fused, p.options.per_term ? 1u : 0u, g.plan.l0c_stages, p.cores.cube,
+                               p.plan.terms, p.inv_scale));
     });
 }
 
@@ -498,13 +501,14 @@ PYBIND11_MODULE(_npu_ext, m)
     namespace py = pybind11;
     py::class_<MatmulOptions>(m, "MatmulOptions", "matmul's options: the tiling, the scheme and the guarantee's")
         .def(py::init([](int64_t sb, bool keep_lo_lo, int64_t bm, int64_t bk, int64_t bn, int64_t n_fused,
-                         bool per_term, bool guard, int64_t scale, bool fixup, double alpha, int64_t subnormals) {
+                         bool per_term, bool guard, int64_t scale, bool fixup, double alpha, int64_t subnormals,
+                         int64_t l0c_stages) {
                  return MatmulOptions{sb, keep_lo_lo, bm, bk, bn, n_fused, per_term, guard, scale, fixup, alpha,
-                                      subnormals};
+                                      subnormals, l0c_stages};
              }),
              py::kw_only(), py::arg("sb"), py::arg("keep_lo_lo"), py::arg("bm"), py::arg("bk"), py::arg("bn"),
              py::arg("n_fused"), py::arg("per_term") = false, py::arg("guard") = false, py::arg("scale") = 1,
-             py::arg("fixup") = true, py::arg("alpha") = 1.0, py::arg("subnormals") = 1)
+             py::arg("fixup") = true, py::arg("alpha") = 1.0, py::arg("subnormals") = 1, py::arg("l0c_stages") = 1)
         .def_readwrite("sb", &MatmulOptions::sb)
         .def_readwrite("keep_lo_lo", &MatmulOptions::keep_lo_lo)
         .def_readwrite("bm", &MatmulOptions::bm)
@@ -516,7 +520,8 @@ PYBIND11_MODULE(_npu_ext, m)
         .def_readwrite("scale", &MatmulOptions::scale)
         .def_readwrite("fixup", &MatmulOptions::fixup)
         .def_readwrite("alpha", &MatmulOptions::alpha)
-        .def_readwrite("subnormals", &MatmulOptions::subnormals);
+        .def_readwrite("subnormals", &MatmulOptions::subnormals)
+        .def_readwrite("l0c_stages", &MatmulOptions::l0c_stages);
     m.def("matmul", &sgemm_cube::host::matmul, py::arg("a"), py::arg("b"), py::arg("out"), py::arg("options"),
           "out[b] = A[b] B[b] emulated in FP32 from FP16 cube products (all tensors float32, contiguous, on one NPU)");
     m.def("matmul_fp32", &sgemm_cube::host::matmul_fp32, pybind11::arg("a"), pybind11::arg("b"),

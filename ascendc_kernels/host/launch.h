@@ -30,7 +30,7 @@ uint32_t launch_split(uint32_t blocks, aclrtStream stream, void* x, void* hi, vo
 uint32_t launch_gemm(uint32_t blocks, aclrtStream stream, void* a_hi, void* a_lo, void* b_hi, void* b_lo, void* c_hh,
                      void* c_lh, void* c_hl, void* c_ll, uint32_t batch, uint32_t m, uint32_t n, uint32_t k,
                      uint32_t bm, uint32_t bk, uint32_t bn, uint32_t n_fused, uint32_t per_term,
-                     uint32_t plan_cores, uint32_t terms, float inv_scale);
+                     uint32_t l0c_stages, uint32_t plan_cores, uint32_t terms, float inv_scale);
 
 /// Combine kernel: out = termwise combination of the term buffers (out may be c_hh).  With `meta_a`
 /// not null the unscale is folded in: c_hh (= out, shape (batch, mp, np)) = alpha_mant 2^alpha_exp

@@ -67,8 +67,8 @@ extern "C" __global__ __aicore__ void sgemm_cube_gemm(GM_ADDR a_hi, GM_ADDR a_lo
                                                       GM_ADDR c_hh, GM_ADDR c_lh, GM_ADDR c_hl, GM_ADDR c_ll,
                                                       uint32_t batch, uint32_t m, uint32_t n, uint32_t k,
                                                       uint32_t bm, uint32_t bk, uint32_t bn, uint32_t n_fused,
-                                                      uint32_t per_term, uint32_t plan_cores, uint32_t terms,
-                                                      float inv_scale)
+                                                      uint32_t per_term, uint32_t l0c_stages, uint32_t plan_cores,
+                                                      uint32_t terms, float inv_scale)
 {
     SGEMM_CUBE_ON_CUBE_CORES();
     sgemm_cube::block::GemmOperands gm;
@@ -82,7 +82,7 @@ extern "C" __global__ __aicore__ void sgemm_cube_gemm(GM_ADDR a_hi, GM_ADDR a_lo
     gm.c[sgemm_cube::schedule::kLoLo] = reinterpret_cast<__gm__ float*>(c_ll);  // unused unless terms == 4
     gm.inv_scale = inv_scale;
     sgemm_cube::kernel::RunGemm<Soc>(gm, sgemm_cube::kernel::GemmArgs{batch, m, n, k, bm, bk, bn, n_fused,
-                                                                       per_term, plan_cores, terms});
+                                                                       per_term, l0c_stages, plan_cores, terms});
 }
 
 extern "C" __global__ __aicore__ void sgemm_cube_combine(GM_ADDR c_hh, GM_ADDR c_lh, GM_ADDR c_hl, GM_ADDR c_ll,

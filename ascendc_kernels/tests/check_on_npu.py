@@ -147,7 +147,7 @@ class ModelExtension(types.ModuleType):
         o = options
         self.calls.append((o.bm, o.bk, o.bn, o.n_fused, bool(o.per_term)))
         x, y = _HOST(a), _HOST(b)
-        tiling = npu_schedule.Tiling(o.bm, o.bk, o.bn, o.n_fused, bool(o.per_term))
+        tiling = npu_schedule.Tiling(o.bm, o.bk, o.bn, o.n_fused, bool(o.per_term), int(getattr(o, "l0c_stages", 1)))
         kw = dict(sb=o.sb, keep_lo_lo=o.keep_lo_lo, tiling=tiling,
                   cap=npu_schedule.capacity_from_profile(self._soc), cores=self._cores)
         c = (npu_schedule.simulate(x, y, **kw) if not o.guard

@@ -111,6 +111,7 @@ void check_coverage(const Case& c, const Geometry& g)
             CHECK(s.item % g.cores == core, "item %u on core %u", s.item, core);
             CHECK(s.b_slot == s.index % 2, "ping-pong slot");
             CHECK(s.l0_stage < p.l0_stages, "l0 stage");
+            CHECK(s.l0c_stage < p.l0c_stages && p.l0c_stages == c.tiling.l0c_stages, "L0C stage");
             CHECK(s.k_in_group < p.n_fused, "A tile index %u >= n_fused %u", s.k_in_group, p.n_fused);
             CHECK(s.k_block == s.group * g.n_fused + s.k_in_group, "k block");
             CHECK(s.m_act % kCube == 0 && s.n_act % kCube == 0 && s.k_act % kCube == 0, "extents aligned");
@@ -132,8 +133,15 @@ void check_coverage(const Case& c, const Geometry& g)
             }
             uint32_t term_seen = 0;
             for (uint32_t acc = 0; acc < p.accumulators; ++acc) {
-                const uint32_t o = l0c_offset(p, acc);
+                const uint32_t o = l0c_offset(p, s.l0c_stage, acc);
                 CHECK(o % 1024 == 0 && o + s.m_act * s.n_act * kFloatBytes <= p.l0c_bytes, "L0C accumulator");
+                for (uint32_t other = 0; other < p.l0c_stages; ++other) {  // the sets never overlap
+                    for (uint32_t acc2 = 0; acc2 < p.accumulators; ++acc2) {
+                        const uint32_t o2 = l0c_offset(p, other, acc2);
+                        CHECK((other == s.l0c_stage && acc2 == acc) || o2 + p.c_tile <= o || o + p.c_tile <= o2,
+                              "L0C accumulators (%u, %u) and (%u, %u) overlap", s.l0c_stage, acc, other, acc2);
+                    }
+                }
                 const uint32_t t = pass_term(g, s.pass_index, acc);
                 CHECK(t < g.terms && !(term_seen & (1u << t)), "one accumulator per term");
                 term_seen |= 1u << t;
@@ -287,7 +295,7 @@ struct Recorder {
 };
 
 // Buffer regions and the identity of the data a writer puts there.
-enum Region { kRegA = 0, kRegB0, kRegB1, kRegL0s0, kRegL0s1, kRegL0C, kRegCount };
+enum Region { kRegA = 0, kRegB0, kRegB1, kRegL0s0, kRegL0s1, kRegL0C0, kRegL0C1, kRegCount };
 
 struct Access {
     int region;
@@ -304,6 +312,7 @@ uint64_t cblock_key(const Step& s)
 std::vector<Access> accesses(const Op& op)
 {
     const Step& s = op.step;
+    const int l0c = int(kRegL0C0 + s.l0c_stage);  // the step's accumulator set
     switch (op.kind) {
         case Kind::kLoadA: return {{kRegA, true, group_key(s)}};
         case Kind::kLoadB: return {{int(kRegB0 + s.b_slot), true, s.index}};
@@ -314,12 +323,12 @@ std::vector<Access> accesses(const Op& op)
         case Kind::kMmad:
             // Reads the accumulators too unless it starts them from zero.
             if (s.first_k) {
-                return {{int(kRegL0s0 + s.l0_stage), false, s.index}, {kRegL0C, true, cblock_key(s)}};
+                return {{int(kRegL0s0 + s.l0_stage), false, s.index}, {l0c, true, cblock_key(s)}};
             }
             return {{int(kRegL0s0 + s.l0_stage), false, s.index},
-                    {kRegL0C, false, cblock_key(s)},
-                    {kRegL0C, true, cblock_key(s)}};
-        case Kind::kStore: return {{kRegL0C, false, cblock_key(s)}};
+                    {l0c, false, cblock_key(s)},
+                    {l0c, true, cblock_key(s)}};
+        case Kind::kStore: return {{l0c, false, cblock_key(s)}};
         default: return {};
     }
 }
@@ -438,8 +447,9 @@ void check_program(const Case& c, const Geometry& g)
         Recorder rec;
         run_core(g, core, rec);
         char label[160];
-        std::snprintf(label, sizeof(label), "%s %ux%ux%ux%u tiling %u/%u/%u/%u/%u core %u", c.soc, c.batch, c.m,
-                      c.n, c.k, c.tiling.bm, c.tiling.bk, c.tiling.bn, c.tiling.n_fused, c.tiling.per_term, core);
+        std::snprintf(label, sizeof(label), "%s %ux%ux%ux%u tiling %u/%u/%u/%u/%u/%u core %u", c.soc, c.batch, c.m,
+                      c.n, c.k, c.tiling.bm, c.tiling.bk, c.tiling.bn, c.tiling.n_fused, c.tiling.per_term,
+                      c.tiling.l0c_stages, core);
         // Same number of data operations as steps.
         size_t mmads = 0;
         for (const Op& op : rec.ops) {
@@ -623,6 +633,20 @@ void check_plan_limits()
     CHECK(max_n_fused(a, 176, 64, 176, 1) == 44, "Eq. 8 gives the paper's N_fused = 44");
     CHECK(make_buffer_plan(a, 176, 64, 176, 45, 3, &p, 1) == Status::kL1, "N_fused = 45 overflows L1");
     CHECK(make_buffer_plan(a, 16, 16, 16, 1, 3, &p, 2) == Status::kBadMode, "per_term = 2");
+    CHECK(make_buffer_plan(a, 16, 16, 16, 1, 3, &p, 0, 0) == Status::kBadMode, "l0c_stages = 0");
+    CHECK(make_buffer_plan(a, 16, 16, 16, 1, 3, &p, 0, 3) == Status::kBadMode, "l0c_stages = 3");
+    // Two L0C stages: both accumulator sets must fit.
+    CHECK(make_buffer_plan(a, 128, 64, 128, 1, 3, &p, 0, 2) == Status::kL0C, "two sets of three 128x128 on 910A");
+    CHECK(make_buffer_plan(a, 128, 64, 64, 16, 3, &p, 0, 2) == Status::kOk && p.l0c_stages == 2 &&
+              p.l0c_bytes == 2 * 3 * 128 * 64 * 4 && l0c_offset(p, 1, 0) == 3 * 128 * 64 * 4,
+          "two sets of three 128x64 on 910A");
+    CHECK(make_buffer_plan(a, 176, 64, 176, 44, 3, &p, 1, 2) == Status::kOk && p.l0c_bytes == 2 * 176 * 176 * 4,
+          "paper tiling per term, two sets");
+    CHECK(make_buffer_plan(b, 96, 64, 96, 1, 3, &p, 0, 2) == Status::kL0C, "two sets of three 96x96 on 910B");
+    CHECK(make_buffer_plan(b, 64, 64, 64, 1, 3, &p, 0, 2) == Status::kOk, "two sets of three 64x64 on 910B");
+    Geometry g2{};
+    CHECK(make_geometry(1, 64, 64, 64, Tiling{16, 16, 16, 1, 0, 3}, 4, 3, b, &g2) == Status::kBadMode,
+          "geometry: l0c_stages = 3");
     CHECK(make_buffer_plan(a, 128, 64, 128, 1, 3, &p) == Status::kOk, "128x64x128 on 910A");
     CHECK(p.l0_stages == 2, "two L0 stages for 128x64");
     CHECK(make_buffer_plan(b, 128, 64, 128, 1, 3, &p) == Status::kL0C, "three 128x128 accumulators exceed 910B L0C");
@@ -697,39 +721,49 @@ const Case kCases[] = {
     {"910a", 1, 100, 90, 130, {32, 32, 32, 2, 1}, 5, 3},
     {"910b", 1, 257, 129, 1000, {128, 64, 128, 4, 1}, 20, 3},
     {"910b", 3, 50, 70, 300, {48, 64, 32, 3, 1}, 7, 4},
+    // Two L0C stages (accumulator sets alternate per write-back).
+    {"910a", 1, 2048, 2048, 4096, {128, 64, 64, 16, 0, 2}, 32, 3},
+    {"910a", 1, 100, 90, 130, {32, 32, 32, 2, 0, 2}, 5, 3},
+    {"910a", 1, 100, 200, 130, {32, 32, 32, 8, 0, 2}, 2, 4},
+    {"910a", 1, 2048, 2048, 4096, {176, 64, 176, 44, 1, 2}, 32, 3},
+    {"910b", 1, 257, 129, 1000, {64, 64, 64, 16, 0, 2}, 20, 3},
+    {"910b", 3, 50, 70, 300, {48, 64, 32, 3, 1, 2}, 7, 4},
+    {"910b", 1, 16, 1000, 64, {16, 16, 64, 4, 0, 2}, 3, 3},
 };
 
 int dump(int argc, char** argv)
 {
-    if (argc != 13 && argc != 14) {
-        std::fprintf(stderr, "usage: %s --dump SOC BATCH M N K BM BK BN NFUSED CORES TERMS [PER_TERM]\n", argv[0]);
+    if (argc < 13 || argc > 15) {
+        std::fprintf(stderr, "usage: %s --dump SOC BATCH M N K BM BK BN NFUSED CORES TERMS [PER_TERM [L0C_STAGES]]\n",
+                     argv[0]);
         return 2;
     }
-    const uint32_t per_term = argc == 14 ? uint32_t(std::strtoul(argv[13], nullptr, 10)) : 0u;
+    const uint32_t per_term = argc >= 14 ? uint32_t(std::strtoul(argv[13], nullptr, 10)) : 0u;
+    const uint32_t l0c_stages = argc == 15 ? uint32_t(std::strtoul(argv[14], nullptr, 10)) : 1u;
     const std::string soc = argv[2];
     uint32_t v[10];
     for (int i = 0; i < 10; ++i) {
         v[i] = uint32_t(std::strtoul(argv[3 + i], nullptr, 10));
     }
     Geometry g{};
-    const Status st = make_geometry(v[0], v[1], v[2], v[3], Tiling{v[4], v[5], v[6], v[7], per_term}, v[8], v[9],
+    const Status st = make_geometry(v[0], v[1], v[2], v[3], Tiling{v[4], v[5], v[6], v[7], per_term, l0c_stages}, v[8], v[9],
                                     capacity_of(soc), &g);
     if (st != Status::kOk) {
         std::printf("status %u %s\n", uint32_t(st), status_message(st));
         return 0;
     }
     std::printf("geometry mp=%u np=%u kp=%u mb=%u nb=%u kb=%u n_fused=%u groups=%u n_split=%u items=%u cores=%u "
-                "l0_stages=%u l1=%u l0a=%u l0b=%u l0c=%u ub=%u passes=%u combine_in_epilogue=%d\n",
+                "l0_stages=%u l0c_stages=%u l1=%u l0a=%u l0b=%u l0c=%u ub=%u passes=%u combine_in_epilogue=%d\n",
                 g.mp, g.np, g.kp, g.mb, g.nb, g.kb, g.n_fused, g.groups, g.n_split, g.items, g.cores,
-                g.plan.l0_stages, g.plan.l1_bytes, g.plan.l0a_bytes, g.plan.l0b_bytes, g.plan.l0c_bytes,
+                g.plan.l0_stages, g.plan.l0c_stages, g.plan.l1_bytes, g.plan.l0a_bytes, g.plan.l0b_bytes, g.plan.l0c_bytes,
                 g.plan.ub_bytes, g.passes, int(g.combine_in_epilogue));
     for (uint32_t core = 0; core < g.cores; ++core) {
         for (CoreSchedule it(g, core); !it.done(); it.next()) {
             const Step& s = it.step();
-            std::printf("step %u %u %u %u %u %u %u %u %u %u %u %u %u %u %u %d%d%d%d%d%d\n", core, s.index, s.pass_index,
+            std::printf("step %u %u %u %u %u %u %u %u %u %u %u %u %u %u %u %u %d%d%d%d%d%d\n", core, s.index, s.pass_index,
                         s.item, s.batch, s.row_block, s.col_block, s.group, s.k_in_group, s.k_block, s.m_act, s.n_act,
                         s.k_act,
-                        s.b_slot, s.l0_stage, s.group_start, s.group_end, s.first_k, s.last_k, s.first_group,
+                        s.b_slot, s.l0_stage, s.l0c_stage, s.group_start, s.group_end, s.first_k, s.last_k, s.first_group,
                         s.last_group);
         }
     }

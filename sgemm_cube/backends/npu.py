@@ -276,10 +276,11 @@ def matmul(a, b, *, sb: int, order: str, keep_lo_lo: bool, out, accumulate: str 
     scheme : {"fp16x3", "fp16x4"} or None
         Only FP16 splits exist on this backend; ``"fp16x4"`` (or ``keep_lo_lo``) computes the fourth
         product, None and ``"fp16x3"`` three.
-    tiling : tuning.Tiling or (bm, bk, bn, n_fused[, per_term]), optional
+    tiling : tuning.Tiling or (bm, bk, bn, n_fused[, per_term[, l0c_stages]]), optional
         Override the tuned tiling (the measured tuner uses this); it must fit
         the kernel's buffer plan (:func:`.npu_schedule.make_buffer_plan`).
-        ``per_term`` (default False) runs one GEMM pass per product term.
+        ``per_term`` (default False) runs one GEMM pass per product term;
+        ``l0c_stages`` (default 1) 2 keeps two accumulator sets in L0C.
     guard : dict, optional
         The accuracy guarantee's bookkeeping on the device (:func:`run` passes it):
         ``{"scale": ..., "fixup": bool, "alpha": float}``.  Each row of A and
@@ -351,11 +352,13 @@ class MatmulOptions(NamedTuple):
     fixup: bool = True       #: FP32 fix-up of the lines the split cannot hold
     alpha: float = 1.0       #: out = alpha * (a @ b), with guard
     subnormals: int = 1      #: :data:`SUBNORMALS_CODE` of the arithmetic's FP16 subnormals: the split range
+    l0c_stages: int = 1      #: accumulator sets in L0C, 1 or 2 (:class:`.npu_schedule.Tiling`)
 
 
 def _matmul_options(sb: int, lo_lo: bool, t: npu_schedule.Tiling, guard: dict | None) -> MatmulOptions:
     """The one place the extension's options are built: the scheme, the tiling and (``guard``) the guarantee's."""
-    tiling = dict(bm=t.bm, bk=t.bk, bn=t.bn, n_fused=t.n_fused, per_term=bool(t.per_term))
+    tiling = dict(bm=t.bm, bk=t.bk, bn=t.bn, n_fused=t.n_fused, per_term=bool(t.per_term),
+                  l0c_stages=int(t.l0c_stages))
     if guard is None:
         return MatmulOptions(sb=sb, keep_lo_lo=lo_lo, **tiling)
     return MatmulOptions(sb=sb, keep_lo_lo=lo_lo, **tiling, guard=True, scale=SCALE_CODE[guard["scale"]],

@@ -67,6 +67,7 @@ __all__ = [
     "capacity_from_profile",
     "chip_arithmetic",
     "make_buffer_plan",
+    "l0c_offset",
     "max_n_fused",
     "make_geometry",
     "choose_n_split",
@@ -103,7 +104,7 @@ STATS_TILE_COLS = 256   #: columns of one line-statistics tile (``schedule::kSta
 STATS_STAGES = 3        #: UB stages of the line-statistics input tile (``schedule::kStatsStages``)
 META_CHUNK = 1024       #: lines per chunk of the line-meta kernel (``schedule::kMetaChunk``)
 UNSCALE_TILE = 2048     #: the fix-up kernels' column chunk (``schedule::kUnscaleTile``)
-UNSCALE_UNIT = 6144     #: elements of one unit of the unscale, alone or in the combine (``schedule::kUnscaleUnit``)
+UNSCALE_UNIT = 3840     #: elements of one unit of the unscale, alone or in the combine (``schedule::kUnscaleUnit``)
 TERM_HIHI, TERM_LOHI, TERM_HILO, TERM_LOLO = range(4)
 
 
@@ -168,6 +169,9 @@ class Tiling(NamedTuple):
     ``per_term`` False: all product terms in one pass (hi and lo planes of each
     block together, one accumulator per term); True: one pass per term, one
     plane and one accumulator resident (the paper's Algorithm 1).
+    ``l0c_stages`` 1 or 2: accumulator sets in L0C; with 2 a core's write-backs
+    alternate between the sets, so the cube fills one while the other drains
+    (both sets must fit L0C: smaller blocks).  The arithmetic is the same.
     """
 
     bm: int
@@ -175,6 +179,7 @@ class Tiling(NamedTuple):
     bn: int
     n_fused: int
     per_term: bool = False
+    l0c_stages: int = 1
 
 
 class BufferPlan(NamedTuple):
@@ -191,10 +196,11 @@ class BufferPlan(NamedTuple):
     l0a_bytes: int
     l0b_bytes: int
     terms: int
-    accumulators: int
-    l0c_bytes: int
+    accumulators: int  #: accumulators of one L0C stage
+    l0c_bytes: int     #: l0c_stages x accumulators x c_tile
     ub_tiles: int
     ub_bytes: int
+    l0c_stages: int = 1
 
 
 class Geometry(NamedTuple):
@@ -241,6 +247,7 @@ class Step(NamedTuple):
     k_act: int
     b_slot: int
     l0_stage: int
+    l0c_stage: int  #: L0C accumulator set: this core's write-back count % l0c_stages
     group_start: bool
     group_end: bool
     first_k: bool
@@ -257,9 +264,9 @@ _STATUS_MESSAGES = {
     Status.L1: "resident A group and two B buffers exceed L1",
     Status.L0A: "A tiles (both planes when fused) exceed L0A",
     Status.L0B: "B tiles (both planes when fused) exceed L0B",
-    Status.L0C: "the FP32 accumulators (one per term when fused) exceed L0C",
+    Status.L0C: "the FP32 accumulators (one per term when fused, per L0C stage) exceed L0C",
     Status.UB: "L0C -> UB staging exceeds UB",
-    Status.BAD_MODE: "per_term must be 0 or 1",
+    Status.BAD_MODE: "per_term must be 0 or 1 and l0c_stages 1 or 2",
     Status.EMPTY: "empty problem",
     Status.NO_CORES: "no cores",
     Status.TOO_LARGE: "matrix too large for 32-bit padded sizes",
@@ -299,13 +306,13 @@ def max_n_fused(cap: Capacity, bm: int, bk: int, bn: int, planes: int = _PARTS) 
 
 
 def buffer_plan_status(cap: Capacity, bm: int, bk: int, bn: int, n_fused: int, terms: int,
-                       per_term: bool = False) -> tuple[Status, BufferPlan | None]:
+                       per_term: bool = False, l0c_stages: int = 1) -> tuple[Status, BufferPlan | None]:
     """``schedule::make_buffer_plan``: the status and, when it is OK, the plan."""
     if bm <= 0 or bk <= 0 or bn <= 0 or bm % KERNEL_CUBE or bk % KERNEL_CUBE or bn % KERNEL_CUBE or n_fused < 1:
         return Status.NOT_ALIGNED, None
     if terms not in (3, 4):
         return Status.BAD_TERMS, None
-    if int(per_term) not in (0, 1):
+    if int(per_term) not in (0, 1) or l0c_stages not in (1, 2):
         return Status.BAD_MODE, None
     if max(bm, bk, bn) > _MAX_MMAD_DIM:
         return Status.MMAD_DIM, None
@@ -324,7 +331,7 @@ def buffer_plan_status(cap: Capacity, bm: int, bk: int, bn: int, n_fused: int, t
     if l0b > cap.l0b:
         return Status.L0B, None
     accumulators = 1 if per_term else terms
-    if accumulators * c_tile > cap.l0c:
+    if l0c_stages * accumulators * c_tile > cap.l0c:
         return Status.L0C, None
     # 910A: the NZ copy and two ND tiles, or one ND tile when only that fits.
     room = cap.ub - cap.ub_reserved
@@ -332,15 +339,21 @@ def buffer_plan_status(cap: Capacity, bm: int, bk: int, bn: int, n_fused: int, t
     if ub_tiles * c_tile > room:
         return Status.UB, None
     return Status.OK, BufferPlan(a_tile, b_tile, c_tile, n_fused, planes, l1_a, l1, stages, l0a, l0b, terms,
-                                 accumulators, accumulators * c_tile, ub_tiles, ub_tiles * c_tile)
+                                 accumulators, l0c_stages * accumulators * c_tile, ub_tiles, ub_tiles * c_tile,
+                                 l0c_stages)
+
+
+def l0c_offset(plan: BufferPlan, stage: int, acc: int) -> int:
+    """L0C byte offset of accumulator ``acc`` of L0C stage ``stage`` (``schedule::l0c_offset``)."""
+    return (stage * plan.accumulators + acc) * plan.c_tile
 
 
 def make_buffer_plan(cap: Capacity, bm: int, bk: int, bn: int, n_fused: int, terms: int,
-                     per_term: bool = False) -> BufferPlan:
+                     per_term: bool = False, l0c_stages: int = 1) -> BufferPlan:
     """Buffer plan of a tiling; raises :class:`TilingError` when it does not fit."""
-    status, plan = buffer_plan_status(cap, bm, bk, bn, n_fused, terms, per_term)
+    status, plan = buffer_plan_status(cap, bm, bk, bn, n_fused, terms, per_term, l0c_stages)
     if status != Status.OK:
-        mode = ", one pass per term" if per_term else ""
+        mode = (", one pass per term" if per_term else "") + (", two L0C stages" if l0c_stages == 2 else "")
         raise _fail(status, f"tiling {bm}x{bk}x{bn} n_fused={n_fused} with {terms} terms{mode}")
     return plan
 
@@ -362,9 +375,10 @@ def make_geometry(batch: int, m: int, n: int, k: int, tiling: Tiling, cores: int
     tiling = Tiling(*tiling)
     bm, bk, bn, nf = (int(x) for x in tiling[:4])
     per_term = int(tiling.per_term)
+    l0c_stages = int(tiling.l0c_stages)
     if bm <= 0 or bk <= 0 or bn <= 0 or bm % KERNEL_CUBE or bk % KERNEL_CUBE or bn % KERNEL_CUBE or nf < 1:
         raise _fail(Status.NOT_ALIGNED, f"tiling {tuple(tiling)}")
-    if per_term not in (0, 1):
+    if per_term not in (0, 1) or l0c_stages not in (1, 2):
         raise _fail(Status.BAD_MODE, f"tiling {tuple(tiling)}")
     mp, np_, kp = (_ceil_div(x, KERNEL_CUBE) * KERNEL_CUBE for x in (m, n, k))
     mb, nb, kb = _ceil_div(mp, bm), _ceil_div(np_, bn), _ceil_div(kp, bk)
@@ -375,7 +389,7 @@ def make_geometry(batch: int, m: int, n: int, k: int, tiling: Tiling, cores: int
         raise _fail(Status.TOO_LARGE, f"{rows * nb} C blocks")
     n_split = choose_n_split(rows, nb, cores)
     items = rows * n_split
-    plan = make_buffer_plan(cap, bm, bk, bn, n_fused, terms, bool(per_term))
+    plan = make_buffer_plan(cap, bm, bk, bn, n_fused, terms, bool(per_term), l0c_stages)
     passes = terms if per_term else 1
     # One K group: every accumulator is final at the write-back, where C already passes through UB (910A).
     in_epilogue = cap.c_through_ub and groups == 1 and passes == 1 and plan.ub_tiles == 3
@@ -428,6 +442,7 @@ def group_k_blocks(g: Geometry, group: int) -> int:
 def core_steps(g: Geometry, core: int) -> Iterator[Step]:
     """The steps of one core in execution order (``schedule::CoreSchedule``)."""
     index = 0
+    c_block = 0  # write-backs so far: the L0C stage of the next C block
     items = range(core, g.items, g.cores) if core < g.cores else ()
     for pass_index in range(g.passes):
         for item in items:
@@ -441,10 +456,11 @@ def core_steps(g: Geometry, core: int) -> Iterator[Step]:
                         k_block = group * g.n_fused + kk
                         yield Step(index, pass_index, item, batch, row_block, col, group, kk, k_block, m_act,
                                    _block_extent(g.np, g.bn, col), _block_extent(g.kp, g.bk, k_block),
-                                   index % _B_SLOTS, index % g.plan.l0_stages,
+                                   index % _B_SLOTS, index % g.plan.l0_stages, c_block % g.plan.l0c_stages,
                                    kk == 0 and col == first_col, kk + 1 == kcount and col + 1 == last_col,
                                    kk == 0, kk + 1 == kcount, group == 0, group + 1 == g.groups)
                         index += 1
+                    c_block += 1
 
 
 class Sync(enum.IntEnum):
@@ -465,7 +481,7 @@ class Event:
     A_GROUP = 2   #: resident A group (MTE2_MTE1 / MTE1_MTE2)
     L0_STAGE0 = 0  #: + stage: L0A/L0B stages (M_MTE1)
     L0_READY = 0  #: MTE1_M
-    C_TILE = 0    #: M_OUT / OUT_M
+    C_TILE = 0    #: + L0C stage: accumulator sets (M_OUT / OUT_M)
 
 
 class ProgramOp(NamedTuple):
@@ -483,13 +499,13 @@ class ProgramOp(NamedTuple):
     step: Step | None = None
 
 
-def _buffer_free_flags(g: Geometry, kind: str, l0c_sets: int, b_slots: int) -> Iterator[ProgramOp]:
+def _buffer_free_flags(g: Geometry, kind: str, b_slots: int) -> Iterator[ProgramOp]:
     for slot in range(b_slots):
         yield ProgramOp(kind, Sync.MTE1_MTE2, Event.B_SLOT0 + slot)
     yield ProgramOp(kind, Sync.MTE1_MTE2, Event.A_GROUP)
     for stage in range(g.plan.l0_stages):
         yield ProgramOp(kind, Sync.M_MTE1, Event.L0_STAGE0 + stage)
-    for c_set in range(l0c_sets):
+    for c_set in range(g.plan.l0c_stages):
         yield ProgramOp(kind, Sync.OUT_M, Event.C_TILE + c_set)
 
 
@@ -498,8 +514,7 @@ A_TILE_FREE = 3
 ``prefetch_a`` variant; not in ``schedule.hpp``."""
 
 
-def core_program(g: Geometry, core: int, *, b_slots: int = _B_SLOTS, l0c_sets: int = 1,
-                 prefetch_a: bool = False) -> Iterator[ProgramOp]:
+def core_program(g: Geometry, core: int, *, b_slots: int = _B_SLOTS, prefetch_a: bool = False) -> Iterator[ProgramOp]:
     """The calls of ``schedule::run_core`` for one core, in program order.
 
     Data operations and every SetFlag/WaitFlag, exactly as the kernel's
@@ -507,15 +522,14 @@ def core_program(g: Geometry, core: int, *, b_slots: int = _B_SLOTS, l0c_sets: i
     recording).  :mod:`sgemm_cube.tuning.pipeline` times this program on a model of the
     core's pipes.
 
+    The accumulator sets are the tiling's (``g.plan.l0c_stages``): C block ``c`` of the core uses set
+    ``c % l0c_stages`` (``Step.l0c_stage``), each set with its own M -> Out / Out -> M flags.
     The keywords describe kernel changes proposed by that model and *not* in
     ``schedule.hpp`` (the defaults are the header):
 
     b_slots : 1 or 2
         B buffers in L1; 1 is the paper's single-buffered pipeline (Fig. 6(a)):
         the next B tile loads only once the current one has been copied to L0.
-    l0c_sets : 1 or 2
-        Accumulator sets in L0C; with 2, C block ``j`` uses set ``j % 2`` and
-        the cube fills one while the other drains.
     prefetch_a : bool
         The next group's A tiles load during the current group's last column
         block, tile ``kk`` right after that column's copy of tile ``kk`` to L0
@@ -528,14 +542,13 @@ def core_program(g: Geometry, core: int, *, b_slots: int = _B_SLOTS, l0c_sets: i
     if cur is None:
         return
     set_, wait = "set", "wait"
-    yield from _buffer_free_flags(g, set_, l0c_sets, b_slots)
+    yield from _buffer_free_flags(g, set_, b_slots)
     yield ProgramOp(wait, Sync.MTE1_MTE2, Event.A_GROUP)
     yield ProgramOp("load_a_group", step=cur)
     yield ProgramOp(set_, Sync.MTE2_MTE1, Event.A_GROUP)
     yield ProgramOp(wait, Sync.MTE1_MTE2, Event.B_SLOT0 + cur.b_slot % b_slots)
     yield ProgramOp("load_b", step=cur)
     yield ProgramOp(set_, Sync.MTE2_MTE1, Event.B_SLOT0 + cur.b_slot % b_slots)
-    c_block = 0
     next_group = None  # prefetch_a: first step of the next group, once known
     while True:
         nxt = next(steps, None)
@@ -569,7 +582,7 @@ def core_program(g: Geometry, core: int, *, b_slots: int = _B_SLOTS, l0c_sets: i
             yield ProgramOp(set_, Sync.MTE1_MTE2, Event.A_GROUP)
         yield ProgramOp(set_, Sync.MTE1_M, Event.L0_READY)
         yield ProgramOp(wait, Sync.MTE1_M, Event.L0_READY)
-        c_set = Event.C_TILE + c_block % l0c_sets
+        c_set = Event.C_TILE + cur.l0c_stage
         if cur.first_k:
             yield ProgramOp(wait, Sync.OUT_M, c_set)
         yield ProgramOp("mmad", step=cur)
@@ -579,7 +592,6 @@ def core_program(g: Geometry, core: int, *, b_slots: int = _B_SLOTS, l0c_sets: i
             yield ProgramOp(wait, Sync.M_OUT, c_set)
             yield ProgramOp("store_c", step=cur)
             yield ProgramOp(set_, Sync.OUT_M, c_set)
-            c_block += 1
         if nxt is None:
             break
         if nxt.group_start:
@@ -593,7 +605,7 @@ def core_program(g: Geometry, core: int, *, b_slots: int = _B_SLOTS, l0c_sets: i
         cur = nxt
     if prefetch_a:
         yield ProgramOp(set_, Sync.MTE1_MTE2, Event.A_GROUP)  # the last group, never replaced
-    yield from _buffer_free_flags(g, wait, l0c_sets, b_slots)
+    yield from _buffer_free_flags(g, wait, b_slots)
 
 
 def _in_last_column(g: Geometry, s: Step) -> bool:
@@ -618,7 +630,7 @@ def _next_group_start(g: Geometry, core: int, s: Step) -> Step | None:
     k_block = group * g.n_fused
     return Step(-1, pass_index, item, batch, row_block, first, group, 0, k_block,
                 _block_extent(g.mp, g.bm, row_block),
-                _block_extent(g.np, g.bn, first), _block_extent(g.kp, g.bk, k_block), 0, 0,
+                _block_extent(g.np, g.bn, first), _block_extent(g.kp, g.bk, k_block), 0, 0, 0,
                 True, False, True, False, group == 0, group + 1 == g.groups)
 
 
@@ -642,15 +654,17 @@ def fit_tiling(cap: Capacity, tiling: Tiling | None, *, k: int, terms: int) -> T
     ``n_fused`` is set by :func:`group_n_fused` (K groups of ``cpu_fallback.K_GROUP`` elements; one
     group for shorter K), with ``bk`` lowered to the next power of two times 16 when it does not divide
     the group.  When the blocks then do not fit (the resident group exceeds L1, or ``tiling`` is None)
-    the largest square-ish blocks that do are used, in the tiling's pass mode (fused when None).
+    the largest square-ish blocks that do are used, in the tiling's pass mode and L0C stages (fused, one
+    stage when None; both stages' accumulators must fit L0C).
     """
     per_term = tiling is not None and bool(Tiling(*tiling).per_term)
+    l0c_stages = 1 if tiling is None else int(Tiling(*tiling).l0c_stages)
 
     def fitted(bm, bk, bn):
         nf = group_n_fused(k, bk)
-        if nf is None or buffer_plan_status(cap, bm, bk, bn, nf, terms, per_term)[0] != Status.OK:
+        if nf is None or buffer_plan_status(cap, bm, bk, bn, nf, terms, per_term, l0c_stages)[0] != Status.OK:
             return None
-        return Tiling(bm, bk, bn, nf, per_term)
+        return Tiling(bm, bk, bn, nf, per_term, l0c_stages)
 
     if tiling is not None:
         bm, bk, bn = (int(x) for x in Tiling(*tiling)[:3])
@@ -777,8 +791,10 @@ def simulate(a, b, *, sb: int = 12, keep_lo_lo: bool = False, tiling: Tiling, ca
     b_parts = _split_padded(b3, g.kp, g.np, sb, ar)
     term_buf = np.zeros((terms, batch, g.mp, g.np), np.float32)  # GM: one FP32 buffer per term
     for core in range(g.cores):
-        acc: list[np.ndarray | None] = [None] * g.plan.accumulators  # the L0C accumulators
+        # the L0C accumulators, per L0C stage
+        stages: list[list[np.ndarray | None]] = [[None] * g.plan.accumulators for _ in range(g.plan.l0c_stages)]
         for s in core_steps(g, core):
+            acc = stages[s.l0c_stage]
             rows = slice(s.row_block * g.bm, s.row_block * g.bm + s.m_act)
             cols = slice(s.col_block * g.bn, s.col_block * g.bn + s.n_act)
             ks = slice(s.k_block * g.bk, s.k_block * g.bk + s.k_act)

@@ -153,10 +153,11 @@ def run(binary: Path, a, b, *, sb=12, keep_lo_lo=False, tiling=(32, 32, 32, 4), 
     go, ``cpu_fallback.guard.line_range(..., arithmetic=...)``)."""
     batch, m, k = a.shape
     n = b.shape[2]
-    tiling = tuple(int(x) for x in tiling) + (0,) * (5 - len(tiling))  # (bm, bk, bn, n_fused[, per_term])
-    hdr = np.array([batch, m, n, k, sb, int(keep_lo_lo), *tiling, cube, vector, _GUARD_CODE[guard],
+    # (bm, bk, bn, n_fused[, per_term[, l0c_stages]]): per_term 0 and l0c_stages 1 when not given
+    tiling = tuple(int(x) for x in tiling) + (0, 1)[len(tiling) - 4:]
+    hdr = np.array([batch, m, n, k, sb, int(keep_lo_lo), *tiling[:5], cube, vector, _GUARD_CODE[guard],
                     SCALE_CODE[scale], int(fixup), int(np.float32(alpha).view(np.uint32)),
-                    SUBNORMALS_CODE[subnormals]], np.int64)
+                    SUBNORMALS_CODE[subnormals], tiling[5]], np.int64)
     inp, outp = workdir / "in.bin", workdir / "out.bin"
     inp.write_bytes(hdr.tobytes() + np.ascontiguousarray(a, np.float32).tobytes()
                     + np.ascontiguousarray(b, np.float32).tobytes())
@@ -236,9 +237,10 @@ class ExecutedExtension(types.ModuleType):
         assert a.dtype == b.dtype == out.dtype == torch.float32
         o = options
         self.calls.append((o.bm, o.bk, o.bn, o.n_fused, bool(o.per_term)))
+        l0c_stages = int(getattr(o, "l0c_stages", 1))
         scale_name = {code: name for name, code in SCALE_CODE.items()}[o.scale]
         r = run(self._binary, _host(a), _host(b), sb=o.sb, keep_lo_lo=o.keep_lo_lo,
-                tiling=(o.bm, o.bk, o.bn, o.n_fused, int(o.per_term)), cube=self._cores,
+                tiling=(o.bm, o.bk, o.bn, o.n_fused, int(o.per_term), l0c_stages), cube=self._cores,
                 guard="device" if o.guard else None, scale=scale_name, fixup=o.fixup, alpha=o.alpha,
                 subnormals={code: name for name, code in SUBNORMALS_CODE.items()}[o.subnormals],
                 vector=vector_cores(self._soc, self._cores),

@@ -46,7 +46,7 @@ def test_schedule_header_self_checks(driver):
     assert re.search(r"\b0 failures", res.stdout), res.stdout
 
 
-# soc, batch, m, n, k, (bm, bk, bn, n_fused[, per_term]), cores, terms
+# soc, batch, m, n, k, (bm, bk, bn, n_fused[, per_term[, l0c_stages]]), cores, terms
 DUMP_CASES = [
     ("910b", 1, 1, 2, 3, (16, 16, 16, 1), 20, 3),
     ("910b", 2, 33, 17, 65, (16, 32, 16, 2), 3, 3),
@@ -57,8 +57,16 @@ DUMP_CASES = [
     ("910a", 2, 64, 48, 1000, (64, 64, 48, 3), 5, 4),
     ("910a", 1, 200, 190, 700, (176, 64, 176, 44, 1), 3, 3),  # the paper's tiling, one pass per term
     ("910b", 2, 64, 48, 1000, (64, 64, 48, 3, 1), 5, 4),
+    # two L0C stages: the write-backs alternate between two accumulator sets
+    ("910a", 1, 300, 200, 700, (128, 64, 64, 4, 0, 2), 32, 3),
+    ("910a", 2, 64, 48, 1000, (32, 64, 48, 3, 0, 2), 3, 4),
+    ("910a", 1, 200, 190, 700, (176, 64, 176, 44, 1, 2), 3, 3),
+    ("910b", 1, 100, 200, 130, (32, 32, 32, 2, 0, 2), 2, 3),
+    ("910b", 1, 16, 1000, 64, (16, 16, 64, 4, 0, 2), 3, 3),
     ("910a", 1, 64, 64, 64, (176, 64, 176, 44), 2, 3),  # plan rejected: L1 (both planes resident)
     ("910b", 1, 64, 64, 64, (128, 64, 128, 1), 2, 3),   # plan rejected: L0C
+    ("910a", 1, 64, 64, 64, (128, 64, 128, 1, 0, 2), 2, 3),  # plan rejected: L0C (two sets of three)
+    ("910b", 1, 64, 64, 64, (16, 16, 16, 1, 0, 3), 2, 3),  # rejected: l0c_stages 3
 ]
 
 
@@ -72,8 +80,8 @@ def _parse_dump(text: str):
         if line.startswith("op "):
             continue
         f = line.split()
-        flags = tuple(ch == "1" for ch in f[16])
-        steps.append((int(f[1]),) + tuple(int(x) for x in f[2:16]) + flags)
+        flags = tuple(ch == "1" for ch in f[17])
+        steps.append((int(f[1]),) + tuple(int(x) for x in f[2:17]) + flags)
     return 0, {k: int(v) for k, v in geo.items()}, steps
 
 
@@ -93,11 +101,11 @@ def test_python_model_follows_the_header(driver, case):
     g = ns.make_geometry(batch, m, n, k, ns.Tiling(*tiling), cores, terms, cap)
     py_geo = {"mp": g.mp, "np": g.np, "kp": g.kp, "mb": g.mb, "nb": g.nb, "kb": g.kb, "n_fused": g.n_fused,
               "groups": g.groups, "n_split": g.n_split, "items": g.items, "cores": g.cores,
-              "l0_stages": g.plan.l0_stages, "l1": g.plan.l1_bytes, "l0a": g.plan.l0a_bytes,
+              "l0_stages": g.plan.l0_stages, "l0c_stages": g.plan.l0c_stages, "l1": g.plan.l1_bytes, "l0a": g.plan.l0a_bytes,
               "l0b": g.plan.l0b_bytes, "l0c": g.plan.l0c_bytes, "ub": g.plan.ub_bytes, "passes": g.passes,
               "combine_in_epilogue": int(g.combine_in_epilogue)}
     assert py_geo == geo
-    py_steps = [(core,) + tuple(int(x) for x in s[:14]) + tuple(s[14:])
+    py_steps = [(core,) + tuple(int(x) for x in s[:15]) + tuple(s[15:])
                 for core in range(g.cores) for s in ns.core_steps(g, core)]
     assert py_steps == cpp_steps
 
@@ -105,7 +113,7 @@ def test_python_model_follows_the_header(driver, case):
 _KINDS = ("set", "wait", "load_a_group", "load_b", "load_l0", "mmad", "store_c")
 
 
-@pytest.mark.parametrize("case", DUMP_CASES[:-2], ids=lambda c: f"{c[0]}-{c[1]}x{c[2]}x{c[3]}x{c[4]}-{c[5]}")
+@pytest.mark.parametrize("case", DUMP_CASES[:-4], ids=lambda c: f"{c[0]}-{c[1]}x{c[2]}x{c[3]}x{c[4]}-{c[5]}")
 def test_python_program_follows_run_core(driver, case):
     """Every SetFlag/WaitFlag and data operation of run_core, in order, on every core."""
     soc, batch, m, n, k, tiling, cores, terms = case

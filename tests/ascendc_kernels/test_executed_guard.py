@@ -255,6 +255,35 @@ def test_splits_scale_the_lines_by_the_device_integers(gemm_binaries, soc, gen, 
         assert not _same_where(r.c, want, computed), f"{scale}: {_same_where(r.c, want, computed)}"
 
 
+# two L0C stages (Tiling.l0c_stages = 2) under the guarantee's bookkeeping: 910A one K group (the epilogue
+# combines, the unscale its own pass), several K groups (the combine with the unscale folded in), per term
+L0C2_GUARD_TILINGS = [(32, 32, 32, 4, 0, 2), (16, 32, 16, 2, 0, 2), (16, 32, 32, 2, 1, 2)]
+
+
+@pytest.mark.parametrize("soc", sorted(CHIPS))
+@pytest.mark.parametrize("tiling", L0C2_GUARD_TILINGS, ids=str)
+def test_gemm_with_two_l0c_stages_gives_the_bits_of_one(gemm_binaries, soc, tiling, tmp_path):
+    """The whole device product (line statistics and meta, scaled splits, GEMM, combine and unscale) with two
+    accumulator sets in L0C is bit for bit the one with one set, flag checker clean, every core writing back
+    from both sets."""
+    from sgemm_cube.backends import npu_schedule as ns
+
+    from .executed import PROFILE, run
+
+    rng = np.random.default_rng(31)
+    a, b = GENERATORS["row_span_120"](rng, 37, 70, 45)
+    a, b = a[None], b[None]
+    two = run(gemm_binaries[soc], a, b, tiling=tiling, cube=2, vector=2, workdir=tmp_path, guard="device")
+    one = run(gemm_binaries[soc], a, b, tiling=tiling[:5] + (1,), cube=2, vector=2, workdir=tmp_path,
+              guard="device")
+    assert two.clean and one.clean, f"rc={two.rc}\n{two.stdout[-2000:]}\n{two.stderr[-1000:]}"
+    assert "l0c_stages=2" in two.stdout and "l0c_stages=1" in one.stdout
+    assert ("combine_in_epilogue=1" in two.stdout) == (soc == "910A" and tiling[3] == 4 and not tiling[4])
+    assert np.array_equal(two.c.view(np.uint32), one.c.view(np.uint32))
+    g = ns.make_geometry(1, 37, 45, 70, ns.Tiling(*tiling), 2, 3, ns.capacity_from_profile(PROFILE[soc]))
+    assert all({s.l0c_stage for s in ns.core_steps(g, core) if s.last_k} == {0, 1} for core in range(g.cores))
+
+
 PLANTED_SPLIT = [
     ("column_factors_replicated_to_the_wrong_rows", "include/sgemm_cube/kernel/split_kernel.hpp",
      "const uint16_t gap = uint16_t((kPiece - n) * 4 / schedule::kBlockBytes);",
@@ -296,21 +325,21 @@ def test_planted_bug_in_the_scaled_split_fails(gemm_binaries, bug, planted_binar
 
 # --------------------------------------------------------------- the unscale kernel
 def _unscale_case(gemm_binaries, soc, a, b, tmp_path, *, alpha=1.0, tiling=(32, 32, 32, 4), scale="auto",
-                  keep_lo_lo=False):
+                  keep_lo_lo=False, fixup=True):
     from sgemm_cube.backends import npu_schedule as ns
     from sgemm_cube.cpu_fallback.guard import unpack_meta
 
     from .executed import PROFILE, run
 
     r = run(gemm_binaries[soc], a, b, tiling=tiling, cube=3, vector=3, workdir=tmp_path, guard="device",
-            scale=scale, alpha=alpha, keep_lo_lo=keep_lo_lo)
+            scale=scale, alpha=alpha, keep_lo_lo=keep_lo_lo, fixup=fixup)
     if r.meta is None:
         return r, None
     ta, tb = unpack_meta(r.meta[0]).t, unpack_meta(r.meta[1]).t
     xa, xb = _scaled_split_input(a, ta, -1, 12), _scaled_split_input(b, tb, -2, 12)
     scaled = ns.simulate(xa, xb, tiling=ns.Tiling(*tiling), cap=ns.capacity_from_profile(PROFILE[soc]), cores=3,
                          keep_lo_lo=keep_lo_lo)
-    return r, _expected(a, b, r.meta[0], r.meta[1], scaled, alpha=alpha)
+    return r, _expected(a, b, r.meta[0], r.meta[1], scaled, alpha=alpha, fixup=fixup)
 
 
 def _clean(r):
@@ -362,6 +391,93 @@ def test_unscale_with_alpha(gemm_binaries, soc, tmp_path):
         assert np.array_equal(np.signbit(got[computed]), np.signbit(want[computed])), alpha
 
 
+def _unscale_paths(meta_a, meta_b, n_cols, alpha=1.0):
+    """(fast units, careful units) of the unscale for these (batch, m) and (batch, n) packed integers
+    (m a multiple of 16 and n of the tiling's bn: no padding): tile::SumsInNormalRange per unit of
+    schedule::make_unscale_geometry, alpha = m 2^e as the harness splits it."""
+    import math
+
+    from sgemm_cube.backends import npu_schedule as ns
+    from sgemm_cube.cpu_fallback.guard import unpack_meta
+
+    ta, tb = unpack_meta(meta_a).t.astype(np.int64), unpack_meta(meta_b).t.astype(np.int64)
+    batch, mp = ta.shape
+    unit = ns.UNSCALE_UNIT
+    rows_per_unit = unit // n_cols if n_cols <= unit else 1
+    chunks = -(-n_cols // unit)
+    chunk_cols = -(-(-(-n_cols // chunks)) // 16) * 16
+    e = 0 if alpha == 0 else math.frexp(np.float32(alpha))[1] - 1
+    rows = ta.reshape(-1)
+    fast = careful = 0
+    for row0 in range(0, batch * mp, rows_per_unit):
+        for chunk in range(chunks):
+            r = np.arange(row0, min(row0 + rows_per_unit, batch * mp))
+            cols = tb[r // mp][:, chunk * chunk_cols:(chunk + 1) * chunk_cols]
+            s_lo, s_hi = e - rows[r].max() - cols.max(), e - rows[r].min() - cols.min()
+            if s_lo >= -126 and s_hi <= 127:
+                fast += 1
+            else:
+                careful += 1
+    return fast, careful
+
+
+def _moderate_lines(rng, batch, m, k, n, extreme=None):
+    """Lines whose unit exponent sums stay in [-126, 127] (the unscale's fast path) while the outputs run
+    from subnormal to infinite: normal lines, lines scaled by 2^64 (t about -51: products overflow), and
+    lines of largest entry 2^-48 (t = 62) whose other entries are 2^17 smaller, the large entry of a row
+    meeting a zero of a column and the reverse (outputs about 2^-130: subnormal).  ``extreme``: {batch: e},
+    that batch's columns scaled by 2^e instead (e = -120: t = 134, sums below the normal range; e = 100:
+    t = -86, above it: the careful path), but its first column normal (t = 0)."""
+    a = rng.standard_normal((batch, m, k)).astype(np.float32)
+    b = rng.standard_normal((batch, k, n)).astype(np.float32)
+    small_a = (rng.uniform(1, 2, (batch, m, k)) * rng.choice([-1, 1], (batch, m, k))).astype(np.float32)
+    small_b = (rng.uniform(1, 2, (batch, k, n)) * rng.choice([-1, 1], (batch, k, n))).astype(np.float32)
+    kind_a, kind_b = rng.integers(0, 3, (batch, m)), rng.integers(0, 3, (batch, n))
+    tiny_a = np.concatenate([np.ones((batch, m, 1)), np.zeros((batch, m, 1)), small_a[:, :, 2:] * 2.0 ** -17], axis=2)
+    tiny_b = np.concatenate([np.zeros((batch, 1, n)), np.ones((batch, 1, n)), small_b[:, 2:, :] * 2.0 ** -17], axis=1)
+    a = np.where((kind_a == 0)[:, :, None], a, np.where((kind_a == 1)[:, :, None], a * 2.0 ** 64,
+                                                         tiny_a * 2.0 ** -48)).astype(np.float32)
+    b = np.where((kind_b == 0)[:, None, :], b, np.where((kind_b == 1)[:, None, :], b * 2.0 ** 64,
+                                                         tiny_b * 2.0 ** -48)).astype(np.float32)
+    for i, e in (extreme or {}).items():
+        b[i] = (rng.standard_normal((k, n)) * 2.0 ** e).astype(np.float32)
+        b[i, :, 0] = rng.standard_normal(k).astype(np.float32)
+    return a, b
+
+
+@pytest.mark.parametrize("soc", sorted(CHIPS))
+def test_unscale_fast_path_is_one_rounding(gemm_binaries, soc, tmp_path):
+    """Units whose exponent sums all lie in [-126, 127] take the fast path (one Mul by 2^s): bit for bit
+    guard.unscale with alpha 1 and the careful path's bits with alpha (normal outputs one rounding, subnormal
+    ones at most 2^-149 away), over subnormal, overflowing and zero outputs; beside units of a batch with
+    extreme columns (the careful path): one row per unit in two column chunks, many rows per unit with both
+    batches in a unit, alone (910A: the epilogue combined) or folded into the combine (910B; 910A with the
+    paper's one pass per term)."""
+    rng = np.random.default_rng(67)
+    cases = [((2, 32, 40, 6208), (16, 32, 64, 1)), ((2, 64, 40, 208), (16, 32, 16, 1)),
+             ((2, 64, 40, 208), (16, 32, 16, 1, 1))]
+    for (batch, m, k, n), tiling in cases:
+        a, b = _moderate_lines(rng, batch, m, k, n)
+        for alpha in (1.0, 0.37, 1.5 * 2.0 ** 10):
+            r, (want, computed) = _unscale_case(gemm_binaries, soc, a, b, tmp_path, tiling=tiling, alpha=alpha)
+            got = _clean(r)
+            assert _unscale_paths(r.meta[0], r.meta[1], n, alpha)[1] == 0  # every unit on the fast path
+            sub = (np.abs(want) < np.float32(1.1754944e-38)) & (want != 0)
+            exact = computed if alpha == 1.0 else computed & ~sub
+            assert not _same_where(got, want, exact), (tiling, alpha, _same_where(got, want, exact))
+            step = np.abs(got[computed & sub].astype(np.float64) - want[computed & sub].astype(np.float64))
+            assert (step <= 2.0 ** -149).all(), (tiling, alpha)
+            if alpha == 1.0:  # subnormal, infinite and zero outputs of the fast path are exercised
+                assert (computed & sub).sum() > 10 and np.isinf(want[computed]).sum() > 10, tiling
+                assert (want[computed] == 0).sum() + (computed & sub).sum() > 10, tiling
+        a, b = _moderate_lines(rng, batch + 1, m, k, n, extreme={1: -120, 2: 100})
+        r, (want, computed) = _unscale_case(gemm_binaries, soc, a, b, tmp_path, tiling=tiling)
+        got = _clean(r)
+        fast, careful = _unscale_paths(r.meta[0], r.meta[1], n)
+        assert fast > 0 and careful > 0, (tiling, fast, careful)
+        assert not _same_where(got, want, computed), (tiling, _same_where(got, want, computed))
+
+
 PLANTED_UNSCALE = [
     ("subnormal_outputs_rounded_twice", "include/sgemm_cube/tile/unscale_tile.hpp",
      "    AscendC::Muls(v.w1, v.t, int32_t(64), n);\n", "    AscendC::Muls(v.w1, v.t, int32_t(0), n);\n",
@@ -378,6 +494,36 @@ PLANTED_UNSCALE = [
 ]
 PLANTED_UNSCALE_BUGS = [PlantedBug(name, rel, pattern, replacement, soc)
                         for name, rel, pattern, replacement, socs in PLANTED_UNSCALE for soc in socs]
+# The fast path (tile::SumsInNormalRange, RowFactorBits, FastPow2) and the two UB stages: caught on
+# _planted_fast_case's data.
+PLANTED_FAST = [
+    ("fast_path_below_the_normal_range", "include/sgemm_cube/tile/unscale_tile.hpp",
+     "return alpha_exp - ta_hi - tb_hi >= -126 && alpha_exp", "return alpha_exp - ta_hi - tb_hi >= -252 && alpha_exp",
+     ["910A"]),
+    ("fast_path_above_the_normal_range", "include/sgemm_cube/tile/unscale_tile.hpp",
+     "alpha_exp - ta_lo - tb_lo <= 127;", "alpha_exp - ta_lo - tb_lo <= 254;", ["910B"]),
+    ("fast_factor_off_by_one", "include/sgemm_cube/tile/unscale_tile.hpp",
+     "4 * (alpha_exp - ta + 1151)", "4 * (alpha_exp - ta + 1152)", ["910A"]),
+    ("fast_factor_keeps_the_class_bits", "include/sgemm_cube/tile/unscale_tile.hpp",
+     "AscendC::Duplicate<int32_t>(low_bits, int32_t(-4),", "AscendC::Duplicate<int32_t>(low_bits, int32_t(-1),",
+     ["910B"]),
+    ("column_bounds_kept_across_batches", "include/sgemm_cube/tile/unscale_tile.hpp",
+     "const uint32_t key = batch * col_chunks + chunk,", "const uint32_t key = 0 * batch * col_chunks + chunk,",
+     ["910A"]),
+    ("column_bounds_of_the_first_column_only", "include/sgemm_cube/tile/unscale_tile.hpp",
+     "for (uint32_t j = 1; j < w; ++j) {", "for (uint32_t j = 1; j < 1; ++j) {", ["910B"]),
+    ("fast_path_ignores_alpha_mantissa", "include/sgemm_cube/kernel/unscale_kernel.hpp",
+     "            tile::RowFactorBits(v, row0, first8, rows, w, args.alpha_exp);\n"
+     "            AscendC::SetFlag<AscendC::HardEvent::S_MTE2>(0);  // the rows' and columns' integers were read\n"
+     "            if (args.alpha_mant != 1.0f) {",
+     "            tile::RowFactorBits(v, row0, first8, rows, w, args.alpha_exp);\n"
+     "            AscendC::SetFlag<AscendC::HardEvent::S_MTE2>(0);  // the rows' and columns' integers were read\n"
+     "            if (false) {", ["910A"]),
+    ("stages_share_their_tiles", "include/sgemm_cube/kernel/unscale_kernel.hpp",
+     "const tile::UnscaleTile& v = views[st];", "const tile::UnscaleTile& v = views[0];", ["910B"]),
+]
+PLANTED_FAST_BUGS = [PlantedBug(name, rel, pattern, replacement, soc)
+                     for name, rel, pattern, replacement, socs in PLANTED_FAST for soc in socs]
 
 
 def _planted_unscale_case(binary, soc, tmp_path):
@@ -394,6 +540,28 @@ def test_planted_bug_in_the_unscale_fails(bug, planted_binary, tmp_path):
         return
     wrong = expected is None or r.c is None or bool(_same_where(r.c, *expected))
     assert wrong or not r.clean, f"planted bug {name} on {soc} went unnoticed"
+
+
+def _planted_fast_case(binary, soc, tmp_path):
+    """Three batches of 64 x 208 outputs, 18 rows per unit on 3 cores (units with rows of two batches, a
+    core's units of batch 0 then 1 then 2): batch 0's lines moderate (the fast path, subnormal and infinite
+    outputs among them), batch 1's and 2's columns extreme but the first (the careful path: the sums below,
+    then above the normal range), alpha = 0.37 (also through the fast path); every 7th column of batch 0
+    loses bits in the split (class 1: its packed integer's class bits set), not fixed up."""
+    a, b = _moderate_lines(np.random.default_rng(71), 3, 64, 40, 208, extreme={1: -120, 2: 100})
+    b[0, 2, ::7] *= np.float32(2.0 ** -30)
+    return _unscale_case({soc: binary}, soc, a, b, tmp_path, tiling=(16, 32, 16, 1), alpha=0.37, fixup=False)
+
+
+@pytest.mark.parametrize("bug", PLANTED_FAST_BUGS, ids=PlantedBug.id.fget)
+def test_planted_bug_in_the_unscale_fast_path_fails(bug, planted_binary, tmp_path):
+    r, expected = _planted_fast_case(planted_binary, bug.soc, tmp_path)
+    if expected is None or r.c is None:
+        return
+    want, computed = expected
+    sub = (np.abs(want) < np.float32(1.1754944e-38)) & (want != 0)
+    wrong = bool(_same_where(r.c, want, computed & ~sub))
+    assert wrong or not r.clean, f"planted bug {bug.name} on {bug.soc} went unnoticed"
 
 
 # ------------------------------------------------------ the fix-up rows, in FP32 on the device
@@ -566,6 +734,10 @@ def test_planted_machinery_without_a_bug_passes_the_gemm_checks(gemm_binaries, b
     same, got = _scaled_split_same(gemm_binaries[soc], planted_binary, tmp_path)
     assert same and got.clean, got.stdout[-2000:]
     cases = [_planted_unscale_case(planted_binary, soc, tmp_path)]
+    r, (want, computed) = _planted_fast_case(planted_binary, soc, tmp_path)
+    assert _unscale_paths(r.meta[0], r.meta[1], 208, 0.37)[0] > 0  # the fast path is taken there
+    sub = (np.abs(want) < np.float32(1.1754944e-38)) & (want != 0)
+    cases.append((r, (want, computed & ~sub)))
     if soc == "910B":
         cases.append(_planted_fixup_case(planted_binary, tmp_path))
     for tiling in sorted({p[5] for p in PLANTED_BATCH_WORDS if p[4] == soc}):

@@ -77,7 +77,8 @@ def _fed_like_npu_run(x: np.ndarray, sb: int) -> np.ndarray:
         return np.where(np.abs(x) < max_abs, x, np.float32(0)).astype(np.float32)
 
 
-# (name, batch, m, n, k, sb, keep_lo_lo, tiling (bm, bk, bn, n_fused[, per_term]), cube cores, vector cores)
+# (name, batch, m, n, k, sb, keep_lo_lo, tiling (bm, bk, bn, n_fused[, per_term[, l0c_stages]]), cube cores,
+# vector cores)
 # On 910A every case with one K group and fused terms combines in the GEMM's epilogue.
 CASES = [
     ("one_fractal", 1, 16, 16, 16, 12, False, (16, 16, 16, 1), 1, 1),  # the bring-up's first check
@@ -93,6 +94,13 @@ CASES = [
     ("per_term_groups3_fp16x4", 1, 33, 47, 150, 12, True, (32, 32, 32, 2, 1), 4, 4),
     ("per_term_batch2_groups2_sb16", 2, 20, 36, 50, 16, False, (16, 16, 32, 2, 1), 3, 2),
     ("per_term_paper_tiling", 1, 200, 190, 300, 12, False, (176, 64, 176, 44, 1), 2, 2),
+    # two L0C stages (Tiling.l0c_stages = 2): several write-backs per core, so both accumulator sets are used
+    ("l0c2_one_group_tails", 1, 40, 110, 70, 12, False, (32, 32, 32, 4, 0, 2), 2, 2),  # 910A: epilogue combine
+    ("l0c2_groups3_tails", 1, 33, 97, 150, 12, False, (32, 32, 32, 2, 0, 2), 2, 2),
+    ("l0c2_groups5_sb8_fp16x4", 1, 40, 31, 300, 8, True, (16, 64, 16, 1, 0, 2), 2, 3),
+    ("l0c2_batch2_groups2_odd_writebacks", 2, 20, 36, 50, 16, False, (16, 16, 32, 2, 0, 2), 3, 2),
+    ("l0c2_per_term_groups3_fp16x4", 1, 33, 47, 150, 12, True, (32, 32, 32, 2, 1, 2), 2, 4),
+    ("l0c2_per_term_one_group", 1, 40, 50, 70, 12, False, (32, 32, 32, 4, 1, 2), 1, 1),
 ]
 
 
@@ -125,6 +133,15 @@ def test_kernels_bit_exact(binaries, case, soc, tmp_path):
     assert _same_bits(r.c, sim), f"{soc} {name} vs simulate: {_diff(r.c, sim)}"
     if emulated is not None:
         assert _same_bits(r.c, emulated), f"{soc} {name} vs emulated_matmul: {_diff(r.c, emulated)}"
+    if len(tiling) > 5 and tiling[5] == 2:
+        # two L0C stages: some core writes back from both accumulator sets, and the bits are those of one stage
+        g = ns.make_geometry(batch, m, n, k, ns.Tiling(*tiling), cube, 4 if keep else 3,
+                             ns.capacity_from_profile(PROFILE[soc]))
+        assert g.plan.l0c_stages == 2 and "l0c_stages=2" in r.stdout
+        assert any({s.l0c_stage for s in ns.core_steps(g, core) if s.last_k} == {0, 1} for core in range(g.cores))
+        one = run(binaries[soc], a, b, sb=sb, keep_lo_lo=keep, tiling=tiling[:5] + (1,), cube=cube, vector=vector,
+                  workdir=tmp_path)
+        assert one.clean and "l0c_stages=1" in one.stdout and _same_bits(r.c, one.c), f"{soc} {name}: 2 vs 1 stage"
 
 
 @pytest.mark.parametrize("soc", sorted(CHIPS))
@@ -169,6 +186,9 @@ def test_modes_are_what_the_cases_say(binaries, tmp_path):
     assert "combine_in_epilogue=0" in run(binaries["910A"], a, b, tiling=(32, 32, 32, 2), workdir=tmp_path).stdout
     per_term = run(binaries["910A"], a, b, tiling=(32, 32, 32, 4, 1), workdir=tmp_path)
     assert "passes=3 combine_in_epilogue=0" in per_term.stdout
+    two = run(binaries["910A"], a, b, tiling=(32, 32, 32, 4, 0, 2), workdir=tmp_path)  # two L0C stages
+    assert "passes=1 combine_in_epilogue=1 ub_tiles=3 l0c_stages=2" in two.stdout
+    assert "l0c_stages=1" in fused.stdout
     a, b = _operands(rng, 1, 200, 190, 300)
     paper = run(binaries["910A"], a, b, tiling=(176, 64, 176, 44, 1), cube=2, vector=2, workdir=tmp_path)
     assert "n_fused=5 " in paper.stdout and "l0_stages=2 passes=3 combine_in_epilogue=0 ub_tiles=2" in paper.stdout
@@ -215,8 +235,8 @@ PLANTED = [
     ("pipe_barrier_v_removed_in_split", "include/sgemm_cube/tile/split_tile.hpp",
      "// hi = fp16(x)\n    AscendC::PipeBarrier<PIPE_V>();", "// hi = fp16(x)", ["910A"]),
     ("l0c_accumulator_shared_by_two_terms", "include/sgemm_cube/schedule/schedule.hpp",
-     "l0c_offset(const BufferPlan& p, uint32_t acc) { return acc * p.c_tile; }",
-     "l0c_offset(const BufferPlan& p, uint32_t acc) { return (acc == kHiLo ? kLoHi : acc) * p.c_tile; }",
+     "    return (stage * p.accumulators + acc) * p.c_tile;",
+     "    return (stage * p.accumulators + (acc == kHiLo ? kLoHi : acc)) * p.c_tile;",
      ["910A", "910B"]),
     ("pipe_barrier_m_removed_small_mmad", "include/sgemm_cube/tile/copy.hpp",
      "        AscendC::PipeBarrier<PIPE_M>();\n", "", ["910B"]),
@@ -240,6 +260,17 @@ PLANTED = [
     ("combine_ub_tile_16_bytes_off", "include/sgemm_cube/kernel/combine_kernel.hpp",
      "LocalTensor<float> vhl = base[2 * kTile];", "LocalTensor<float> vhl = base[2 * kTile + 4];", ["910B"]),
     ("mmad_issued_as_gemv", "include/sgemm_cube/tile/copy.hpp", "p.m = uint16_t(m);", "p.m = 1;", ["910A"]),
+    # two L0C stages: both sets at one offset (the cube refills what the previous write-back still reads),
+    # or the Mmads of a C block not waiting for their set's previous write-back (Out -> M flag)
+    ("l0c_stages_share_one_offset", "include/sgemm_cube/schedule/schedule.hpp",
+     "    return (stage * p.accumulators + acc) * p.c_tile;", "    return (0 * stage * p.accumulators + acc) * p.c_tile;",
+     ["910A", "910B"]),
+    ("l0c_stage_out_to_m_wait_removed", "include/sgemm_cube/schedule/schedule.hpp",
+     "        if (cur.first_k) {\n            v.wait(Sync::kOutToM, Event::kCTile + int32_t(cur.l0c_stage));\n        }\n",
+     "", ["910A", "910B"]),
+    ("l0c_stages_share_one_event_id", "include/sgemm_cube/schedule/schedule.hpp",
+     "            v.set(Sync::kOutToM, Event::kCTile + int32_t(cur.l0c_stage));",
+     "            v.set(Sync::kOutToM, Event::kCTile);", ["910B"]),
 ]
 # The tiling a planted bug runs with when it is not the default (32, 32, 32, 2): K = 80 in two groups.
 PLANTED_TILING = {
@@ -247,6 +278,10 @@ PLANTED_TILING = {
     "per_term_passes_share_one_term_buffer": (32, 32, 32, 2, 1),
     "epilogue_combine_scales_after_adding_hh": (32, 32, 32, 4),  # one K group: the epilogue combines
     "epilogue_combine_pipe_barrier_removed": (32, 32, 32, 4),
+    # two L0C stages; K = 80 in two groups, two column blocks per core: four write-backs on core 0
+    "l0c_stages_share_one_offset": (32, 32, 32, 2, 0, 2),
+    "l0c_stage_out_to_m_wait_removed": (32, 32, 32, 2, 0, 2),
+    "l0c_stages_share_one_event_id": (32, 32, 32, 2, 0, 2),
 }
 # Bugs that sequential execution computes correctly: only the flag checker can see them, and it must
 # name them (fragments of its report).
@@ -261,6 +296,12 @@ CHECKER_ONLY = {
                                           "race RAW on L0C: M access not ordered after M access"],
     "epilogue_combine_pipe_barrier_removed": ["race RAW on UB: V access not ordered after V access"],
     "combine_ub_tile_16_bytes_off": ["misaligned operand: UB start address not 32-byte aligned"],
+    # two L0C stages: the cube refills accumulators the previous write-back (V on 910A, FIX on 910B) still reads
+    "l0c_stages_share_one_offset": ["race WAR on L0C: M access not ordered after"],
+    "l0c_stage_out_to_m_wait_removed": ["race WAR on L0C: M access not ordered after", "while the flag is still set",
+                                        "left set"],
+    "l0c_stages_share_one_event_id": ["race WAR on L0C: M access not ordered after FIX access",
+                                      "with no earlier matching SetFlag"],
 }
 # Bugs the stand-in refuses outright (exit 2): a fragment of its fatal message.
 FATAL = {

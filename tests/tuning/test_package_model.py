@@ -150,7 +150,7 @@ def test_tune_design_package(capsys):
     assert doc["listed"] == 0.5 and len(doc["rows"]) == 4
     expect = pl.rank_package("910a", 1000, 700, 1500, listed=0.5, top=4)
     for row, r in zip(doc["rows"], expect):
-        assert (row["bm"], row["bk"], row["bn"], row["n_fused"], row["per_term"]) == tuple(r.tiling)
+        assert (row["bm"], row["bk"], row["bn"], row["n_fused"], row["per_term"], row["l0c_stages"]) == tuple(r.tiling)
         assert row["mode"] == ("per_term" if r.tiling.per_term else "fused")
         assert row["ms"] == pytest.approx(r.seconds * 1e3, rel=1e-12)
         assert sum(row["phases"].values()) == pytest.approx(row["ms"], rel=1e-12)

@@ -75,6 +75,25 @@ def test_kernel_design_ranks_blocks_for_the_ascendc_kernel():
     assert "bm*bn*12 <= 253952" in text
 
 
+def test_kernel_design_ranks_one_and_two_l0c_stages():
+    """--design kernel-per-term ranks each tiling with one and two L0C stages (Tiling.l0c_stages): --json
+    rows say which, the text has an L0C column, and at 8192^3 on 910A two stages rank first (model)."""
+    from sgemm_cube.backends import npu_schedule as ns
+
+    shape = ["--m", "8192", "--n", "8192", "--k", "8192"]
+    rc, text = _run(["--device", "910a", "--design", "kernel-per-term", "--top", "40", "--json"] + shape)
+    assert rc == 0
+    rows = json.loads(text)["rows"]
+    assert rows[0]["l0c_stages"] == 2 and {r["l0c_stages"] for r in rows} == {1, 2}
+    tflops = [round(r["model_tflops"], 1) for r in rows]  # rank's order: to 0.1, ties to the larger block
+    assert tflops == sorted(tflops, reverse=True)
+    for r in rows[:3]:  # the kernel's plan accepts each, both accumulator sets in L0C
+        t = ns.Tiling(r["bm"], r["bk"], r["bn"], r["n_fused"], r["per_term"], r["l0c_stages"])
+        ns.make_geometry(1, 8192, 8192, 8192, t, 32, 3, ns.capacity_from_profile("910a"))
+    rc, text = _run(["--device", "910a", "--design", "kernel", "--top", "3"] + shape)
+    assert rc == 0 and " L0C " in text and "L0C the accumulator sets" in text
+
+
 def test_plot_fig5_writes_a_png(tmp_path):
     pytest.importorskip("matplotlib")
     png = tmp_path / "fig5.png"

@@ -164,7 +164,7 @@ def test_measured_ascend_entry_drives_choose_tiling():
     t.set(T.bucket(8192, 8192, 8192), {"bm": 64, "bk": 64, "bn": 128, "n_fused": 20})
     T.save(t)
     # the measured blocks; n_fused makes K groups of K_GROUP = 1024 elements (the two-level accumulation)
-    assert tuple(choose_tiling("910a", 8192, 8192, 8192)) == (64, 64, 128, 16, False)
+    assert tuple(choose_tiling("910a", 8192, 8192, 8192)) == (64, 64, 128, 16, False, 1)
     # n_fused never exceeds the K blocks of the problem
     assert choose_tiling("910a", 8000, 8000, 1000).n_fused == -(-1000 // 64)
     assert tuple(choose_tiling("910a", 8192, 8192, 8192, use_table=False))[:4] != (64, 64, 128, 20)
@@ -179,8 +179,8 @@ def test_measured_per_term_entry_drives_the_backends_choice():
     t.set(T.bucket(11264, 11264, 2816), {"bm": 176, "bk": 64, "bn": 176, "n_fused": 44, "per_term": True})
     T.save(t)
     # the measured blocks, in K groups of 1024 (16 blocks of 64: the two-level accumulation)
-    assert tuple(choose_tiling("910a", 11264, 11264, 2816, blocking="kernel-per-term")) == (176, 64, 176, 16, True)
-    assert tuple(pipeline.best_kernel("910a", 11264, 11264, 2816)[0]) == (176, 64, 176, 16, True)
+    assert tuple(choose_tiling("910a", 11264, 11264, 2816, blocking="kernel-per-term")) == (176, 64, 176, 16, True, 1)
+    assert tuple(pipeline.best_kernel("910a", 11264, 11264, 2816)[0]) == (176, 64, 176, 16, True, 1)
     with pytest.raises(T.TableError, match="per_term"):
         T.validate_config({"bm": 16, "bk": 16, "bn": 16, "per_term": 1}, "ascend")
 

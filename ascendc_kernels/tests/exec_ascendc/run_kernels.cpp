@@ -8,8 +8,8 @@
 //       -I ascendc_kernels/tests/exec_ascendc -I ascendc_kernels/include -I ascendc_kernels/host
 //       -I ascendc_kernels/kernel ascendc_kernels/tests/exec_ascendc/run_kernels.cpp -o run_kernels
 // Usage: run_kernels IN OUT
-//   IN:  18 little-endian int64 (batch, m, n, k, sb, keep_lo_lo, bm, bk, bn, n_fused, per_term,
-//        cube_cores, vector_cores, guard, scale, fixup, alpha as float32 bits, subnormals), then A
+//   IN:  19 little-endian int64 (batch, m, n, k, sb, keep_lo_lo, bm, bk, bn, n_fused, per_term,
+//        cube_cores, vector_cores, guard, scale, fixup, alpha as float32 bits, subnormals, l0c_stages), then A
 //        (batch*m*k float32), B (batch*k*n float32), row-major.  guard = 1: the guarantee's integers are
 //        computed on the device first (line statistics and meta of A's rows and B's columns, with
 //        guard::Scale `scale`, `fixup` and the split range of guard::Subnormals `subnormals`, as
@@ -67,14 +67,15 @@ int main(int argc, char** argv)
     using namespace sgemm_cube;
     driver::expect_args(argc, argv, 2, "IN OUT");
     driver::Input in(argv[1]);
-    int64_t h[18];
+    int64_t h[19];
     for (int64_t& v : h) {
         v = in.param();
     }
     const uint32_t batch = uint32_t(h[0]), m = uint32_t(h[1]), n = uint32_t(h[2]), k = uint32_t(h[3]);
     const int sb = int(h[4]);
     const bool keep_lo_lo = h[5] != 0;
-    const schedule::Tiling tiling{uint32_t(h[6]), uint32_t(h[7]), uint32_t(h[8]), uint32_t(h[9]), uint32_t(h[10])};
+    const schedule::Tiling tiling{uint32_t(h[6]), uint32_t(h[7]), uint32_t(h[8]), uint32_t(h[9]), uint32_t(h[10]),
+                                  uint32_t(h[18])};
     const uint32_t cube_cores = uint32_t(h[11]), vector_cores = uint32_t(h[12]);
     const bool device_guard = h[13] == 1;
     const bool fp32_route = h[13] == 2;  // host/binding.cpp's matmul_fp32
@@ -201,7 +202,7 @@ int main(int argc, char** argv)
         ascend_exec::launch("gemm", plan.gemm_blocks, [&] {
             sgemm_cube_gemm(gm(a_hi), gm(a_lo), gm(b_hi), gm(b_lo), gm(term_ptr[0]), gm(term_ptr[1]), gm(term_ptr[2]),
                             gm(term_ptr[3]), g.batch, g.m, g.n, g.k, g.bm, g.bk, g.bn, g.n_fused, tiling.per_term,
-                            cube_cores, plan.terms, inv_scale);
+                            g.plan.l0c_stages, cube_cores, plan.terms, inv_scale);
         });
         if (plan.launch_combine) {  // with the guarantee's integers, the unscale folded in (its units and cores)
             const uint32_t combine_cores =
@@ -259,8 +260,8 @@ int main(int argc, char** argv)
     }
     out.close();
     std::printf("GEOMETRY mp=%u np=%u kp=%u mb=%u nb=%u kb=%u n_fused=%u groups=%u cores=%u l0_stages=%u passes=%u "
-                "combine_in_epilogue=%d ub_tiles=%u\n",
+                "combine_in_epilogue=%d ub_tiles=%u l0c_stages=%u\n",
                 g.mp, g.np, g.kp, g.mb, g.nb, g.kb, g.n_fused, g.groups, g.cores, g.plan.l0_stages, g.passes,
-                int(g.combine_in_epilogue), g.plan.ub_tiles);
+                int(g.combine_in_epilogue), g.plan.ub_tiles, g.plan.l0c_stages);
     return ascend_exec::report(stdout);
 }

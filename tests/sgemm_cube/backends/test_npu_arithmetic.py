@@ -148,7 +148,7 @@ def test_every_option_changes_what_is_launched(recording, monkeypatch, soc):
         "arithmetic": (dict(env="default"), {"subnormals": 0}),
         "arithmetic=trunc": (dict(env="cast=trunc"), {"subnormals": 0}),
     }
-    tiling = ("bm", "bk", "bn", "n_fused", "per_term")
+    tiling = ("bm", "bk", "bn", "n_fused", "per_term", "l0c_stages")
     for name, (options, changed) in variants.items():
         got = _launch(ext, monkeypatch, **options)
         assert {f: got[f] for f in changed} == changed, name

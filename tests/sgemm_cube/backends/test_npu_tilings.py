@@ -50,7 +50,7 @@ def test_shipped_table_is_the_profiles(chip):
     for e in doc["entries"]:
         t = e["tiling"]
         assert ns.buffer_plan_status(ns.capacity_from_profile(chip), t["bm"], t["bk"], t["bn"], t["n_fused"], e["terms"],
-                                     t["per_term"])[0] == ns.Status.OK, e
+                                     t["per_term"], t.get("l0c_stages", 1))[0] == ns.Status.OK, e
         assert e["source"] == "model" and e["predicted_tflops"] > 0
 
 
@@ -92,6 +92,29 @@ def test_lookup_takes_the_nearest_bucket():
 def _user_table(chip: str, tmp_path, rows) -> Path:
     doc = nt.update(nt.read(chip), rows)
     return nt.save(doc, nt.table_path(chip, nt.user_dir()))
+
+
+def test_tables_without_l0c_stages_read_as_one_stage(tmp_path):
+    """Tables written before Tiling.l0c_stages existed stay valid: an entry without the field is one L0C
+    stage; a table that stores 2 gets two (where both accumulator sets fit), and 3 is refused."""
+    doc = nt.load(nt.table_path("910a"))
+    old = {**doc, "entries": [{**e, "tiling": {x: v for x, v in e["tiling"].items() if x != "l0c_stages"}}
+                              for e in doc["entries"]]}
+    path = nt.table_path("910a", nt.user_dir())
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(old))
+    got = nt.lookup("910a", 8192, 8192, 8192)
+    assert got.tiling[-1] == 1 and npu.choose_tiling("910a", 8192, 8192, 8192).l0c_stages == 1
+    two = ns.Tiling(256, 64, 112, 16, True, 2)
+    _user_table("910a", tmp_path, [{"bucket": [8192, 8192, 8192], "terms": 3, "tiling": two, "source": "measured",
+                                    "predicted_tflops": 1.0}])
+    saved = next(e for e in nt.load(path)["entries"] if e["bucket"] == [8192, 8192, 8192] and e["terms"] == 3)
+    assert saved["tiling"]["l0c_stages"] == 2
+    npu.choose_tiling.cache_clear()
+    assert npu.choose_tiling("910a", 8192, 8192, 8192) == two
+    bad = {**old, "entries": [{**old["entries"][0], "tiling": {**old["entries"][0]["tiling"], "l0c_stages": 3}}]}
+    with pytest.raises(nt.TilingsError, match="l0c_stages"):
+        nt.validate_document(bad)
 
 
 def test_a_stored_tiling_that_does_not_fit_falls_back_to_one_that_does(tmp_path):

@@ -6,7 +6,8 @@
 // Buffers (offsets from schedule::BufferPlan), fused passes:
 //   L1   [A_hi tiles 0..n_fused) [A_lo tiles 0..n_fused) [B slot 0: hi, lo] [B slot 1: hi, lo]
 //   L0A  per stage: [A_hi tile] [A_lo tile]        L0B per stage: [B_hi tile] [B_lo tile]
-//   L0C  one FP32 accumulator per term: HH, LH, HL[, LL]
+//   L0C  per L0C stage: one FP32 accumulator per term: HH, LH, HL[, LL]
+//        (Tiling::l0c_stages = 2: two such sets; a step uses set Step::l0c_stage)
 // Per-term passes hold one plane of each (the one the pass's term reads) and
 // one accumulator: L1 [A tiles] [B slot 0] [B slot 1], L0A/L0B one tile per stage.
 #ifndef SGEMM_CUBE_BLOCK_BLOCK_MMAD_RESIDENT_A_HPP
@@ -106,7 +107,7 @@ public:
     {
         for (uint32_t acc = 0; acc < g_.plan.accumulators; ++acc) {
             const uint32_t t = schedule::pass_term(g_, s.pass_index, acc);
-            tile::TileMmad(accumulator(acc), l0a_half(s.l0_stage, schedule::term_a_pos(g_, t)),
+            tile::TileMmad(accumulator(s, acc), l0a_half(s.l0_stage, schedule::term_a_pos(g_, t)),
                            l0b_half(s.l0_stage, schedule::term_b_pos(g_, t)), s.m_act, s.n_act, s.k_act, s.first_k);
         }
     }
@@ -119,7 +120,7 @@ public:
             if (g_.combine_in_epilogue) {
                 LocalTensor<float> acc[schedule::kMaxTerms];
                 for (uint32_t t = 0; t < g_.terms; ++t) {
-                    acc[t] = accumulator(t);
+                    acc[t] = accumulator(s, t);
                 }
                 store_.StoreCombined(c_[schedule::kHiHi][dst], acc, g_.terms, inv_scale_, s.m_act, s.n_act, g_.np);
                 return;
@@ -127,7 +128,7 @@ public:
         }
         for (uint32_t acc = 0; acc < g_.plan.accumulators; ++acc) {
             const uint32_t t = schedule::pass_term(g_, s.pass_index, acc);
-            store_(c_[t][dst], accumulator(acc), s.m_act, s.n_act, g_.np, !s.first_group);
+            store_(c_[t][dst], accumulator(s, acc), s.m_act, s.n_act, g_.np, !s.first_group);
         }
     }
 
@@ -166,9 +167,10 @@ private:
     {
         return l0b_[schedule::l0b_offset(g_.plan, stage, pos)].ReinterpretCast<half>();
     }
-    __aicore__ inline LocalTensor<float> accumulator(uint32_t acc)
+    /// Accumulator `acc` of the step's L0C stage.
+    __aicore__ inline LocalTensor<float> accumulator(const Step& s, uint32_t acc)
     {
-        return l0c_[schedule::l0c_offset(g_.plan, acc)].ReinterpretCast<float>();
+        return l0c_[schedule::l0c_offset(g_.plan, s.l0c_stage, acc)].ReinterpretCast<float>();
     }
 
     schedule::Geometry g_;

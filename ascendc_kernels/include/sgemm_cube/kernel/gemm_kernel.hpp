@@ -27,6 +27,7 @@ struct GemmArgs {
     uint32_t batch, m, n, k;
     uint32_t bm, bk, bn, n_fused;
     uint32_t per_term;  ///< 1: one pass per term (schedule::Tiling::per_term)
+    uint32_t l0c_stages;  ///< accumulator sets in L0C, 1 or 2 (schedule::Tiling::l0c_stages)
     uint32_t plan_cores;
     uint32_t terms;
 };
@@ -37,7 +38,7 @@ __aicore__ inline void RunGemm(const block::GemmOperands& gm, const GemmArgs& ar
     schedule::Geometry g;
     const schedule::Status status =
         schedule::make_geometry(args.batch, args.m, args.n, args.k,
-                                schedule::Tiling{args.bm, args.bk, args.bn, args.n_fused, args.per_term},
+                                schedule::Tiling{args.bm, args.bk, args.bn, args.n_fused, args.per_term, args.l0c_stages},
                                 args.plan_cores,
                                 args.terms, arch::capacity<typename SocTag::Arch>(), &g);
     const uint32_t core = uint32_t(AscendC::GetBlockIdx());

@@ -26,6 +26,15 @@
 //   x   = s + 64 le0;  k1 = clamp(x, -126, 126);  k2 = clamp(x - k1, ...);  k3 = clamp(x - k1 - k2, ...)
 //   k4  = -64 le0;     2^k as bits: k * 2^23 + 0x3F800000
 //   r   = C * 2^k1 * 2^k2 * 2^k3 * 2^k4   (3 x 126 covers every |s| that does not under- or overflow)
+//
+// The fast path (tile::FastPow2), decided per unit by the scalar unit from the line meta it reads anyway
+// (tile::SumsInNormalRange: the bounds of ta over the unit's rows and of tb over its columns, the latter
+// scanned once per batch and column chunk): when every s of the unit (alpha_exp included) lies in
+// [-126, 127], 2^s is a normal FP32 number, built from the integers in four vector instructions, and
+// r = (C * m) * 2^s is one Mul: IEEE multiplication by an exact power of two is the one rounding of the
+// product (exact for a normal result, rounded once into the subnormal range or to infinity; zeros,
+// NaN and infinities stay), so the bits are those of the path above for every C.  Data whose lines
+// need scaling exponents of moderate size (every finite line with |t| < 63, say) takes it everywhere.
 #ifndef SGEMM_CUBE_KERNEL_UNSCALE_KERNEL_HPP
 #define SGEMM_CUBE_KERNEL_UNSCALE_KERNEL_HPP
 
@@ -84,15 +93,21 @@ __aicore__ inline void RunUnscale(__gm__ float* c, __gm__ int32_t* meta_a, __gm_
             gll.SetGlobalBuffer(terms.ll);
         }
     }
-    tile::UnscaleTile v;
-    v.InitUnit(tile::VectorUb(schedule::kUnscaleUnitUbBytes));
+    tile::UnscaleTile views[schedule::kUnscaleStages];  // each stage's tiles, the shared ones alike
+    const AscendC::LocalTensor<uint8_t> ub = tile::VectorUb(schedule::kUnscaleUnitUbBytes);
+    for (uint32_t st = 0; st < schedule::kUnscaleStages; ++st) {
+        views[st].InitUnit(ub, st);
+    }
     BatchFlags batch_flags;
-    batch_flags.Init(v.flags, flags);
+    batch_flags.Init(views[0].flags, flags);
     const bool alpha_one = args.alpha_mant == 1.0f && args.alpha_exp == 0;
+    tile::ColumnBounds columns;  // B's columns' exponent bounds, kept between the core's units
 
-    // One stage, C unscaled in place: the next unit's load waits for this one's store.
-    const tile::VectorStages<1, tile::StageResults::kInPlace> stage;
+    // Two stages, C unscaled in place: a unit's load waits for the store of the unit two before it, so the
+    // next unit's load runs beside this one's vector work and store.
+    const tile::VectorStages<schedule::kUnscaleStages, tile::StageResults::kInPlace> stage;
     stage.Open();
+    uint32_t done = 0;  // units this core has loaded (the stage of the next is done % stages)
     AscendC::SetFlag<AscendC::HardEvent::S_MTE2>(0);  // rows' integers read
     for (uint32_t unit = core; unit < u.units; unit += u.cores) {
         const uint32_t row0 = (unit / u.col_chunks) * u.rows_per_unit;
@@ -105,8 +120,10 @@ __aicore__ inline void RunUnscale(__gm__ float* c, __gm__ int32_t* meta_a, __gm_
             continue;  // C already is alpha * AB here
         }
         const uint64_t at = uint64_t(row0) * u.np + col0;
+        const uint32_t st = stage.Of(done++);
+        const tile::UnscaleTile& v = views[st];
         // MTE2: the result's rows (or the terms'), B's columns' integers once per row, the rows' integers.
-        stage.AwaitLoadable(0);
+        stage.AwaitLoadable(st);
         AscendC::WaitFlag<AscendC::HardEvent::S_MTE2>(0);  // the previous unit's rows' integers were read
         tile::CopyRowsIn(v.c, gc[at], rows, w, u.np, w);
         if (combine) {
@@ -123,17 +140,28 @@ __aicore__ inline void RunUnscale(__gm__ float* c, __gm__ int32_t* meta_a, __gm_
             }
             tile::CopyIn(v.rows_meta, ga[first8], schedule::round_up(row0 + rows - first8, 8));
         }
-        stage.Loaded(0);
-        stage.AwaitLoaded(0);
+        stage.Loaded(st);
+        stage.AwaitLoaded(st);
         tile::Handoff<AscendC::HardEvent::MTE2_S>(0);
         AscendC::PipeBarrier<PIPE_V>();  // the previous unit's last vector reads are done
         if (combine) {
             tile::CombineInUb(v, four, terms.inv_scale, n);
         }
-        if (unscale) {
+        if (unscale && tile::SumsInNormalRange(v, columns, row0, first8, rows, w, u.mp, unit % u.col_chunks,
+                                                u.col_chunks, args.alpha_exp)) {
+            // The fast path: every s of the unit in [-126, 127], one Mul by 2^s (FastPow2).
+            tile::RowFactorBits(v, row0, first8, rows, w, args.alpha_exp);
+            AscendC::SetFlag<AscendC::HardEvent::S_MTE2>(0);  // the rows' and columns' integers were read
+            if (args.alpha_mant != 1.0f) {
+                AscendC::Muls(v.c, v.c, args.alpha_mant, n);
+            }
+            AscendC::PipeBarrier<PIPE_V>();
+            tile::FastPow2(v, n);
+        } else if (unscale) {
             // s = alpha_exp - ta_i - tb_j, with t = (packed - (packed & 3)) / 4 - 1024 (no shifts on 910A).
             tile::RowExponents(v, row0, first8, rows, w, args.alpha_exp);
             AscendC::SetFlag<AscendC::HardEvent::S_MTE2>(0);  // the rows' integers were read
+            tile::Handoff<AscendC::HardEvent::S_V>(0);  // the columns' integers were read (decoded in place next)
             tile::DecodeExponents(v, n);  // t = tb + 1024
             AscendC::Sub(v.s, v.s, v.t, n);  // s
             if (args.alpha_mant != 1.0f) {
@@ -144,10 +172,10 @@ __aicore__ inline void RunUnscale(__gm__ float* c, __gm__ int32_t* meta_a, __gm_
         } else {
             AscendC::SetFlag<AscendC::HardEvent::S_MTE2>(0);  // no integers were read
         }
-        stage.InputRead(0);
-        stage.Computed(0);
+        stage.InputRead(st);
+        stage.Computed(st);
         tile::CopyRowsOut(gc[at], v.c, rows, w, w, u.np);
-        stage.Stored(0);
+        stage.Stored(st);
     }
     stage.Close();
     AscendC::WaitFlag<AscendC::HardEvent::S_MTE2>(0);

@@ -27,6 +27,13 @@
 //         K group, a fused pass and C through UB (910A), the epilogue
 //         combines the terms in UB and writes C itself (no combine kernel)
 //
+// L0C stages (`Tiling::l0c_stages`, 1 or 2): with 2, L0C holds two sets of
+// accumulators; the write-backs of one core alternate between them (write-back
+// c uses set c % 2, `Step::l0c_stage`), each set with its own M -> Out and
+// Out -> M flags, so the cube starts the next C block while the previous one
+// drains.  The arithmetic is the same: each write-back's accumulators start from
+// zero and hold one (C block, K group) partial sum either way.
+//
 // Operands live in GM in the "Zz" fractal layout written by the split kernel:
 // a padded R x C matrix is cut into 16x16 fractals stored row of fractals by
 // row of fractals, each fractal row-major, so element (r, c) sits at
@@ -88,6 +95,7 @@ struct Tiling {
     uint32_t bn;
     uint32_t n_fused;
     uint32_t per_term = 0;  ///< 1: one pass per product term (the paper's design); 0: all terms in one pass
+    uint32_t l0c_stages = 1;  ///< accumulator sets in L0C: 2 overlaps a C block's write-back with the next one's Mmads
 };
 
 enum class Status : uint32_t {
@@ -104,7 +112,7 @@ enum class Status : uint32_t {
     kL0B,
     kL0C,         ///< one FP32 accumulator per term exceeds L0C
     kUb,          ///< 910A epilogue staging exceeds UB
-    kBadMode,     ///< per_term not 0 or 1
+    kBadMode,     ///< per_term not 0 or 1, or l0c_stages not 1 or 2
 };
 
 /// Host only (error messages of the launcher and the tests).
@@ -122,9 +130,9 @@ inline const char* status_message(Status s)
         case Status::kL1: return "resident A group and two B buffers exceed L1";
         case Status::kL0A: return "A tiles (both planes when fused) exceed L0A";
         case Status::kL0B: return "B tiles (both planes when fused) exceed L0B";
-        case Status::kL0C: return "the FP32 accumulators (one per term when fused) exceed L0C";
+        case Status::kL0C: return "the FP32 accumulators (one per term when fused, per L0C stage) exceed L0C";
         case Status::kUb: return "L0C -> UB staging exceeds UB";
-        case Status::kBadMode: return "per_term must be 0 or 1";
+        case Status::kBadMode: return "per_term must be 0 or 1 and l0c_stages 1 or 2";
     }
     return "unknown status";
 }
@@ -143,10 +151,11 @@ struct BufferPlan {
     uint32_t l0a_bytes;
     uint32_t l0b_bytes;
     uint32_t terms;
-    uint32_t accumulators;  ///< FP32 accumulators in L0C: one per term (fused) or 1 (per-term)
-    uint32_t l0c_bytes;
+    uint32_t accumulators;  ///< FP32 accumulators of one L0C stage: one per term (fused) or 1 (per-term)
+    uint32_t l0c_bytes;     ///< l0c_stages x accumulators x c_tile
     uint32_t ub_tiles;   ///< 910A epilogue: FP32 tiles staged in UB (NZ copy + ND tiles); 0 on 910B
     uint32_t ub_bytes;
+    uint32_t l0c_stages;  ///< accumulator sets in L0C (Tiling::l0c_stages); stage s's accumulators follow stage s-1's
 };
 
 /// L1 byte offset of A tile `kk` of the resident group, plane position `pos`
@@ -168,7 +177,11 @@ SGEMM_CUBE_HOST_DEVICE uint32_t l0b_offset(const BufferPlan& p, uint32_t stage, 
 {
     return (stage * p.planes + pos) * p.b_tile;
 }
-SGEMM_CUBE_HOST_DEVICE uint32_t l0c_offset(const BufferPlan& p, uint32_t acc) { return acc * p.c_tile; }
+/// L0C byte offset of accumulator `acc` of L0C stage `stage`.
+SGEMM_CUBE_HOST_DEVICE uint32_t l0c_offset(const BufferPlan& p, uint32_t stage, uint32_t acc)
+{
+    return (stage * p.accumulators + acc) * p.c_tile;
+}
 /// UB (910A only): FP32 tile `i` of the epilogue's staging (0: the NZ copy of
 /// an accumulator; then ND tiles, or with the combine the second NZ tile first).
 SGEMM_CUBE_HOST_DEVICE uint32_t ub_tile_offset(const BufferPlan& p, uint32_t i) { return i * p.c_tile; }
@@ -188,7 +201,8 @@ SGEMM_CUBE_HOST_DEVICE uint32_t max_n_fused(const arch::Capacity& cap, uint32_t 
 
 /// Buffer plan of a tiling, and whether it fits the capacities.
 SGEMM_CUBE_HOST_DEVICE Status make_buffer_plan(const arch::Capacity& cap, uint32_t bm, uint32_t bk, uint32_t bn,
-                                 uint32_t n_fused, uint32_t terms, BufferPlan* plan, uint32_t per_term = 0)
+                                 uint32_t n_fused, uint32_t terms, BufferPlan* plan, uint32_t per_term = 0,
+                                 uint32_t l0c_stages = 1)
 {
     if (bm == 0 || bk == 0 || bn == 0 || bm % kCube || bk % kCube || bn % kCube || n_fused == 0) {
         return Status::kNotAligned;
@@ -196,7 +210,7 @@ SGEMM_CUBE_HOST_DEVICE Status make_buffer_plan(const arch::Capacity& cap, uint32
     if (terms != 3 && terms != 4) {
         return Status::kBadTerms;
     }
-    if (per_term > 1) {
+    if (per_term > 1 || l0c_stages < 1 || l0c_stages > 2) {
         return Status::kBadMode;
     }
     if (bm > kMaxMmadDim || bk > kMaxMmadDim || bn > kMaxMmadDim) {
@@ -230,7 +244,8 @@ SGEMM_CUBE_HOST_DEVICE Status make_buffer_plan(const arch::Capacity& cap, uint32
     }
     p.terms = terms;
     p.accumulators = per_term ? 1 : terms;
-    p.l0c_bytes = p.accumulators * p.c_tile;
+    p.l0c_stages = l0c_stages;
+    p.l0c_bytes = l0c_stages * p.accumulators * p.c_tile;
     if (p.l0c_bytes > cap.l0c) {
         return Status::kL0C;
     }
@@ -300,7 +315,7 @@ SGEMM_CUBE_HOST_DEVICE Status make_geometry(uint32_t batch, uint32_t m, uint32_t
     if (t.bm == 0 || t.bk == 0 || t.bn == 0 || t.bm % kCube || t.bk % kCube || t.bn % kCube || t.n_fused == 0) {
         return Status::kNotAligned;
     }
-    if (t.per_term > 1) {
+    if (t.per_term > 1 || t.l0c_stages < 1 || t.l0c_stages > 2) {
         return Status::kBadMode;
     }
     g.mb = ceil_div(g.mp, t.bm);
@@ -317,7 +332,8 @@ SGEMM_CUBE_HOST_DEVICE Status make_geometry(uint32_t batch, uint32_t m, uint32_t
     g.cores = min_u32(cores, g.items);
     g.terms = terms;
     g.passes = t.per_term ? terms : 1;
-    const Status status = make_buffer_plan(cap, t.bm, t.bk, t.bn, g.n_fused, terms, &g.plan, t.per_term);
+    const Status status = make_buffer_plan(cap, t.bm, t.bk, t.bn, g.n_fused, terms, &g.plan, t.per_term,
+                                           t.l0c_stages);
     // With one K group every accumulator holds its term's final value at the
     // write-back, so the terms can be combined there, where C already passes
     // through UB (910A; the 910B cube core has no vector unit).
@@ -432,6 +448,7 @@ struct Step {
     uint32_t k_act;       ///< K extent of this step (multiple of 16)
     uint32_t b_slot;      ///< L1 B buffer this step reads (ping-pong: index % 2)
     uint32_t l0_stage;    ///< L0A/L0B stage this step uses
+    uint32_t l0c_stage;   ///< L0C accumulator set: this core's write-back count % l0c_stages
     bool group_start;     ///< first step of (item, group): stage the A group first
     bool group_end;       ///< last step of (item, group): the A group is free after it
     bool first_k;         ///< first K step of the C block in this group: Mmad starts from 0
@@ -444,7 +461,7 @@ struct Step {
 class CoreSchedule {
 public:
     SGEMM_CUBE_HOST_DEVICE CoreSchedule(const Geometry& g, uint32_t core)
-        : g_(g), core_(core), pass_(0), round_(0), index_(0)
+        : g_(g), core_(core), pass_(0), round_(0), index_(0), c_block_(0)
     {
         start_item();
     }
@@ -453,6 +470,9 @@ public:
     SGEMM_CUBE_HOST_DEVICE void next()
     {
         ++index_;
+        if (step_.last_k) {
+            ++c_block_;  // the step just done wrote its accumulators back: the next C block uses the next set
+        }
         if (++kk_ < group_k_blocks(g_, group_)) {
             return fill();
         }
@@ -508,6 +528,7 @@ private:
         s.k_act = block_extent(g_.kp, g_.bk, s.k_block);
         s.b_slot = index_ % kBSlots;
         s.l0_stage = index_ % g_.plan.l0_stages;
+        s.l0c_stage = c_block_ % g_.plan.l0c_stages;
         s.first_k = kk_ == 0;
         s.last_k = kk_ + 1 == kcount;
         s.group_start = s.first_k && col_ == col_first_;
@@ -521,6 +542,7 @@ private:
     uint32_t pass_;
     uint32_t round_;
     uint32_t index_;
+    uint32_t c_block_;  ///< write-backs done so far
     bool done_ = true;
     uint32_t item_ = 0, batch_ = 0, row_block_ = 0, col_first_ = 0, col_last_ = 0;
     uint32_t col_ = 0, group_ = 0, kk_ = 0;
@@ -546,7 +568,7 @@ struct Event {
     static constexpr int32_t kAGroup = 2;  ///< resident A group (Mte2ToMte1 / Mte1ToMte2)
     static constexpr int32_t kL0Stage0 = 0;  ///< + stage: L0A/L0B stages (MToMte1)
     static constexpr int32_t kL0Ready = 0;   ///< Mte1ToM
-    static constexpr int32_t kCTile = 0;     ///< MToOut / OutToM
+    static constexpr int32_t kCTile = 0;     ///< + L0C stage: accumulator sets (MToOut / OutToM)
 };
 
 /// The "buffer is free" flags of one core (B slots, A group, L0 stages, L0C):
@@ -559,7 +581,7 @@ SGEMM_CUBE_DEVICE void buffer_free_flags(const Geometry& g, Visitor& v, bool set
         Sync sync;
         int32_t id;
     };
-    Flag flags[kBSlots + 1 + 2 + 1];
+    Flag flags[kBSlots + 1 + 2 + 2];
     uint32_t count = 0;
     for (uint32_t s = 0; s < kBSlots; ++s) {
         flags[count++] = Flag{Sync::kMte1ToMte2, Event::kBSlot0 + int32_t(s)};
@@ -568,7 +590,9 @@ SGEMM_CUBE_DEVICE void buffer_free_flags(const Geometry& g, Visitor& v, bool set
     for (uint32_t s = 0; s < g.plan.l0_stages; ++s) {
         flags[count++] = Flag{Sync::kMToMte1, Event::kL0Stage0 + int32_t(s)};
     }
-    flags[count++] = Flag{Sync::kOutToM, Event::kCTile};
+    for (uint32_t s = 0; s < g.plan.l0c_stages; ++s) {
+        flags[count++] = Flag{Sync::kOutToM, Event::kCTile + int32_t(s)};
+    }
     for (uint32_t i = 0; i < count; ++i) {
         if (set) {
             v.set(flags[i].sync, flags[i].id);
@@ -587,8 +611,8 @@ SGEMM_CUBE_DEVICE void buffer_free_flags(const Geometry& g, Visitor& v, bool set
 ///   load_a_group(step)   MTE2: every A tile of the step's group, each resident plane -> L1
 ///   load_b(step)         MTE2: B tile of the step, each resident plane -> L1 slot b_slot
 ///   load_l0(step)        MTE1: A tiles k_in_group -> L0A, B slot -> L0B (stage l0_stage)
-///   mmad(step)           M:    every accumulator of the pass, from zero when first_k
-///   store_c(step)        Out:  accumulators -> GM (store when first_group, else add),
+///   mmad(step)           M:    every accumulator of the pass (L0C stage l0c_stage), from zero when first_k
+///   store_c(step)        Out:  accumulators of stage l0c_stage -> GM (store when first_group, else add),
 ///                              or C itself when combine_in_epilogue
 template <class Visitor>
 SGEMM_CUBE_DEVICE void run_core(const Geometry& g, uint32_t core, Visitor& v)
@@ -633,17 +657,18 @@ SGEMM_CUBE_DEVICE void run_core(const Geometry& g, uint32_t core, Visitor& v)
         }
         v.set(Sync::kMte1ToM, Event::kL0Ready);
         v.wait(Sync::kMte1ToM, Event::kL0Ready);
-        // The cube: every term into its own accumulator.
+        // The cube: every term into its own accumulator of the step's L0C stage,
+        // once that stage's previous write-back has drained it.
         if (cur.first_k) {
-            v.wait(Sync::kOutToM, Event::kCTile);
+            v.wait(Sync::kOutToM, Event::kCTile + int32_t(cur.l0c_stage));
         }
         v.mmad(cur);
         v.set(Sync::kMToMte1, Event::kL0Stage0 + int32_t(cur.l0_stage));
         if (cur.last_k) {
-            v.set(Sync::kMToOut, Event::kCTile);
-            v.wait(Sync::kMToOut, Event::kCTile);
+            v.set(Sync::kMToOut, Event::kCTile + int32_t(cur.l0c_stage));
+            v.wait(Sync::kMToOut, Event::kCTile + int32_t(cur.l0c_stage));
             v.store_c(cur);
-            v.set(Sync::kOutToM, Event::kCTile);
+            v.set(Sync::kOutToM, Event::kCTile + int32_t(cur.l0c_stage));
         }
         if (!has_next) {
             break;
@@ -784,10 +809,10 @@ SGEMM_CUBE_HOST_DEVICE uint64_t stats_in_offset(const LineStatsGeometry& g, uint
 /// FP32 result in units of at most kUnscaleUnit elements: several whole rows when np <= kUnscaleUnit,
 /// else one row's column chunk (the chunks of a row equal to within 16 columns); units to cores
 /// round-robin.  kUnscaleTile: the fix-up kernels' column chunk (and their UnscaleTile::Init tiles).
-/// The unit is as large as seven tiles fit UB (kUnscaleUnitUbBytes): every vector instruction of the
-/// unscale waits behind a barrier, so larger units pay fewer barriers per element.
+/// The unit is as large as two stages of its tiles fit UB (kUnscaleUnitUbBytes): every vector instruction
+/// of the unscale waits behind a barrier, so larger units pay fewer barriers per element.
 constexpr uint32_t kUnscaleTile = 2048;
-constexpr uint32_t kUnscaleUnit = 6144;
+constexpr uint32_t kUnscaleUnit = 3840;
 struct UnscaleGeometry {
     uint32_t rows;           ///< batch * mp
     uint32_t mp, np;
@@ -847,11 +872,19 @@ constexpr uint32_t kStatsUbBytes =
 /// The fix-up kernels' UnscaleTile::Init: eight tiles of kUnscaleTile words (result, integers, work, three
 /// constants), the rows' integers and the batch words' staging.
 constexpr uint32_t kUnscaleUbBytes = 9 * kUnscaleTile * 4 + kFlagUbBytes;
-/// The unscale (alone or folded into the combine): seven tiles of kUnscaleUnit words (C, B's exponents,
-/// the three term tiles, which then serve as three of the work tiles, the fourth work tile, the exponent
-/// mask), the rows' integers (at most kUnscaleUnit / 16 rows and 8 more) and the batch words' staging.
+/// The unscale (alone or folded into the combine) in kUnscaleStages UB stages, so that a unit's load, vector
+/// work and store overlap its neighbours': per stage five tiles of kUnscaleUnit words (C, B's integers, the
+/// three term tiles, which then serve as three of the work tiles); shared, the fourth work tile, the
+/// exponent mask, the rows' integers (at most kUnscaleUnit / 16 rows and 8 more), the batch words' staging
+/// and the fast path's one-repeat mask (~3, broadcast to every repeat of an And).
+constexpr uint32_t kUnscaleStages = 2;
+constexpr uint32_t kUnscaleStageTiles = 5;
 constexpr uint32_t kUnscaleUnitMetaWords = kUnscaleUnit / kCube + 8;
-constexpr uint32_t kUnscaleUnitUbBytes = 7 * kUnscaleUnit * 4 + kUnscaleUnitMetaWords * 4 + kFlagUbBytes;
+constexpr uint32_t kUnscaleMaskBytes = 256;
+/// The fast path's column bounds kept per core (tile::ColumnBounds): one slot per column chunk (mod this).
+constexpr uint32_t kUnscaleBoundSlots = 16;
+constexpr uint32_t kUnscaleUnitUbBytes = (kUnscaleStages * kUnscaleStageTiles + 2) * kUnscaleUnit * 4 +
+                                         kUnscaleUnitMetaWords * 4 + kFlagUbBytes + kUnscaleMaskBytes;
 static_assert(kUnscaleUnitUbBytes <= arch::Ascend910B::kUbBytes - arch::Ascend910B::kUbReservedBytes &&
                   kUnscaleUnitUbBytes <= arch::Ascend910A::kUbBytes - arch::Ascend910A::kUbReservedBytes &&
                   kUnscaleUnitMetaWords % 8 == 0 && kUnscaleUnit % kCube == 0,
