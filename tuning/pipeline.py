@@ -982,9 +982,9 @@ def _fixup_cols_cycles(p: Profile, design: Design, batch: int, n: int, mp: int, 
 
 # ------------------------------------------------------- the GEMM's replay
 
-def _replay_core_steps(timing: _GemmTiming, g: ns.Geometry, *, b_slots: int, l0c_sets: int) -> tuple[float, dict]:
-    """``replay(core_program(g, 0, b_slots=...), timing, ...)`` without building the program (``l0c_sets``:
-    ``g.plan.l0c_stages``, the geometry's accumulator sets).
+def _replay_core_steps(timing: _GemmTiming, g: ns.Geometry, *, b_slots: int) -> tuple[float, dict]:
+    """``replay(core_program(g, 0, b_slots=...), timing, ...)`` without building the program (``l0c_sets``
+    below: ``g.plan.l0c_stages``, the geometry's accumulator sets).
 
     Same answer, bit for bit (``tests/tuning/test_pipeline_model.py`` compares the two on every variant),
     some 30 times faster: the program's flags are followed step by step instead of through queues.
@@ -1032,6 +1032,7 @@ def _replay_core_steps(timing: _GemmTiming, g: ns.Geometry, *, b_slots: int, l0c
     # Ready times (cycles) of the latest set of each B slot (MTE1 -> MTE2), L0 stage (M -> MTE1),
     # accumulator set (OUT -> M); the program's first sets fire at 0.  Slots, stages and sets
     # are 1 or 2, so ``x & (count - 1)`` is ``x % count``.
+    l0c_sets = g.plan.l0c_stages
     if not {b_slots, stages, l0c_sets} <= {1, 2}:
         raise ValueError(f"B slots, L0 stages and accumulator sets must be 1 or 2, got {(b_slots, stages, l0c_sets)}")
     slot_free, stage_free, c_free = [lat] * b_slots, [lat] * stages, [lat] * l0c_sets
@@ -1164,12 +1165,11 @@ def _replay_gemm(p: Profile, design: Design, batch: int, m: int, n: int, k: int,
         # Fig. 6(a): one B buffer in L1, one L0A/L0B stage and one accumulator set.
         g = g._replace(plan=g.plan._replace(l0_stages=1, l0c_stages=1))
         b_slots = 1
-    l0c_sets = g.plan.l0c_stages  # the tiling's accumulator sets (Design.l0c_stages)
     if program or design.prefetch_a:
         cycles, busy = replay(ns.core_program(g, 0, b_slots=b_slots, prefetch_a=design.prefetch_a),
                               timing, _SYNCS, timing.pp.flag_latency_cycles)
     else:
-        cycles, busy = _replay_core_steps(timing, g, b_slots=b_slots, l0c_sets=l0c_sets)
+        cycles, busy = _replay_core_steps(timing, g, b_slots=b_slots)
     return cycles, busy, g
 
 
@@ -1407,10 +1407,8 @@ def rank_package(profile: Profile | str, m: int, n: int, k: int, *, listed: floa
     p = get_profile(profile)
     rows = []
     for per_term in (False, True):
-        for stages in L0C_STAGES:
-            design = package(listed, per_term=per_term, terms=terms, scaled=scaled, l0c_stages=stages)
-            if feasible_tilings(p, design=design, k=k):  # a mode with no fitting tiling drops out
-                rows += rank(p, m, n, k, design=design, top=None, batch=batch, **options)
+        rows += _rank_over_stages(p, m, n, k, package(listed, per_term=per_term, terms=terms, scaled=scaled),
+                                  L0C_STAGES, batch, options)
     if not rows:
         raise ValueError(f"no tiling of the kernel fits {p.name}")
     # As rank sorts (ties to the larger block), with ties to 0.1% of the best time without the fix-up, which
@@ -1424,16 +1422,25 @@ def rank_package(profile: Profile | str, m: int, n: int, k: int, *, listed: floa
     return rows if top is None else rows[:top]
 
 
+def _rank_over_stages(p: Profile, m: int, n: int, k: int, design: Design, stages, batch: int,
+                      options: dict) -> list[Ranked]:
+    """The rows of :func:`rank` of ``design`` with each accumulator-set count in ``stages``, unsorted; a count
+    no tiling fits drops out."""
+    rows = []
+    for count in stages:
+        d = _replace_fields(design, l0c_stages=count)
+        if feasible_tilings(p, design=d, k=k):
+            rows += rank(p, m, n, k, design=d, top=None, batch=batch, **options)
+    return rows
+
+
 def rank_stages(profile: Profile | str, m: int, n: int, k: int, *, design: Design = KERNEL, top: int | None = 10,
                 batch: int = 1, **options) -> list[Ranked]:
     """:func:`rank` of ``design`` with each of :data:`L0C_STAGES` accumulator sets (the kernel design; the
     rows of all in one list, sorted as :func:`rank` sorts; a row's ``tiling.l0c_stages`` says which)."""
     p = get_profile(profile)
-    rows = []
-    for stages in (L0C_STAGES if design.kind == "kernel" else (design.l0c_stages,)):
-        d = _replace_fields(design, l0c_stages=stages)
-        if feasible_tilings(p, design=d, k=k):
-            rows += rank(p, m, n, k, design=d, top=None, batch=batch, **options)
+    rows = _rank_over_stages(p, m, n, k, design, L0C_STAGES if design.kind == "kernel" else (design.l0c_stages,),
+                             batch, options)
     if not rows:
         raise ValueError(f"no tiling fits {p.name} for the {design.kind} design")
     rows.sort(key=lambda r: (-round(r.tflops, 1), -(r.tiling.bm * r.tiling.bk * r.tiling.bn)))
