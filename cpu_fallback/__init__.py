@@ -18,7 +18,8 @@ every result can be tested without the hardware:
 * :data:`SCHEMES` / :func:`split_slices` -- fp16x3 (SGEMM-cube), fp16x4,
   bf16x9 and bf16x6 (``schemes.py``, formats in ``formats.py``);
 * :mod:`sgemm_cube.cpu_fallback.reference` -- a slow scalar reference that the fast
-  model matches bit for bit.
+  model matches bit for bit;
+* :mod:`sgemm_cube.cpu_fallback.bands` -- the NPU's listed lines as exponent bands on the cube.
 """
 
 from .accumulate import ACCUMULATION_MODELS, K_GROUP, accumulate_product

@@ -55,12 +55,14 @@ an infinity meets its partners' values as they are (``inf * 1e-30`` is
 In both a finite exact result is never infinite, and one beyond FP32's
 range is the infinity of its sign (issue 33: a float64 sum of huge
 cancelling terms had given -inf for 2.0057e38 and 0.0 for 4.04e38).  Where
-the hardware has no FP64 (the Ascend AI cores), the fix-up is native FP32
-itself: recursive summation of the FP32 products in K order, whose sums
-can overflow part-way as native's can.  A fix-up line's ``t`` is unused.
+the hardware has no FP64 (the Ascend AI cores), a ``LOSES_BITS`` line runs on
+the cube in exponent bands (:mod:`.bands`, which derives each band's exponent
+from the line's ``t``, ``-floor(log2 big)``), and a ``SPECIAL`` line's fix-up is
+native FP32 itself: recursive summation of the FP32 products in K order, whose
+sums can overflow part-way as native's can.
 So the emulated outputs are exactly those whose every operand entry keeps
-22 bits, and the rest are at least as accurate as native: every output
-satisfies SGEMM's error bound.
+22 bits (on the NPU, per band), and the rest are at least as accurate as
+native: every output satisfies SGEMM's error bound.
 
 Overflow: scaled lines hold magnitudes below ``2**(top + 1)``, so the
 emulated sums stay below ``K * 2**(2 * top + 2)`` and never overflow; the

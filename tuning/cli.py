@@ -10,7 +10,8 @@ Examples::
     sgemm-cube tune --device 910a --m 8192 --n 8192 --k 8192     # ranked table (paper's design)
     sgemm-cube tune --device 910a --design kernel                 # this package's kernel
     sgemm-cube tune --device 910a --design package --json         # what sgemm_cube.matmul launches, per pass
-    sgemm-cube tune --device 910a --design package --listed 0.01  # ... with 1% of the lines listed
+    sgemm-cube tune --device 910a --design package --listed 0.01  # ... with 1% of the lines listed (2 bands each)
+    sgemm-cube tune --device 910a --design package --listed 1 --bands 3 --json   # every line, 3 bands, per pass
     sgemm-cube tune --device 910a --plot fig10.png                 # Fig. 10 from the model
     sgemm-cube tune --device 910a --plot-fig5 fig5.png             # Fig. 5
     sgemm-cube tune --show                                         # stored tables
@@ -41,17 +42,28 @@ _DESCRIPTION = ("Choose SGEMM-cube block sizes: rank the feasible (bm, bk, bn) o
                 "event-driven pipeline model of the kernel (calibrated to the paper's 910A measurements; model "
                 "predictions, not measurements), with the roofline of Eq. 8-11 beside it, or measure on a GPU/NPU. "
                 "--design package predicts the whole product sgemm_cube.matmul launches on the NPU, every kernel "
-                "timed (--json: 'phases').")
+                "and pass timed (--json: 'phases').")
 
 
 def _fraction(text: str) -> float:
-    """A number in [0, 1] (``--listed``)."""
+    """A number in [0, 1] (``--listed``, ``--special``)."""
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
     if not (math.isfinite(value) and 0.0 <= value <= 1.0):
         raise argparse.ArgumentTypeError(f"must be a fraction in [0, 1], got {text}")
+    return value
+
+
+def _bands(text: str) -> int:
+    """An integer of at least 2 (``--bands``: a listed line spans at least one band window)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 2:
+        raise argparse.ArgumentTypeError(f"a listed line has at least 2 bands, got {text}")
     return value
 
 
@@ -73,11 +85,19 @@ def _configure(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
                         "accumulator per term), of that kernel with one pass per term (split and combine "
                         "counted), or 'package': the whole product sgemm_cube.matmul launches on the NPU with "
                         "default options (line statistics, line meta, split with line scaling, the GEMM in "
-                        "either mode, combine or epilogue, unscale, the FP32 fix-up of --listed lines), both "
-                        "GEMM modes ranked together")
+                        "either mode, combine or epilogue, unscale, the FP32 fix-up of --special lines, the "
+                        "read-back of the lines' integers, the band passes of --listed lines), both GEMM modes "
+                        "ranked together")
     p.add_argument("--listed", type=_fraction, metavar="FRACTION",
                    help="with --design package: the fraction of rows of A and columns of B that are listed "
-                        "and recomputed in FP32 on the vector unit (default 0; 1 = every line)")
+                        "(finite, too wide for the split) and computed on the cube by exponent bands (phases "
+                        "band_rows, band_cols, band_pairs; default 0; 1 = every line)")
+    p.add_argument("--bands", type=_bands, metavar="N",
+                   help="with --design package: exponent bands per listed line (default 2, the fewest a listed "
+                        "line has)")
+    p.add_argument("--special", type=_fraction, metavar="FRACTION",
+                   help="with --design package: the fraction of rows and columns holding NaN or an infinity, "
+                        "recomputed in FP32 on the vector unit (phases fixup_rows, fixup_cols; default 0)")
     p.add_argument("--scaled", choices=("every", "none"),
                    help="with --design package: every batch has a scaled line, so the split scales and the "
                         "unscale runs (default, the costly case), or none (data that needs no scaling)")
@@ -206,7 +226,8 @@ def _print_package(args, profile, pr: pipeline.Prediction, out) -> None:
           f"({t.bm}, {t.bk}, {t.bn}, {t.n_fused}), {'one pass per term' if t.per_term else 'all terms in one pass'}"
           f"{', two L0C stages' if t.l0c_stages == 2 else ''}: "
           f"{pr.seconds * 1e3:.3f} ms, {pr.tflops:.1f} TFLOP/s, the guarantee's passes "
-          f"{_bookkeeping_share(args, profile, pr) * 100:.0f}% of it; {args.listed or 0.0:g} of the lines listed, "
+          f"{_bookkeeping_share(args, profile, pr) * 100:.0f}% of it; {args.listed or 0.0:g} of the lines listed "
+          f"({args.bands or 2} bands each), {args.special or 0.0:g} special, "
           f"{'no' if args.scaled == 'none' else 'every'} batch with a scaled line. "
           f"ms per kernel:", file=out)
     print("  " + ", ".join(f"{name} {ms:.3f}" for name, ms in _ms(pr.phases).items()), file=out)
@@ -276,7 +297,8 @@ def run(args: argparse.Namespace, *, out=None) -> int:
         profile = get_profile(args.device, extra=extra)
         packaged = args.design == "package"
         kernel = args.design.startswith("kernel") or packaged
-        for given, option in ((args.listed is not None, "--listed"), (args.scaled is not None, "--scaled")):
+        for given, option in ((args.listed is not None, "--listed"), (args.scaled is not None, "--scaled"),
+                              (args.bands is not None, "--bands"), (args.special is not None, "--special")):
             if given and not packaged:
                 raise ValueError(f"{option} applies to --design package (the whole product), not --design "
                                  f"{args.design}")
@@ -284,7 +306,8 @@ def run(args: argparse.Namespace, *, out=None) -> int:
             raise ValueError("the kernel design is double-buffered; --buffering single applies to --design paper")
         per_term = args.design == "kernel-per-term"
         if packaged:
-            design = pipeline.package(args.listed or 0.0, terms=args.terms, scaled=args.scaled != "none")
+            design = pipeline.package(args.listed or 0.0, terms=args.terms, scaled=args.scaled != "none",
+                                      bands=args.bands or 2, special=args.special or 0.0)
         else:
             design = pipeline.Design("kernel" if kernel else "paper", args.buffering, args.terms, per_term=per_term,
                                      fused_combine=kernel)
@@ -304,10 +327,12 @@ def run(args: argparse.Namespace, *, out=None) -> int:
             model_rows = None
         elif packaged:
             model_rows = pipeline.rank_package(profile, args.m, args.n, args.k, listed=design.listed,
-                                               terms=args.terms, scaled=design.scaled, top=None,
+                                               terms=args.terms, scaled=design.scaled, bands=design.bands,
+                                               special=design.special, top=None,
                                                min_l0_intensity=args.min_l0_intensity, progress=not args.json)
             default = pipeline.predict_package(profile, args.m, args.n, args.k, listed=design.listed,
-                                               terms=args.terms, scaled=design.scaled)
+                                               terms=args.terms, scaled=design.scaled, bands=design.bands,
+                                               special=design.special)
         elif kernel:  # one and two L0C stages (pipeline.L0C_STAGES), ranked together
             model_rows = pipeline.rank_stages(profile, args.m, args.n, args.k, design=design, top=None,
                                               min_l0_intensity=args.min_l0_intensity, progress=not args.json)
@@ -335,7 +360,8 @@ def run(args: argparse.Namespace, *, out=None) -> int:
                                   "phases": _ms(pr.phases), "busy": r.busy, "roofline_tflops": r.roofline_tflops,
                                   "traffic_bytes": r.traffic_bytes})
         if default is not None:
-            extra_json = {"listed": design.listed, "scaled": design.scaled,
+            extra_json = {"listed": design.listed, "bands": design.bands, "special": design.special,
+                          "scaled": design.scaled,
                           "default": {**default.tiling._asdict(), "mode": _mode(default.tiling),
                                       "model_tflops": default.tflops, "ms": default.seconds * 1e3,
                                       "phases": _ms(default.phases),

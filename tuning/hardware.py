@@ -82,6 +82,7 @@ from typing import Any, Mapping
 __all__ = [
     "SCHEMA_VERSION",
     "Blocking",
+    "OPTIONAL_PIPES",
     "Pipes",
     "Profile",
     "ProfileError",
@@ -117,9 +118,10 @@ class Blocking:
 class Pipes:
     """Per-core pipe rates and fixed costs of the event-driven model (:mod:`sgemm_cube.tuning.pipeline`).
 
-    Rates are bytes per cube clock cycle of one AI core; costs are cycles.
-    ``sources`` says where each number comes from (a public file, or "fitted"
-    with the calibration that produced it).
+    Rates are bytes per cube clock cycle of one AI core; costs are cycles;
+    except the host's fields (:data:`OPTIONAL_PIPES`: microseconds, GB/s).
+    ``sources`` says where each number comes from (a public file, "fitted"
+    with the calibration that produced it, or "assumption").
     """
 
     mte2_hbm_bytes_per_cycle: float
@@ -136,12 +138,23 @@ class Pipes:
     l2_bytes: float
     shared_l2_hit: float
     flag_latency_cycles: float
+    host_readback_us: float | None = None
+    d2h_gbps: float | None = None
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     def to_json(self) -> dict[str, Any]:
-        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "sources"}
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+             if f.name != "sources" and not (f.name in OPTIONAL_PIPES and getattr(self, f.name) is None)}
         d["sources"] = dict(self.sources)
         return d
+
+
+OPTIONAL_PIPES = ("host_readback_us", "d2h_gbps")
+"""Fields of ``pipes`` a profile may leave out: the host's side of the guarded product's one read-back
+(:func:`sgemm_cube.tuning.pipeline.predict_package` needs them; nothing else does).
+``host_readback_us``: fixed cost, microseconds, of one small device -> host copy with the stream
+synchronisation it implies (and the next launch issued from an empty queue); ``d2h_gbps``: the copy's
+rate, GB/s.  The shipped values are assumptions with no measured source (their ``sources`` say so)."""
 
 
 @dataclass(frozen=True)
@@ -255,11 +268,13 @@ def _parse_pipes(entry: Any, where: str) -> Pipes | None:
         raise ProfileError(f"{where}: 'pipes' must be an object")
     names = [f.name for f in dataclasses.fields(Pipes) if f.name != "sources"]
     unknown = set(entry) - set(names) - {"sources"}
-    missing = [n for n in names if n not in entry]
+    missing = [n for n in names if n not in entry and n not in OPTIONAL_PIPES]
     if unknown or missing:
         raise ProfileError(f"{where}: 'pipes' has unknown field(s) {sorted(unknown)} / lacks {missing}")
     kw: dict[str, Any] = {}
     for n in names:
+        if n not in entry:  # an optional field left out
+            continue
         v = entry[n]
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
             raise ProfileError(f"{where}: pipes.{n} must be a non-negative number, got {v!r}")

@@ -31,7 +31,9 @@ The whole product is the sequence of kernels the package launches: for the
 ``kernel`` design the split of A and of B, the GEMM (all terms in one pass, or
 with ``per_term`` one pass per term) and the combine (unless the GEMM's
 epilogue combined), with ``bookkeeping`` the guarantee's passes, with ``listed``
-the two FP32 fix-up kernels; :data:`PACKAGE` is all of them, what
+the two FP32 fix-up kernels (for the ``special`` lines), the host's read-back of the
+lines' integers and the band passes of the listed lines (:func:`band_parts`);
+:data:`PACKAGE` is all of them, what
 ``sgemm_cube.matmul`` launches with default options (:func:`predict_package`,
 :func:`rank_package`, ``sgemm-cube tune --design package``); for the ``paper``
 design (Algorithm 1) one GEMM pass per
@@ -62,6 +64,7 @@ __all__ = [
     "KERNEL_PER_TERM",
     "PACKAGE",
     "package",
+    "band_parts",
     "predict_package",
     "rank_package",
     "Prediction",
@@ -139,15 +142,29 @@ class Design:
         ranking (these passes do not depend on the tiling).
     listed : float or None
         With ``bookkeeping``: the fraction of the rows of A and of the
-        columns of B that are listed (class ``fixup``), each recomputed in
-        plain FP32 by recursive summation on the vector unit
-        (``fixup_kernel.hpp``, ``fixup_cols_kernel.hpp``; phases
-        ``fixup_rows`` and ``fixup_cols``, :func:`_fixup_rows_cycles`).
-        Both kernels run whenever the bookkeeping does and read every
-        line's integers, listed or not.  Listed lines are spread evenly over
-        the cores: the busiest core gets ``ceil(listed lines / cores)``, so
-        any fraction above 0 costs at least one line.  ``None``: the fix-up
-        kernels not counted.
+        columns of B that are listed and finite (class ``LOSES_BITS``), each
+        computed on the cube by exponent bands (``cpu_fallback/bands.py``,
+        ``backends/npu_bands.py``; :func:`band_parts`): after the main
+        product the host reads back the lines' integers (phase ``readback``,
+        on every guarded product, listed lines or not), then the band passes
+        ``band_rows``, ``band_cols``, ``band_pairs``.  A float also counts
+        both FP32 fix-up kernels (phases ``fixup_rows``, ``fixup_cols``),
+        which now take only the ``special`` lines.  ``None``: neither the
+        read-back, the band passes nor the fix-up kernels counted (the
+        kernels and bookkeeping alone, what the tiling tables store).
+    special : float
+        With ``listed`` not None: the fraction of the rows and of the columns
+        holding NaN or an infinity (class ``SPECIAL``), recomputed in plain
+        FP32 by recursive summation on the vector unit (``fixup_kernel.hpp``,
+        ``fixup_cols_kernel.hpp``; :func:`_fixup_rows_cycles`).  Both kernels
+        run whenever the bookkeeping does and read the batch words; with a
+        special line in the batch, every line's integers.  Special lines are
+        spread evenly over the cores: the busiest core gets ``ceil(special
+        lines / cores)``, so any fraction above 0 costs at least one line.
+        ``listed + special <= 1`` (a line is of one class).
+    bands : int
+        With ``listed``: exponent bands per listed line (at least 2: a
+        listed line spans at least the band window's ``W`` binades).
     scaled : bool
         With ``bookkeeping``: whether every batch has a scaled line (some
         t != 0).  ``True`` (the costly case): the split scales every line and
@@ -184,6 +201,8 @@ class Design:
     listed: float | None = None
     two_level: bool = True
     scaled: bool = True
+    special: float = 0.0
+    bands: int = 2
 
     def __post_init__(self):
         if self.kind not in ("kernel", "paper"):
@@ -200,6 +219,15 @@ class Design:
             raise ValueError(f"listed is a fraction in [0, 1] of the lines the bookkeeping classifies "
                              f"(bookkeeping=True), got {self.listed!r}"
                              f"{'' if self.bookkeeping else ' without bookkeeping'}")
+        if not 0.0 <= self.special <= 1.0 or (self.special and self.listed is None):
+            raise ValueError(f"special is a fraction in [0, 1] of the lines, counted with listed (not None), "
+                             f"got special={self.special!r}, listed={self.listed!r}")
+        if self.listed is not None and self.listed + self.special > 1.0 + 1e-12:
+            raise ValueError(f"listed + special must not exceed 1 (a line is of one class), got "
+                             f"{self.listed!r} + {self.special!r}")
+        if isinstance(self.bands, bool) or not isinstance(self.bands, int) or self.bands < 2:
+            raise ValueError(f"bands is an integer >= 2 (a listed line spans at least one band window), "
+                             f"got {self.bands!r}")
 
     @property
     def parts(self) -> int:
@@ -224,7 +252,7 @@ KERNEL_PER_TERM = Design("kernel", per_term=True)
 PACKAGE = Design("kernel", bookkeeping=True, listed=0.0)
 """What ``sgemm_cube.matmul`` launches on an NPU with default options (``npu.run``): line statistics, line
 meta, split with line scaling, GEMM, combine (or the 910A's epilogue), unscale, both fix-up kernels (no line
-listed).  Its GEMM mode is the tuner's pick: :func:`predict_package`, :func:`rank_package`; :func:`package`
+special), the read-back of the lines' integers, the band passes (no line listed: none).  Its GEMM mode is the tuner's pick: :func:`predict_package`, :func:`rank_package`; :func:`package`
 gives it for a mode and a fraction of listed lines."""
 
 
@@ -852,10 +880,11 @@ def _apply_pow2(tm: _Timing, nbytes: float) -> list:
 
 @functools.lru_cache(maxsize=1024)
 def _fixup_rows_cycles(p: Profile, design: Design, batch: int, m: int, mp: int, np_: int, k: int) -> float:
-    """Core 0's time for the fix-up rows of A (``fixup_kernel.hpp``), ``design.listed`` of the m rows listed.
+    """Core 0's time for the fix-up rows of A (``fixup_kernel.hpp``), ``design.special`` of the m rows listed
+    for it (class ``SPECIAL``: the banded ``LOSES_BITS`` lines go to the band passes, :func:`band_parts`).
 
     A core first reads the word of each batch its rows belong to (``batch_flags.hpp``, the last answer
-    kept); with no listed line (``listed`` 0) it skips the batch.  Otherwise every row's packed
+    kept); with no such line (``special`` 0) it skips the batch.  Otherwise every row's packed
     integers are read and decoded; a listed row is computed in column chunks of
     ``UNSCALE_TILE``, each over K: A's next ``UNSCALE_TILE`` entries loaded, then per k the scalar reads
     A's entry, B's row chunk is loaded, one Muls and one Add (the recursive sum), then ``ApplyPow2`` and
@@ -867,7 +896,7 @@ def _fixup_rows_cycles(p: Profile, design: Design, batch: int, m: int, mp: int, 
     rows = batch * mp
     cores = min(p.ai_cores, rows)
     mine = len(range(0, rows, cores))
-    hot = _listed_lines(design.listed or 0.0, batch * m, cores, mine)
+    hot = _listed_lines(design.special, batch * m, cores, mine)
     batches = len({r // mp for r in range(0, rows, cores)})  # batch words core 0 reads
     kw = ns.UNSCALE_TILE
     bare = 1.0 / pp.vector_bytes_per_cycle  # cycles per byte of one vector instruction, no barrier
@@ -905,16 +934,17 @@ def _fixup_rows_cycles(p: Profile, design: Design, batch: int, m: int, mp: int, 
                 (("end", w), 1)]
 
     listed_row = [(("meta",), 1), (chunk(kw), np_ // kw), (chunk(np_ % kw), 1 if np_ % kw else 0)]
-    work = [(listed_row, hot), (("meta",), mine - hot)] if design.listed else []  # no listed line: skipped
+    work = [(listed_row, hot), (("meta",), mine - hot)] if design.special else []  # none listed: skipped
     return _replay_serial([(("init",), 1), (("flags",), batches)] + work, ops=ops, flag_latency=lat)
 
 
 @functools.lru_cache(maxsize=1024)
 def _fixup_cols_cycles(p: Profile, design: Design, batch: int, n: int, mp: int, np_: int, k: int) -> float:
-    """Core 0's time for the fix-up columns of B (``fixup_cols_kernel.hpp``), ``design.listed`` of the n listed.
+    """Core 0's time for the fix-up columns of B (``fixup_cols_kernel.hpp``), ``design.special`` of the n listed
+    for it (class ``SPECIAL``).
 
     Units of ``FIXUP_COL_ROWS`` rows of A (per batch) to cores round-robin.  A core reads the word of
-    each of its units' batches (the last answer kept) and skips a batch with no listed line (``listed``
+    each of its units' batches (the last answer kept) and skips a batch with no such line (``special``
     0).  Otherwise a unit reads B's integers in
     chunks of ``UNSCALE_TILE`` and decodes each column's; for each listed column of its batch: over K in
     blocks of 8, the rows' 8 columns of A loaded (one 32-byte block per row), then per k the scalar
@@ -928,7 +958,7 @@ def _fixup_cols_cycles(p: Profile, design: Design, batch: int, n: int, mp: int, 
     chunks = -(-mp // kr)
     units = batch * chunks
     cores = min(p.ai_cores, units)
-    hot = _listed_lines(design.listed or 0.0, n, 1, np_)  # every unit computes all listed columns of its batch
+    hot = _listed_lines(design.special, n, 1, np_)  # every unit computes all listed columns of its batch
     bare = 1.0 / pp.vector_bytes_per_cycle
 
     def op(pipe: str, cycles: float) -> _Op:
@@ -975,9 +1005,126 @@ def _fixup_cols_cycles(p: Profile, design: Design, batch: int, n: int, mp: int, 
     batches = len({u // chunks for u in range(0, units, cores)})  # batch words core 0 reads
     meta = [(("meta", kw), np_ // kw), (("meta", np_ % kw), 1 if np_ % kw else 0)]
     loops = [(("init",), 1), (("flags",), batches)]
-    if design.listed:  # no listed line: every batch skipped
+    if design.special:  # no line listed for the fix-up: every batch skipped
         loops += [(meta + [(column(rows), hot), (("barrier",), 1)], count) for rows, count in mine.items()]
     return _replay_serial(loops, ops=ops, flag_latency=lat)
+
+
+# ------------------------------------------------- listed lines by exponent bands
+
+READBACK_BYTES_PER_LINE = 16
+"""Bytes per line of the guarded product's one read-back (``npu_bands.LINE_ROWS`` int32 words: the packed
+integers and the statistics big, small_w, finite), A's rows then B's columns of every batch."""
+
+BAND_GATHER_TRANSFERS = 2
+"""FP32 transfers per element of a side's gather (``index_select`` of the listed rows of A, or columns of B,
+once per band; of the ordinary ones when they are not all of the operand: read, write); counted from
+``npu_bands.run_band_passes``."""
+
+BAND_ACC_TRANSFERS = 7
+"""FP32 transfers per element of an accumulator block, per block (a band, or a pair of bands), in
+``npu_bands.run_band_passes``'s ``acc[where] = acc[where] + part[...]``: the indexed gather of ``acc``
+(read, write), the add (two reads, a write), the indexed write (read, write)."""
+
+BAND_SCATTER_TRANSFERS = 2
+"""FP32 transfers per output written into C by each pass: the indexed write of its accumulator (read,
+write); each pass's accumulator holds exactly the outputs it writes."""
+
+
+def _lines(fraction: float, lines: int) -> int:
+    """``ceil(fraction * lines)`` lines (at least one for any fraction above 0), as :func:`_listed_lines`."""
+    if fraction <= 0:
+        return 0
+    return min(lines, max(1, math.ceil(fraction * lines - 1e-9)))
+
+
+def _stream_seconds(p: Profile, nbytes: float) -> float:
+    """A bandwidth-bound pass (torch's copies, adds and indexed writes on the device) over ``nbytes`` of
+    main-memory traffic at the chip's nominal HBM rate (optimistic: no efficiency below peak, no launch)."""
+    return nbytes / (p.hbm_gbps * 1e9)
+
+
+def _readback_seconds(p: Profile, batch: int, m: int, n: int) -> float:
+    """The guarded product's one device -> host copy of the lines' integers and its synchronisation."""
+    pp = p.pipes
+    if pp.host_readback_us is None or pp.d2h_gbps is None:
+        raise ValueError(f"profile {p.key!r} has no pipes.host_readback_us / pipes.d2h_gbps: the package's "
+                         f"read-back of the lines' integers needs them (tuning/profiles/ascend.json)")
+    return pp.host_readback_us * 1e-6 + READBACK_BYTES_PER_LINE * batch * (m + n) / (pp.d2h_gbps * 1e9)
+
+
+def _pass_kernels(p: Profile, design: Design, rows: int, cols: int, k: int, t: ns.Tiling, exact: bool) -> dict:
+    """Seconds of one ``band_pass`` (one batch): the split of both sides (every line scaled: the pass has
+    no batch words), the GEMM in the product's tiling and mode, the combine with the unscale (or the
+    910A's epilogue and its own unscale): :func:`_predict` of the kernels with the bookkeeping, less the
+    line statistics and meta, which the pass does not run."""
+    d = _replace_fields(design, listed=None, special=0.0, bands=2, scaled=True)
+    ph = _predict(p, d, 1, rows, cols, k, t, exact).phases
+    return {"split_a": ph["split_a"], "split_b": ph["split_b"], "gemm": ph["gemm"],
+            "combine_unscale": ph.get("combine", 0.0) + ph["unscale"]}
+
+
+@functools.lru_cache(maxsize=1024)
+def _band_parts(p: Profile, design: Design, batch: int, m: int, n: int, k: int, t: ns.Tiling,
+                exact: bool) -> tuple:
+    f, nb = design.listed or 0.0, design.bands
+    r, c = _lines(f, m), _lines(f, n)  # banded rows of A, columns of B (per batch)
+    plain_r = max(0, m - r - _lines(design.special, m))  # class SPLIT: the ordinary lines
+    plain_c = max(0, n - c - _lines(design.special, n))
+    fl = _FLOAT
+    parts: dict = {"band_rows": {}, "band_cols": {}, "band_pairs": {}}
+    gathered_a = gathered_b = False
+    if r and plain_c:  # the bands of the banded rows against B's ordinary columns (gathered unless all)
+        ordinary = (plain_c * k if plain_c < n else 0) + nb * r * k
+        parts["band_rows"] = {"gather": _stream_seconds(p, BAND_GATHER_TRANSFERS * ordinary * fl),
+                              **_pass_kernels(p, design, nb * r, plain_c, k, t, exact),
+                              "accumulate": _stream_seconds(p, (1 + nb * BAND_ACC_TRANSFERS) * r * plain_c * fl),
+                              "scatter": _stream_seconds(p, BAND_SCATTER_TRANSFERS * r * plain_c * fl)}
+        gathered_a = True
+    if c and plain_r:  # A's ordinary rows (gathered unless all) against the bands of the banded columns
+        ordinary = (plain_r * k if plain_r < m else 0) + nb * c * k
+        parts["band_cols"] = {"gather": _stream_seconds(p, BAND_GATHER_TRANSFERS * ordinary * fl),
+                              **_pass_kernels(p, design, plain_r, nb * c, k, t, exact),
+                              "accumulate": _stream_seconds(p, (1 + nb * BAND_ACC_TRANSFERS) * plain_r * c * fl),
+                              "scatter": _stream_seconds(p, BAND_SCATTER_TRANSFERS * plain_r * c * fl)}
+        gathered_b = True
+    if r and c:  # every pair of bands, both sides band-split
+        gather = ((0 if gathered_a else nb * r * k) + (0 if gathered_b else nb * c * k)) * BAND_GATHER_TRANSFERS * fl
+        parts["band_pairs"] = {"gather": _stream_seconds(p, gather),
+                               **_pass_kernels(p, design, nb * r, nb * c, k, t, exact),
+                               "accumulate": _stream_seconds(p, (1 + nb * nb * BAND_ACC_TRANSFERS) * r * c * fl),
+                               "scatter": _stream_seconds(p, BAND_SCATTER_TRANSFERS * r * c * fl)}
+    return tuple((name, tuple((part, batch * v) for part, v in ps.items())) for name, ps in parts.items())
+
+
+def band_parts(profile: Profile | str, m: int, n: int, k: int, tiling, *, design: Design,
+               batch: int = 1, exact: bool = False) -> dict:
+    """Seconds of each part of each band pass of ``design`` (MODEL PREDICTION): ``{"band_rows": {...},
+    "band_cols": {...}, "band_pairs": {...}}``, each ``{}`` when the pass does not run, else ``gather``,
+    ``split_a``, ``split_b``, ``gemm``, ``combine_unscale``, ``accumulate``, ``scatter``.
+
+    The passes are ``sgemm_cube.backends.npu_bands.run_band_passes``'s, per batch: with ``R`` banded rows
+    and ``C`` banded columns (``ceil(listed * m)``, ``ceil(listed * n)``), each of ``bands`` bands, the
+    bands of a side stacked into one matrix, so at most three ``band_pass`` calls:
+
+    * ``band_rows`` (when some column is ordinary): the ``bands * R`` band rows against B's ordinary
+      columns (gathered unless they are all of B), a ``(bands R) x K x N_ordinary`` product;
+    * ``band_cols`` (when some row is ordinary): A's ordinary rows against the ``bands * C`` band columns;
+    * ``band_pairs`` (when both are banded): ``(bands R) x K x (bands C)``, both sides band-split.
+
+    Each ``band_pass`` is the split of both sides (B's, or A's, split again), the GEMM and the
+    combine with the unscale in the product's own tiling and mode (``tiling``: what ``run_band_passes``
+    passes, so the K groups and the bits are the ordinary product's), timed by the same phase models as
+    the product's kernels (:func:`_pass_kernels`).  Around them, bandwidth-bound passes at the nominal HBM
+    rate (:func:`_stream_seconds`): each side's gather (:data:`BAND_GATHER_TRANSFERS`, counted in the
+    first pass that uses it), the accumulator's zeroing and per-block adds (:data:`BAND_ACC_TRANSFERS`),
+    the write into C (:data:`BAND_SCATTER_TRANSFERS`).  No launch overheads (the model has none).
+    """
+    p = get_profile(profile)
+    if design.listed is None:
+        return {"band_rows": {}, "band_cols": {}, "band_pairs": {}}
+    t = ns.Tiling(*map(int, tiling))
+    return {name: dict(ps) for name, ps in _band_parts(p, design, batch, m, n, k, t, exact)}
 
 
 # ------------------------------------------------------- the GEMM's replay
@@ -1253,6 +1400,10 @@ def _predict(p: Profile, design: Design, batch: int, m: int, n: int, k: int, t: 
     cycles, busy, g = _gemm_cycles(p, design, batch, m, n, k, t, exact)
     hz = p.clock_ghz * 1e9
     phases = {"gemm": design.passes * cycles / hz, **_other_phases(p, design, batch, g)}
+    if design.listed is not None:  # the read-back of the lines' integers, then the listed lines' band passes
+        phases["readback"] = _readback_seconds(p, batch, m, n)
+        for name, parts in _band_parts(p, design, batch, m, n, k, t, exact):
+            phases[name] = sum(v for _, v in parts)
     seconds = sum(phases.values())
     return Prediction(seconds, 2.0 * batch * m * n * k / seconds / 1e12, phases,
                       {pipe: b / cycles for pipe, b in busy.items() if b > 0},
@@ -1284,7 +1435,7 @@ def _other_phases(p: Profile, design: Design, batch: int, g: ns.Geometry) -> dic
                 phases["combine"] = plain / hz
         if not (design.fused_combine and g.combine_in_epilogue) and not design.bookkeeping:
             phases["combine"] = _combine_cycles(p, design, batch * g.mp * g.np) / hz
-    if design.listed is not None:  # after the unscale: the fix-up lines in FP32 (Design.listed)
+    if design.listed is not None:  # after the unscale: the special lines in FP32 (Design.special)
         phases["fixup_rows"] = _fixup_rows_cycles(p, design, batch, g.m, g.mp, g.np, g.k) / hz
         phases["fixup_cols"] = _fixup_cols_cycles(p, design, batch, g.n, g.mp, g.np, g.k) / hz
     return phases
@@ -1369,56 +1520,70 @@ def best_kernel(profile: Profile | str, m: int, n: int, k: int, *, terms: int = 
 
 
 def package(listed: float = 0.0, *, per_term: bool = False, terms: int = 3, scaled: bool = True,
-            l0c_stages: int = 1) -> Design:
+            l0c_stages: int = 1, bands: int = 2, special: float = 0.0) -> Design:
     """:data:`PACKAGE`, the whole product ``sgemm_cube.matmul`` launches, for one GEMM mode (and accumulator
-    sets in L0C), fraction of listed lines and scaling (``Design.scaled``: every batch has a scaled line, or
-    none)."""
+    sets in L0C), fraction of listed lines (``Design.listed``: banded, each of ``bands`` exponent bands),
+    fraction of special lines (``Design.special``: the FP32 fix-up) and scaling (``Design.scaled``: every
+    batch has a scaled line, or none)."""
     return _replace_fields(PACKAGE, listed=float(listed), per_term=per_term, terms=terms, scaled=scaled,
-                           l0c_stages=int(l0c_stages))
+                           l0c_stages=int(l0c_stages), bands=int(bands), special=float(special))
 
 
 def predict_package(profile: Profile | str, m: int, n: int, k: int, *, listed: float = 0.0, terms: int = 3,
-                    scaled: bool = True, batch: int = 1, use_table: bool = True) -> Prediction:
+                    scaled: bool = True, batch: int = 1, use_table: bool = True, bands: int = 2,
+                    special: float = 0.0) -> Prediction:
     """Predicted time of the whole product ``sgemm_cube.matmul`` launches on the NPU (MODEL PREDICTION).
 
     The tiling and GEMM mode are :func:`best_kernel`'s (what the NPU backend's tiling tables store);
     the product is :func:`package`'s: every kernel ``npu.run`` launches with default options, the
-    fix-up for a fraction ``listed`` of the rows of A and columns of B, every batch with a scaled
-    line or (``scaled=False``) none.  ``phases`` has each kernel's seconds.
+    read-back of the lines' integers, the band passes of a fraction ``listed`` of the rows of A and
+    columns of B (``bands`` bands each; :func:`band_parts`), the FP32 fix-up of a fraction ``special``,
+    every batch with a scaled line or (``scaled=False``) none.  ``phases`` has each kernel's (each
+    pass's) seconds.
     """
     p = get_profile(profile)
     pick, _ = best_kernel(p, m, n, k, terms=terms, batch=batch, use_table=use_table)
     return predict(p, m, n, k, pick, design=package(listed, per_term=pick.per_term, terms=terms, scaled=scaled,
-                                                    l0c_stages=pick.l0c_stages), batch=batch)
+                                                    l0c_stages=pick.l0c_stages, bands=bands, special=special),
+                   batch=batch)
+
+
+_FIXED_PHASES = ("fixup_rows", "fixup_cols", "readback")
+"""Phases of the package whose time does not depend on the tiling (:func:`rank_package`'s ties)."""
 
 
 def rank_package(profile: Profile | str, m: int, n: int, k: int, *, listed: float = 0.0, terms: int = 3,
-                 scaled: bool = True, top: int | None = 10, batch: int = 1, **options) -> list[Ranked]:
+                 scaled: bool = True, top: int | None = 10, batch: int = 1, bands: int = 2, special: float = 0.0,
+                 **options) -> list[Ranked]:
     """Tilings of both GEMM modes ranked by the whole product's predicted time (MODEL PREDICTIONS).
 
     :func:`rank` of :func:`package` for all terms in one pass and for one pass per term, each with one and
     with two accumulator sets in L0C (:data:`L0C_STAGES`; a row's ``tiling.l0c_stages``) (``options``:
     ``screen``, ``min_l0_intensity``, ``progress``), the rows of both in one list, best first (ties:
-    within 0.1% of the best time without the fix-up, the larger block first); each row's
-    ``tiling.per_term`` says its mode.  The fix-up's time does not depend on the tiling; the
-    bookkeeping's can (where the unscale runs depends on the mode and the K groups), so the first
-    row can beat :func:`best_kernel`'s pick, which ranks the kernels alone.
+    within 0.1% of the best time without the fix-up and the read-back, the larger block first); each
+    row's ``tiling.per_term`` says its mode.  The fix-up's and the read-back's time does not depend on
+    the tiling; the bookkeeping's can (where the unscale runs depends on the mode and the K groups), and
+    the band passes' does (they run in the product's tiling), so the first row can beat
+    :func:`best_kernel`'s pick, which ranks the kernels alone.  :func:`rank`'s screen leaves the read-back
+    and the band passes out; the rows it keeps are timed with them.
     """
     p = get_profile(profile)
     rows = []
     for per_term in (False, True):
-        rows += _rank_over_stages(p, m, n, k, package(listed, per_term=per_term, terms=terms, scaled=scaled),
+        rows += _rank_over_stages(p, m, n, k, package(listed, per_term=per_term, terms=terms, scaled=scaled,
+                                                      bands=bands, special=special),
                                   L0C_STAGES, batch, options)
     if not rows:
         raise ValueError(f"no tiling of the kernel fits {p.name}")
-    # As rank sorts (ties to the larger block), with ties to 0.1% of the best time without the fix-up, which
-    # every tiling pays alike and which can make the product a thousand times slower than the GEMM.
+    # As rank sorts (ties to the larger block), with ties to 0.1% of the best time without the fix-up and the
+    # read-back, which every tiling pays alike and which can make the product a thousand times slower.
     first = predict(p, m, n, k, rows[0].tiling, design=package(listed, per_term=bool(rows[0].tiling.per_term),
                                                               terms=terms, scaled=scaled,
-                                                              l0c_stages=rows[0].tiling.l0c_stages), batch=batch)
-    fixup = first.phases["fixup_rows"] + first.phases["fixup_cols"]
-    fastest = min(r.seconds for r in rows) - fixup
-    rows.sort(key=lambda r: (round((r.seconds - fixup) / fastest, 3), -(r.tiling.bm * r.tiling.bk * r.tiling.bn)))
+                                                              l0c_stages=rows[0].tiling.l0c_stages,
+                                                              bands=bands, special=special), batch=batch)
+    fixed = sum(first.phases[name] for name in _FIXED_PHASES)
+    fastest = min(r.seconds for r in rows) - fixed
+    rows.sort(key=lambda r: (round((r.seconds - fixed) / fastest, 3), -(r.tiling.bm * r.tiling.bk * r.tiling.bn)))
     return rows if top is None else rows[:top]
 
 

@@ -3,7 +3,8 @@
 MODEL PREDICTIONS: prints the calibration against the paper's 910A
 measurements, the Fig. 11 trends, the predicted gains of the kernel changes,
 the 910B outlook, and the whole product ``sgemm_cube.matmul`` launches
-(``--design package``) against the paper's design with issue 32's targets
+(``--design package``) against the paper's design, with its listed lines'
+band passes (:func:`listed_fractions`) and issue 32's targets
 (:func:`package_targets`), as Markdown, each table as it is done (a progress
 bar on stderr).  Takes about a minute on two cores.
 """
@@ -20,8 +21,8 @@ from . import pipeline as pl
 from .hardware import get_profile
 from .plots import PAPER_FIG10_BEST, PAPER_FIG10_PEAKS, fig10_tilings
 
-__all__ = ["CALIBRATION_SHAPE", "PACKAGE_SHAPES", "PackageFigures", "Target", "package_figures", "package_targets",
-           "package_tables", "targets_table", "main"]
+__all__ = ["BANDS", "CALIBRATION_SHAPE", "LISTED_TARGET", "PACKAGE_SHAPES", "PackageFigures", "Target",
+           "listed_fractions", "package_figures", "package_targets", "package_tables", "targets_table", "main"]
 
 CALIBRATION_SHAPE = (11264, 11264, 2816)
 """The shape the two free parameters were fitted at.  The paper does not state
@@ -223,9 +224,11 @@ class PackageFigures(NamedTuple):
     ``package``: :func:`~sgemm_cube.tuning.pipeline.predict_package` with no line listed and every
     batch with a scaled line (the costly case), at ``best_kernel``'s tiling (the model's own, no
     measured table); ``unscaled``: the same on data that needs no scaling; ``listed``: the same as
-    ``package`` with every line listed; ``alone``: the kernels alone (split, GEMM, combine) at the same
-    tiling; ``ranked``: the best row of ``rank_package`` (both modes ranked by the whole product, no
-    line listed, every line scaled); ``paper``: the paper's design at its best tiling (``rank``);
+    ``package`` with every line listed, each of :data:`BANDS` exponent bands (the band design:
+    ``pipeline.band_parts``); ``listed3``: with 3 bands each; ``special``: every line special (NaN or
+    an infinity: the FP32 fix-up kernels); ``alone``: the kernels alone (split, GEMM, combine) at the
+    same tiling; ``ranked``: the best row of ``rank_package`` (both modes ranked by the whole product,
+    no line listed, every line scaled); ``paper``: the paper's design at its best tiling (``rank``);
     ``native_ms``: the product at the chip's native FP32 cube peak (None without an FP32 cube).
     """
 
@@ -234,6 +237,8 @@ class PackageFigures(NamedTuple):
     package: pl.Prediction
     unscaled: pl.Prediction
     listed: pl.Prediction
+    listed3: pl.Prediction
+    special: pl.Prediction
     alone: pl.Prediction
     ranked: pl.Ranked
     paper: pl.Ranked
@@ -250,7 +255,18 @@ class PackageFigures(NamedTuple):
 
     @property
     def listed_ratio(self) -> float:
+        """Every line listed (:data:`BANDS` bands each) over none listed."""
         return self.listed.seconds / self.package.seconds
+
+    @property
+    def listed3_ratio(self) -> float:
+        """Every line listed with 3 bands each over none listed."""
+        return self.listed3.seconds / self.package.seconds
+
+
+BANDS = 2
+"""Bands per listed line in the "every line listed" figures: the fewest a listed line has (its span is at
+least the band window's W binades, ``cpu_fallback/bands.py``)."""
 
 
 @functools.lru_cache(maxsize=64)
@@ -261,12 +277,15 @@ def package_figures(chip: str, shape: tuple) -> PackageFigures:
     package = pl.predict_package(p, m, n, k, use_table=False)
     t = package.tiling
     mode, stages = bool(t.per_term), int(t.l0c_stages)
-    unscaled = pl.predict(p, m, n, k, t, design=pl.package(0.0, per_term=mode, scaled=False, l0c_stages=stages))
-    listed = pl.predict(p, m, n, k, t, design=pl.package(1.0, per_term=mode, l0c_stages=stages))
-    alone = pl.predict(p, m, n, k, t, design=pl.Design("kernel", per_term=mode, l0c_stages=stages))
+
+    def at(listed=0.0, **kw):
+        return pl.predict(p, m, n, k, t, design=pl.package(listed, per_term=mode, l0c_stages=stages, **kw))
+
     native = None if p.cube_fp32_tflops is None else 2.0 * m * n * k / (p.cube_fp32_tflops * 1e12) * 1e3
-    return PackageFigures(p.key, tuple(shape), package, unscaled, listed, alone, pl.rank_package(p, m, n, k, top=1)[0],
-                          _rank1(p.key, tuple(shape), pl.PAPER_DOUBLE), native)
+    return PackageFigures(p.key, tuple(shape), package, at(scaled=False), at(1.0, bands=BANDS), at(1.0, bands=3),
+                          at(special=1.0), pl.predict(p, m, n, k, t, design=pl.Design("kernel", per_term=mode,
+                                                                                      l0c_stages=stages)),
+                          pl.rank_package(p, m, n, k, top=1)[0], _rank1(p.key, tuple(shape), pl.PAPER_DOUBLE), native)
 
 
 class Target(NamedTuple):
@@ -283,14 +302,17 @@ class Target(NamedTuple):
         return self.figure <= self.limit
 
 
+LISTED_TARGET = f"every line listed ({BANDS} bands each) / none listed"
+
+
 def package_targets(chips=("910a", "910b"), shapes=PACKAGE_SHAPES, share_shape=SHARE_SHAPE) -> list[Target]:
     """Issue 32's targets for the package, each with the model's figure (MODEL PREDICTIONS).
 
     Per chip: on the 910A (the paper's chip) the package's time over the paper's design's at each of
     ``shapes`` (at most 1.10), every batch with a scaled line and (the same limit, for the record) none;
     the guarantee's share of the package at ``share_shape`` with no line
-    scaled (at most 10%) and with every line scaled (at most 25%); every line listed over none listed
-    at each of ``shapes`` (at most 3).
+    scaled (at most 10%) and with every line scaled (at most 25%); every line listed (:data:`BANDS`
+    bands each) over none listed at each of ``shapes`` (at most 3).
     """
     out = []
     for chip in chips:
@@ -305,8 +327,8 @@ def package_targets(chips=("910a", "910b"), shapes=PACKAGE_SHAPES, share_shape=S
                           LIMITS["share_unscaled"]))
         out.append(Target("bookkeeping share, every line scaled", chip, tuple(share_shape), f.share(),
                           LIMITS["share_scaled"]))
-        out += [Target("every line listed / none listed", chip, s, package_figures(chip, s).listed_ratio,
-                       LIMITS["listed"]) for s in shapes]
+        out += [Target(LISTED_TARGET, chip, s, package_figures(chip, s).listed_ratio, LIMITS["listed"])
+                for s in shapes]
     return out
 
 
@@ -319,18 +341,19 @@ def _mode(t) -> str:
 
 
 def package_tables(chip: str, shapes=PACKAGE_SHAPES, out=sys.stdout, bar=None) -> None:
-    """The package's whole product against the paper's design on one chip (and native FP32 where it has one)."""
+    """The package's whole product against the paper's design on one chip (and native FP32 where it has one),
+    its kernels' times, and the band passes with every line listed."""
     bar = _no_bar() if bar is None else bar
     p = get_profile(chip)
     native = p.cube_fp32_tflops is not None
     print(f"\n### {p.name}: the whole product `sgemm_cube.matmul` launches (`--design package`) against the "
           f"paper's design (model predictions)\n", file=out)
     head = ("| shape | package: tiling, mode | TFLOP/s | ms | bookkeeping share | no line scaled: TFLOP/s, share | "
-            "ranked by the package: TFLOP/s at tiling | every line listed: ms | listed / none | "
-            "paper's design: TFLOP/s at tiling | ms | package / paper |")
+            f"ranked by the package: TFLOP/s at tiling | every line listed, {BANDS} bands: ms | listed / none | "
+            "every line listed, 3 bands: ms | listed / none | paper's design: TFLOP/s at tiling | ms | package / paper |")
     print(head + (f" native FP32 at peak ({p.cube_fp32_tflops} TFLOP/s): ms | package / native |" if native else ""),
           file=out)
-    print("|" + " --- |" * (12 + 2 * native), file=out)
+    print("|" + " --- |" * (14 + 2 * native), file=out)
     figures = []
     for s in shapes:
         f = package_figures(p.key, tuple(s))
@@ -339,23 +362,69 @@ def package_tables(chip: str, shapes=PACKAGE_SHAPES, out=sys.stdout, bar=None) -
         row = (f"| {_shape(s)} | {tuple(t)[:4]}, {_mode(t)} | {f.package.tflops:.1f} | {f.package.seconds * 1e3:.2f} | "
                f"{f.share() * 100:.0f}% | {f.unscaled.tflops:.1f}, {f.share(f.unscaled) * 100:.0f}% | "
                f"{r.tflops:.1f} at {tuple(r.tiling)[:4]}, {_mode(r.tiling)} | "
-               f"{f.listed.seconds * 1e3:,.0f} | {f.listed_ratio:,.0f}x | "
+               f"{f.listed.seconds * 1e3:,.1f} | {f.listed_ratio:.2f}x | "
+               f"{f.listed3.seconds * 1e3:,.1f} | {f.listed3_ratio:.2f}x | "
                f"{q.tflops:.1f} at {tuple(q.tiling)[:4]} | {q.seconds * 1e3:.2f} | {f.vs_paper:.2f}x |")
         if native:
             row += f" {f.native_ms:.2f} | {f.package.seconds * 1e3 / f.native_ms:.2f}x |"
         print(row, file=out)
         bar.update()
-    names = list(dict.fromkeys(name for f in figures for name in f.package.phases))
-    print("\nms per kernel of the package (no line listed, every line scaled), and the fix-up with every line "
-          "listed:\n", file=out)
-    print("| shape | " + " | ".join(names) + " | fix-up rows, every line listed | fix-up columns, every line listed |",
-          file=out)
-    print("|" + " --- |" * (len(names) + 3), file=out)
+    names = [name for name in dict.fromkeys(name for f in figures for name in f.package.phases)
+             if name not in BAND_PHASES]  # no line listed: the band passes do not run
+    print("\nms per kernel of the package (no line listed, every line scaled; the read-back on every guarded "
+          f"product), the band pairs with every line listed ({BANDS} and 3 bands), and the FP32 fix-up with every "
+          "line special:\n", file=out)
+    print("| shape | " + " | ".join(names) + f" | band pairs, every line listed, {BANDS} bands | "
+          "band pairs, every line listed, 3 bands | fix-up rows, every line special | "
+          "fix-up columns, every line special |", file=out)
+    print("|" + " --- |" * (len(names) + 5), file=out)
     for f in figures:
         ms = {k: v * 1e3 for k, v in f.package.phases.items()}
         print(f"| {_shape(f.shape)} | " + " | ".join(f"{ms[k]:.3f}" if k in ms else "" for k in names)
-              + f" | {f.listed.phases['fixup_rows'] * 1e3:,.0f} | {f.listed.phases['fixup_cols'] * 1e3:,.0f} |",
+              + f" | {f.listed.phases['band_pairs'] * 1e3:,.1f} | {f.listed3.phases['band_pairs'] * 1e3:,.1f}"
+              f" | {f.special.phases['fixup_rows'] * 1e3:,.0f} | {f.special.phases['fixup_cols'] * 1e3:,.0f} |",
               file=out)
+    print(f"\nms per part of the band pairs pass, every line listed, {BANDS} bands (`pipeline.band_parts`: "
+          f"both sides band-split, a ({BANDS}M) x K x ({BANDS}N) product in the product's tiling; no row or column pass "
+          "runs):\n", file=out)
+    print("| shape | " + " | ".join(PART_NAMES.values()) + " | band pairs | the main product |", file=out)
+    print("|" + " --- |" * (len(PART_NAMES) + 3), file=out)
+    for f in figures:
+        parts = pl.band_parts(p, *f.shape, f.listed.tiling, design=pl.package(
+            1.0, per_term=bool(f.listed.tiling.per_term), l0c_stages=f.listed.tiling.l0c_stages, bands=BANDS))
+        pairs = parts["band_pairs"]
+        print(f"| {_shape(f.shape)} | " + " | ".join(f"{pairs[k] * 1e3:.2f}" for k in PART_NAMES)
+              + f" | {sum(pairs.values()) * 1e3:.2f} | {f.package.seconds * 1e3:.2f} |", file=out)
+
+
+FRACTIONS = (0.001, 0.01, 0.1, 0.2, 0.5, 0.9, 1.0)
+"""Fractions of listed lines in :func:`listed_fractions`."""
+
+
+def listed_fractions(shape=SHARE_SHAPE, chips=("910a", "910b"), fractions=FRACTIONS, out=sys.stdout,
+                     bar=None) -> None:
+    """The package with a fraction of its lines listed (:data:`BANDS` bands each) over none listed."""
+    bar = _no_bar() if bar is None else bar
+    print(f"\n### Listed lines: the package with a fraction of the rows and columns listed ({BANDS} bands each) "
+          f"over none listed, {_shape(shape)} (model predictions)\n", file=out)
+    print("| chip | " + " | ".join(f"{f:g}" for f in fractions) + " |", file=out)
+    print("|" + " --- |" * (len(fractions) + 1), file=out)
+    for chip in chips:
+        f0 = package_figures(chip, tuple(shape))
+        t = f0.package.tiling
+        cells = []
+        for f in fractions:
+            pr = pl.predict(chip, *shape, t, design=pl.package(f, per_term=bool(t.per_term), l0c_stages=t.l0c_stages,
+                                                               bands=BANDS))
+            cells.append(f"{pr.seconds / f0.package.seconds:.2f}x")
+        print(f"| {get_profile(chip).name} | " + " | ".join(cells) + " |", file=out)
+        bar.update()
+
+
+BAND_PHASES = ("band_rows", "band_cols", "band_pairs")
+PART_NAMES = {"gather": "gather", "split_a": "split of A's bands", "split_b": "split of B's bands", "gemm": "GEMM",
+              "combine_unscale": "combine + unscale", "accumulate": "accumulate", "scatter": "write into C"}
+"""The parts of a band pass (``pipeline.band_parts``) and their column names."""
 
 
 def targets_table(targets, out=sys.stdout) -> None:
@@ -390,7 +459,7 @@ class _AboveTheBar:
 
 def main() -> int:
     rows = (2 + 3 + len(_SIZES) + 2 * (len(SHAPES) + len(CHANGES)) + 2 * len(MODE_SHAPES)
-            + 2 * len(BOOKKEEPING_SHAPES) + len(OUTLOOK_SHAPES) + 2 * len(PACKAGE_SHAPES))
+            + 2 * len(BOOKKEEPING_SHAPES) + len(OUTLOOK_SHAPES) + 2 * len(PACKAGE_SHAPES) + 2)
     out = _AboveTheBar(sys.stdout)
     with tqdm(total=rows, desc="pipeline report", unit="row", file=sys.stderr) as bar:
         calibration(out, bar)
@@ -402,6 +471,7 @@ def main() -> int:
         outlook_910b(out, bar)
         for chip in ("910a", "910b"):
             package_tables(chip, out=out, bar=bar)
+        listed_fractions(out=out, bar=bar)
         targets_table(package_targets(), out)
     return 0
 

@@ -2,13 +2,16 @@
 // three SGEMM-cube kernels launched on the current NPU stream.
 //
 //   MatmulOptions(*, sb, keep_lo_lo, bm, bk, bn, n_fused, per_term=False, guard=False, scale=1, fixup=True,
-//                 alpha=1.0, subnormals=1, l0c_stages=1)
+//                 alpha=1.0, subnormals=1, l0c_stages=1, bands=False, band_a=False, band_b=False)
 //       matmul's options, keywords only, each a read-write attribute (npu.py's _matmul_options builds them;
 //       npu.MatmulOptions mirrors the fields and defaults for the stand-in extensions).
 //       sb: the residuals' scaling exponent, in [0, 24]; keep_lo_lo: the fourth product A_lo B_lo;
 //       bm, bk, bn, n_fused, per_term, l0c_stages: the tiling (schedule::Tiling); scale (guard::Scale), fixup,
-//       alpha: the guarantee's options, used with guard.
-//   matmul(a, b, out, options) -> None
+//       alpha: the guarantee's options, used with guard.  bands (with guard): the listed lines' exponent bands
+//       (cpu_fallback/bands.py): the fix-up kernels take only the SPECIAL lines (class 2, NaN/Inf), the
+//       outputs of the banded (LOSES_BITS) lines are left as the ordinary pass wrote them, for the host's
+//       band passes (sgemm_cube/backends/npu_bands.py) to overwrite.  band_a, band_b: band_pass's sides.
+//   matmul(a, b, out, options, lines=None) -> None
 //       guard: the accuracy guarantee's bookkeeping on the device too (line statistics and integers,
 //       scaled splits, unscaling with alpha, fix-up lines in FP32: cpu_fallback/guard.py's rules).  The
 //       unscale runs in the combine kernel (or, where the 910A's GEMM epilogue combined, as its own
@@ -18,8 +21,19 @@
 //       one that holds whether or not the chip flushes FP16 subnormals, 0 the wider one for a chip
 //       recorded to keep them (sgemm_cube/backends/npu.py's arithmetic()).
 //       a (B, M, K), b (B, K, N), out (B, M, N): float32, contiguous, same NPU.
+//       lines (with guard): an int32 (4, B * (M + N)) contiguous tensor on that NPU; row 0 gets the packed
+//       integers (guard.pack_meta) of A's rows (batch-major) then B's columns, rows 1-3 the line statistics
+//       big, small_w, finite in the same order (guard/line_meta.hpp's encodings): device-to-device copies
+//       after the meta kernel, no host synchronisation.
 //       Every launch goes through torch_npu's task queue (OpCommand::RunOpApiV2)
 //       so it is ordered with the framework's own operators on that stream.
+//   band_pass(a, b, out, meta_a, meta_b, options) -> None
+//       One pass of the band design: a (B, R, K), b (B, K, N) float32, unscaled; meta_a (B, R), meta_b
+//       (B, N) int32 packed integers (guard.pack_meta; only t is read, in [-127, top + 150]); out (B, R, N).
+//       Every line is scaled by its t in the split; a side flagged band_a / band_b keeps only its band
+//       window [lower, 2^(top + 1)) (guard::split_cutoff: bands.band_values), the other the ordinary
+//       bound (|x| < max_abs); then the GEMM in options' tiling and the combine with the unscale and
+//       alpha: out = guard.unscale(product, ta, tb, alpha).  No line statistics, meta or fix-up.
 //   matmul_fp32(a, b, out, alpha=1.0) -> None
 //       out = alpha * (a @ b) in plain FP32 on the vector units (the fix-up kernel over every row:
 //       recursive summation in K order, IEEE NaN/Inf): the FP32 product where no FP32 cube path is
@@ -86,6 +100,9 @@ struct MatmulOptions {
     double alpha = 1.0;   // out = alpha * (a @ b), with guard
     int64_t subnormals = 1;  // guard::Subnormals: the split range the lines are classified by
     int64_t l0c_stages = 1;  // accumulator sets in L0C, 1 or 2 (schedule::Tiling::l0c_stages)
+    bool bands = false;   // with guard: banded (LOSES_BITS) lines left to the band passes, fix-up of SPECIAL only
+    bool band_a = false;  // band_pass: A's lines are bands (the split's band cutoff)
+    bool band_b = false;  // band_pass: B's columns are bands
 };
 
 /// Cube and vector core counts of a device.  On 910A the vector units are
@@ -225,9 +242,18 @@ struct Product {
     int32_t* meta_b;
     float* flags_p;
     float scale_sb, inv_scale;
-    uint32_t keep_below;  // the split's bound: entries at or above it (and NaN/Inf) reach the cube as 0
+    // What each split zeroes besides NaN/Inf (guard::split_cutoff): at or above keep_below, below keep_from.
+    guard::SplitCutoff cut_a, cut_b;
     AlphaParts alpha;
+
+    /// Whether the lines carry the guarantee's integers (scaled splits, the unscale): guard, or a band pass.
+    bool scaled() const { return meta_a != nullptr; }
 };
+
+guard::LineRange line_range(const MatmulOptions& o)
+{
+    return guard::fp16_line_range(uint32_t(o.sb), guard::Subnormals(uint32_t(o.subnormals)));
+}
 
 /// The buffers of one product, allocated on a's device (nothing launched yet).
 Product prepare_product(const at::Tensor& a, const at::Tensor& b, at::Tensor& out, const Dims& d,
@@ -270,11 +296,7 @@ Product prepare_product(const at::Tensor& a, const at::Tensor& b, at::Tensor& ou
     p.flags_p = o.guard ? p.flags.data_ptr<float>() : nullptr;
     p.scale_sb = std::ldexp(1.0f, int(o.sb));
     p.inv_scale = std::ldexp(1.0f, -int(o.sb));
-    p.keep_below = kNonFiniteBits;
-    if (o.guard) {
-        const float max_abs = std::fmin(65520.0f, std::ldexp(1.0f, 27 - int(o.sb)));  // split_limits(sb).max_abs
-        std::memcpy(&p.keep_below, &max_abs, sizeof p.keep_below);
-    }
+    p.cut_a = p.cut_b = o.guard ? guard::split_cutoff(line_range(o), false) : guard::SplitCutoff{kNonFiniteBits, 0u};
     p.alpha = split_alpha(o.alpha);
     return p;
 }
@@ -315,20 +337,20 @@ void enqueue_line_meta(const Product& p)
     });
 }
 
-/// The splits of A and B into FP16 hi/lo (with guard, each line scaled by its power of two first).
+/// The splits of A and B into FP16 hi/lo (with the integers, each line scaled by its power of two first).
 void enqueue_splits(const Product& p)
 {
     enqueue("SgemmCubeSplitA", [p]() -> int {
         const schedule::Geometry& g = p.plan.geometry;
         return int(launch_split(p.plan.split_a.cores, p.stream, p.a_src.data_ptr(), p.a_hi, p.a_lo, p.meta_a,
                                 p.flags_p, g.batch, g.mp, g.kp, p.cores.vector, p.scale_sb,
-                                p.options.guard ? 1u : 0u, p.keep_below));
+                                p.scaled() ? 1u : 0u, p.cut_a.keep_below, p.cut_a.keep_from));
     });
     enqueue("SgemmCubeSplitB", [p]() -> int {
         const schedule::Geometry& g = p.plan.geometry;
         return int(launch_split(p.plan.split_b.cores, p.stream, p.b_src.data_ptr(), p.b_hi, p.b_lo, p.meta_b,
                                 p.flags_p, g.batch, g.kp, g.np, p.cores.vector, p.scale_sb,
-                                p.options.guard ? 2u : 0u, p.keep_below));
+                                p.scaled() ? 2u : 0u, p.cut_b.keep_below, p.cut_b.keep_from));
     });
 }
 
@@ -344,12 +366,12 @@ void enqueue_gemm(const Product& p)
     });
 }
 
-/// The termwise combination into the first term buffer; with guard, the unscale folded in (on its cores).
+/// The termwise combination into the first term buffer; with the integers, the unscale folded in (on its cores).
 void enqueue_combine(const Product& p)
 {
     const schedule::Geometry& g = p.plan.geometry;
     const uint32_t unscale_cores = schedule::make_unscale_geometry(g.batch, g.mp, g.np, p.cores.vector).cores;
-    const uint32_t cores = p.options.guard ? unscale_cores : p.plan.combine.cores;
+    const uint32_t cores = p.scaled() ? unscale_cores : p.plan.combine.cores;
     enqueue("SgemmCubeCombine", [p, cores]() -> int {
         const schedule::Geometry& g = p.plan.geometry;
         return int(launch_combine(cores, p.stream, p.term_ptr[0], p.term_ptr[1], p.term_ptr[2], p.term_ptr[3],
@@ -359,24 +381,30 @@ void enqueue_combine(const Product& p)
     });
 }
 
-/// guard: the unscaling with alpha where the GEMM's epilogue combined, then the fix-up lines in FP32.
-void enqueue_unscale_and_fixup(const Product& p)
+/// The unscaling with alpha where the GEMM's epilogue combined (the combine kernel folds it in elsewhere).
+void enqueue_unscale(const Product& p)
 {
     const schedule::Geometry& g = p.plan.geometry;
-    const uint32_t vector = p.cores.vector;
     if (!p.plan.launch_combine) {
-        const uint32_t cores = schedule::make_unscale_geometry(g.batch, g.mp, g.np, vector).cores;
+        const uint32_t cores = schedule::make_unscale_geometry(g.batch, g.mp, g.np, p.cores.vector).cores;
         enqueue("SgemmCubeUnscale", [p, cores]() -> int {
             const schedule::Geometry& g = p.plan.geometry;
             return int(launch_unscale(cores, p.stream, p.term_ptr[0], p.meta_a, p.meta_b, p.flags_p, g.batch, g.mp,
                                       g.np, p.cores.vector, p.alpha.mant, p.alpha.exp));
         });
     }
+}
+
+/// guard: the fix-up lines in FP32 (after the unscale).
+void enqueue_fixup(const Product& p)
+{
+    const schedule::Geometry& g = p.plan.geometry;
+    const uint32_t vector = p.cores.vector;
     const uint32_t row_cores = schedule::min_u32(vector, g.batch * g.mp);
     const uint32_t col_cores = schedule::min_u32(vector, g.batch * schedule::ceil_div(g.mp, schedule::kFixupColRows));
     enqueue("SgemmCubeFixup", [p, row_cores, col_cores]() -> int {
         const schedule::Geometry& g = p.plan.geometry;
-        const uint32_t min_class = p.options.fixup ? 1u : 2u;
+        const uint32_t min_class = guard::fixup_min_class(p.options.fixup, p.options.bands);
         void* const a = p.a_src.data_ptr();
         void* const b = p.b_src.data_ptr();
         const int rr = int(launch_fixup_rows(row_cores, p.stream, a, b, p.meta_a, p.meta_b, p.term_ptr[0], p.flags_p,
@@ -389,19 +417,68 @@ void enqueue_unscale_and_fixup(const Product& p)
     });
 }
 
-void matmul(const at::Tensor& a, const at::Tensor& b, at::Tensor& out, const MatmulOptions& options)
+/// `lines` as matmul takes it: int32 (4, batch * (m + n)), contiguous, on a's device (checked before any launch).
+void check_lines(const at::Tensor& lines, const at::Tensor& a, const Dims& d, const MatmulOptions& o)
+{
+    TORCH_CHECK(o.guard, "sgemm_cube NPU kernel: lines needs options.guard (the line integers are computed then)");
+    TORCH_CHECK(lines.device() == a.device() && lines.scalar_type() == at::kInt && lines.is_contiguous() &&
+                    lines.dim() == 2 && lines.size(0) == 4 && lines.size(1) == d.batch * (d.m + d.n),
+                "sgemm_cube NPU kernel: lines must be a contiguous int32 tensor of shape (4, ", d.batch * (d.m + d.n),
+                ") on ", a.device(), ", got ", lines.scalar_type(), " ", lines.sizes(), " on ", lines.device());
+}
+
+/// lines[0]: the packed integers, lines[1..3]: the statistics big, small_w, finite, each over A's rows then
+/// B's columns without the padding, copied on the device from the product's buffers (after the meta kernel).
+void copy_lines(const Product& p, const Dims& d, at::Tensor& lines)
+{
+    const schedule::Geometry& g = p.plan.geometry;
+    const int64_t la = p.lines_a, lb = p.lines_b, am = d.batch * d.m, bn = d.batch * d.n;
+    // source row r: 0 the integers, 1-3 the statistics (A's three arrays, then B's, each of la / lb lines)
+    auto side = [&](int64_t row, bool of_a) -> at::Tensor {
+        const int64_t lines_ = of_a ? la : lb, pad = of_a ? g.mp : g.np, used = of_a ? d.m : d.n;
+        const at::Tensor src = row == 0 ? p.meta.narrow(0, of_a ? 0 : la, lines_)
+                                        : p.stats.narrow(0, (of_a ? 0 : 3 * la) + (row - 1) * lines_, lines_);
+        return src.view({d.batch, pad}).narrow(1, 0, used);
+    };
+    for (int64_t row = 0; row < 4; ++row) {
+        at::Tensor dst = lines.select(0, row);
+        dst.narrow(0, 0, am).view({d.batch, d.m}).copy_(side(row, true));
+        dst.narrow(0, am, bn).view({d.batch, d.n}).copy_(side(row, false));
+    }
+}
+
+/// The lines of a product with K = 0 (no kernel runs): every line empty, class 0, t = 0 (guard.py's rules).
+void fill_empty_lines(at::Tensor& lines)
+{
+    lines.select(0, 0).fill_(guard::pack(guard::LineMeta{0, 0}));
+    lines.select(0, 1).fill_(0);                            // big: none
+    lines.select(0, 2).fill_(int32_t(guard::kNoSmall));     // small_w: none
+    lines.select(0, 3).fill_(-1);                           // finite
+}
+
+void matmul(const at::Tensor& a, const at::Tensor& b, at::Tensor& out, const MatmulOptions& options,
+            c10::optional<at::Tensor> lines)
 {
     const Dims d = check_matmul(a, b, out, options);
+    if (lines.has_value()) {
+        check_lines(*lines, a, d, options);
+    }
     if (d.batch == 0 || d.m == 0 || d.n == 0) {
         return;
     }
     if (d.k == 0) {
         out.zero_();
+        if (lines.has_value()) {
+            fill_empty_lines(*lines);
+        }
         return;
     }
     const Product p = prepare_product(a, b, out, d, options);
     if (options.guard) {
         enqueue_line_meta(p);
+        if (lines.has_value()) {
+            copy_lines(p, d, *lines);
+        }
     }
     enqueue_splits(p);
     enqueue_gemm(p);
@@ -409,10 +486,59 @@ void matmul(const at::Tensor& a, const at::Tensor& b, at::Tensor& out, const Mat
         enqueue_combine(p);
     }
     if (options.guard) {
-        enqueue_unscale_and_fixup(p);
+        enqueue_unscale(p);
+        enqueue_fixup(p);
     }
     if (!p.direct) {
         const schedule::Geometry& g = p.plan.geometry;
+        const at::Tensor c = p.terms[0].view({d.batch, int64_t(g.mp), int64_t(g.np)});
+        out.copy_(c.narrow(1, 0, d.m).narrow(2, 0, d.n));
+    }
+}
+
+/// A band pass's packed integers: int32 (batch, lines) on a's device.
+void check_meta(const at::Tensor& meta, const char* name, const at::Tensor& a, int64_t batch, int64_t lines)
+{
+    TORCH_CHECK(meta.device() == a.device() && meta.scalar_type() == at::kInt && meta.dim() == 2 &&
+                    meta.size(0) == batch && meta.size(1) == lines,
+                "sgemm_cube NPU band_pass: ", name, " must be an int32 tensor of shape (", batch, ", ", lines, ") on ",
+                a.device(), ", got ", meta.scalar_type(), " ", meta.sizes(), " on ", meta.device());
+}
+
+void band_pass(const at::Tensor& a, const at::Tensor& b, at::Tensor& out, const at::Tensor& meta_a,
+               const at::Tensor& meta_b, const MatmulOptions& options)
+{
+    const Dims d = check_matmul(a, b, out, options);
+    check_meta(meta_a, "meta_a", a, d.batch, d.m);
+    check_meta(meta_b, "meta_b", a, d.batch, d.n);
+    if (d.batch == 0 || d.m == 0 || d.n == 0) {
+        return;
+    }
+    if (d.k == 0) {
+        out.zero_();
+        return;
+    }
+    MatmulOptions o = options;
+    o.guard = false;  // no statistics, meta or fix-up: the integers are given
+    Product p = prepare_product(a, b, out, d, o);
+    const schedule::Geometry& g = p.plan.geometry;
+    // The given integers, padded lines "class 0, t = 0" (zero lines: x * 2^0 = 0), A's then B's in one buffer.
+    const int64_t pad = guard::pack(guard::LineMeta{0, 0});
+    p.meta = at::cat({at::constant_pad_nd(meta_a, {0, int64_t(g.mp) - d.m}, pad).reshape({-1}),
+                      at::constant_pad_nd(meta_b, {0, int64_t(g.np) - d.n}, pad).reshape({-1})})
+                 .contiguous();
+    p.meta_a = p.meta.data_ptr<int32_t>();
+    p.meta_b = p.meta_a + p.lines_a;
+    p.flags_p = nullptr;  // no batch words: every batch is scaled (kernel/batch_flags.hpp)
+    p.cut_a = guard::split_cutoff(line_range(options), options.band_a);
+    p.cut_b = guard::split_cutoff(line_range(options), options.band_b);
+    enqueue_splits(p);
+    enqueue_gemm(p);
+    if (p.plan.launch_combine) {
+        enqueue_combine(p);  // the unscale folded in
+    }
+    enqueue_unscale(p);  // only where the 910A's epilogue combined
+    if (!p.direct) {
         const at::Tensor c = p.terms[0].view({d.batch, int64_t(g.mp), int64_t(g.np)});
         out.copy_(c.narrow(1, 0, d.m).narrow(2, 0, d.n));
     }
@@ -486,7 +612,7 @@ void split(const at::Tensor& x, at::Tensor& hi, at::Tensor& lo, int64_t sb)
         (void)hi;  // held until the launch ran
         (void)lo;
         return int(launch_split(split_cores, stream, x.data_ptr(), hp, lp, nullptr, nullptr, batch, rows, cols, cores.vector,
-                                scale_sb, 0u, kNonFiniteBits));
+                                scale_sb, 0u, kNonFiniteBits, 0u));
     });
 }
 
@@ -502,13 +628,14 @@ PYBIND11_MODULE(_npu_ext, m)
     py::class_<MatmulOptions>(m, "MatmulOptions", "matmul's options: the tiling, the scheme and the guarantee's")
         .def(py::init([](int64_t sb, bool keep_lo_lo, int64_t bm, int64_t bk, int64_t bn, int64_t n_fused,
                          bool per_term, bool guard, int64_t scale, bool fixup, double alpha, int64_t subnormals,
-                         int64_t l0c_stages) {
-                 return MatmulOptions{sb, keep_lo_lo, bm, bk, bn, n_fused, per_term, guard, scale, fixup, alpha,
-                                      subnormals, l0c_stages};
+                         int64_t l0c_stages, bool bands, bool band_a, bool band_b) {
+                 return MatmulOptions{sb,    keep_lo_lo, bm,    bk,         bn,         n_fused, per_term, guard,
+                                      scale, fixup,      alpha, subnormals, l0c_stages, bands,   band_a,   band_b};
              }),
              py::kw_only(), py::arg("sb"), py::arg("keep_lo_lo"), py::arg("bm"), py::arg("bk"), py::arg("bn"),
              py::arg("n_fused"), py::arg("per_term") = false, py::arg("guard") = false, py::arg("scale") = 1,
-             py::arg("fixup") = true, py::arg("alpha") = 1.0, py::arg("subnormals") = 1, py::arg("l0c_stages") = 1)
+             py::arg("fixup") = true, py::arg("alpha") = 1.0, py::arg("subnormals") = 1, py::arg("l0c_stages") = 1,
+             py::arg("bands") = false, py::arg("band_a") = false, py::arg("band_b") = false)
         .def_readwrite("sb", &MatmulOptions::sb)
         .def_readwrite("keep_lo_lo", &MatmulOptions::keep_lo_lo)
         .def_readwrite("bm", &MatmulOptions::bm)
@@ -521,9 +648,17 @@ PYBIND11_MODULE(_npu_ext, m)
         .def_readwrite("fixup", &MatmulOptions::fixup)
         .def_readwrite("alpha", &MatmulOptions::alpha)
         .def_readwrite("subnormals", &MatmulOptions::subnormals)
-        .def_readwrite("l0c_stages", &MatmulOptions::l0c_stages);
+        .def_readwrite("l0c_stages", &MatmulOptions::l0c_stages)
+        .def_readwrite("bands", &MatmulOptions::bands)
+        .def_readwrite("band_a", &MatmulOptions::band_a)
+        .def_readwrite("band_b", &MatmulOptions::band_b);
     m.def("matmul", &sgemm_cube::host::matmul, py::arg("a"), py::arg("b"), py::arg("out"), py::arg("options"),
-          "out[b] = A[b] B[b] emulated in FP32 from FP16 cube products (all tensors float32, contiguous, on one NPU)");
+          py::arg("lines") = py::none(),
+          "out[b] = A[b] B[b] emulated in FP32 from FP16 cube products (all tensors float32, contiguous, on one NPU); "
+          "with guard, `lines` (int32 (4, B*(M+N))) receives the lines' integers and statistics");
+    m.def("band_pass", &sgemm_cube::host::band_pass, py::arg("a"), py::arg("b"), py::arg("out"), py::arg("meta_a"),
+          py::arg("meta_b"), py::arg("options"),
+          "one band pass: out = unscale(emulated product of the scaled lines (band sides: their window only))");
     m.def("matmul_fp32", &sgemm_cube::host::matmul_fp32, pybind11::arg("a"), pybind11::arg("b"),
           pybind11::arg("out"), pybind11::arg("alpha") = 1.0,
           "out[b] = alpha * A[b] B[b] in plain FP32 on the vector units (recursive summation in K order)");

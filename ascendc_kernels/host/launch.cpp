@@ -27,10 +27,10 @@ const char* built_soc()
 
 uint32_t launch_split(uint32_t blocks, aclrtStream stream, void* x, void* hi, void* lo, void* meta, void* flags,
                       uint32_t batch, uint32_t rows, uint32_t cols, uint32_t plan_cores, float scale,
-                      uint32_t scaled_lines, uint32_t keep_below)
+                      uint32_t scaled_lines, uint32_t keep_below, uint32_t keep_from)
 {
     return ACLRT_LAUNCH_KERNEL(sgemm_cube_split)(blocks, stream, x, hi, lo, meta, flags, batch, rows, cols, plan_cores, scale,
-                                                 scaled_lines, keep_below);
+                                                 scaled_lines, keep_below, keep_from);
 }
 
 uint32_t launch_gemm(uint32_t blocks, aclrtStream stream, void* a_hi, void* a_lo, void* b_hi, void* b_lo, void* c_hh,

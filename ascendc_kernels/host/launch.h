@@ -20,10 +20,11 @@ const char* built_soc();
 /// `scaled_lines` 1 (rows) or 2 (columns), each line is first scaled by 2^t of
 /// its packed integer in `meta`, except in batches whose word in `flags` says
 /// no line is scaled (null: every batch is scaled); entries whose |x| bits
-/// reach `keep_below` (and NaN/Inf) become +0.
+/// reach `keep_below` (and NaN/Inf) become +0, and with `keep_from` nonzero
+/// (a band pass: the bits of the window's lower bound) so do those below it.
 uint32_t launch_split(uint32_t blocks, aclrtStream stream, void* x, void* hi, void* lo, void* meta, void* flags,
                       uint32_t batch, uint32_t rows, uint32_t cols, uint32_t plan_cores, float scale,
-                      uint32_t scaled_lines, uint32_t keep_below);
+                      uint32_t scaled_lines, uint32_t keep_below, uint32_t keep_from);
 
 /// GEMM kernel: one FP32 term buffer per product term (c_ll unused with 3 terms), or C in c_hh
 /// when the launch plan combines in the epilogue (then only c_hh is touched).

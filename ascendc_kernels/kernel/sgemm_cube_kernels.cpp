@@ -2,7 +2,8 @@
 // ascendc_library(); ACLRT_LAUNCH_KERNEL(name) launches them from the host).
 // Built for one SoC at a time: CMake defines SGEMM_CUBE_SOC_910A or _910B.
 //
-//   sgemm_cube_split    vector  FP32 -> FP16 hi/lo in Zz fractal layout
+//   sgemm_cube_split    vector  FP32 -> FP16 hi/lo in Zz fractal layout (keep_from != 0: a band pass's
+//                       band cutoff, kernel/split_kernel.hpp)
 //   sgemm_cube_gemm     cube    one FP32 buffer per product term (910A, one K group: C)
 //   sgemm_cube_combine  vector  termwise combination into C (not launched when the GEMM wrote C); with the
 //                       guarantee's integers (meta_a not null) the unscale folded in, C = alpha C 2^-(ta+tb)
@@ -53,14 +54,14 @@ using sgemm_cube::tile::Soc;
 extern "C" __global__ __aicore__ void sgemm_cube_split(GM_ADDR x, GM_ADDR hi, GM_ADDR lo, GM_ADDR meta, GM_ADDR flags,
                                                        uint32_t batch, uint32_t rows, uint32_t cols,
                                                        uint32_t plan_cores, float scale, uint32_t scaled_lines,
-                                                       uint32_t keep_below)
+                                                       uint32_t keep_below, uint32_t keep_from)
 {
     SGEMM_CUBE_ON_VECTOR_CORES();
     sgemm_cube::kernel::RunSplit<Soc>(reinterpret_cast<__gm__ float*>(x), reinterpret_cast<__gm__ half*>(hi),
                                       reinterpret_cast<__gm__ half*>(lo), reinterpret_cast<__gm__ int32_t*>(meta),
                                       reinterpret_cast<__gm__ float*>(flags),
                                       sgemm_cube::kernel::SplitArgs{batch, rows, cols, plan_cores, scale, scaled_lines,
-                                                                    keep_below});
+                                                                    keep_below, keep_from});
 }
 
 extern "C" __global__ __aicore__ void sgemm_cube_gemm(GM_ADDR a_hi, GM_ADDR a_lo, GM_ADDR b_hi, GM_ADDR b_lo,

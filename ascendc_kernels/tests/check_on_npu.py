@@ -17,13 +17,15 @@ alone (``npu.matmul(..., tiling=...)``), and prints one table row:
   mirrors; an explicit tiling with other groups differs from it by design (it
   equals ``npu_schedule.grouped_reference`` with its group length);
 * ``FP32 lines``: rows of A + columns of B computed in plain FP32
-  (``cpu_fallback.guard``): NaN/Inf, too wide a range of magnitudes;
+  (``cpu_fallback.guard``'s class SPECIAL: NaN/Inf; the lines with too wide a range of magnitudes go
+  through exponent bands on the cube, ``cpu_fallback/bands.py``);
 * ``max|d| cpu`` / ``exact``: largest difference from the CPU backend
   (``backend="cpu"``, the NumPy arithmetic model ``cpu_fallback``) over the
   entries finite in both, and whether all entries are equal bit for bit
   (NaN = NaN); ``expect`` says whether they should be: one K group or groups of
-  ``K_GROUP``, no FP32 lines (FP32 lines are summed by the device's matmul,
-  in its own order), and the kernels' CPU model equal to the CPU backend (the
+  ``K_GROUP``, no listed lines (FP32 lines are summed by the device's matmul,
+  in its own order; banded ones by band passes, which ``cpu_fallback`` computes
+  exactly instead), and the kernels' CPU model equal to the CPU backend (the
   NPU path classifies lines by the split range that holds whether or not the
   chip flushes FP16 subnormals, ``npu.arithmetic``, the CPU backend by the
   default range: a line that fits one and not the other is scaled on one
@@ -43,7 +45,8 @@ alone (``npu.matmul(..., tiling=...)``), and prints one table row:
 Then the first-contact checks (:func:`first_contact`): CANN's precision mode,
 HF32 and cube math type as the backend reads them and the route each kind
 of call takes; that no call waits for the device (event timing, with work
-queued ahead; in a dry run, host read-backs made to raise); the guarantee on
+queued ahead; in a dry run, host read-backs made to raise; the band design's one read-back of the
+lines' integers, ``sgemm_cube/backends/npu_bands.py``, is allowed and named); the guarantee on
 every adversarial generator of ``tests/guarantee_data.py`` with native FP32
 under the mode in force measured beside.
 
@@ -90,54 +93,109 @@ except ImportError:  # pragma: no cover - the bring-up needs torch anyway
     _HOST = _COPY = None
 
 
-def _guarded_model(a, b, scale_code, fixup, alpha, kw, subnormals=1):
+def _split_range(subnormals):
+    """The split range the extension was asked for (its `subnormals`: 1, the range safe whether or not the chip
+    flushes FP16 subnormals; 0, the wider one of a chip that keeps them), as cpu_fallback's ``arithmetic``."""
+    return "subnormals=flush" if subnormals else None
+
+
+def _ordinary_split_input(x, t, axis, sb):
+    """What the ordinary split reads: the lines scaled by 2**t, NaN/Inf and |x| >= max_abs as 0."""
+    from sgemm_cube.cpu_fallback import split_limits
+    from sgemm_cube.cpu_fallback.guard import scale_lines
+
+    s = scale_lines(x, t, axis, keep_special=True)
+    with np.errstate(invalid="ignore"):
+        return np.where(np.abs(s) < np.float32(split_limits(sb).max_abs), s, np.float32(0)).astype(np.float32)
+
+
+def _line_rows(a, b, ma, mb):
+    """The extension's ``lines`` (int32 (4, B * (M + N))): the packed integers, then the line statistics big,
+    small_w, finite as the line-statistics kernel encodes them, each over A's rows then B's columns."""
+    from sgemm_cube.cpu_fallback.guard import line_stats, pack_meta
+
+    rows = [np.concatenate([pack_meta(ma).ravel(), pack_meta(mb).ravel()])]
+    per_side = []
+    for x, axis in ((a, -1), (b, -2)):
+        st = line_stats(x, axis)
+        big = st.big.astype(np.float32).view(np.int32)
+        with np.errstate(invalid="ignore"):
+            small = np.where(np.isinf(st.small), np.int32(0x7FFFFFFF),
+                             st.small.astype(np.float32).view(np.int32) - 1).astype(np.int32)
+        per_side.append((big, small, np.where(st.bad, 0, -1).astype(np.int32)))
+    rows += [np.concatenate([sa.ravel(), sb.ravel()]) for sa, sb in zip(*per_side)]
+    return np.stack(rows).astype(np.int32)
+
+
+def _guarded_model(a, b, scale_code, fixup, alpha, kw, subnormals=1, bands=False):
     """The device bookkeeping's rules (cpu_fallback.guard, bit for bit as the kernels are tested to be): lines
     scaled, NaN/Inf and |x| >= max_abs as 0, the kernels' model, unscaled with alpha, the fix-up lines by
-    recursive FP32 summation of the unscaled lines, times alpha."""
+    recursive FP32 summation of the unscaled lines, times alpha (``bands``: only the SPECIAL lines, the
+    banded ones left as the ordinary pass gives them).  Returns (C, A's line meta, B's)."""
     from sgemm_cube.backends import npu_schedule
-    from sgemm_cube.cpu_fallback import split_limits
-    from sgemm_cube.cpu_fallback.guard import fixup_min_class, line_meta, scale_lines, unscale
+    from sgemm_cube.cpu_fallback.guard import LineClass, fixup_min_class, line_meta, unscale
 
     sequential_fp32 = _guarantee_module().sequential_fp32
     scale = {0: None, 1: "auto", 2: "rows", 3: "matrix"}[scale_code]
     sb = kw["sb"]
     scheme = "fp16x4" if kw["keep_lo_lo"] else "fp16x3"
-    # The split range the extension was asked for (its `subnormals`: 1, the range safe whether or not the
-    # chip flushes FP16 subnormals; 0, the wider one of a chip that keeps them).
-    ranged = "subnormals=flush" if subnormals else None
+    ranged = _split_range(subnormals)
     ma = line_meta(a, -1, scheme=scheme, sb=sb, scale=scale, fixup=fixup, arithmetic=ranged)
     mb = line_meta(b, -2, scheme=scheme, sb=sb, scale=scale, fixup=fixup, arithmetic=ranged)
-    sa, sbb = scale_lines(a, ma.t, -1, keep_special=True), scale_lines(b, mb.t, -2, keep_special=True)
-    limit = np.float32(split_limits(sb).max_abs)
-    with np.errstate(invalid="ignore"):
-        xa = np.where(np.abs(sa) < limit, sa, np.float32(0)).astype(np.float32)
-        xb = np.where(np.abs(sbb) < limit, sbb, np.float32(0)).astype(np.float32)
+    xa, xb = _ordinary_split_input(a, ma.t, -1, sb), _ordinary_split_input(b, mb.t, -2, sb)
     c = unscale(npu_schedule.simulate(xa, xb, **kw), ma.t, mb.t, alpha)
-    rows, cols = ma.cls >= fixup_min_class(fixup), mb.cls >= fixup_min_class(fixup)
+    lowest = LineClass.SPECIAL if bands and fixup else fixup_min_class(fixup)
+    rows, cols = ma.cls >= lowest, mb.cls >= lowest
     if rows.any() or cols.any():
         with np.errstate(all="ignore"):
             fp32 = unscale(sequential_fp32(a, b), np.zeros_like(ma.t), np.zeros_like(mb.t), alpha)
         c = np.where(rows[:, :, None] | cols[:, None, :], fp32, c)
-    return c
+    return c, ma, mb
+
+
+def _band_pass_model(a, b, meta_a, meta_b, o, kw):
+    """The extension's ``band_pass``: the lines scaled by their packed integers' t, a band side cut to the band
+    window (cpu_fallback.bands.band_values), the other NaN/Inf and |x| >= max_abs as 0; the kernels' model,
+    unscaled with alpha."""
+    from sgemm_cube.backends import npu_schedule
+    from sgemm_cube.cpu_fallback.bands import band_values, band_window
+    from sgemm_cube.cpu_fallback.guard import unpack_meta, unscale
+
+    window = band_window(o.sb, _split_range(o.subnormals), scheme="fp16x4" if o.keep_lo_lo else "fp16x3")
+    ta, tb = unpack_meta(meta_a).t, unpack_meta(meta_b).t
+    xa = band_values(a, ta, -1, window) if o.band_a else _ordinary_split_input(a, ta, -1, o.sb)
+    xb = band_values(b, tb, -2, window) if o.band_b else _ordinary_split_input(b, tb, -2, o.sb)
+    return unscale(npu_schedule.simulate(xa, xb, **kw), ta, tb, o.alpha)
 
 
 class ModelExtension(types.ModuleType):
     """Stands in for the compiled ``_npu_ext``: the schedule model on CPU tensors.
 
     Same interface as ``host/binding.cpp``'s module: ``soc()``, ``MatmulOptions`` (``npu.MatmulOptions``),
-    ``matmul(a, b, out, options)``, ``matmul_fp32(a, b, out, alpha=1.0)``; ``calls`` records each launch."""
+    ``matmul(a, b, out, options, lines=None)``, ``band_pass(a, b, out, meta_a, meta_b, options)``,
+    ``matmul_fp32(a, b, out, alpha=1.0)``; ``calls`` records each matmul / matmul_fp32 launch, ``band_calls``
+    each band_pass."""
 
     def __init__(self, soc: str, cores: int):
         from sgemm_cube.backends.npu import MatmulOptions
 
         super().__init__("sgemm_cube.backends._npu_ext")
         self._soc, self._cores, self.calls = soc, cores, []
+        self.band_calls = []  # (bm, bk, bn, n_fused, per_term, band_a, band_b) of each band_pass
         self.MatmulOptions = MatmulOptions
 
     def soc(self) -> str:
         return self._soc
 
-    def matmul(self, a, b, out, options):
+    def _kw(self, o) -> dict:
+        """``npu_schedule.simulate``'s keywords for the options ``o``."""
+        from sgemm_cube.backends import npu_schedule
+
+        tiling = npu_schedule.Tiling(o.bm, o.bk, o.bn, o.n_fused, bool(o.per_term), int(getattr(o, "l0c_stages", 1)))
+        return dict(sb=o.sb, keep_lo_lo=o.keep_lo_lo, tiling=tiling,
+                    cap=npu_schedule.capacity_from_profile(self._soc), cores=self._cores)
+
+    def matmul(self, a, b, out, options, lines=None):
         import torch
 
         from sgemm_cube.backends import npu_schedule
@@ -147,12 +205,27 @@ class ModelExtension(types.ModuleType):
         o = options
         self.calls.append((o.bm, o.bk, o.bn, o.n_fused, bool(o.per_term)))
         x, y = _HOST(a), _HOST(b)
-        tiling = npu_schedule.Tiling(o.bm, o.bk, o.bn, o.n_fused, bool(o.per_term), int(getattr(o, "l0c_stages", 1)))
-        kw = dict(sb=o.sb, keep_lo_lo=o.keep_lo_lo, tiling=tiling,
-                  cap=npu_schedule.capacity_from_profile(self._soc), cores=self._cores)
-        c = (npu_schedule.simulate(x, y, **kw) if not o.guard
-             else _guarded_model(x, y, o.scale, o.fixup, o.alpha, kw, o.subnormals))
+        kw = self._kw(o)
+        if not o.guard:
+            assert lines is None, "lines needs options.guard"
+            c = npu_schedule.simulate(x, y, **kw)
+        else:
+            c, ma, mb = _guarded_model(x, y, o.scale, o.fixup, o.alpha, kw, o.subnormals,
+                                       bool(getattr(o, "bands", False)))
+            if lines is not None:
+                _COPY(lines, torch.from_numpy(_line_rows(x, y, ma, mb)))
         _COPY(out, torch.from_numpy(c))
+
+    def band_pass(self, a, b, out, meta_a, meta_b, options):
+        """One band pass (``host/binding.cpp``'s ``band_pass``) on the kernels' model."""
+        import torch
+
+        assert a.is_contiguous() and b.is_contiguous() and out.is_contiguous()
+        assert a.dtype == b.dtype == out.dtype == torch.float32
+        o = options
+        self.band_calls.append((o.bm, o.bk, o.bn, o.n_fused, bool(o.per_term), bool(o.band_a), bool(o.band_b)))
+        c = _band_pass_model(_HOST(a), _HOST(b), _HOST(meta_a), _HOST(meta_b), o, self._kw(o))
+        _COPY(out, torch.from_numpy(np.ascontiguousarray(c, np.float32)))
 
     def matmul_fp32(self, a, b, out, alpha=1.0):
         """The extension's plain-FP32 product: recursive summation in K order, then alpha (IEEE NaN/Inf)."""
@@ -277,7 +350,7 @@ def cases(soc: str, quick: bool = False, *, hardware: bool = False) -> list[Case
         Case("tiny data 1e-30", 20, 24, 48, _scaled(-100, 0), quick=False),
         Case("huge data 1e30", 20, 24, 48, _scaled(100, -10), quick=False),
         Case("mixed magnitudes", 30, 28, 72, _mixed_rows),
-        Case("wide rows (FP32)", 24, 20, 40, _wide_rows, quick=False),
+        Case("wide rows (bands)", 24, 20, 40, _wide_rows, quick=False),
         Case("128^3", 128, 128, 128, _normal, quick=False),
         Case("257x129x1000", 257, 129, 1000, _normal, quick=False),
     ]
@@ -362,14 +435,17 @@ def measure(case: Case, soc: str, *, dry_run: bool, seed: int = 0) -> Row:
         c_cpu = sgemm_cube.matmul(a, b, backend="cpu", **alone)
     model_exact, model_ulp = None, 0
     kernel = np.ones(c.shape, bool)
-    fp32_lines = 0
+    fp32_lines = listed = 0
     if case.tiling is None:
         designed = npu.arithmetic(soc).arithmetic  # the split range the NPU path classifies lines by
         ma, mb = line_meta(a[None], -1, arithmetic=designed), line_meta(b[None], -2, arithmetic=designed)
-        for _, rows, cols in fixup_lines(ma, mb, True):
+        # Listed lines: the banded ones (LOSES_BITS) go through band passes on the cube, the SPECIAL ones
+        # (fixup_lines with fixup=False: NaN/Inf) through the vector unit's FP32 fix-up (npu_bands).
+        for _, rows, cols in fixup_lines(ma, mb, False):
             kernel[rows, :] = False
             kernel[:, cols] = False
             fp32_lines += rows.size + cols.size
+        listed = sum(rows.size + cols.size for _, rows, cols in fixup_lines(ma, mb, True))
     c_model = c if dry_run else None
     if not dry_run and case.model:
         with model_device(soc):
@@ -393,7 +469,7 @@ def measure(case: Case, soc: str, *, dry_run: bool, seed: int = 0) -> Row:
     bound = check_guarantee(c, a, b, refs=refs) if case.tiling is None else (
         check_guarantee(c, a, b, refs=refs, frobenius=False))
     return Row(case, groups, fp32_lines, max_diff, bool(_same_bits(c, c_cpu).all()),
-               mirrored and fp32_lines == 0 and model_is_cpu, model_exact, model_ulp, _rel(c, refs),
+               mirrored and listed == 0 and model_is_cpu, model_exact, model_ulp, _rel(c, refs),
                _rel(_native(a, b, device), refs), "ok" if not bound else "FAIL: " + bound.splitlines()[0])
 
 
@@ -476,8 +552,10 @@ _HOST_READS = ("cpu", "item", "numpy", "tolist")
 
 
 @contextlib.contextmanager
-def _no_host_reads(allow_matmul: bool):
-    """Within the block, reading a tensor back to the host (and, unless allowed, torch.matmul/mm/bmm) raises."""
+def _no_host_reads(allow_matmul: bool, lines_read: list | None = None):
+    """Within the block, reading a tensor back to the host (and, unless allowed, torch.matmul/mm/bmm) raises;
+    except, with ``lines_read`` (a list, appended to per read), ``Tensor.cpu`` of the band design's ``lines``
+    (int32, ``npu_bands.LINE_ROWS`` rows): its one host read-back by design (``sgemm_cube/backends/npu_bands.py``)."""
     import torch
 
     def forbidden(what):
@@ -492,6 +570,25 @@ def _no_host_reads(allow_matmul: bool):
         stack.callback(lambda: [setattr(owner, name, f) for owner, name, f in saved])
         for owner, name, _ in saved:
             setattr(owner, name, forbidden(f"{owner.__name__}.{name}"))
+        if lines_read is not None:
+            from sgemm_cube.backends.npu_bands import LINE_ROWS
+
+            real = dict((name, f) for _, name, f in saved)
+            host_copies = []  # the lines as read back: the host may look at them (.numpy)
+
+            def cpu(self, *args, **kwargs):
+                if self.dtype != torch.int32 or self.dim() != 2 or self.shape[0] != LINE_ROWS:
+                    raise AssertionError("sgemm_cube called Tensor.cpu")
+                lines_read.append(tuple(self.shape))
+                host_copies.append(real["cpu"](self, *args, **kwargs))
+                return host_copies[-1]
+
+            def numpy(self, *args, **kwargs):
+                if not any(self is t for t in host_copies):
+                    raise AssertionError("sgemm_cube called Tensor.numpy")
+                return real["numpy"](self, *args, **kwargs)
+
+            torch.Tensor.cpu, torch.Tensor.numpy = cpu, numpy
         yield
 
 
@@ -530,17 +627,24 @@ def sync_lines(soc: str, *, dry_run: bool) -> tuple[int, list[str]]:
         label = f"backend={backend!r} 512x384x{k} ({plan.backend}/{plan.scheme})"
         if dry_run:
             out = torch.empty(1, a.shape[0], b.shape[1])
+            read = []
             try:
-                with _no_host_reads(allow_matmul=plan.backend == "native"):
+                with _no_host_reads(allow_matmul=plan.backend == "native", lines_read=read):
                     if plan.backend == "native":
                         torch.matmul(torch.from_numpy(a)[None], torch.from_numpy(b)[None], out=out)
                     else:
                         npu.run(plan, torch.from_numpy(a)[None], torch.from_numpy(b)[None], out)
-                lines.append(f"{label}: no host read-back (dry run: reads made to raise)")
+                if len(read) > 1:
+                    raise AssertionError(f"sgemm_cube read the lines back {len(read)} times")
+                but = (" but the lines' integers, once (npu_bands: which lines are banded decides the band passes)"
+                       if read else "")
+                lines.append(f"{label}: no host read-back{but} (dry run: reads made to raise)")
             except AssertionError as exc:
                 status = 1
                 lines.append(f"{label}: FAIL: {exc}")
             continue
+        from sgemm_cube.backends import npu_bands
+
         ta, tb = torch.from_numpy(a).npu(), torch.from_numpy(b).npu()
         sgemm_cube.matmul(ta, tb, backend=backend)  # the shape's first call plans and tunes on the host
         h = torch.randn(8192, 8192, device="npu", dtype=torch.float16)
@@ -550,14 +654,22 @@ def sync_lines(soc: str, *, dry_run: bool) -> tuple[int, list[str]]:
         for _ in range(24):  # ~25 TFLOP of FP16 products: about 100 ms of device work
             h = torch.matmul(h, h) * 1e-3
         queued.record()
-        t0 = time.perf_counter()
-        sgemm_cube.matmul(ta, tb, backend=backend)
-        host_ms = (time.perf_counter() - t0) * 1e3
+        real_read, read = npu_bands._read_lines, []
+        npu_bands._read_lines = lambda *args: (read.append(1), real_read(*args))[1]
+        try:
+            t0 = time.perf_counter()
+            sgemm_cube.matmul(ta, tb, backend=backend)
+            host_ms = (time.perf_counter() - t0) * 1e3
+        finally:
+            npu_bands._read_lines = real_read
         done.record()
         busy = not done.query()
         torch.npu.synchronize()
         queue_ms, call_ms = start.elapsed_time(queued), queued.elapsed_time(done)
-        if busy:
+        if read and not busy:  # the band design's one read-back waits for the queue ahead: by design
+            lines.append(f"{label}: synchronised once, for the lines' read-back (npu_bands, by design), after "
+                         f"{host_ms:.2f} ms of host time (queue ahead {queue_ms:.1f} ms)")
+        elif busy:
             lines.append(f"{label}: returned after {host_ms:.2f} ms of host time with the device still busy "
                          f"(queue ahead {queue_ms:.1f} ms, the product {call_ms:.2f} ms on the device): no sync")
         elif queue_ms <= host_ms:
@@ -592,7 +704,11 @@ def guarantee_lines(soc: str, *, dry_run: bool, m: int = 40, k: int = 72, n: int
             c = sgemm_cube.matmul(torch.from_numpy(a).to(device), torch.from_numpy(b).to(device), backend="npu")
             c = c.cpu().numpy()
             native = _native(a, b, device)
-            msg = gd.check_guarantee(c, a, b, refs=refs)
+            # The guarantee (componentwise); the normwise errors are printed beside, not checked: where the
+            # listed lines run as exponent bands they carry the split's 22 bits, and on data whose outputs a
+            # few terms decide that measured up to 3.1x native's normwise error (docs/guarantee.md, "Listed
+            # lines on the NPU"; the CPU and CUDA paths' "within 2x native" is a measured property of theirs).
+            msg = gd.check_guarantee(c, a, b, refs=refs, frobenius=False)
             native_msg = gd.check_guarantee(native, a, b, refs=refs, frobenius=False, native_overflow_ok=True)
             status |= bool(msg)
             rows.append((name, f"{_rel(c, refs):.2e}", "ok" if not msg else "FAIL", f"{_rel(native, refs):.2e}",

@@ -8,7 +8,7 @@ product (``ascendc_kernels/README.md`` has the details):
    accuracy guarantee's integers of every row of A and column of B
    (:mod:`sgemm_cube.cpu_fallback.guard`), and a word per batch saying whether
    any of its lines is scaled or listed: the later kernels read it on the device
-   and skip what a batch does not need (no host read-back);
+   and skip what a batch does not need;
 1. ``sgemm_cube_split`` (vector unit): A and B to FP16 hi/lo, the rule of
    :func:`sgemm_cube.cpu_fallback.split`, each line first scaled by its power
    of two (:func:`run`), values the split cannot hold (NaN, Inf) as 0;
@@ -22,7 +22,11 @@ product (``ascendc_kernels/README.md`` has the details):
    the unscale folded in: one FP32 rounding back from the scaled lines, times alpha;
 4. (:func:`run`) ``sgemm_cube_unscale`` (only where the 910A's epilogue combined),
    ``sgemm_cube_fixup_rows``, ``sgemm_cube_fixup_cols``: the unscale as its own
-   pass, and the fix-up lines in plain FP32 from the unscaled operands (native FP32).
+   pass, and the lines holding NaN or an infinity in plain FP32 from the unscaled operands (native FP32);
+5. (:func:`run`, :mod:`.npu_bands`) the listed finite lines on the cube: one read-back of the lines'
+   integers, then per batch with such lines their exponent bands
+   (:mod:`sgemm_cube.cpu_fallback.bands`) through the split, GEMM and combine again (``band_pass``),
+   added in FP32 and written into their outputs.
 
 The result equals :func:`sgemm_cube.cpu_fallback.emulated_matmul` (``order="termwise"``, its
 default two-level ``k_group``, ``accumulate="cube16"`` if the cube rounds as that model says)
@@ -54,9 +58,10 @@ from pathlib import Path
 from typing import NamedTuple
 
 from sgemm_cube.cpu_fallback.arithmetic import WORST, Arithmetic
+from sgemm_cube.cpu_fallback.bands import band_window
 
 from ..plan import Plan
-from . import npu_schedule, npu_tilings
+from . import npu_bands, npu_schedule, npu_tilings
 from .base import native_plan
 
 __all__ = ["SCHEMES", "ORDERS", "is_available", "unavailable_reason", "plan", "run", "matmul", "fp32_matmul",
@@ -286,8 +291,9 @@ def matmul(a, b, *, sb: int, order: str, keep_lo_lo: bool, out, accumulate: str 
         ``{"scale": ..., "fixup": bool, "alpha": float}``.  Each row of A and
         column of B is scaled by its power of two before the split (NaN, Inf
         and entries the split cannot hold as 0), the product unscaled with one
-        FP32 rounding (times ``alpha``), and the fix-up lines computed in FP32
-        (:mod:`sgemm_cube.cpu_fallback.guard` bit for bit).  ``"arithmetic"``
+        FP32 rounding (times ``alpha``), the lines with NaN/Inf computed in FP32
+        (:mod:`sgemm_cube.cpu_fallback.guard` bit for bit) and, with ``fixup``, the other listed lines by
+        exponent bands (:mod:`.npu_bands`, :mod:`sgemm_cube.cpu_fallback.bands`).  ``"arithmetic"``
         (optional, an :class:`~sgemm_cube.cpu_fallback.arithmetic.Arithmetic`; default
         :func:`arithmetic`'s): the hardware the lines' split range is chosen for
         (:func:`sgemm_cube.cpu_fallback.guard.line_range`).  None: the kernels
@@ -353,6 +359,9 @@ class MatmulOptions(NamedTuple):
     alpha: float = 1.0       #: out = alpha * (a @ b), with guard
     subnormals: int = 1      #: :data:`SUBNORMALS_CODE` of the arithmetic's FP16 subnormals: the split range
     l0c_stages: int = 1      #: accumulator sets in L0C, 1 or 2 (:class:`.npu_schedule.Tiling`)
+    bands: bool = False      #: with guard: the fix-up takes only SPECIAL lines, the banded ones go to band passes
+    band_a: bool = False     #: ``band_pass``: A's values are bands (the split's band cutoff)
+    band_b: bool = False     #: ``band_pass``: B's values are bands
 
 
 def _matmul_options(sb: int, lo_lo: bool, t: npu_schedule.Tiling, guard: dict | None) -> MatmulOptions:
@@ -363,7 +372,7 @@ def _matmul_options(sb: int, lo_lo: bool, t: npu_schedule.Tiling, guard: dict | 
         return MatmulOptions(sb=sb, keep_lo_lo=lo_lo, **tiling)
     return MatmulOptions(sb=sb, keep_lo_lo=lo_lo, **tiling, guard=True, scale=SCALE_CODE[guard["scale"]],
                          fixup=bool(guard["fixup"]), alpha=float(guard["alpha"]),
-                         subnormals=SUBNORMALS_CODE[guard["arithmetic"].subnormals])
+                         subnormals=SUBNORMALS_CODE[guard["arithmetic"].subnormals], bands=bool(guard["fixup"]))
 
 
 def _launch(a, b, out, *, sb: int, lo_lo: bool, tiling, guard: dict | None, check: bool) -> None:
@@ -374,7 +383,14 @@ def _launch(a, b, out, *, sb: int, lo_lo: bool, tiling, guard: dict | None, chec
     batch, m, k = a.shape
     t = _tiling(tiling, batch, m, b.shape[2], k, 4 if lo_lo else 3, check)
     target = _contiguous_target(out)
-    ext.matmul(a, b, target, ext.MatmulOptions(**_matmul_options(sb, lo_lo, t, guard)._asdict()))
+    options = _matmul_options(sb, lo_lo, t, guard)
+    if options.bands:  # the listed lines on the cube: the guarded product, then their band passes
+        lines = npu_bands.line_buffer(batch, m, b.shape[2], a.device)
+        ext.matmul(a, b, target, ext.MatmulOptions(**options._asdict()), lines=lines)
+        npu_bands.run_band_passes(ext, a, b, target, lines, options,
+                                  band_window(sb, guard["arithmetic"], scheme="fp16x4" if lo_lo else "fp16x3"))
+    else:
+        ext.matmul(a, b, target, ext.MatmulOptions(**options._asdict()))
     if target is not out:
         out.copy_(target)
 
@@ -527,11 +543,12 @@ def run(plan, a, b, out, alpha: float = 1.0) -> None:
     scaled by its power of two (NaN, infinities and entries the split cannot
     hold reach the cube as 0, so 910A's saturation mode and 910B's IEEE mode
     give the same), the GEMM and combine, the unscaling with one FP32 rounding
-    (``alpha``, as float32, multiplies every output before it), and the listed
-    lines' outputs in FP32 by recursive summation of the unscaled lines, with
-    native NaN/Inf semantics.  The lines are classified with the split range of :func:`arithmetic`'s
-    hardware (by default the range that holds under every alternative the docs leave open).  No host
-    read-back, no float64 (``ascendc_kernels/README.md``).
+    (``alpha``, as float32, multiplies every output before it), and the outputs of lines with NaN or an
+    infinity in FP32 by recursive summation of the unscaled lines, with native NaN/Inf semantics.  Then
+    (``fixup`` on) one host read-back of the lines' integers, and the listed finite lines' outputs from
+    their exponent bands on the cube (:mod:`.npu_bands`; none launched when no line is listed).  The lines
+    are classified with the split range of :func:`arithmetic`'s hardware (by default the range that holds
+    under every alternative the docs leave open).  No float64 (``ascendc_kernels/README.md``).
     Untested on hardware, like the kernels; executed on the host in CI.
 
     Every decision comes from ``plan`` (:func:`plan`): the scheme (``"fp32"``: :func:`fp32_matmul`),

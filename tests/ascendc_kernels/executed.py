@@ -128,39 +128,50 @@ FLAG_WORDS = 8
 
 
 class Run:
-    def __init__(self, proc, c, parts, meta=None, flags=None):
+    def __init__(self, proc, c, parts, meta=None, flags=None, stats=None):
         self.rc, self.stdout, self.stderr = proc.returncode, proc.stdout, proc.stderr
         self.c, self.parts, self.meta = c, parts, meta
         self.flags = flags  # guard="device": (batch, FLAG_WORDS) float32, the meta kernels' batch words
+        # guard="device": ((big, small_w, finite) of A's rows, the same of B's columns), (batch, lines) int32 each
+        self.stats = stats
 
     @property
     def clean(self) -> bool:
         return self.rc == 0 and "CHECK-SUMMARY errors=0 " in self.stdout
 
 
-_GUARD_CODE = {None: 0, "device": 1, "fp32": 2, "split": 3}  # the harness's header field `guard`
+_GUARD_CODE = {None: 0, "device": 1, "fp32": 2, "split": 3, "band": 4}  # the harness's header field `guard`
 
 
 def run(binary: Path, a, b, *, sb=12, keep_lo_lo=False, tiling=(32, 32, 32, 4), cube=4, vector=4,
         workdir: Path, guard: str | None = None, scale="auto", fixup=True, alpha=1.0,
-        arithmetic: Arithmetic | str | None = None, subnormals: str = "gradual") -> Run:
+        arithmetic: Arithmetic | str | None = None, subnormals: str = "gradual", bands=False,
+        meta_a=None, meta_b=None, band_a=False, band_b=False) -> Run:
     """One product through the harness; ``guard="device"`` computes the guarantee's integers on the
     device first, scales the lines in the splits and unscales C (times ``alpha``) after the combine
-    (``Run.meta``: A's and B's packed integers); ``guard="fp32"`` runs ``host/binding.cpp``'s
-    ``matmul_fp32`` instead (C = alpha * AB in plain FP32 on the vector units, every row through the
-    fix-up kernel).  ``arithmetic``: the stand-in's open behaviours (module docstring).  ``subnormals``:
-    the split range the device's line meta uses (``"flush"``: the one safe whichever way FP16 subnormals
-    go, ``cpu_fallback.guard.line_range(..., arithmetic=...)``)."""
+    (``Run.meta``: A's and B's packed integers, ``Run.stats``: their statistics); ``bands``: the
+    extension's ``options.bands`` (the fix-up takes the SPECIAL lines only).  ``guard="fp32"`` runs
+    ``host/binding.cpp``'s ``matmul_fp32`` instead (C = alpha * AB in plain FP32 on the vector units,
+    every row through the fix-up kernel); ``guard="band"`` its ``band_pass``: the given packed integers
+    ``meta_a`` (batch, m) and ``meta_b`` (batch, n) scale the lines, ``band_a`` / ``band_b`` put the band
+    cutoff on that side's split.  ``arithmetic``: the stand-in's open behaviours (module docstring).
+    ``subnormals``: the split range the device's line meta (and the band window) uses (``"flush"``: the
+    one safe whichever way FP16 subnormals go, ``cpu_fallback.guard.line_range(..., arithmetic=...)``)."""
     batch, m, k = a.shape
     n = b.shape[2]
+    given = b""
+    if guard == "band":
+        ma, mb = np.asarray(meta_a, np.int32), np.asarray(meta_b, np.int32)
+        assert ma.shape == (batch, m) and mb.shape == (batch, n), (ma.shape, mb.shape)
+        given = np.ascontiguousarray(ma).tobytes() + np.ascontiguousarray(mb).tobytes()
     # (bm, bk, bn, n_fused[, per_term[, l0c_stages]]): per_term 0 and l0c_stages 1 when not given
     tiling = tuple(int(x) for x in tiling) + (0, 1)[len(tiling) - 4:]
     hdr = np.array([batch, m, n, k, sb, int(keep_lo_lo), *tiling[:5], cube, vector, _GUARD_CODE[guard],
                     SCALE_CODE[scale], int(fixup), int(np.float32(alpha).view(np.uint32)),
-                    SUBNORMALS_CODE[subnormals], tiling[5]], np.int64)
+                    SUBNORMALS_CODE[subnormals], tiling[5], int(bands), int(band_a), int(band_b)], np.int64)
     inp, outp = workdir / "in.bin", workdir / "out.bin"
     inp.write_bytes(hdr.tobytes() + np.ascontiguousarray(a, np.float32).tobytes()
-                    + np.ascontiguousarray(b, np.float32).tobytes())
+                    + np.ascontiguousarray(b, np.float32).tobytes() + given)
     if outp.exists():
         outp.unlink()
     proc = subprocess.run([str(binary), str(inp), str(outp)], capture_output=True, text=True, timeout=120,
@@ -176,13 +187,20 @@ def run(binary: Path, a, b, *, sb=12, keep_lo_lo=False, tiling=(32, 32, 32, 4), 
         cnt = batch * rows * cols
         parts.append(zz_decode(np.frombuffer(raw, np.float16, cnt, off), batch, rows, cols))
         off += cnt * 2
-    meta = flags = None
+    meta = flags = stats = None
     if guard == "device":
         meta = (np.frombuffer(raw, np.int32, batch * m, off).reshape(batch, m),
                 np.frombuffer(raw, np.int32, batch * n, off + batch * m * 4).reshape(batch, n))
         off += batch * (m + n) * 4
         flags = np.frombuffer(raw, np.float32, batch * FLAG_WORDS, off).reshape(batch, FLAG_WORDS)
-    return Run(proc, c, parts, meta, flags)
+        off += batch * FLAG_WORDS * 4
+        stats = []
+        for lines in (m, n):
+            stats.append(tuple(np.frombuffer(raw, np.int32, batch * lines, off + i * batch * lines * 4)
+                               .reshape(batch, lines) for i in range(3)))
+            off += 3 * batch * lines * 4
+        stats = tuple(stats)
+    return Run(proc, c, parts, meta, flags, stats)
 
 
 def vector_cores(soc: str, cube_cores: int) -> int:
@@ -212,8 +230,9 @@ class ExecutedExtension(types.ModuleType):
     """Stands in for the compiled ``_npu_ext`` by running the real kernels in the executable stand-in.
 
     Same interface as ``host/binding.cpp``'s module and ``ascendc_kernels/tests/check_on_npu.ModelExtension``
-    (``soc()``, ``MatmulOptions`` (``npu.MatmulOptions``), ``matmul(a, b, out, options)``,
-    ``matmul_fp32(a, b, out, alpha=1.0)``, ``calls``); every run must leave the flag checker clean.  It reads
+    (``soc()``, ``MatmulOptions`` (``npu.MatmulOptions``), ``matmul(a, b, out, options, lines=None)``,
+    ``band_pass(a, b, out, meta_a, meta_b, options)``, ``matmul_fp32(a, b, out, alpha=1.0)``, ``calls``
+    (matmul / matmul_fp32 / split), ``band_calls`` (band_pass)); every run must leave the flag checker clean.  It reads
     and writes the tensors through functions captured at import, so a test may forbid host read-backs to the
     code that calls it.  ``arithmetic``: the stand-in's open behaviours for every run (module docstring).
     """
@@ -224,27 +243,59 @@ class ExecutedExtension(types.ModuleType):
                  arithmetic: Arithmetic | str | None = None):
         super().__init__("sgemm_cube.backends._npu_ext")
         self._soc, self._cores, self._binary, self._workdir, self.calls = soc, cores, binary, workdir, []
+        self.band_calls = []  # (bm, bk, bn, n_fused, per_term, band_a, band_b) of each band_pass
         subprocess_env(arithmetic)  # a bad spec fails here, not at the first call
         self._arithmetic = arithmetic
 
     def soc(self) -> str:
         return self._soc
 
-    def matmul(self, a, b, out, options):
+    def _options(self, o) -> dict:
+        """:func:`run`'s keywords for the extension's ``MatmulOptions`` ``o``."""
+        return dict(sb=o.sb, keep_lo_lo=o.keep_lo_lo, alpha=o.alpha,
+                    tiling=(o.bm, o.bk, o.bn, o.n_fused, int(o.per_term), int(getattr(o, "l0c_stages", 1))),
+                    subnormals={code: name for name, code in SUBNORMALS_CODE.items()}[o.subnormals],
+                    cube=self._cores, vector=vector_cores(self._soc, self._cores), workdir=self._workdir,
+                    arithmetic=self._arithmetic)
+
+    def matmul(self, a, b, out, options, lines=None):
+        """The extension's ``matmul``; with ``lines`` (int32 (4, batch * (m + n)), needs ``options.guard``) also
+        the lines' packed integers (row 0) and statistics big, small_w, finite (rows 1-3), A's rows then B's
+        columns, batch-major, as ``host/binding.cpp`` copies them on the device."""
         import torch
 
         assert a.is_contiguous() and b.is_contiguous() and out.is_contiguous()
         assert a.dtype == b.dtype == out.dtype == torch.float32
         o = options
         self.calls.append((o.bm, o.bk, o.bn, o.n_fused, bool(o.per_term)))
-        l0c_stages = int(getattr(o, "l0c_stages", 1))
         scale_name = {code: name for name, code in SCALE_CODE.items()}[o.scale]
-        r = run(self._binary, _host(a), _host(b), sb=o.sb, keep_lo_lo=o.keep_lo_lo,
-                tiling=(o.bm, o.bk, o.bn, o.n_fused, int(o.per_term), l0c_stages), cube=self._cores,
-                guard="device" if o.guard else None, scale=scale_name, fixup=o.fixup, alpha=o.alpha,
-                subnormals={code: name for name, code in SUBNORMALS_CODE.items()}[o.subnormals],
-                vector=vector_cores(self._soc, self._cores),
-                workdir=self._workdir, arithmetic=self._arithmetic)
+        batch, m, _ = a.shape
+        n = b.shape[2]
+        if lines is not None:
+            assert o.guard, "lines needs options.guard"
+            assert lines.dtype == torch.int32 and tuple(lines.shape) == (4, batch * (m + n)) and lines.is_contiguous()
+        r = run(self._binary, _host(a), _host(b), guard="device" if o.guard else None, scale=scale_name,
+                fixup=o.fixup, bands=bool(getattr(o, "bands", False)), **self._options(o))
+        assert r.clean, f"the executed kernels failed (rc={r.rc}):\n{r.stdout[-3000:]}\n{r.stderr[-2000:]}"
+        _COPY(out, torch.from_numpy(r.c.copy()))
+        if lines is not None:
+            rows = [np.concatenate([r.meta[0].ravel(), r.meta[1].ravel()])]
+            rows += [np.concatenate([sa.ravel(), sb.ravel()]) for sa, sb in zip(*r.stats)]
+            _COPY(lines, torch.from_numpy(np.stack(rows).astype(np.int32)))
+
+    def band_pass(self, a, b, out, meta_a, meta_b, options):
+        """The extension's ``band_pass``: ``out = guard.unscale(product, ta, tb, alpha)`` of the lines of ``a``
+        (batch, R, K) and ``b`` (batch, K, N) scaled by the packed integers ``meta_a`` (batch, R), ``meta_b``
+        (batch, N), a side with ``options.band_a`` / ``band_b`` cut to the band window."""
+        import torch
+
+        assert a.is_contiguous() and b.is_contiguous() and out.is_contiguous()
+        assert a.dtype == b.dtype == out.dtype == torch.float32
+        assert meta_a.dtype == meta_b.dtype == torch.int32
+        o = options
+        self.band_calls.append((o.bm, o.bk, o.bn, o.n_fused, bool(o.per_term), bool(o.band_a), bool(o.band_b)))
+        r = run(self._binary, _host(a), _host(b), guard="band", meta_a=_host(meta_a), meta_b=_host(meta_b),
+                band_a=bool(o.band_a), band_b=bool(o.band_b), **self._options(o))
         assert r.clean, f"the executed kernels failed (rc={r.rc}):\n{r.stdout[-3000:]}\n{r.stderr[-2000:]}"
         _COPY(out, torch.from_numpy(r.c.copy()))
 

@@ -35,10 +35,10 @@ import os
 import numpy as np
 import pytest
 
-from sgemm_cube.backends import npu, npu_schedule
+from sgemm_cube.backends import npu, npu_model, npu_schedule
 from sgemm_cube.cpu_fallback import split_limits
 from sgemm_cube.cpu_fallback.arithmetic import DEFAULT, WORST, Arithmetic, alternatives
-from sgemm_cube.cpu_fallback.guard import fixup_min_class, line_meta, pack_meta, scale_lines, unscale
+from sgemm_cube.cpu_fallback.guard import line_meta, pack_meta
 from tests.guarantee_data import GENERATORS, OVERFLOW, U, UNDERFLOW_UNIT, check_guarantee, references, \
     rng_for, sequential_fp32
 
@@ -89,33 +89,15 @@ DATA = {**GENERATORS, **ATTACKS}
 
 # ------------------------------------------------------------------ the CPU model of the guarded path
 def guarded_model(a, b, *, soc, arithmetic, design, sb=12, keep_lo_lo=False, scale="auto", fixup=True,
-                  alpha=1.0, tiling=None):
+                  alpha=1.0, tiling=None, bands=True):
     """What ``npu.run`` computes on ``soc`` under ``arithmetic`` with the split range of ``design`` (an
-    Arithmetic), in NumPy: the lines' integers (``guard.line_meta``), the split of the scaled lines with
-    NaN/Inf and entries at or above ``max_abs`` as 0, the kernels' schedule (``npu_schedule.simulate`` under
-    the chip's arithmetic), the unscaling times alpha, the fix-up lines by recursive FP32 summation."""
-    a3, b3 = a[None], b[None]
-    scheme = "fp16x4" if keep_lo_lo else "fp16x3"
-    kw = dict(scheme=scheme, sb=sb, scale=scale, fixup=fixup, arithmetic=design)
-    ma, mb = line_meta(a3, -1, **kw), line_meta(b3, -2, **kw)
-    sa, sb_ = scale_lines(a3, ma.t, -1, keep_special=True), scale_lines(b3, mb.t, -2, keep_special=True)
-    limit = np.float32(split_limits(sb).max_abs)
-    with np.errstate(invalid="ignore"):
-        xa = np.where(np.abs(sa) < limit, sa, np.float32(0)).astype(np.float32)
-        xb = np.where(np.abs(sb_) < limit, sb_, np.float32(0)).astype(np.float32)
+    Arithmetic): :func:`sgemm_cube.backends.npu_model.guarded_product` with the tuner's tiling unless given."""
     m, k = a.shape
     n = b.shape[1]
     t = npu_schedule.Tiling(*tiling) if tiling else npu.choose_tiling(soc, m, n, k, terms=4 if keep_lo_lo else 3)
-    c = npu_schedule.simulate(xa, xb, sb=sb, keep_lo_lo=keep_lo_lo, tiling=t,
-                              cap=npu_schedule.capacity_from_profile(soc), cores=CORES[soc],
-                              arithmetic=npu_schedule.chip_arithmetic(soc, arithmetic))
-    c = unscale(c, ma.t, mb.t, alpha)
-    rows, cols = ma.cls >= fixup_min_class(fixup), mb.cls >= fixup_min_class(fixup)
-    if rows.any() or cols.any():
-        with np.errstate(all="ignore"):
-            fp32 = unscale(sequential_fp32(a3, b3), np.zeros_like(ma.t), np.zeros_like(mb.t), alpha)
-        c = np.where(rows[:, :, None] | cols[:, None, :], fp32, c)
-    return c[0]
+    return npu_model.guarded_product(a, b, soc=soc, arithmetic=arithmetic, design=design, tiling=t, sb=sb,
+                                     keep_lo_lo=keep_lo_lo, scale=scale, fixup=fixup, alpha=alpha,
+                                     cores=CORES[soc], bands=bands)
 
 
 def bound_ratio(c, a, b) -> float:
@@ -308,6 +290,44 @@ def test_guarded_path_is_the_model(device, request, soc):
                 got = npu_run(a, b)
                 want = guarded_model(a, b, soc=soc, arithmetic=ar, design=design_for(design, ar), tiling=tiling)
                 assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), f"{ar} {design} {name}: {replay}"
+
+
+@pytest.mark.parametrize("soc", SOCS)
+def test_band_passes_are_the_model(device, request, soc):
+    """Listed lines on the cube (``npu_bands``: the read-back, the stacked bands through ``band_pass``, the FP32
+    sums): npu.run on the executed kernels equals :func:`guarded_model` (bands) bit for bit, with banded rows,
+    banded columns, both, lines with NaN/Inf beside them, a batch of two, alpha, and the scale options; and
+    at most three band passes per batch."""
+    import torch
+
+    from sgemm_cube.backends import npu_bands
+    from sgemm_cube.plan import make_request
+
+    device(soc, WORST, "unprobed", GROUPS)
+    calls = []
+    real = npu_bands.run_band_passes
+
+    def counted(*args, **kwargs):
+        calls.append(real(*args, **kwargs))
+        return calls[-1]
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(npu_bands, "run_band_passes", counted)
+        for opts, names in (({}, ("alt_cols_1e-10", "row_span_120")), ({"scale": "rows"}, ("full_range_cols",
+                            "special_vs_extremes")), ({"fixup": False}, ("row_span_120", "nan_inf"))):
+            rng, replay = rng_for(f"{request.node.nodeid}::{opts}")
+            pairs = [DATA[name](rng, 20, 96, 24) for name in names]
+            a, b = np.stack([p[0] for p in pairs]), np.stack([p[1] for p in pairs])
+            plan = npu.plan(make_request(backend="npu", **opts), 2, 20, 24, 96)
+            out = torch.empty(2, 20, 24)
+            npu.run(plan, torch.from_numpy(a), torch.from_numpy(b), out, alpha=-1.5)
+            for i in range(2):
+                want = guarded_model(a[i], b[i], soc=soc, arithmetic=WORST, design=WORST, tiling=GROUPS,
+                                     alpha=-1.5, scale=plan.scale, fixup=plan.fixup)
+                got = out[i].numpy()
+                assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), f"{opts} {names[i]}: {replay}"
+    # fixup=False lists nothing for bands: no read-back, no pass; the others at most three passes a batch
+    assert len(calls) == 2 and all(0 < c <= 6 for c in calls), calls
 
 
 @pytest.mark.parametrize("soc", SOCS)

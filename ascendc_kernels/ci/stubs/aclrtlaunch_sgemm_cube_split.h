@@ -13,5 +13,5 @@
 extern "C" uint32_t aclrtlaunch_sgemm_cube_split(uint32_t blockDim, aclrtStream stream, void* x, void* hi, void* lo,
                                                  void* meta, void* flags, uint32_t batch, uint32_t rows, uint32_t cols,
                                                  uint32_t plan_cores, float scale, uint32_t scaled_lines,
-                                                 uint32_t keep_below);
+                                                 uint32_t keep_below, uint32_t keep_from);
 #endif

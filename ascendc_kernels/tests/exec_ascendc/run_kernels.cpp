@@ -8,23 +8,31 @@
 //       -I ascendc_kernels/tests/exec_ascendc -I ascendc_kernels/include -I ascendc_kernels/host
 //       -I ascendc_kernels/kernel ascendc_kernels/tests/exec_ascendc/run_kernels.cpp -o run_kernels
 // Usage: run_kernels IN OUT
-//   IN:  19 little-endian int64 (batch, m, n, k, sb, keep_lo_lo, bm, bk, bn, n_fused, per_term,
-//        cube_cores, vector_cores, guard, scale, fixup, alpha as float32 bits, subnormals, l0c_stages), then A
-//        (batch*m*k float32), B (batch*k*n float32), row-major.  guard = 1: the guarantee's integers are
-//        computed on the device first (line statistics and meta of A's rows and B's columns, with
+//   IN:  22 little-endian int64 (batch, m, n, k, sb, keep_lo_lo, bm, bk, bn, n_fused, per_term,
+//        cube_cores, vector_cores, guard, scale, fixup, alpha as float32 bits, subnormals, l0c_stages, bands,
+//        band_a, band_b), then A (batch*m*k float32), B (batch*k*n float32), row-major; with guard = 4 then
+//        the packed integers of A's rows (batch*m int32) and of B's columns (batch*n int32).
+//        guard = 1: the guarantee's integers are computed on the device first (line statistics and meta of A's rows and B's columns, with
 //        guard::Scale `scale`, `fixup` and the split range of guard::Subnormals `subnormals`, as
 //        host/binding.cpp passes them), the splits scale every line by them and zero entries the
 //        split cannot hold, and the combine kernel, the unscale folded in (or, where the 910A's GEMM
 //        epilogue combined, the unscale kernel after it), gives C = alpha * (AB) 2^-(ta+tb); the meta
 //        kernels also set the batches' words (kernel/batch_flags.hpp) that the later kernels read.
+//        bands = 1 (host/binding.cpp's options.bands): the fix-up kernels take class 2 only (the
+//        banded lines' outputs are left as the ordinary pass wrote them).
 //        guard = 2: host/binding.cpp's matmul_fp32 instead: every line's integers "class 0, t = 0",
 //        every row through the fix-up kernel (fixup_min_class = 0), C = alpha * (AB) in plain FP32.
 //        guard = 3: host/binding.cpp's split: the two split kernels alone (no GEMM; C is left as poisoned),
 //        for the bring-up's probes of the conversion (ascendc_kernels/probes.py).
+//        guard = 4: host/binding.cpp's band_pass: the given integers scale every line in the splits (no
+//        batch words: every batch scaled), a side with band_a / band_b keeps only its band window
+//        (guard::split_cutoff), the other the ordinary bound; GEMM, combine with the unscale folded in
+//        (or the unscale kernel after the 910A's epilogue combine); no statistics, meta or fix-up.
 //   OUT: C (batch*m*n float32), then A_hi, A_lo (batch*mp*kp FP16 bits, Zz), B_hi, B_lo
 //        (batch*kp*np, Zz), as the split kernel wrote them; with guard = 1 then the packed
 //        integers of A's rows (batch*m int32) and of B's columns (batch*n), then the batches' words
-//        (batch * schedule::kFlagWords FP32).
+//        (batch * schedule::kFlagWords FP32), then the line statistics big, small_w, finite (int32) of
+//        A's rows (three arrays of batch*m) and of B's columns (three of batch*n).
 //   stdout: the checker's report (CHECK-ERROR lines, CHECK-SUMMARY); exit status 0 when clean,
 //   1 when the checker found errors, 2 on a fatal error (out of bounds, bad parameters), 64 when the
 //   input cannot be read (driver_io.h), 65 when the launch plan refuses the shape.
@@ -39,6 +47,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <tuple>
 #include <vector>
 
 namespace {
@@ -67,7 +76,7 @@ int main(int argc, char** argv)
     using namespace sgemm_cube;
     driver::expect_args(argc, argv, 2, "IN OUT");
     driver::Input in(argv[1]);
-    int64_t h[19];
+    int64_t h[22];
     for (int64_t& v : h) {
         v = in.param();
     }
@@ -80,6 +89,9 @@ int main(int argc, char** argv)
     const bool device_guard = h[13] == 1;
     const bool fp32_route = h[13] == 2;  // host/binding.cpp's matmul_fp32
     const bool split_only = h[13] == 3;  // host/binding.cpp's split: the split kernel alone (the probes)
+    const bool band_pass = h[13] == 4;   // host/binding.cpp's band_pass: given integers, band cutoffs
+    const bool scaled = device_guard || band_pass;  // the splits scale the lines, C is unscaled
+    const bool bands = h[19] != 0, band_a = h[20] != 0, band_b = h[21] != 0;
     const uint32_t guard_scale = uint32_t(h[14]), guard_fixup = uint32_t(h[15]), guard_subnormals = uint32_t(h[17]);
     float alpha;
     {
@@ -88,6 +100,8 @@ int main(int argc, char** argv)
     }
     const std::vector<float> a = in.values<float>(size_t(batch) * m * k);
     const std::vector<float> b = in.values<float>(size_t(batch) * k * n);
+    const std::vector<int32_t> given_a = band_pass ? in.values<int32_t>(size_t(batch) * m) : std::vector<int32_t>();
+    const std::vector<int32_t> given_b = band_pass ? in.values<int32_t>(size_t(batch) * n) : std::vector<int32_t>();
 
 #if __NPU_ARCH__ == 1001
     const arch::Capacity cap = arch::capacity<arch::Ascend910A>();
@@ -152,14 +166,28 @@ int main(int argc, char** argv)
                                   alpha_exp);
         });
     }
-    uint32_t keep_below = 0x7F800000u;  // without the integers: NaN/Inf only
+    // What the splits zero besides NaN/Inf (guard::split_cutoff, as host/binding.cpp passes it).
+    const guard::LineRange range = guard::fp16_line_range(uint32_t(sb), guard::Subnormals(guard_subnormals));
+    guard::SplitCutoff cut_a{0x7F800000u, 0u}, cut_b{0x7F800000u, 0u};  // without the integers: NaN/Inf only
+    if (scaled) {
+        cut_a = guard::split_cutoff(range, band_pass && band_a);
+        cut_b = guard::split_cutoff(range, band_pass && band_b);
+    }
+    if (band_pass) {  // the given integers, padded lines "class 0, t = 0", as host/binding.cpp pads them
+        for (auto* v : {&meta_a, &meta_b}) {
+            for (auto& x : *v) x = guard::pack(guard::LineMeta{0, 0});
+            ascend_exec::register_gm(v->data(), v->size() * 4);
+        }
+        for (uint32_t bb = 0; bb < batch; ++bb) {
+            std::memcpy(meta_a.data() + size_t(bb) * g.mp, given_a.data() + size_t(bb) * m, size_t(m) * 4);
+            std::memcpy(meta_b.data() + size_t(bb) * g.np, given_b.data() + size_t(bb) * n, size_t(n) * 4);
+        }
+    }
     if (device_guard) {
         for (auto* v : {&stats_a, &stats_b, &meta_a, &meta_b}) {
             ascend_exec::register_gm(v->data(), v->size() * 4);
         }
         ascend_exec::register_gm(flags.data(), flags.size() * 4);
-        const float max_abs = std::fmin(65520.0f, std::ldexp(1.0f, 27 - sb));  // split_limits(sb).max_abs
-        std::memcpy(&keep_below, &max_abs, 4);
         const size_t la = size_t(batch) * g.mp, lb = size_t(batch) * g.np;
         const schedule::LineStatsGeometry ga = schedule::make_line_stats_geometry(batch, g.mp, g.kp, true, vector_cores);
         const schedule::LineStatsGeometry gb = schedule::make_line_stats_geometry(batch, g.kp, g.np, false, vector_cores);
@@ -188,14 +216,14 @@ int main(int argc, char** argv)
 
     if (!fp32_route) {
         ascend_exec::launch("split_a", plan.split_a.cores, [&] {
-            sgemm_cube_split(gm(a_src.data()), gm(a_hi), gm(a_lo), device_guard ? gm(meta_a.data()) : nullptr,
+            sgemm_cube_split(gm(a_src.data()), gm(a_hi), gm(a_lo), scaled ? gm(meta_a.data()) : nullptr,
                              device_guard ? gm(flags.data()) : nullptr, g.batch,
-                             g.mp, g.kp, vector_cores, scale, device_guard ? 1u : 0u, keep_below);
+                             g.mp, g.kp, vector_cores, scale, scaled ? 1u : 0u, cut_a.keep_below, cut_a.keep_from);
         });
         ascend_exec::launch("split_b", plan.split_b.cores, [&] {
-            sgemm_cube_split(gm(b_src.data()), gm(b_hi), gm(b_lo), device_guard ? gm(meta_b.data()) : nullptr,
+            sgemm_cube_split(gm(b_src.data()), gm(b_hi), gm(b_lo), scaled ? gm(meta_b.data()) : nullptr,
                              device_guard ? gm(flags.data()) : nullptr, g.batch,
-                             g.kp, g.np, vector_cores, scale, device_guard ? 2u : 0u, keep_below);
+                             g.kp, g.np, vector_cores, scale, scaled ? 2u : 0u, cut_b.keep_below, cut_b.keep_from);
         });
     }
     if (!fp32_route && !split_only) {
@@ -206,35 +234,38 @@ int main(int argc, char** argv)
         });
         if (plan.launch_combine) {  // with the guarantee's integers, the unscale folded in (its units and cores)
             const uint32_t combine_cores =
-                device_guard ? schedule::make_unscale_geometry(batch, g.mp, g.np, vector_cores).cores : plan.combine.cores;
+                scaled ? schedule::make_unscale_geometry(batch, g.mp, g.np, vector_cores).cores : plan.combine.cores;
             ascend_exec::launch("combine", combine_cores, [&] {
                 sgemm_cube_combine(gm(term_ptr[0]), gm(term_ptr[1]), gm(term_ptr[2]), gm(term_ptr[3]), gm(term_ptr[0]),
                                    plan.term_elems, vector_cores, keep_lo_lo ? 1u : 0u, inv_scale,
-                                   device_guard ? gm(meta_a.data()) : nullptr, device_guard ? gm(meta_b.data()) : nullptr,
+                                   scaled ? gm(meta_a.data()) : nullptr, scaled ? gm(meta_b.data()) : nullptr,
                                    device_guard ? gm(flags.data()) : nullptr, batch, g.mp, g.np, alpha_mant, alpha_exp);
             });
         }
     }
 
+    if (scaled && !plan.launch_combine) {  // the 910A's epilogue combined: the unscale as its own pass
+        const schedule::UnscaleGeometry ug = schedule::make_unscale_geometry(batch, g.mp, g.np, vector_cores);
+        ascend_exec::launch("unscale", ug.cores, [&] {
+            sgemm_cube_unscale(gm(term_ptr[0]), gm(meta_a.data()), gm(meta_b.data()),
+                               device_guard ? gm(flags.data()) : nullptr, batch, g.mp, g.np, vector_cores, alpha_mant,
+                               alpha_exp);
+        });
+    }
     if (device_guard) {
-        if (!plan.launch_combine) {  // the 910A's epilogue combined: the unscale as its own pass
-            const schedule::UnscaleGeometry ug = schedule::make_unscale_geometry(batch, g.mp, g.np, vector_cores);
-            ascend_exec::launch("unscale", ug.cores, [&] {
-                sgemm_cube_unscale(gm(term_ptr[0]), gm(meta_a.data()), gm(meta_b.data()), gm(flags.data()), batch, g.mp,
-                                   g.np, vector_cores, alpha_mant, alpha_exp);
-            });
-        }
-        // The fix-up rows of A in plain FP32 (fixup_min_class: 1 with fixup, else 2).
+        // The fix-up rows of A in plain FP32 (1 with fixup and no bands, else 2: with bands the banded lines go
+        // to the band passes).
+        const uint32_t min_class = guard::fixup_min_class(guard_fixup != 0, bands);
         ascend_exec::launch("fixup_rows", schedule::min_u32(vector_cores, batch * g.mp), [&] {
             sgemm_cube_fixup_rows(gm(a_src.data()), gm(b_src.data()), gm(meta_a.data()), gm(meta_b.data()),
-                                  gm(term_ptr[0]), gm(flags.data()), batch, g.mp, g.np, g.kp, k, guard_fixup ? 1u : 2u,
+                                  gm(term_ptr[0]), gm(flags.data()), batch, g.mp, g.np, g.kp, k, min_class,
                                   vector_cores,
                                   alpha_mant, alpha_exp);
         });
         const uint32_t col_units = batch * schedule::ceil_div(g.mp, schedule::kFixupColRows);
         ascend_exec::launch("fixup_cols", schedule::min_u32(vector_cores, col_units), [&] {
             sgemm_cube_fixup_cols(gm(a_src.data()), gm(b_src.data()), gm(meta_a.data()), gm(meta_b.data()),
-                                  gm(term_ptr[0]), gm(flags.data()), batch, g.mp, g.np, g.kp, k, guard_fixup ? 1u : 2u,
+                                  gm(term_ptr[0]), gm(flags.data()), batch, g.mp, g.np, g.kp, k, min_class,
                                   vector_cores,
                                   alpha_mant, alpha_exp);
         });
@@ -257,6 +288,14 @@ int main(int argc, char** argv)
             out.write(meta_b.data() + size_t(bb) * g.np, size_t(n) * 4);
         }
         out.write(flags.data(), flags.size() * 4);
+        // the statistics: big, small_w, finite of A's rows, then of B's columns, without the padding
+        for (const auto& [stats, pad, used] : {std::make_tuple(&stats_a, g.mp, m), std::make_tuple(&stats_b, g.np, n)}) {
+            for (uint32_t part = 0; part < 3; ++part) {
+                for (uint32_t bb = 0; bb < batch; ++bb) {
+                    out.write(stats->data() + (size_t(part) * batch + bb) * pad, size_t(used) * 4);
+                }
+            }
+        }
     }
     out.close();
     std::printf("GEOMETRY mp=%u np=%u kp=%u mb=%u nb=%u kb=%u n_fused=%u groups=%u cores=%u l0_stages=%u passes=%u "

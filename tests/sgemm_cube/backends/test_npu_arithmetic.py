@@ -85,10 +85,12 @@ class RecordingExtension(types.ModuleType):
     def soc(self) -> str:
         return self._soc
 
-    def matmul(self, a, b, out, options):
+    def matmul(self, a, b, out, options, lines=None):
         assert isinstance(options, npu.MatmulOptions)
         self.calls.append(options)
         out.zero_()
+        if lines is not None:
+            lines.zero_()  # every line of class 0 (SPLIT): no band pass
 
     def matmul_fp32(self, a, b, out, alpha=1.0):
         self.calls.append(("fp32", alpha))
@@ -135,13 +137,13 @@ def test_every_option_changes_what_is_launched(recording, monkeypatch, soc):
     ext = recording(soc)
     base = _launch(ext, monkeypatch)
     assert (base["sb"], base["keep_lo_lo"], base["guard"], base["scale"], base["fixup"], base["alpha"],
-            base["subnormals"]) == (12, False, True, npu.SCALE_CODE["auto"], True, 1.0, 1)
+            base["subnormals"], base["bands"]) == (12, False, True, npu.SCALE_CODE["auto"], True, 1.0, 1, True)
     variants = {
         "sb": (dict(sb=6), {"sb": 6}),
         "scheme": (dict(scheme="fp16x4"), {"keep_lo_lo": True}),
         "scale": (dict(scale="rows"), {"scale": npu.SCALE_CODE["rows"]}),
         "scale=None": (dict(scale=None), {"scale": npu.SCALE_CODE[None]}),
-        "fixup": (dict(fixup=False), {"fixup": False}),
+        "fixup": (dict(fixup=False), {"fixup": False, "bands": False}),  # no listed line to band
         "alpha": (dict(alpha=-2.5), {"alpha": -2.5}),
         # a recorded answer that the chip keeps FP16 subnormals widens the range; one that it flushes
         # keeps the default's

@@ -240,7 +240,8 @@ def test_the_guarantee_runs_on_the_device(model_ext, torch, scale):
     ext = model_ext("910a", 32)
     seen = []
     kernel = ext.matmul
-    ext.matmul = lambda a, b, out, options: (seen.append((a.clone(), b.clone(), options)), kernel(a, b, out, options))
+    ext.matmul = lambda a, b, out, options, **kw: (seen.append((a.clone(), b.clone(), options)),
+                                                   kernel(a, b, out, options, **kw))
     rng = np.random.default_rng(12)
     a = rng.standard_normal((1, 16, 32)).astype(np.float32)
     b = rng.standard_normal((1, 32, 8)).astype(np.float32)
@@ -259,19 +260,22 @@ def test_the_guarantee_runs_on_the_device(model_ext, torch, scale):
     assert not msg, msg
 
 
-def test_run_neither_synchronises_nor_uses_float64(model_ext, torch, monkeypatch):
-    """No host read-back (.cpu, .item, .numpy, .tolist), no float64 and no torch.matmul / mm / bmm in npu.run
-    (the extension, standing in for the device, reads through functions it captured at import)."""
+def test_run_reads_back_only_the_lines_and_uses_no_float64(model_ext, torch, monkeypatch):
+    """One host read-back per product, of the lines' integers (``npu_bands``: which lines are banded and their
+    band counts decide the band passes), and nothing else (.item, .numpy, .tolist, no other .cpu); no float64
+    and no torch.matmul / mm / bmm in npu.run (the extension, standing in for the device, reads through
+    functions it captured at import)."""
     from tests.guarantee_data import check_guarantee
 
+    from sgemm_cube.backends import npu_bands
     from sgemm_cube.plan import make_request
 
     model_ext("910b", 20)
     rng = np.random.default_rng(13)
     a = rng.standard_normal((2, 24, 40)).astype(np.float32)
     b = rng.standard_normal((2, 40, 20)).astype(np.float32)
-    a[0, :, ::2] *= np.float32(1e-10)  # fix-up rows
-    a[1, 3, 5] = np.inf
+    a[0, :, ::2] *= np.float32(1e-10)  # banded rows
+    a[1, 3, 5] = np.inf                # a fix-up row
     ta, tb = torch.from_numpy(a), torch.from_numpy(b)
     out = torch.empty(2, 24, 20)
 
@@ -280,7 +284,16 @@ def test_run_neither_synchronises_nor_uses_float64(model_ext, torch, monkeypatch
             raise AssertionError(f"npu.run called {what}")
         return fail
 
-    for name in ("cpu", "item", "numpy", "tolist", "double"):
+    real_cpu, read = torch.Tensor.cpu, []
+
+    def cpu(self, *args, **kwargs):
+        if self.dtype != torch.int32 or self.shape != (npu_bands.LINE_ROWS, 2 * (24 + 20)):
+            raise AssertionError(f"npu.run read back a {self.dtype} tensor of shape {tuple(self.shape)}")
+        read.append(self.shape)
+        return real_cpu(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.Tensor, "cpu", cpu)
+    for name in ("item", "tolist", "double"):
         monkeypatch.setattr(torch.Tensor, name, forbidden(f"Tensor.{name}"))
     for name in ("matmul", "mm", "bmm"):
         monkeypatch.setattr(torch, name, forbidden(f"torch.{name}"))
@@ -295,6 +308,7 @@ def test_run_neither_synchronises_nor_uses_float64(model_ext, torch, monkeypatch
     req = make_request(backend="npu")
     npu.run(npu.plan(req, 2, 24, 20, 40), ta, tb, out)
     monkeypatch.undo()
+    assert len(read) == 1, read
     for i in range(2):
         msg = check_guarantee(out[i].numpy(), a[i], b[i])
         assert not msg, msg
@@ -498,7 +512,7 @@ def test_the_plan_holds_what_npu_run_launches(model_ext, torch):
     assert config["tiling"] == npu.choose_tiling("910a", 24, 20, 40, terms=3)
     seen = []
     kernel = ext.matmul
-    ext.matmul = lambda a, b, out, options: (seen.append(options), kernel(a, b, out, options))
+    ext.matmul = lambda a, b, out, options, **kw: (seen.append(options), kernel(a, b, out, options, **kw))
     forced = npu_schedule.Tiling(16, 32, 16, 3)
     a, b = torch.ones(1, 24, 40), torch.ones(1, 40, 20)
     out = torch.empty(1, 24, 20)

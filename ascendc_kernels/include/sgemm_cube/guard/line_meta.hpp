@@ -60,6 +60,26 @@ SGEMM_CUBE_HOST_DEVICE LineRange fp16_line_range(uint32_t sb, Subnormals subnorm
     return r;
 }
 
+/// What the split zeroes (kernel/split_kernel.hpp's keep_below, keep_from): entries whose |x| (bits, after the
+/// line scaling) is at or above keep_below, or below keep_from.
+struct SplitCutoff {
+    uint32_t keep_below;  ///< FP32 bits of the bound the split holds below
+    uint32_t keep_from;   ///< FP32 bits of the lower bound; 0: none
+};
+
+/// The split's cutoff under the guarantee's integers: the ordinary split holds what lies below `upper`
+/// (guard.py: the class-2 entries, at or above split_limits(sb).max_abs, go to 0, no lower bound); a band
+/// (cpu_fallback/bands.py, `band`) keeps its window [lower, 2^(top + 1)) of `r` (bands.band_window).
+SGEMM_CUBE_HOST_DEVICE SplitCutoff split_cutoff(const LineRange& r, bool band)
+{
+    return band ? SplitCutoff{uint32_t(r.top + 1 + 127) << 23, r.lower_bits} : SplitCutoff{r.upper_bits, 0u};
+}
+
+/// The smallest class the fix-up kernels recompute in FP32: guard.fixup_min_class(fixup) (1 with fixup, else 2),
+/// except with `bands` (cpu_fallback/bands.py), where the LOSES_BITS lines go to the band passes and only the
+/// SPECIAL ones (NaN/Inf, beyond the split's top) stay on the vector unit's FP32 fix-up.
+SGEMM_CUBE_HOST_DEVICE uint32_t fixup_min_class(bool fixup, bool bands) { return fixup && !bands ? 1u : 2u; }
+
 /// Number of leading zero bits of a nonzero 32-bit word.
 SGEMM_CUBE_HOST_DEVICE int32_t leading_zeros(uint32_t x)
 {

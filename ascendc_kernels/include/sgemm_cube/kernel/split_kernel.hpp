@@ -39,11 +39,24 @@
 //   m = min(max(u, -1), 0)   -1 (all ones) below the bound, 0 otherwise
 //   b = b & m                kept, or +0
 //
+// The band cutoff (`keep_from`, the listed lines' exponent bands, cpu_fallback/bands.py): a band pass
+// keeps only the entries whose scaled magnitude lies in the split's window [lower, 2^(top + 1)): the
+// host passes keep_below = bits of 2^(top + 1) and keep_from = bits of lower (guard::fp16_line_range),
+// and after the test above a second one zeroes what lies below F = keep_from
+// (tile::ZeroBelow: n = min(max((F - 1) - a, -1), 0), b = b & n), so that the split reads exactly
+// bands.band_values(x, t, axis, band_window(sb, arithmetic)) when t is the band's exponent t_a.  The
+// lower bound belongs to the window (kept), the upper one does not: an entry of band a that scales to
+// 2^(top + 1) is the lowest of band a - 1 (scaled to lower by that band's t).  keep_from = 0 is no
+// lower bound: the second test is not issued, so the ordinary split costs what it did.
+//
 // The scaling (guard.scale_lines): 2^t is applied as two multiplies, by 2^t1
 // and 2^t2 with t1 = min(t, 127) and t2 = t - t1 (t <= 163: a line's largest
 // entry lands at most at 2^15), so each factor is an FP32 value; only the
 // last can round (scaling a subnormal result), as the float64 path rounds
-// once.  Each row's (A) or column's (B) factors fill a factor tile in the
+// once.  A band's exponent reaches top + 150 (bands.band_exponents' cap, which scales every
+// nonzero FP32 magnitude to 2^(top + 1) or more: an empty band): t1 = 127, t2 <= 37, both factors
+// FP32 values; the valid range of t is [-127, top + 150] (a band pass's integers come from the host
+// unchecked).  Each row's (A) or column's (B) factors fill a factor tile in the
 // tile's Zz order: the scalar unit writes one piece (256 values), UB -> UB
 // copies double it to 16 pieces.  A strip of a batch whose word says no line is scaled
 // (batch_flags.hpp, set by the line-meta kernel) skips the factors and the two multiplies: every t of
@@ -69,6 +82,7 @@ struct SplitArgs {
     float scale;                 ///< 2^sb, exact
     uint32_t scaled_lines;       ///< 0: no line scaling; 1: per row (A); 2: per column (B), from `meta`
     uint32_t keep_below;         ///< FP32 bits of the bound: |x| at or above it (and NaN/Inf) become +0
+    uint32_t keep_from;          ///< FP32 bits of the band's lower bound: |x| below it becomes +0; 0: none
 };
 
 /// The two FP32 factors 2^t1, 2^t2 (bits) of a line's scaling exponent t (see the file comment).
@@ -198,6 +212,9 @@ __aicore__ inline void RunSplit(__gm__ float* x, __gm__ half* hi, __gm__ half* l
                 }
             }
             tile::ZeroUnsplittable(v[st], ub.bound, count);  // |x| at or above the bound, NaN, Inf -> +0
+            if (args.keep_from != 0) {  // a band: |x| below its window -> +0 (the file comment)
+                tile::ZeroBelow(v[st], ub.bound, args.keep_from, count);
+            }
             stages.AwaitResultsStored(st);  // the stage's parts are stored: overwrite them
             tile::SplitToHalves(v[st], SocTag::kToHalf, args.scale, count);
             stages.InputRead(st);

@@ -74,7 +74,7 @@ __aicore__ inline void ScaleByFactors(const SplitStage& v, const AscendC::LocalT
     AscendC::PipeBarrier<PIPE_V>();
 }
 
-/// |x| at or above the bound, NaN and Inf -> +0, with integer and bit operations only.
+/// |x| at or above the bound (`keep_below`), NaN and Inf -> +0, with integer and bit operations only.
 __aicore__ inline void ZeroUnsplittable(const SplitStage& v, const SplitBound& c, uint32_t count)
 {
     using AscendC::LocalTensor;
@@ -90,6 +90,33 @@ __aicore__ inline void ZeroUnsplittable(const SplitStage& v, const SplitBound& c
     AscendC::Mins(ti, ti, int32_t(0), int32_t(count));                                 // m
     AscendC::PipeBarrier<PIPE_V>();
     AscendC::And(xu, xu, tu, int32_t(2 * count));                                      // x & m
+    AscendC::PipeBarrier<PIPE_V>();
+}
+
+/// The band cutoff (kernel/split_kernel.hpp): |x| below `keep_from` (FP32 bits, nonzero) -> +0, with integer
+/// and bit operations only, after ZeroUnsplittable (an entry it zeroed has |x| = 0 < keep_from: still +0).
+/// With a = bits(|x|) and F = keep_from: n = min(max((F - 1) - a, -1), 0) is -1 (all ones) where a >= F and 0
+/// where a < F (F - 1 - a lies in [-2^31 + 1, 2^31 - 1]: no overflow); x & n.  Scalar operands only (Muls,
+/// Adds, Maxs, Mins on int32, every one on dav-c100 and dav-c220): no constant tile, so the split's UB is
+/// unchanged.  Six more instructions, issued only for a band (keep_from != 0).
+__aicore__ inline void ZeroBelow(const SplitStage& v, const SplitBound& c, uint32_t keep_from, uint32_t count)
+{
+    using AscendC::LocalTensor;
+    LocalTensor<uint16_t> xu = v.x.ReinterpretCast<uint16_t>();
+    LocalTensor<uint16_t> tu = v.tmp.ReinterpretCast<uint16_t>();
+    LocalTensor<int32_t> ti = v.tmp.ReinterpretCast<int32_t>();
+    const int32_t below = int32_t(keep_from) - 1;  // a > below keeps: the lower bound itself is in the window
+    AscendC::And(tu, xu, c.abs_mask.ReinterpretCast<uint16_t>(), int32_t(2 * count));  // a
+    AscendC::PipeBarrier<PIPE_V>();
+    AscendC::Muls(ti, ti, int32_t(-1), int32_t(count));                                // -a
+    AscendC::PipeBarrier<PIPE_V>();
+    AscendC::Adds(ti, ti, below, int32_t(count));                                      // (F - 1) - a
+    AscendC::PipeBarrier<PIPE_V>();
+    AscendC::Maxs(ti, ti, int32_t(-1), int32_t(count));
+    AscendC::PipeBarrier<PIPE_V>();
+    AscendC::Mins(ti, ti, int32_t(0), int32_t(count));                                 // n
+    AscendC::PipeBarrier<PIPE_V>();
+    AscendC::And(xu, xu, tu, int32_t(2 * count));                                      // x & n
     AscendC::PipeBarrier<PIPE_V>();
 }
 
