@@ -384,7 +384,7 @@ def _launch(a, b, out, *, sb: int, lo_lo: bool, tiling, guard: dict | None, chec
     t = _tiling(tiling, batch, m, b.shape[2], k, 4 if lo_lo else 3, check)
     target = _contiguous_target(out)
     options = _matmul_options(sb, lo_lo, t, guard)
-    if options.bands:  # the listed lines on the cube: the guarded product, then their band passes
+    if options.bands and batch and m and b.shape[2]:  # listed lines on the cube: the product, then their bands
         lines = npu_bands.line_buffer(batch, m, b.shape[2], a.device)
         ext.matmul(a, b, target, ext.MatmulOptions(**options._asdict()), lines=lines)
         npu_bands.run_band_passes(ext, a, b, target, lines, options,
