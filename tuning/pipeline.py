@@ -1053,11 +1053,30 @@ def _readback_seconds(p: Profile, batch: int, m: int, n: int) -> float:
     return pp.host_readback_us * 1e-6 + READBACK_BYTES_PER_LINE * batch * (m + n) / (pp.d2h_gbps * 1e9)
 
 
-def _pass_kernels(p: Profile, design: Design, rows: int, cols: int, k: int, t: ns.Tiling, exact: bool) -> dict:
-    """Seconds of one ``band_pass`` (one batch): the split of both sides (every line scaled: the pass has
-    no batch words), the GEMM in the product's tiling and mode, the combine with the unscale (or the
-    910A's epilogue and its own unscale): :func:`_predict` of the kernels with the bookkeeping, less the
-    line statistics and meta, which the pass does not run."""
+def _pass_tiling(p: Profile, design: Design, shape: tuple, rows: int, cols: int,
+                 t: ns.Tiling) -> tuple[ns.Tiling, Design]:
+    """The tiling and mode ``npu.run`` gives a band pass of ``rows x K x cols`` (``shape``: the product's m, n,
+    k): the tuner's for the pass's shape (``npu.choose_tiling``, the same K groups) where the product runs
+    the tuner's, else the product's own ``t`` in ``design``'s mode."""
+    from sgemm_cube.backends import npu
+
+    m, n, k = shape
+    try:
+        if tuple(t) == tuple(npu.choose_tiling(p.key, m, n, k, terms=design.terms)):
+            own = npu.choose_tiling(p.key, rows, cols, k, terms=design.terms)
+            return own, _replace_fields(design, per_term=bool(own.per_term), l0c_stages=int(own.l0c_stages))
+    except (KeyError, ValueError):  # a profile without a tiling table: the product's tiling
+        pass
+    return t, design
+
+
+def _pass_kernels(p: Profile, design: Design, rows: int, cols: int, k: int, pass_tiling: tuple,
+                  exact: bool) -> dict:
+    """Seconds of one ``band_pass`` (one batch) in ``pass_tiling`` (:func:`_pass_tiling`'s tiling and design):
+    the split of both sides (every line scaled: the pass has no batch words), the GEMM, the combine with the
+    unscale (or the 910A's epilogue and its own unscale): :func:`_predict` of the kernels with the
+    bookkeeping, less the line statistics and meta, which the pass does not run."""
+    t, design = pass_tiling
     d = _replace_fields(design, listed=None, special=0.0, bands=2, scaled=True)
     ph = _predict(p, d, 1, rows, cols, k, t, exact).phases
     return {"split_a": ph["split_a"], "split_b": ph["split_b"], "gemm": ph["gemm"],
@@ -1073,25 +1092,29 @@ def _band_parts(p: Profile, design: Design, batch: int, m: int, n: int, k: int, 
     plain_c = max(0, n - c - _lines(design.special, n))
     fl = _FLOAT
     parts: dict = {"band_rows": {}, "band_cols": {}, "band_pairs": {}}
+
+    def tiling(rows: int, cols: int) -> tuple:
+        return _pass_tiling(p, design, (m, n, k), rows, cols, t)
+
     gathered_a = gathered_b = False
     if r and plain_c:  # the bands of the banded rows against B's ordinary columns (gathered unless all)
         ordinary = (plain_c * k if plain_c < n else 0) + nb * r * k
         parts["band_rows"] = {"gather": _stream_seconds(p, BAND_GATHER_TRANSFERS * ordinary * fl),
-                              **_pass_kernels(p, design, nb * r, plain_c, k, t, exact),
+                              **_pass_kernels(p, design, nb * r, plain_c, k, tiling(nb * r, plain_c), exact),
                               "accumulate": _stream_seconds(p, (1 + nb * BAND_ACC_TRANSFERS) * r * plain_c * fl),
                               "scatter": _stream_seconds(p, BAND_SCATTER_TRANSFERS * r * plain_c * fl)}
         gathered_a = True
     if c and plain_r:  # A's ordinary rows (gathered unless all) against the bands of the banded columns
         ordinary = (plain_r * k if plain_r < m else 0) + nb * c * k
         parts["band_cols"] = {"gather": _stream_seconds(p, BAND_GATHER_TRANSFERS * ordinary * fl),
-                              **_pass_kernels(p, design, plain_r, nb * c, k, t, exact),
+                              **_pass_kernels(p, design, plain_r, nb * c, k, tiling(plain_r, nb * c), exact),
                               "accumulate": _stream_seconds(p, (1 + nb * BAND_ACC_TRANSFERS) * plain_r * c * fl),
                               "scatter": _stream_seconds(p, BAND_SCATTER_TRANSFERS * plain_r * c * fl)}
         gathered_b = True
     if r and c:  # every pair of bands, both sides band-split
         gather = ((0 if gathered_a else nb * r * k) + (0 if gathered_b else nb * c * k)) * BAND_GATHER_TRANSFERS * fl
         parts["band_pairs"] = {"gather": _stream_seconds(p, gather),
-                               **_pass_kernels(p, design, nb * r, nb * c, k, t, exact),
+                               **_pass_kernels(p, design, nb * r, nb * c, k, tiling(nb * r, nb * c), exact),
                                "accumulate": _stream_seconds(p, (1 + nb * nb * BAND_ACC_TRANSFERS) * r * c * fl),
                                "scatter": _stream_seconds(p, BAND_SCATTER_TRANSFERS * r * c * fl)}
     return tuple((name, tuple((part, batch * v) for part, v in ps.items())) for name, ps in parts.items())
@@ -1113,9 +1136,10 @@ def band_parts(profile: Profile | str, m: int, n: int, k: int, tiling, *, design
     * ``band_pairs`` (when both are banded): ``(bands R) x K x (bands C)``, both sides band-split.
 
     Each ``band_pass`` is the split of both sides (B's, or A's, split again), the GEMM and the
-    combine with the unscale in the product's own tiling and mode (``tiling``: what ``run_band_passes``
-    passes, so the K groups and the bits are the ordinary product's), timed by the same phase models as
-    the product's kernels (:func:`_pass_kernels`).  Around them, bandwidth-bound passes at the nominal HBM
+    combine with the unscale, in the tiling ``npu.run`` gives the pass (:func:`_pass_tiling`: the tuner's
+    for the pass's shape where ``tiling``, the product's, is the tuner's, else ``tiling``; the K groups,
+    and so the bits, are the product's either way), timed by the same phase models as the product's
+    kernels (:func:`_pass_kernels`).  Around them, bandwidth-bound passes at the nominal HBM
     rate (:func:`_stream_seconds`): each side's gather (:data:`BAND_GATHER_TRANSFERS`, counted in the
     first pass that uses it), the accumulator's zeroing and per-block adds (:data:`BAND_ACC_TRANSFERS`),
     the write into C (:data:`BAND_SCATTER_TRANSFERS`).  No launch overheads (the model has none).

@@ -387,7 +387,16 @@ def _launch(a, b, out, *, sb: int, lo_lo: bool, tiling, guard: dict | None, chec
     if options.bands and batch and m and b.shape[2]:  # listed lines on the cube: the product, then their bands
         lines = npu_bands.line_buffer(batch, m, b.shape[2], a.device)
         ext.matmul(a, b, target, ext.MatmulOptions(**options._asdict()), lines=lines)
-        npu_bands.run_band_passes(ext, a, b, target, lines, options,
+        terms = 4 if lo_lo else 3
+        tuned = t == choose_tiling(ext.soc(), m, b.shape[2], k, terms=terms)
+
+        def pass_options(rows: int, cols: int) -> MatmulOptions:
+            """A band pass's options: the tuner's tiling for the pass's own shape where the product runs the
+            tuner's (every tuned tiling of this K has the same K groups, so the same bits), else the product's."""
+            return _matmul_options(sb, lo_lo, choose_tiling(ext.soc(), rows, cols, k, terms=terms) if tuned else t,
+                                   guard)
+
+        npu_bands.run_band_passes(ext, a, b, target, lines, pass_options,
                                   band_window(sb, guard["arithmetic"], scheme="fp16x4" if lo_lo else "fp16x3"))
     else:
         ext.matmul(a, b, target, ext.MatmulOptions(**options._asdict()))

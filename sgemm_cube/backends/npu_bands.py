@@ -12,9 +12,10 @@ keeps only the lines with NaN or an infinity (class ``SPECIAL``).  Then:
    matrix (and those of the banded columns of B), each band scaled into the split's window by its own
    packed integers (:func:`~sgemm_cube.cpu_fallback.bands.band_exponents`), through ``ext.band_pass``:
    the split (with the band's cutoff on a banded side), the GEMM and the combine with the unscale, as
-   the ordinary product runs them, in the product's own tiling (so its K groups, and its bits, are the
-   ordinary product's).  At most three passes per batch: banded rows against ordinary columns, ordinary
-   rows against banded columns, banded against banded.
+   the ordinary product runs them, in a tiling with the product's K groups (the tuner's for the pass's
+   shape where the product runs the tuner's: the bits are those of the product's own tiling).  At most
+   three passes per batch: banded rows against ordinary columns, ordinary rows against banded columns,
+   banded against banded.
 3. The passes' results added in FP32 on the device (an accumulator from ``+0``, smallest bands first:
    the order of :func:`~sgemm_cube.cpu_fallback.bands.banded_outputs`) and written into the outputs of
    the banded lines, except where the other line is ``SPECIAL`` (the fix-up wrote those).
@@ -75,13 +76,14 @@ class _Side(NamedTuple):
     blocks: list
 
 
-def run_band_passes(ext, a, b, out, lines, options, window: BandWindow) -> int:
+def run_band_passes(ext, a, b, out, lines, pass_options, window: BandWindow) -> int:
     """The banded lines' outputs of ``out`` (batch, m, n) from their band passes; returns ``band_pass`` calls.
 
     ``a`` (batch, m, k), ``b`` (batch, k, n): the contiguous operands ``ext.matmul`` took, ``lines`` what it
-    filled (:func:`line_buffer`), ``options`` its ``MatmulOptions`` (the tiling, sb, alpha; ``band_a`` and
-    ``band_b`` are set per pass), ``window`` the band window of the split range the lines were classified
-    with (:func:`~sgemm_cube.cpu_fallback.bands.band_window`).
+    filled (:func:`line_buffer`), ``pass_options(rows, cols)`` the ``MatmulOptions`` of a pass of that
+    shape (sb, alpha, a tiling with the product's K groups; ``band_a`` and ``band_b`` are set here),
+    ``window`` the band window of the split range the lines were classified with
+    (:func:`~sgemm_cube.cpu_fallback.bands.band_window`).
 
     The bands of a batch's banded rows are stacked into one matrix (band ``k`` holding only the rows that
     reach it), and so are the banded columns' bands, so that one ``band_pass`` computes every band of
@@ -134,8 +136,9 @@ def run_band_passes(ext, a, b, out, lines, options, window: BandWindow) -> int:
         accumulator from +0, A's blocks outside, B's inside, smallest bands first."""
         nonlocal calls
         part = torch.empty((1, sa.values.shape[1], sb.values.shape[2]), dtype=torch.float32, device=dev)
+        options = pass_options(sa.values.shape[1], sb.values.shape[2])
         ext.band_pass(sa.values, sb.values, part, sa.meta, sb.meta,
-                      options._replace(band_a=sa.banded, band_b=sb.banded))
+                      ext.MatmulOptions(**options._replace(band_a=sa.banded, band_b=sb.banded)._asdict()))
         calls += 1
         acc = torch.zeros((rows, cols), dtype=torch.float32, device=dev)
         for s0, la, at in sa.blocks:
