@@ -73,7 +73,7 @@ def test_band_cost_grows_with_the_listed_fraction_and_the_bands(chip):
 
 def test_band_passes_are_the_products_kernels_on_the_stacked_bands():
     """Each pass is ``band_pass``: the split of both sides, the GEMM and the combine with the unscale in the
-    product's own tiling, on the bands stacked (``bands * R`` rows, ``bands * C`` columns), every line
+    product's own tiling (TILING is not the tuner's: a forced tiling runs the passes too), on the bands stacked (``bands * R`` rows, ``bands * C`` columns), every line
     scaled; plus bandwidth-bound gathers, accumulator adds and the write into C at the chip's HBM rate."""
     m, n, k = SHAPE
     p = H.get_profile("910a")
@@ -173,3 +173,22 @@ def test_report_prints_the_listed_fractions():
     for cell, f in zip(cells, fractions, strict=True):
         pr = pl.predict("910b", *shape, t, design=pl.package(f, per_term=bool(t.per_term), l0c_stages=t.l0c_stages))
         assert cell == f"{pr.seconds / base.seconds:.2f}x"
+
+
+def test_band_passes_run_in_the_tuners_tiling_for_their_shape():
+    """Where the product runs the tuner's tiling, each pass runs the tuner's tiling for its own shape (what
+    npu._launch's pass_options gives; the K groups, and so the bits, are the product's): the GEMM of the row
+    pass at 1% listed is the kernels' prediction in that tiling, and faster than in the product's."""
+    from sgemm_cube.backends import npu
+
+    m, n, k = 4096, 4096, 4096
+    t = npu.choose_tiling("910a", m, n, k)
+    d = pl.package(0.01, per_term=bool(t.per_term), l0c_stages=int(t.l0c_stages))
+    r, c = 41, 41
+    rows_pass = pl.band_parts("910a", m, n, k, t, design=d)["band_rows"]
+    own = npu.choose_tiling("910a", 2 * r, n - c, k)
+    assert own != t and own.bk * own.n_fused == t.bk * t.n_fused == 1024  # the same K groups
+    kernels = dataclasses.replace(d, listed=None, per_term=bool(own.per_term), l0c_stages=int(own.l0c_stages))
+    assert rows_pass["gemm"] == pl.predict("910a", 2 * r, n - c, k, own, design=kernels).phases["gemm"]
+    in_product = pl.predict("910a", 2 * r, n - c, k, t, design=dataclasses.replace(d, listed=None)).phases["gemm"]
+    assert rows_pass["gemm"] < in_product
