@@ -521,3 +521,35 @@ def test_the_plan_holds_what_npu_run_launches(model_ext, torch):
     assert (options.bm, options.bk, options.bn, options.n_fused) == (16, 32, 16, 3)
     assert options.fixup is True  # from the plan
     assert torch.equal(out, torch.full((1, 24, 20), 40.0))
+
+
+@pytest.mark.parametrize("soc", ["910a", "910b"])
+def test_band_passes_in_their_own_tilings_keep_the_models_bits(torch, monkeypatch, soc):
+    """Where the product runs the tuner's tiling, npu_bands runs each band pass in the tuner's tiling for the
+    pass's own shape: the same K groups (three here, K = 2,100), so the result is the CPU model's with the
+    product's tiling bit for bit (the schedule model standing in for the device: ModelExtension).  At the
+    writing, on the 910B two of the three passes ran bn = 64 against the product's 48."""
+    from sgemm_cube.backends import npu_model
+    from sgemm_cube.cpu_fallback.arithmetic import WORST
+    from sgemm_cube.plan import make_request
+
+    ext = _ModelExtension(soc, npu_model.CORES[soc])
+    monkeypatch.setattr(npu, "unavailable_reason", lambda: "")
+    monkeypatch.setattr(npu, "_extension", lambda: ext)
+    monkeypatch.setattr(npu, "ARITHMETIC_FILE", Path("/nonexistent/npu_arithmetic.json"))
+    monkeypatch.delenv(npu.ARITHMETIC_ENV, raising=False)
+    rng = np.random.default_rng(23)
+    m, k, n = 200, 2100, 72
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    a[::3, ::2] *= np.float32(2.0 ** -40)  # banded rows
+    b[:, ::5] *= np.float32(2.0 ** 30)
+    b[::4, ::5] *= np.float32(2.0 ** -45)  # banded columns
+    out = torch.empty(1, m, n)
+    npu.run(npu.plan(make_request(backend="npu"), 1, m, n, k), torch.from_numpy(a[None]), torch.from_numpy(b[None]),
+            out)
+    t = npu.choose_tiling(soc, m, n, k)
+    assert len(ext.band_calls) == 3  # rows, columns, pairs
+    assert all(bk * nf == t.bk * t.n_fused == 1024 for _, bk, _, nf, *_ in ext.band_calls)  # the same K groups
+    want = npu_model.guarded_product(a, b, soc=soc, arithmetic=None, design=WORST, tiling=t)
+    assert np.array_equal(out[0].numpy().view(np.uint32), want.view(np.uint32))
