@@ -100,13 +100,11 @@ def _split_range(subnormals):
 
 
 def _ordinary_split_input(x, t, axis, sb):
-    """What the ordinary split reads: the lines scaled by 2**t, NaN/Inf and |x| >= max_abs as 0."""
-    from sgemm_cube.cpu_fallback import split_limits
-    from sgemm_cube.cpu_fallback.guard import scale_lines
+    """What the ordinary split reads (``npu_model.ordinary_split_input``: the lines scaled by 2**t, NaN/Inf and
+    |x| >= max_abs as 0)."""
+    from sgemm_cube.backends.npu_model import ordinary_split_input
 
-    s = scale_lines(x, t, axis, keep_special=True)
-    with np.errstate(invalid="ignore"):
-        return np.where(np.abs(s) < np.float32(split_limits(sb).max_abs), s, np.float32(0)).astype(np.float32)
+    return ordinary_split_input(x, t, axis, sb)
 
 
 def _line_rows(a, b, ma, mb):

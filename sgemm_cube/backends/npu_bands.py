@@ -49,7 +49,8 @@ def line_buffer(batch: int, m: int, n: int, device):
 
 
 def _read_lines(lines, batch: int, m: int, n: int):
-    """(meta_a, meta_b, counts_a, counts_b) of the read-back ``lines``; counts need the window later."""
+    """A's and B's ``(LineMeta, big, small)`` from the read-back ``lines``: the packed integers as (batch,
+    lines) arrays, the largest and smallest nonzero finite magnitudes (float64, flat; small 0 where none)."""
     host = lines.cpu().numpy()  # the one read-back of the NPU path
     meta = unpack_meta(host[0])
     big = host[1].view(np.float32).astype(np.float64)

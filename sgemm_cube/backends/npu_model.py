@@ -19,7 +19,7 @@ from sgemm_cube.cpu_fallback.guard import LineClass, LineMeta, fixup_min_class, 
 
 from . import npu_schedule
 
-__all__ = ["guarded_product", "recursive_fp32", "CORES"]
+__all__ = ["guarded_product", "ordinary_split_input", "recursive_fp32", "CORES"]
 
 #: AI cores per chip as the model runs them (the vector units: the same count on the 910A, twice on the 910B).
 CORES = {"910a": 32, "910b": 20}
@@ -35,7 +35,7 @@ def recursive_fp32(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return acc
 
 
-def _ordinary_split_input(x: np.ndarray, t: np.ndarray, axis: int, sb: int) -> np.ndarray:
+def ordinary_split_input(x: np.ndarray, t: np.ndarray, axis: int, sb: int) -> np.ndarray:
     """What the ordinary split reads: the lines scaled by ``2**t``, NaN/Inf and ``|x| >= max_abs`` as 0."""
     s = scale_lines(x, t, axis, keep_special=True)
     with np.errstate(invalid="ignore"):
@@ -56,7 +56,7 @@ def guarded_product(a, b, *, soc: str, arithmetic, design, tiling: npu_schedule.
     scheme = "fp16x4" if keep_lo_lo else "fp16x3"
     ma, mb = (line_meta(x, axis, scheme=scheme, sb=sb, scale=scale, fixup=fixup, arithmetic=design)
               for x, axis in ((a3, -1), (b3, -2)))
-    xa, xb = _ordinary_split_input(a3[0], ma.t[0], -1, sb), _ordinary_split_input(b3[0], mb.t[0], -2, sb)
+    xa, xb = ordinary_split_input(a3[0], ma.t[0], -1, sb), ordinary_split_input(b3[0], mb.t[0], -2, sb)
     chip = npu_schedule.chip_arithmetic(soc, arithmetic)
     cap, cores = npu_schedule.capacity_from_profile(soc), cores or CORES[soc.lower()]
 

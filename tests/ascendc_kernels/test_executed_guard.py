@@ -189,13 +189,11 @@ def gemm_binaries(tmp_path_factory):
 
 
 def _scaled_split_input(x: np.ndarray, t: np.ndarray, axis: int, sb: int) -> np.ndarray:
-    """What the split must see: guard.scale_lines, then NaN/Inf and |x| >= split_limits(sb).max_abs as 0."""
-    from sgemm_cube.cpu_fallback import split_limits
-    from sgemm_cube.cpu_fallback.guard import scale_lines
+    """What the split must see: guard.scale_lines, then NaN/Inf and |x| >= split_limits(sb).max_abs as 0
+    (``npu_model.ordinary_split_input``)."""
+    from sgemm_cube.backends.npu_model import ordinary_split_input
 
-    xs = scale_lines(x, t, axis, keep_special=True)
-    with np.errstate(invalid="ignore"):
-        return np.where(np.abs(xs) < np.float32(split_limits(sb).max_abs), xs, np.float32(0)).astype(np.float32)
+    return ordinary_split_input(x, t, axis, sb)
 
 
 def _expected(a, b, meta_a, meta_b, scaled_product, *, fixup=True, alpha=1.0):
