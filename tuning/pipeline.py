@@ -603,23 +603,33 @@ kernels.  An assumption: no public figure was found; it is not fitted (nothing m
 
 
 @functools.lru_cache(maxsize=1024)  # profiles and designs are hashable; the time does not depend on the tiling
-def _split_cycles(p: Profile, design: Design, strips: int, cols: int, scale_lines: str = "rows") -> float:
-    """Core 0's time for the split of a (16 strips) x cols FP32 matrix (``scale_lines``: A's rows or B's columns)."""
+def _split_cycles(p: Profile, design: Design, strips: int, cols: int, scale_lines: str = "rows",
+                  batch: int = 1) -> float:
+    """Core 0's time for the split of a (16 strips) x cols FP32 matrix of ``batch`` matrices (``scale_lines``:
+    A's rows or B's columns), its tiles in the kernel's order: strip by strip; B's, per batch, tile by tile
+    over the core's strips of that batch, each column factor tile built once for them."""
     tm = _Timing(p, design)
     cores = min(p.ai_cores, strips)
-    mine = len(range(0, strips, cores))
     width = ns.SPLIT_TILE_COLS if design.split_strips else 512
-    tiles = [(min(width, cols - c), c == 0) for c in range(0, cols, width)] * mine
+    widths = [min(width, cols - c) for c in range(0, cols, width)]
+    mine = range(0, strips, cores)
+    per_column = scale_lines == "columns" and design.bookkeeping and design.scaled
+    if per_column:  # (w, reads the batch word, builds the factor tiles)
+        per_batch = strips // batch
+        groups = [sum(1 for s in mine if s // per_batch == b) for b in range(batch)]
+        tiles = [(w, t == 0 and g == 0, g == 0) for n in groups if n for t, w in enumerate(widths) for g in range(n)]
+    else:
+        tiles = [(w, t == 0, t == 0) for _ in mine for t, w in enumerate(widths)]
 
     def ops(tile: tuple):
-        w, first_of_strip = tile
+        w, reads_word, builds = tile
         count = 16 * w
         rate = tm.pp.ub_to_gm_bytes_per_cycle
         compute = [_Op("xfer", step=("V", tm.vector(count * _FLOAT))) for _ in range(10)]  # 5 bound-test + 5 split ops
-        if design.bookkeeping and first_of_strip:  # the strip's batch word (batch_flags.hpp: read once per batch)
+        if design.bookkeeping and reads_word:  # the batch word (batch_flags.hpp: read once per batch)
             compute.append(_Op("xfer", step=("V", 2 * SCALAR_CYCLES_PER_ACCESS)))
         if design.bookkeeping and design.scaled:  # the line scaling: factor tiles, then two multiplies
-            if scale_lines == "columns" or first_of_strip:
+            if builds:
                 lines = 16 if scale_lines == "rows" else w
                 compute.append(_Op("xfer", step=("V", SCALAR_CYCLES_PER_ACCESS * lines * (1 + 2 * (16 if scale_lines == "rows" else 1))
                                                  + 8 * tm.vector(ns.SPLIT_TILE_COLS * 16 * _FLOAT / 4))))
@@ -1445,7 +1455,7 @@ def _other_phases(p: Profile, design: Design, batch: int, g: ns.Geometry) -> dic
     phases = {}
     if design.kind == "kernel":
         phases["split_a"] = _split_cycles(p, design, batch * g.mp // 16, g.kp, "rows") / hz
-        phases["split_b"] = _split_cycles(p, design, batch * g.kp // 16, g.np, "columns") / hz
+        phases["split_b"] = _split_cycles(p, design, batch * g.kp // 16, g.np, "columns", batch) / hz
         if design.bookkeeping:
             phases["line_stats_a"] = _line_stats_cycles(p, design, batch, g.mp, g.kp, True) / hz
             phases["line_stats_b"] = _line_stats_cycles(p, design, batch, g.kp, g.np, False) / hz

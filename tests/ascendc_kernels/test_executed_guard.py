@@ -253,6 +253,55 @@ def test_splits_scale_the_lines_by_the_device_integers(gemm_binaries, soc, gen, 
         assert not _same_where(r.c, want, computed), f"{scale}: {_same_where(r.c, want, computed)}"
 
 
+def _column_groups_wrong(binary, tmp_path) -> str:
+    """B's scaled split over batches 2 and 3 of five strips each on 2 cores (core 0's strips 0, 2, 4 in batch
+    0, then 6, 8 in batch 1: a core's groups change batch between strips), two column tiles, every column
+    scaled by its own power of two: what differs from the CPU split of the scaled lines ('' if nothing)."""
+    from sgemm_cube.cpu_fallback import split
+    from sgemm_cube.cpu_fallback.guard import unpack_meta
+
+    from .executed import pad16, run
+
+    rng = np.random.default_rng(59)
+    for batch in (2, 3):
+        a = rng.standard_normal((batch, 20, 80)).astype(np.float32)
+        b = rng.standard_normal((batch, 80, 300)).astype(np.float32)
+        b *= (np.float32(2.0) ** rng.integers(-140, 100, (batch, 1, 300))).astype(np.float32)
+        r = run(binary, a, b, tiling=(16, 32, 32, 2), cube=2, vector=2, workdir=tmp_path, guard="device")
+        if not r.clean or r.meta is None:
+            return f"batch {batch}: rc={r.rc}\n{r.stdout[-2000:]}\n{r.stderr[-1000:]}"
+        tb = unpack_meta(r.meta[1]).t
+        assert np.count_nonzero(tb) > 250 and len(np.unique(tb)) > 100  # the case scales every column
+        padded = np.zeros((batch, 80, pad16(300)), np.float32)
+        padded[:, :, :300] = _scaled_split_input(b, tb, -2, 12)
+        for got, want, part in zip(r.parts[2:4], split(padded, 12), ("hi", "lo")):
+            if not np.array_equal(got.view(np.uint16), want.view(np.uint16)):
+                return f"batch {batch}: split {part} of B differs"
+    return ""
+
+
+@pytest.mark.parametrize("soc", sorted(CHIPS))
+def test_column_factors_built_once_per_batch_and_tile_keep_the_bits(gemm_binaries, soc, tmp_path):
+    """B's scaled split takes a core's strips of one batch tile by tile, building each column factor tile once
+    for them all (``_column_groups_wrong``): the split parts are the CPU split's bit for bit."""
+    wrong = _column_groups_wrong(gemm_binaries[soc], tmp_path)
+    assert not wrong, wrong
+
+
+PLANTED_COLUMN_GROUPS = [PlantedBug(*bug) for bug in [
+    ("column_factors_built_for_the_first_tile_only", "include/sgemm_cube/kernel/split_kernel.hpp",
+     "const bool builds = per_column ? g == 0 : t == 0;", "const bool builds = per_column ? g == 0 && t == 0 : t == 0;",
+     "910B"),
+    ("column_group_runs_into_the_next_batch", "include/sgemm_cube/kernel/split_kernel.hpp",
+     "const uint32_t batch_end = (batch + 1) * s.strips_per_batch;", "const uint32_t batch_end = s.strips;", "910A"),
+]]
+
+
+@pytest.mark.parametrize("bug", PLANTED_COLUMN_GROUPS, ids=PlantedBug.id.fget)
+def test_planted_bug_in_the_column_groups_fails(bug, planted_binary, tmp_path):
+    assert _column_groups_wrong(planted_binary, tmp_path), f"planted bug {bug.name} on {bug.soc} went unnoticed"
+
+
 # two L0C stages (Tiling.l0c_stages = 2) under the guarantee's bookkeeping: 910A one K group (the epilogue
 # combines, the unscale its own pass), several K groups (the combine with the unscale folded in), per term
 L0C2_GUARD_TILINGS = [(32, 32, 32, 4, 0, 2), (16, 32, 16, 2, 0, 2), (16, 32, 32, 2, 1, 2)]
@@ -689,7 +738,7 @@ PLANTED_BATCH_WORDS = [
     ("meta_lists_class_2_only", "include/sgemm_cube/kernel/line_meta_kernel.hpp",
      "listed = listed || m.cls >= listed_from;", "listed = listed || m.cls > listed_from;", "910A", (16, 32, 16, 2)),
     ("split_reads_the_first_batch_word_only", "include/sgemm_cube/kernel/split_kernel.hpp",
-     "const uint32_t batch = strip / s.strips_per_batch;", "const uint32_t batch = 0;", "910A", (16, 32, 16, 2)),
+     "const uint32_t batch = first / s.strips_per_batch;", "const uint32_t batch = 0;", "910A", (16, 32, 16, 2)),
     ("unscale_unit_reads_its_first_batch_only", "include/sgemm_cube/kernel/unscale_kernel.hpp",
      "(row0 + rows - 1) / u.mp, schedule::kFlagScaled)", "row0 / u.mp, schedule::kFlagScaled)", "910A",
      (16, 32, 16, 2)),  # the epilogue's own unscale pass skips the unit

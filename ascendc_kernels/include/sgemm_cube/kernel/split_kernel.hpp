@@ -10,7 +10,8 @@
 //
 // Input: (batch * rows) x cols FP32 row-major, rows and cols multiples of 16
 // (the host zero-pads).  Work: strips of 16 rows, round-robin over the cores,
-// in column tiles of at most schedule::kSplitTileCols, two tiles in UB at once
+// in column tiles of at most schedule::kSplitTileCols (B's scaled split takes a
+// core's strips of one batch tile by tile, see RunSplit), two tiles in UB at once
 // (stage t % 2), so the load of one tile, the vector work on another and the
 // store of a third overlap.  Each row is loaded with its 16-element pieces a
 // fractal apart, so the tile sits in UB in Zz order; everything below is
@@ -183,48 +184,62 @@ __aicore__ inline void RunSplit(__gm__ float* x, __gm__ half* hi, __gm__ half* l
     AscendC::SetFlag<AscendC::HardEvent::V_S>(0);    // factor tiles free for the scalar unit
     AscendC::SetFlag<AscendC::HardEvent::S_MTE2>(0); // meta staging free
     stages.Open();
+    // Work order: the core's strips in turn, each tile by tile; with B's column factors, per batch, tile by
+    // tile, the core's strips of that batch in turn (`group` strips together), so that a column factor tile
+    // (one per batch and column tile) is built once for them all rather than once per strip.  Every tile is
+    // split on its own, so the order changes no bit of the output.
+    const bool per_column = args.scaled_lines == 2;
     uint32_t seq = 0;
-    for (uint32_t strip = core; strip < s.strips; strip += s.cores) {
-        const uint32_t batch = strip / s.strips_per_batch;
+    for (uint32_t first = core; first < s.strips;) {
+        const uint32_t batch = first / s.strips_per_batch;
+        const uint32_t batch_end = (batch + 1) * s.strips_per_batch;
+        const uint32_t group = per_column ? (batch_end - 1 - first) / s.cores + 1 : 1;
         const bool scaled = args.scaled_lines != 0 && batch_flags.Any(batch, batch, schedule::kFlagScaled);
-        for (uint32_t t = 0; t < s.tiles_per_strip; ++t, ++seq) {
-            const uint32_t st = Stages::Of(seq);
-            const uint32_t w = schedule::split_tile_cols(s, t);
-            const uint32_t count = schedule::kCube * w;
-            // GM -> UB, row by row: the pieces of row r go to p * 256 + r * 16 (Zz order).
-            stages.AwaitLoadable(st);
-            const schedule::RowPieces rp = schedule::split_row_pieces(w);
-            for (uint32_t r = 0; r < schedule::kCube; ++r) {
-                AscendC::DataCopy(v[st].x[schedule::split_ub_row_offset(r)], gx[schedule::split_in_offset(s, strip, t, r)],
-                                  AscendC::DataCopyParams(uint16_t(rp.pieces), uint16_t(rp.piece_blocks), 0,
-                                                          uint16_t(rp.ub_gap_blocks)));
-            }
-            if (scaled && (t == 0 || args.scaled_lines == 2)) {
-                // This tile's factor tiles: per row, once per strip (A); per column, every tile (B).
-                BuildFactors(ub.f1, ub.f2, ub.meta, gmeta, s, strip, t, args.scaled_lines == 1);
-            }
-            stages.Loaded(st);
-            stages.AwaitLoaded(st);
-            if (scaled) {  // x * 2^t1 * 2^t2 (see the file comment)
-                tile::ScaleByFactors(v[st], ub.f1, ub.f2, count);
-                if (args.scaled_lines == 2 || t + 1 == s.tiles_per_strip) {
-                    AscendC::SetFlag<AscendC::HardEvent::V_S>(0);  // the factors' last reader is done
+        for (uint32_t t = 0; t < s.tiles_per_strip; ++t) {
+            for (uint32_t g = 0; g < group; ++g, ++seq) {
+                const uint32_t strip = first + g * s.cores;
+                const uint32_t st = Stages::Of(seq);
+                const uint32_t w = schedule::split_tile_cols(s, t);
+                const uint32_t count = schedule::kCube * w;
+                // GM -> UB, row by row: the pieces of row r go to p * 256 + r * 16 (Zz order).
+                stages.AwaitLoadable(st);
+                const schedule::RowPieces rp = schedule::split_row_pieces(w);
+                for (uint32_t r = 0; r < schedule::kCube; ++r) {
+                    AscendC::DataCopy(v[st].x[schedule::split_ub_row_offset(r)],
+                                      gx[schedule::split_in_offset(s, strip, t, r)],
+                                      AscendC::DataCopyParams(uint16_t(rp.pieces), uint16_t(rp.piece_blocks), 0,
+                                                              uint16_t(rp.ub_gap_blocks)));
                 }
+                // The factor tiles: per row, once per strip (A); per column, once per batch and tile (B).
+                const bool builds = per_column ? g == 0 : t == 0;
+                const bool last_reader = per_column ? g + 1 == group : t + 1 == s.tiles_per_strip;
+                if (scaled && builds) {
+                    BuildFactors(ub.f1, ub.f2, ub.meta, gmeta, s, strip, t, !per_column);
+                }
+                stages.Loaded(st);
+                stages.AwaitLoaded(st);
+                if (scaled) {  // x * 2^t1 * 2^t2 (see the file comment)
+                    tile::ScaleByFactors(v[st], ub.f1, ub.f2, count);
+                    if (last_reader) {
+                        AscendC::SetFlag<AscendC::HardEvent::V_S>(0);  // the factors' last reader is done
+                    }
+                }
+                tile::ZeroUnsplittable(v[st], ub.bound, count);  // |x| at or above the bound, NaN, Inf -> +0
+                if (args.keep_from != 0) {  // a band: |x| below its window -> +0 (the file comment)
+                    tile::ZeroBelow(v[st], ub.bound, args.keep_from, count);
+                }
+                stages.AwaitResultsStored(st);  // the stage's parts are stored: overwrite them
+                tile::SplitToHalves(v[st], SocTag::kToHalf, args.scale, count);
+                stages.InputRead(st);
+                stages.Computed(st);
+                // UB -> GM: the tile is one contiguous Zz range; one burst per part.
+                const uint64_t out = schedule::split_out_offset(s, strip, t);
+                tile::CopyOut(ghi[out], v[st].hi, count);
+                tile::CopyOut(glo[out], v[st].lo, count);
+                stages.Stored(st);
             }
-            tile::ZeroUnsplittable(v[st], ub.bound, count);  // |x| at or above the bound, NaN, Inf -> +0
-            if (args.keep_from != 0) {  // a band: |x| below its window -> +0 (the file comment)
-                tile::ZeroBelow(v[st], ub.bound, args.keep_from, count);
-            }
-            stages.AwaitResultsStored(st);  // the stage's parts are stored: overwrite them
-            tile::SplitToHalves(v[st], SocTag::kToHalf, args.scale, count);
-            stages.InputRead(st);
-            stages.Computed(st);
-            // UB -> GM: the tile is one contiguous Zz range; one burst per part.
-            const uint64_t out = schedule::split_out_offset(s, strip, t);
-            tile::CopyOut(ghi[out], v[st].hi, count);
-            tile::CopyOut(glo[out], v[st].lo, count);
-            stages.Stored(st);
         }
+        first += group * s.cores;
     }
     stages.Close();
     AscendC::WaitFlag<AscendC::HardEvent::V_S>(0);
