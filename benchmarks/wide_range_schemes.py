@@ -22,7 +22,8 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--schemes", nargs="+", default=["fp16x3", "bf16x6", "bf16x9"])
+    parser.add_argument("--schemes", nargs="+", default=["auto", "fp16x3", "bf16x6", "bf16x9"],
+                        help="schemes to time ('auto', the default, is the GPU's choice per call)")
     parser.add_argument("--size", type=int, default=4096, help="m = n = k of the square kinds (default 4096)")
     parser.add_argument("--out", type=pathlib.Path, default=pathlib.Path("benchmarks") / "results")
     args = parser.parse_args(argv)
@@ -32,7 +33,9 @@ def main(argv=None) -> int:
     import triton.testing
 
     import sgemm_cube
+    from sgemm_cube.backends.cuda import launch
     from sgemm_cube.cli.bench_gpu import WIDE_RANGE_KINDS, fixup_fractions, make_wide_range
+    from sgemm_cube.cpu_fallback.guard import choose_scheme
     from sgemm_cube.metrics import relative_error
 
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -48,12 +51,17 @@ def main(argv=None) -> int:
         for scheme in args.schemes:
             err = relative_error(sgemm_cube.matmul(a, b, scheme=scheme), ref)
             ms = triton.testing.do_bench(lambda: sgemm_cube.matmul(a, b, scheme=scheme), warmup=10, rep=60)
-            listed = fixup_fractions(a, b, scheme=scheme)
-            row = dict(kind=kind, shape=[a.shape[0], b.shape[1], a.shape[1]], scheme=scheme, ms=ms,
+            runs = scheme
+            if scheme == "auto":  # what the GPU chose: the plan says "auto" from its size on, the rule which
+                planned = sgemm_cube.explain(a, b).scheme
+                runs = planned if planned != "auto" else choose_scheme(
+                    a.cpu().numpy()[None], b.cpu().numpy()[None], margin=launch.AUTO_MARGIN)
+            listed = fixup_fractions(a, b, scheme=runs)
+            row = dict(kind=kind, shape=[a.shape[0], b.shape[1], a.shape[1]], scheme=scheme, runs=runs, ms=ms,
                        ms_sgemm=ms_sgemm, x_sgemm=ms_sgemm / ms, err=err, err_sgemm=err_sgemm,
                        rows_listed=listed["rows"], cols_listed=listed["cols"])
             rows.append(row)
-            print(f"{kind:22s} {scheme:7s} x{row['x_sgemm']:5.2f} SGEMM  err {err:.2e} (SGEMM {err_sgemm:.2e})  "
+            print(f"{kind:22s} {scheme:7s} ({runs}) x{row['x_sgemm']:5.2f} SGEMM  err {err:.2e} (SGEMM {err_sgemm:.2e})  "
                   f"listed rows {row['rows_listed']:.2f} cols {row['cols_listed']:.2f}", flush=True)
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     device = torch.cuda.get_device_name()

@@ -89,7 +89,7 @@ from .split import split_limits
 
 __all__ = ["SCALES", "LineClass", "LineRange", "line_range", "line_meta", "LineMeta", "LineStats", "line_stats",
            "meta_from_stats", "scale_lines", "unscale", "fixup_dot", "fixup_min_class",
-           "fixup_lines", "pack_meta", "unpack_meta"]
+           "fixup_lines", "pack_meta", "unpack_meta", "choose_scheme"]
 
 #: Values of ``scale``: "auto" scales the lines that do not fit as they are.
 SCALES = ("auto", "rows", "matrix", None)
@@ -451,6 +451,24 @@ def fixup_lines(ma: LineMeta, mb: LineMeta, fixup: bool):
         cols = np.flatnonzero(mb.cls[i] >= lowest)
         if rows.size or cols.size:
             yield i, rows, cols
+
+
+def choose_scheme(a: np.ndarray, b: np.ndarray, *, margin: float, sb: int = 12, scale="auto", fixup: bool = True,
+                  schemes: tuple = ("fp16x3", "bf16x6")) -> str:
+    """The scheme that ``scheme="auto"`` runs on CUDA for (B, M, K) ``a`` and (B, K, N) ``b`` (a broadcast
+    operand with B = 1): the second of ``schemes`` where the outputs the first recomputes in FP32 (those of
+    a listed row of A or column of B, :func:`fixup_lines`) exceed those the second recomputes by more than
+    ``margin``, a fraction of the outputs; the first otherwise.  With fa, fb the listed fractions of A's rows
+    and B's columns (every batch), the recomputed fraction is fa + fb - fa * fb, in float32 as the GPU's
+    ``split_kernel.scheme_choice_kernel`` computes it (the same rule, tested against it)."""
+    lowest = fixup_min_class(fixup)
+
+    def recomputed(scheme: str) -> np.float32:
+        fa, fb = (np.float32(np.count_nonzero(line_meta(x, axis, scheme=scheme, sb=sb, scale=scale).cls >= lowest))
+                  / np.float32(x.size // x.shape[axis]) for x, axis in ((a, -1), (b, -2)))
+        return fa + fb - fa * fb
+
+    return schemes[1] if recomputed(schemes[0]) - recomputed(schemes[1]) > np.float32(margin) else schemes[0]
 
 
 # The CUDA kernels keep the two integers in one int32 per line: bits 0-1 cls, bits 2-12 t + 1024.

@@ -40,7 +40,7 @@ def _options(sb, scheme, scale, order, accumulate, backend, fixup):
         raise
 
 
-def matmul(a: Operand, b: Operand, sb: SbOption = 12, *, scheme: Scheme = "fp16x3", scale: Scale = "auto",
+def matmul(a: Operand, b: Operand, sb: SbOption = 12, *, scheme: Scheme = "auto", scale: Scale = "auto",
            order: Order = "termwise", accumulate: Accumulate = None, backend: BackendName = "auto",
            out: Operand | None = None, fixup: bool = True) -> Operand:
     """FP32 matrix product computed with FP16 matrix products (SGEMM-cube), never less accurate than SGEMM.
@@ -83,11 +83,17 @@ def matmul(a: Operand, b: Operand, sb: SbOption = 12, *, scheme: Scheme = "fp16x
         22 significant bits over the widest range (Eq. 6 of the paper).
         ``"auto"`` is 12.  A smaller sb narrows the range each line must fit
         (more lines computed in FP32), it never costs accuracy.
-    scheme : {"fp16x3", "fp16x4", "bf16x9", "bf16x6", "auto"}, keyword-only
-        SGEMM-cube's three FP16 products (default), with the fourth
-        ``lo*lo`` product, or three BF16 slices with nine or six products.
-        ``"auto"`` is ``"fp16x3"`` (the fastest; scaling and the FP32
-        recomputation keep every scheme within the guarantee).
+    scheme : {"auto", "fp16x3", "fp16x4", "bf16x9", "bf16x6"}, keyword-only
+        SGEMM-cube's three FP16 products, with the fourth ``lo*lo`` product,
+        or three BF16 slices with nine or six products (scaling and the FP32
+        recomputation keep every scheme within the guarantee).  ``"auto"``
+        (default) is ``"fp16x3"``, the fastest where the rows and columns fit
+        its split; on CUDA, from 2*batch*m*n*k >= 2**35 (about 2560^3), the GPU
+        chooses per call, with no host synchronisation, ``"bf16x6"`` where
+        ``"fp16x3"`` would recompute far more outputs in FP64 than ``"bf16x6"``
+        (wide-range rows: log-normal data, kernel matrices, polynomial
+        features; ``configs/default.json``, key ``auto_scheme``).  That call's
+        workspace holds three 16-bit planes per operand instead of two.
     scale : {"auto", "rows", "matrix", None}, keyword-only
         Exact power-of-two scaling before the split, undone on the result
         with one rounding.  ``"auto"``: the rows of ``a`` and columns of ``b``
@@ -188,7 +194,7 @@ def matmul(a: Operand, b: Operand, sb: SbOption = 12, *, scheme: Scheme = "fp16x
     return product.compute(req, a, b, out)
 
 
-def explain(a: Operand, b: Operand, sb: SbOption = 12, *, scheme: Scheme = "fp16x3", scale: Scale = "auto",
+def explain(a: Operand, b: Operand, sb: SbOption = 12, *, scheme: Scheme = "auto", scale: Scale = "auto",
             order: Order = "termwise", accumulate: Accumulate = None, backend: BackendName = "auto",
             fixup: bool = True) -> Plan:
     """Say how :func:`matmul` would compute ``a @ b`` with these options, and why, without computing it.

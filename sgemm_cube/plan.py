@@ -55,7 +55,8 @@ class Plan(NamedTuple):
     ----------
     scheme : str
         ``"fp16x3"``, ``"fp16x4"``, ``"bf16x9"``, ``"bf16x6"``, ``"native"`` (the array library's own
-        FP32 product) or ``"fp32"`` (plain FP32 on an NPU's vector units, where the library's is not FP32).
+        FP32 product), ``"fp32"`` (plain FP32 on an NPU's vector units, where the library's is not FP32)
+        or ``"auto"`` (CUDA: the GPU chooses fp16x3 or bf16x6 per call, from the lines it lists).
     sb : int
         Scaling exponent of the FP16 residuals (validated once, by :func:`make_request`).
     scale : str or None
@@ -101,7 +102,7 @@ class Plan(NamedTuple):
 
 # typed: 12.0 == 12 and True == 1 must not find each other's entry (the first is refused, the second not)
 @functools.lru_cache(maxsize=256, typed=True)
-def make_request(sb: SbOption = 12, scheme: Scheme = "fp16x3", scale: Scale = "auto", order: Order = "termwise",
+def make_request(sb: SbOption = 12, scheme: Scheme = "auto", scale: Scale = "auto", order: Order = "termwise",
                  accumulate: Accumulate = None, backend: BackendName = "auto", fixup: bool = True) -> Request:
     """Validate the product options once; raises ``TypeError``/``ValueError`` naming the option.
 

@@ -119,7 +119,7 @@ def routed_devices() -> frozenset:
     return _devices
 
 
-def enable(*, sb: SbOption = 12, scheme: Scheme = "fp16x3", scale: Scale = "auto", order: Order = "termwise",
+def enable(*, sb: SbOption = 12, scheme: Scheme = "auto", scale: Scale = "auto", order: Order = "termwise",
            fixup: bool = True, devices=None) -> None:
     """Turn the switch on, process-wide, with these options (a setting, like ``torch.backends`` flags).
 
@@ -211,7 +211,7 @@ def restore() -> None:
 
 
 @contextlib.contextmanager
-def enabled(*, sb: SbOption = 12, scheme: Scheme = "fp16x3", scale: Scale = "auto", order: Order = "termwise",
+def enabled(*, sb: SbOption = 12, scheme: Scheme = "auto", scale: Scale = "auto", order: Order = "termwise",
             fixup: bool = True, devices=None):
     """Context manager: the switch is on inside the ``with`` block.
 

@@ -7,7 +7,7 @@ opaque node that Dynamo, AOTAutograd, Inductor and ``torch.export`` keep in
 their graphs without a graph break:
 
 * schema ``sgemm_cube::matmul(Tensor a, Tensor b, *, int sb=12,
-  str scheme="fp16x3", str? scale="auto", str order="termwise",
+  str scheme="auto", str? scale="auto", str order="termwise",
   str? accumulate=None, str backend="auto", bool fixup=True) -> Tensor``:
   :func:`sgemm_cube.matmul`'s options, with the same names and meanings;
 * one implementation for every device: it calls :func:`sgemm_cube.matmul`,
@@ -48,7 +48,7 @@ from . import switch as _switch
 
 __all__ = ["matmul", "linear", "OP"]
 
-_SCHEMA = ('(Tensor a, Tensor b, *, int sb=12, str scheme="fp16x3", str? scale="auto", str order="termwise", '
+_SCHEMA = ('(Tensor a, Tensor b, *, int sb=12, str scheme="auto", str? scale="auto", str order="termwise", '
            'str? accumulate=None, str backend="auto", bool fixup=True) -> Tensor')
 
 
@@ -61,7 +61,7 @@ _TAGS = {"tags": (torch.Tag.cudagraph_unsafe,)} if hasattr(torch.Tag, "cudagraph
 
 
 @torch.library.custom_op("sgemm_cube::matmul", mutates_args=(), schema=_SCHEMA, **_TAGS)
-def _matmul_op(a: torch.Tensor, b: torch.Tensor, *, sb: int = 12, scheme: str = "fp16x3", scale: str | None = "auto",
+def _matmul_op(a: torch.Tensor, b: torch.Tensor, *, sb: int = 12, scheme: str = "auto", scale: str | None = "auto",
                order: str = "termwise", accumulate: str | None = None, backend: str = "auto",
                fixup: bool = True) -> torch.Tensor:
     """The eager implementation, for every device: :func:`sgemm_cube.matmul` does the dispatch."""
@@ -84,7 +84,7 @@ OP = torch.ops.sgemm_cube.matmul.default
 
 
 @_matmul_op.register_fake
-def _matmul_fake(a, b, *, sb=12, scheme="fp16x3", scale="auto", order="termwise", accumulate=None, backend="auto",
+def _matmul_fake(a, b, *, sb=12, scheme="auto", scale="auto", order="termwise", accumulate=None, backend="auto",
                  fixup=True):
     make_request(sb, scheme, scale, order, accumulate, backend, fixup)  # traced calls refuse what eager refuses
     torch._check(a.dtype == torch.float32 and b.dtype == torch.float32,
@@ -117,7 +117,7 @@ def _backward(ctx, grad):
 _matmul_op.register_autograd(_backward, setup_context=_setup_context)
 
 
-def matmul(a: torch.Tensor, b: torch.Tensor, sb: int = 12, *, scheme: Scheme = "fp16x3", scale: Scale = "auto",
+def matmul(a: torch.Tensor, b: torch.Tensor, sb: int = 12, *, scheme: Scheme = "auto", scale: Scale = "auto",
            order: Order = "termwise", accumulate: Accumulate = None, backend: BackendName = "auto",
            fixup: bool = True) -> torch.Tensor:
     """Differentiable, compilable sgemm_cube product of float32 tensors.
@@ -160,7 +160,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, sb: int = 12, *, scheme: Scheme = "
 
 
 def linear(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, *, sb: int = 12,
-           scheme: Scheme = "fp16x3", scale: Scale = "auto", order: Order = "termwise", backend: BackendName = "auto",
+           scheme: Scheme = "auto", scale: Scale = "auto", order: Order = "termwise", backend: BackendName = "auto",
            fixup: bool = True) -> torch.Tensor:
     """``input @ weight.T + bias`` with the product computed by :func:`matmul`.
 

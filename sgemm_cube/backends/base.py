@@ -23,6 +23,8 @@ The plan's decisions (:func:`make_plan`, shared by every backend):
 * ``scheme="auto"`` is ``fp16x3``: with per-line scaling and the plain-FP32
   fix-up of the lines the split cannot hold (``fixup=True``), it
   keeps SGEMM's error bound on every finite input, and it is the fastest.
+  The CUDA backend's plan may say ``"auto"`` instead: the GPU then chooses
+  between fp16x3 and bf16x6 per call (:mod:`sgemm_cube.backends.cuda`).
 * ``backend="auto"`` runs native FP32 where the emulation cannot win:
   ``K < MIN_K`` on every device (the split's own 22-bit rounding makes it
   2.5-3x less accurate than native there, and native is faster), and on
@@ -106,8 +108,8 @@ def make_plan(req: Request, backend: str, schemes, k: int, *, orders=ORDERS, nat
     # Each decision with what made it: the caller's option, or the rule that chose for "auto".
     where = (f"backend='auto': the {backend!r} backend of the operands' device (K = {k} >= {MIN_K} and no "
              f"measured rule prefers native FP32 here)" if auto else f"backend={backend!r} as requested")
-    what = ("scheme='auto': fp16x3 with per-line power-of-two scaling and the fix-up of the lines the split "
-            "cannot hold keeps SGEMM's error bound and is the fastest scheme" if req.scheme == "auto"
+    what = ("scheme='auto' (the default): fp16x3, with per-line power-of-two scaling and the fix-up of the lines "
+            "the split cannot hold, keeps SGEMM's error bound and is the fastest scheme" if req.scheme == "auto"
             else f"scheme={scheme!r}" + (" (the default)" if scheme == "fp16x3" else " as requested"))
     why = f"{where}; {what}"
     if not req.fixup:

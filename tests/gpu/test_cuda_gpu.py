@@ -18,8 +18,9 @@ covers under the interpreter, on the compiled kernels, plus large sizes:
   unscaled (subnormals up to the BF16 lines' upper limit); odd shapes and
   every variant within twice SGEMM's error plus 2**-21; 4096 and 8192 at
   most half SGEMM's error (with both accumulator layouts); an exact
-  cancellation that only bf16x9 resolves; ``scheme="auto"`` is fp16x3, and
-  rows spanning 80 binades (class 1) are computed in FP32, accurately.
+  cancellation that only bf16x9 resolves; ``scheme="auto"`` (the default) is fp16x3 below
+  ``launch.AUTO_MIN_FLOPS``, where rows spanning 80 binades (class 1) are computed in FP32,
+  accurately, and from it on the GPU's choice: bf16x6 on those rows, fp16x3 on normal data.
 """
 
 import numpy as np
@@ -267,15 +268,23 @@ def test_bf16x9_keeps_the_smallest_levels():
 
 
 @pytest.mark.parametrize("n", [1000, 3000])
-def test_auto_scheme_is_fp16x3_and_wide_rows_are_fp32(rng, n):
-    """scheme="auto" once ran bf16x9 on rows spanning 80 binades; it is fp16x3, and such rows are of
-    class 1 (no power of two brings them into the split's range): computed in FP32, accurately."""
+def test_auto_scheme_on_wide_rows(rng, n):
+    """scheme="auto" (the default) on rows spanning 80 binades (class 1 for fp16x3: no power of two brings
+    them into its split's range; BF16 slices hold them).  Below launch.AUTO_MIN_FLOPS (n = 1000) it is
+    fp16x3, and those rows are computed in FP32, accurately; from it on (n = 3000) the GPU chooses bf16x6,
+    whose result it gives bit for bit, and on normal data fp16x3's."""
     a, b = _gpu(_wide_rows(rng, (n, n))), _gpu(draw(rng, "normal", (n, n)))
-    plan = sgemm_cube.explain(a, b, scheme="auto", backend="cuda")
-    assert (plan.scheme, plan.backend, plan.scale) == ("fp16x3", "cuda", "auto"), plan
-    assert int(launch.split_operands(a[None], b[None]).a_lines.counts.sum()) == n  # every row recomputed
-    c = sgemm_cube.matmul(a, b, scheme="auto", backend="cuda")
+    plan = sgemm_cube.explain(a, b, backend="cuda")
+    big = 2.0 * n ** 3 >= launch.AUTO_MIN_FLOPS
+    assert (plan.scheme, plan.backend, plan.scale) == ("auto" if big else "fp16x3", "cuda", "auto"), plan
+    assert int(launch.split_operands(a[None], b[None]).a_lines.counts.sum()) == n  # fp16x3 lists every row
+    c = sgemm_cube.matmul(a, b, backend="cuda")
     _check(a[None], b[None], c[None])
+    if big:
+        assert torch.equal(c.view(torch.int32), sgemm_cube.matmul(a, b, scheme="bf16x6").view(torch.int32))
+        normal = _gpu(draw(rng, "normal", (n, n)))
+        assert torch.equal(sgemm_cube.matmul(normal, b).view(torch.int32),
+                           sgemm_cube.matmul(normal, b, scheme="fp16x3").view(torch.int32))
 
 
 @pytest.mark.parametrize("scheme", BF16_SCHEMES)

@@ -261,6 +261,19 @@ SYNC_DATA = ("nan_inf", "specials_half_scaled", "scale_1e30", "half_scaled_1e-10
 def test_no_host_synchronisation(data, scheme):
     """No host synchronisation inside sgemm_cube.matmul on CUDA tensors, whatever the data need (special
     values, scaling, fixed-up rows).  A first call per input compiles/tunes the kernels outside the check."""
+    _no_host_synchronisation(data, scheme)
+
+
+def test_no_host_synchronisation_where_the_gpu_chooses_the_scheme(data, monkeypatch):
+    """scheme="auto" from its size on (forced here at 256 x 384 x 192): the choice between fp16x3 and bf16x6
+    is made on the GPU, with no host synchronisation either."""
+    from sgemm_cube.backends.cuda import launch
+
+    monkeypatch.setattr(launch, "AUTO_MIN_FLOPS", 0.0)
+    _no_host_synchronisation(data, "auto")
+
+
+def _no_host_synchronisation(data, scheme):
     inputs = []
     for gen in SYNC_DATA:
         a, b = GENERATORS[gen](data.rng, 256, 384, 192)

@@ -5,7 +5,7 @@ from sgemm_cube.plan import Plan, Request, make_request
 
 
 def test_defaults_are_the_documented_ones():
-    assert make_request() == Request(scheme="fp16x3", sb=12, scale="auto", order="termwise", accumulate=None,
+    assert make_request() == Request(scheme="auto", sb=12, scale="auto", order="termwise", accumulate=None,
                                      fixup=True, backend="auto")
     assert make_request(sb="auto").sb == 12
 

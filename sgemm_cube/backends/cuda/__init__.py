@@ -5,7 +5,9 @@ are imported on first use.  One entry point runs a product: :func:`run`, which r
 a :class:`~sgemm_cube.plan.Plan` only (:func:`matmul`, the checked entry of
 benchmarks and tests, makes the plan and calls it).  A product is four launches (:mod:`.launch`): the
 statistics of both operands; their line meta and fix-up lists; the scaled
-split; the GEMM with its fix-up programs.  Layers, one per module:
+split; the GEMM with its fix-up programs.  A plan of scheme ``"auto"`` (the default's from
+``launch.AUTO_MIN_FLOPS`` on) is seven: both schemes' line meta, the GPU's choice, the split in the
+chosen scheme, both GEMMs (the one not chosen returns at once).  Layers, one per module:
 
 * :mod:`.split_kernel` -- FP32 -> padded buffer of FP16 (hi, lo) or three
   BF16 slices, with the line meta (:mod:`.line_meta`) and fix-up lists (three
@@ -64,7 +66,9 @@ def plan(req, batch: int, m: int, n: int, k: int, like=None):
     Under ``backend="auto"`` the measured hybrid rule (:func:`prefers_native`) may choose native FP32.
     An emulated plan's ``config`` is the launch configuration that runs (:func:`.launch.plan_config`:
     ``configs/default.json``, the GPU's table, the user's measured table); a test or study forces
-    another, a kernel variant say, with ``plan.with_config(variant=...)``.
+    another, a kernel variant say, with ``plan.with_config(variant=...)``.  A plan of scheme ``"auto"``
+    (the GPU chooses fp16x3 or bf16x6 per call) has ``config`` None: each scheme's GEMM runs its own
+    stored config, and ``with_config`` overrides apply to both.
     """
     from ..base import make_plan
 
@@ -75,12 +79,22 @@ def plan(req, batch: int, m: int, n: int, k: int, like=None):
     if chosen.backend == "cuda" and batch and m and n and k:  # an empty product launches nothing
         import torch
 
+        from . import launch
         from .launch import plan_config
+
+        if (req.scheme == "auto" and chosen.order == "termwise" and chosen.scale != "matrix"
+                and 2.0 * batch * m * n * k >= launch.AUTO_MIN_FLOPS):
+            chosen = chosen._replace(scheme="auto", reason=chosen.reason.split("; scheme=")[0] + (
+                f"; scheme='auto' (the default): the GPU chooses per call, bf16x6 where fp16x3 would recompute "
+                f"more than {launch.AUTO_MARGIN:.0%} more of the outputs in FP64 than bf16x6, fp16x3 otherwise "
+                f"(2*batch*m*n*k >= {launch.AUTO_MIN_FLOPS:.3g}: configs/default.json's auto_scheme); both keep "
+                f"SGEMM's error bound") + "".join("; " + r for r in chosen.reason.split("; ")[2:]))
 
         device = like.device if isinstance(like, torch.Tensor) else torch.device("cpu" if interpreter_active()
                                                                                 else "cuda")
-        chosen = chosen._replace(config=plan_config(batch, m, n, k, device, order=chosen.order,
-                                                    scheme=chosen.scheme))
+        if chosen.scheme != "auto":  # "auto" runs each scheme's own stored config (two GEMMs are queued)
+            chosen = chosen._replace(config=plan_config(batch, m, n, k, device, order=chosen.order,
+                                                        scheme=chosen.scheme))
     return chosen
 
 
@@ -96,7 +110,7 @@ def run(plan, a, b, out, alpha: float = 1.0) -> None:
 
     from .launch import run as _run
 
-    assert plan.backend == "cuda" and plan.scheme in SCHEMES and plan.order in ORDERS, plan
+    assert plan.backend == "cuda" and plan.scheme in (*SCHEMES, "auto") and plan.order in ORDERS, plan
     if interpreter_active() and not isinstance(a, torch.Tensor):  # NumPy data for the CPU interpreter
         with warnings.catch_warnings():  # broadcast views are read-only; the kernels only read a and b
             warnings.simplefilter("ignore", UserWarning)

@@ -19,6 +19,7 @@ the interpreter's tiles, the default hybrid rule)::
         {"max_flops": F, "max_k": K, "config": {...}},     # ... whose 2*batch*m*n*k <= F and k <= K
         {"bucket": [4096, 4096, 4096], "config": {...}, "measured": {...}}],  # measured shape bucket
      ...,
+     "auto_scheme": {"schemes": ["fp16x3", "bf16x6"], "min_flops": F, "margin": 0.35},  # default.json only
      "small_k": {"max_k": 2048, "config": {...}},   # default.json only
      "interpreter": {"config": {...}}}              # default.json only
 
@@ -147,7 +148,7 @@ def validate_config(config: Any, *, source: str = "config", mode: str | None = N
 
 
 _ENTRY_KEYS = ("config", "bucket", "max_flops", "max_k", "source", "note", "measured")
-_TOP_KEYS = ("schema", "kind", "device", "metadata", "note", "hybrid", "small_k", "interpreter",
+_TOP_KEYS = ("schema", "kind", "device", "metadata", "note", "hybrid", "small_k", "interpreter", "auto_scheme",
              *(f"gemm_{m}" for m in MODES))
 
 
@@ -215,6 +216,16 @@ def validate_document(doc: Any, source: str = "<document>", *, is_default: bool 
                 if tuple(e["bucket"]) in seen:
                     raise ConfigError(f"{source}: gemm_{mode}[{i}]: bucket {e['bucket']} appears twice")
                 seen.add(tuple(e["bucket"]))
+    if "auto_scheme" in doc:
+        auto = doc["auto_scheme"]
+        if not is_default:
+            raise ConfigError(f"{source}: key 'auto_scheme' belongs in default.json only")
+        if not (isinstance(auto, Mapping) and list(auto.get("schemes", ())) == ["fp16x3", "bf16x6"]
+                and _limit(auto.get("min_flops")) and auto.get("min_flops") is not None
+                and isinstance(auto.get("margin"), (int, float)) and not isinstance(auto.get("margin"), bool)
+                and 0 <= auto["margin"] <= 1):
+            raise ConfigError(f"{source}: key 'auto_scheme' must give schemes ['fp16x3', 'bf16x6'], a positive "
+                              f"min_flops and a margin in [0, 1]; got {auto!r}")
     for key in ("small_k", "interpreter"):
         if key not in doc:
             continue
@@ -232,6 +243,8 @@ def validate_document(doc: Any, source: str = "<document>", *, is_default: bool 
                 raise ConfigError(f"{source}: gemm_{mode} must give every launch key; missing {sorted(missing)}")
         if "small_k" not in doc or "interpreter" not in doc or set(KEYS) - set(doc["interpreter"]["config"]):
             raise ConfigError(f"{source}: keys 'small_k' and 'interpreter' (with every launch key) are required")
+        if "auto_scheme" not in doc:
+            raise ConfigError(f"{source}: key 'auto_scheme' is required")
     return dict(doc)
 
 

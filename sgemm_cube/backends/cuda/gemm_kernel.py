@@ -77,6 +77,8 @@ def gemm_kernel(
         # the output C (batch, M, N) float32, and the factor of every output
         c_ptr, c_stride_batch, c_stride_m, alpha,
         M, N, K, Kp, Np, batch, tile_programs, fixup_programs,
+        # the device's choice of scheme (int32), read where RUN_IF >= 0
+        choice, RUN_IF: tl.constexpr,
         # the fix-up (:func:`.fixup_kernel.fixup_program`)
         FIXUP_MIN_CLASS: tl.constexpr, BLOCK_L: tl.constexpr,
         FIX_GROUP: tl.constexpr, FIX_BLOCK_O: tl.constexpr, FIX_BLOCK_K: tl.constexpr,
@@ -110,6 +112,9 @@ def gemm_kernel(
     PERSISTENT : the tile programs loop over the tiles; otherwise one program per tile.
     WARP_SPECIALIZE : ask the compiler to split the K loop into producer (TMA)
         and consumer (MMA) warps (Triton 3.6 leaves this loop unchanged on Hopper).
+    choice, RUN_IF : with RUN_IF >= 0, every program returns at once unless ``*choice == RUN_IF``
+        (``scheme="auto"``: the launches of both schemes are queued, the device's choice runs;
+        :func:`.split_kernel.scheme_choice_kernel`).
     """
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
@@ -120,7 +125,12 @@ def gemm_kernel(
                     b_ptr, b_stride_batch, b_stride_n, b_stride_k, b_fix_counts, b_fix_lists, b_fix_blocks)
     c = GemmOutput(c_ptr, c_stride_batch, c_stride_m, alpha)
     pid = tl.program_id(0)
-    if pid >= tile_programs:
+    chosen = True
+    if RUN_IF >= 0:
+        chosen = tl.load(choice) == RUN_IF
+    if not chosen:
+        pass
+    elif pid >= tile_programs:
         fixup_program(pid - tile_programs, fixup_programs, a, b, c, batch, M, N, K,
                       FIXUP_MIN_CLASS, BLOCK_L, FIX_GROUP, FIX_BLOCK_O, FIX_BLOCK_K)
     elif PERSISTENT:

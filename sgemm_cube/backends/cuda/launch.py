@@ -11,6 +11,11 @@ operands where it reads them, and reads nothing back to the host:
    for bf16x9, bf16x6), whose fix-up programs compute the fix-up lines'
    outputs (:mod:`.fixup_kernel`).
 
+``scheme="auto"`` (:func:`_auto_problem`) runs seven: the line meta under both
+schemes' ranges, the GPU's choice (:func:`.split_kernel.scheme_choice_kernel`),
+the split in the chosen scheme, and the GEMMs of fp16x3 and bf16x6, of which the
+one not chosen returns at once.
+
 (``scale="matrix"`` adds PyTorch's reductions for the matrices' exponents.)
 Which tile shape and kernel variant to use is data: ``configs/default.json``
 and ``configs/<gpu>.json`` hold the measured choice per mode and shape bucket
@@ -46,7 +51,7 @@ from .fixup_kernel import fixup_shape
 from .gemm_kernel import gemm_kernel
 from .gemm_tiles import VARIANTS
 from .hybrid import device_key, interpreter_active, load_device_table
-from .split_kernel import SCALE_MODES, line_meta_kernel, split_scaled_kernel, tile_stats_kernel
+from .split_kernel import SCALE_MODES, line_meta_kernel, scheme_choice_kernel, split_scaled_kernel, tile_stats_kernel
 
 __all__ = ["run", "check_operands", "split_operands", "resolve_config", "plan_config", "flush_steps",
            "SplitOperands", "LineOutputs", "DEFAULT_FLUSH_K"]
@@ -72,6 +77,11 @@ _INTERPRETER_SMS = 4
 #: (max K, config): up to this K, on a GPU, the hi*hi partial is flushed every 32 elements
 #: (``configs/default.json``, key ``small_k``, says why).
 SMALL_K_FLUSH = (_DEFAULTS["small_k"]["max_k"], dict(_DEFAULTS["small_k"]["config"]))
+#: ``scheme="auto"`` (``configs/default.json``, key ``auto_scheme``, says why): the two schemes the device
+#: chooses between, the products from which it chooses, and the margin of recomputed outputs.
+AUTO_SCHEMES = tuple(_DEFAULTS["auto_scheme"]["schemes"])
+AUTO_MIN_FLOPS = float(_DEFAULTS["auto_scheme"]["min_flops"])
+AUTO_MARGIN = float(_DEFAULTS["auto_scheme"]["margin"])
 # Under the interpreter small tiles keep the NumPy emulation quick (``configs/default.json``, key ``interpreter``).
 _INTERPRETER = dict(_DEFAULTS["interpreter"]["config"])
 
@@ -329,6 +339,7 @@ def _split_side(x_role: str, x_shape, x_strides, *, lines_axis: int, rows_pad: i
                 L=n_lines, K=n_k, L_PAD=lines_pad, K_PAD=k_pad, n_lt=n_lt, n_kt=n_kt, n_blocks=n_blocks,
                 part=parts, meta=meta, list=lists, count=counts,
                 mat_t=_Ref("mat_t", 0 if lines_axis == 1 else 1) if scale == "matrix" else meta,
+                meta_bf=meta,  # scheme="auto": the BF16 line meta (:func:`_with_bf16_ints`)
                 out=slices, stride_oplane=bx * rows_pad * cols_pad, stride_ob=rows_pad * cols_pad,
                 stride_ol=s_ol, stride_ok=s_ok)
     side = _SplitSide(args, n_lt * n_kt * bx, n_blocks * bx, tile, slices, (meta, lists, counts))
@@ -356,17 +367,20 @@ def _split_launches(a: _SplitSide, b: _SplitSide, *, sb: int, scheme: str, scale
                             BLOCK_T=block[1]),
                        num_warps)
     scaled = _two_sided(split_scaled_kernel, a, b, a.tile_programs, b.tile_programs,
-                        dict(SB_SCALE=float(2.0 ** sb), BF16=get_scheme(scheme).format.name == "bf16", **tiles), 4)
+                        dict(SB_SCALE=float(2.0 ** sb), BF16=get_scheme(scheme).format.name == "bf16", CHOOSE=False,
+                             choice=a.args["meta"], **tiles), 4)
     return stats, lines, scaled
 
 
 def _gemm_launch(cfg: dict, a: _SplitSide, b: _SplitSide, *, scheme: str, order: str, sb: int,
                  fixup_min_class: int, block_l: int, batch: int, m: int, n: int, k: int, batches: tuple,
-                 padded: tuple, strides: tuple, block_k: int, flush: int, sms: int) -> _Launch:
+                 padded: tuple, strides: tuple, block_k: int, flush: int, sms: int,
+                 run_if: tuple[_Ref, int] | None = None) -> _Launch:
     """The GEMM launch (:func:`.gemm_kernel.gemm_kernel`), its arguments by name.
 
     ``batches`` (Ba, Bb): 1 for a broadcast operand; ``padded`` (Mp, Np, Kp); ``strides`` of A, B
-    and ``out``; ``flush`` the K steps between flushes (:func:`flush_steps`).
+    and ``out``; ``flush`` the K steps between flushes (:func:`flush_steps`); ``run_if`` (choice, value):
+    the launch computes only where the device's choice (``scheme="auto"``) is ``value``.
     """
     sch = get_scheme(scheme)
     bf16 = sch.format.name == "bf16"
@@ -396,6 +410,7 @@ def _gemm_launch(cfg: dict, a: _SplitSide, b: _SplitSide, *, scheme: str, order:
         b_fix_counts=b_counts, b_fix_lists=b_lists, b_fix_blocks=b_counts.shape[1],
         c_ptr=_Ref("out"), c_stride_batch=out_strides[0], c_stride_m=out_strides[1], alpha=_Ref("alpha"),
         M=m, N=n, K=k, Kp=kp, Np=np_, batch=batch, tile_programs=tile_programs, fixup_programs=fixup_programs,
+        choice=a_meta if run_if is None else run_if[0], RUN_IF=-1 if run_if is None else run_if[1],
         FIXUP_MIN_CLASS=fixup_min_class, BLOCK_L=block_l,
         FIX_GROUP=fix_tile[0], FIX_BLOCK_O=fix_tile[1], FIX_BLOCK_K=fix_tile[2],
         SLICES=sch.slices, SCALE=sch.level_scale(sb), TOP_LEVEL=max(i + j for i, j in sch.products),
@@ -412,7 +427,7 @@ def _gemm_launch(cfg: dict, a: _SplitSide, b: _SplitSide, *, scheme: str, order:
 class _LaunchPlan(NamedTuple):
     """Everything about one product but its memory: the four launches, the workspace size, the sizes."""
 
-    launches: tuple       # the four _Launch of a product (:mod:`.launch`'s docstring)
+    launches: tuple       # the _Launch of a product, the GEMM(s) last (:mod:`.launch`'s docstring)
     ws_bytes: int
     a_lines: tuple        # (meta, lists, counts) refs, block_l
     b_lines: tuple
@@ -424,8 +439,75 @@ class _LaunchPlan(NamedTuple):
     top: int
 
 
+def _with_bf16_ints(side: _SplitSide, offset: int) -> tuple[_SplitSide, _SplitSide, int]:
+    """``scheme="auto"``: (the side as fp16x3 reads it, as bf16x6 reads it, next offset): one slice buffer of
+    three 16-bit planes and one set of statistics, a line meta, fix-up lists and counts per scheme."""
+    bx, lines = side.ints[0].shape
+    n_list, n_blocks = side.ints[1].shape[1], side.ints[2].shape[1]
+    meta, offset = _ws_piece(offset, torch.int32, (bx, lines))
+    lists, offset = _ws_piece(offset, torch.int32, (bx, n_list))
+    counts, offset = _ws_piece(offset, torch.int32, (bx, n_blocks))
+    fp16 = side._replace(args={**side.args, "meta_bf": meta})
+    bf16 = side._replace(args={**side.args, "meta": meta, "list": lists, "count": counts, "mat_t": meta,
+                               "meta_bf": meta}, ints=(meta, lists, counts))
+    return fp16, bf16, offset
+
+
+def _auto_problem(a_shape, a_strides, b_shape, b_strides, out_strides, device, *, sb: int, scale,
+                  fixup_min_class: int, flush_k: int | None, config: dict | None) -> _LaunchPlan:
+    """``scheme="auto"``: the launches of fp16x3 and of bf16x6 over one split, the device choosing.
+
+    Seven launches, no sync: the statistics; the line meta under each scheme's range; the choice
+    (:func:`.split_kernel.scheme_choice_kernel`); the split in the chosen scheme; both GEMMs, of which
+    the one not chosen returns at once.  Both GEMMs read one padding (the larger of their tiles) and
+    one buffer of three 16-bit planes per operand (FP16 fills two).
+    """
+    batch, m, k = a_shape
+    n = b_shape[2]
+    cfgs = {s: resolve_config(batch, m, n, k, device, order="termwise", config=config, scheme=s) for s in AUTO_SCHEMES}
+    steps = {s: flush_steps(c["flush_k"] if flush_k is None else flush_k, c["BLOCK_K"]) for s, c in cfgs.items()}
+    mp = _cdiv_up(m, max(c["BLOCK_M"] for c in cfgs.values()))
+    np_ = _cdiv_up(n, max(c["BLOCK_N"] for c in cfgs.values()))
+    kp = _cdiv_up(k, max(bk for bk, _ in steps.values()))
+    ba = 1 if batch > 1 and a_strides[0] == 0 else batch
+    bb = 1 if batch > 1 and b_strides[0] == 0 else batch
+    sms = _num_sms(device)
+    cfg16 = cfgs[AUTO_SCHEMES[0]]
+    block = tuple(cfg16["split_block"] or (_INTERPRETER_LINE_BLOCK if interpreter_active() else LINE_BLOCK))
+    side_a, offset = _split_side("a", (ba, m, k), a_strides, lines_axis=1, rows_pad=mp, cols_pad=kp,
+                                 scheme="bf16x6", scale=scale, block_l=block[0], offset=0)
+    side_b, offset = _split_side("b", (bb, k, n), b_strides, lines_axis=2, rows_pad=kp, cols_pad=np_,
+                                 scheme="bf16x6", scale=scale, block_l=block[0], offset=offset)
+    a16, abf, offset = _with_bf16_ints(side_a, offset)
+    b16, bbf, offset = _with_bf16_ints(side_b, offset)
+    choice, offset = _ws_piece(offset, torch.int32, (1,))
+    stats, lines16, _ = _split_launches(a16, b16, sb=sb, scheme="fp16x3", scale=scale, rng=line_range("fp16x3", sb),
+                                        fixup_min_class=fixup_min_class, block=block,
+                                        num_warps=cfg16["split_warps"])
+    _, lines_bf, scaled = _split_launches(abf, bbf, sb=sb, scheme="fp16x3", scale=scale,
+                                          rng=line_range("bf16x6", sb), fixup_min_class=fixup_min_class,
+                                          block=block, num_warps=cfg16["split_warps"])
+    scaled.kwargs.update(CHOOSE=True, choice=choice, a_meta=a16.args["meta"], b_meta=b16.args["meta"],
+                         a_meta_bf=abf.args["meta"], b_meta_bf=bbf.args["meta"])
+    decide = _Launch(scheme_choice_kernel, (1,),
+                     dict(choice=choice, a_count=a16.ints[2], b_count=b16.ints[2], a_count_bf=abf.ints[2],
+                          b_count_bf=bbf.ints[2], a_n_counts=math.prod(a16.ints[2].shape),
+                          b_n_counts=math.prod(b16.ints[2].shape), a_lines=ba * m, b_lines=bb * n,
+                          MARGIN=AUTO_MARGIN, BLOCK=256), 4, 1)
+    gemms = tuple(_gemm_launch(cfgs[s], sa, sb_, scheme=s, order="termwise", sb=sb, fixup_min_class=fixup_min_class,
+                               block_l=block[0], batch=batch, m=m, n=n, k=k, batches=(ba, bb), padded=(mp, np_, kp),
+                               strides=(a_strides, b_strides, out_strides), block_k=steps[s][0], flush=steps[s][1],
+                               sms=sms, run_if=(choice, value))
+                  for value, (s, sa, sb_) in enumerate(((AUTO_SCHEMES[0], a16, b16), (AUTO_SCHEMES[1], abf, bbf))))
+    return _LaunchPlan((stats, lines16, lines_bf, decide, scaled, *gemms), offset, (a16.ints, block[0]),
+                       (b16.ints, block[0]), (side_a.slices, side_b.slices), m, n, k, batch, 0)
+
+
 def _problem(a_shape, a_strides, b_shape, b_strides, out_strides, device, *, sb: int, order: str, scheme: str,
              scale, fixup_min_class: int, flush_k: int | None, config: dict | None) -> _LaunchPlan:
+    if scheme == "auto":
+        return _auto_problem(a_shape, a_strides, b_shape, b_strides, out_strides, device, sb=sb, scale=scale,
+                             fixup_min_class=fixup_min_class, flush_k=flush_k, config=config)
     batch, m, k = a_shape
     n = b_shape[2]
     cfg = resolve_config(batch, m, n, k, device, order=order, config=config, scheme=scheme)
@@ -618,7 +700,11 @@ _CACHE_LIMIT = 1024
 def split_operands(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None, *, sb: int = 12,
                    order: str = "termwise", scheme: str = "fp16x3", scale="auto", fixup_min_class: int = 1,
                    config: dict | None = None, flush_k: int | None = None) -> SplitOperands:
-    """Run the three split launches of a product (all but the GEMM) and return their outputs (for tests and studies)."""
+    """Run the three split launches of a product (all but the GEMM) and return their outputs (for tests and studies).
+
+    ``scheme`` names one scheme: ``"auto"``'s split depends on the GPU's choice (:func:`_auto_problem`)."""
+    if scheme not in _configs.SCHEMES:
+        raise ValueError(f"split_operands takes one of the schemes {list(_configs.SCHEMES)}, not {scheme!r}")
     prob = _problem(tuple(a.shape), a.stride(), tuple(b.shape), b.stride(), (0, 0), a.device, sb=sb, order=order,
                     scheme=scheme, scale=scale, fixup_min_class=fixup_min_class, flush_k=flush_k, config=config)
     mem = _memory(prob, a, b, out, scale)

@@ -46,8 +46,8 @@ import triton.language as tl
 
 from .line_meta import LOSES_BITS, PAD_META, SPECIAL, SPLIT, decode_meta, encode_meta
 
-__all__ = ["tile_stats_kernel", "line_meta_kernel", "split_scaled_kernel", "SCALE_MODES", "floor_log2",
-           "pow2_f64"]
+__all__ = ["tile_stats_kernel", "line_meta_kernel", "split_scaled_kernel", "scheme_choice_kernel", "SCALE_MODES",
+           "floor_log2", "pow2_f64"]
 
 #: ``scale`` option -> the line-meta pass's SCALE_MODE.
 SCALE_MODES = {None: 0, "auto": 1, "rows": 2, "matrix": 3}
@@ -253,23 +253,77 @@ def line_meta_kernel(programs_a,
 
 
 @triton.jit
-def split_scaled_kernel(programs_a,
-                        a_x, a_out, a_meta, a_n_lt, a_n_kt, a_L, a_K, a_L_PAD, a_K_PAD,
+def _split_chosen(pl, pk, pb, x, out, meta, meta_bf, choice, L, K, L_PAD, K_PAD, stride_xb, stride_xl, stride_xk,
+                  stride_oplane, stride_ob, stride_ol, stride_ok, SB_SCALE: tl.constexpr, BF16: tl.constexpr,
+                  CHOOSE: tl.constexpr, BLOCK_L: tl.constexpr, BLOCK_K: tl.constexpr):
+    """Pass 3 of one operand's tile; with CHOOSE, the scheme the device chose (:func:`scheme_choice_kernel`):
+    BF16 slices from the BF16 line meta ``meta_bf``, or FP16 hi and lo (as bits into the 16-bit buffer)."""
+    if CHOOSE:
+        if tl.load(choice) != 0:
+            _split_scaled(pl, pk, pb, x, out, meta_bf, L, K, L_PAD, K_PAD, stride_xb, stride_xl, stride_xk,
+                          stride_oplane, stride_ob, stride_ol, stride_ok, SB_SCALE, True, BLOCK_L, BLOCK_K)
+        else:
+            _split_scaled(pl, pk, pb, x, out.to(tl.pointer_type(tl.float16)), meta, L, K, L_PAD, K_PAD,
+                          stride_xb, stride_xl, stride_xk, stride_oplane, stride_ob, stride_ol, stride_ok,
+                          SB_SCALE, False, BLOCK_L, BLOCK_K)
+    else:
+        _split_scaled(pl, pk, pb, x, out, meta, L, K, L_PAD, K_PAD, stride_xb, stride_xl, stride_xk,
+                      stride_oplane, stride_ob, stride_ol, stride_ok, SB_SCALE, BF16, BLOCK_L, BLOCK_K)
+
+
+@triton.jit
+def split_scaled_kernel(programs_a, choice,
+                        a_x, a_out, a_meta, a_meta_bf, a_n_lt, a_n_kt, a_L, a_K, a_L_PAD, a_K_PAD,
                         a_stride_xb, a_stride_xl, a_stride_xk, a_stride_oplane, a_stride_ob, a_stride_ol, a_stride_ok,
-                        b_x, b_out, b_meta, b_n_lt, b_n_kt, b_L, b_K, b_L_PAD, b_K_PAD,
+                        b_x, b_out, b_meta, b_meta_bf, b_n_lt, b_n_kt, b_L, b_K, b_L_PAD, b_K_PAD,
                         b_stride_xb, b_stride_xl, b_stride_xk, b_stride_oplane, b_stride_ob, b_stride_ol, b_stride_ok,
-                        SB_SCALE: tl.constexpr, BF16: tl.constexpr,
+                        SB_SCALE: tl.constexpr, BF16: tl.constexpr, CHOOSE: tl.constexpr,
                         A_BLOCK_L: tl.constexpr, A_BLOCK_K: tl.constexpr,
                         B_BLOCK_L: tl.constexpr, B_BLOCK_K: tl.constexpr):
-    """Pass 3 of both operands (:func:`_split_scaled`): a 1-D grid of A's tiles, then B's."""
+    """Pass 3 of both operands (:func:`_split_scaled`): a 1-D grid of A's tiles, then B's.
+
+    CHOOSE: the scheme is the device's choice, ``*choice`` (int32: 0 fp16x3, 1 bf16x6, from
+    :func:`scheme_choice_kernel`), each with its own line meta (``meta``, ``meta_bf``); otherwise
+    BF16 says which, and ``choice`` and ``meta_bf`` are not read.
+    """
     pid = tl.program_id(0)
     if pid < programs_a:
         pl, pk, pb = _tile_coords(pid, a_n_lt, a_n_kt)
-        _split_scaled(pl, pk, pb, a_x, a_out, a_meta, a_L, a_K, a_L_PAD, a_K_PAD,
+        _split_chosen(pl, pk, pb, a_x, a_out, a_meta, a_meta_bf, choice, a_L, a_K, a_L_PAD, a_K_PAD,
                       a_stride_xb, a_stride_xl, a_stride_xk, a_stride_oplane, a_stride_ob, a_stride_ol, a_stride_ok,
-                      SB_SCALE, BF16, A_BLOCK_L, A_BLOCK_K)
+                      SB_SCALE, BF16, CHOOSE, A_BLOCK_L, A_BLOCK_K)
     else:
         pl, pk, pb = _tile_coords(pid - programs_a, b_n_lt, b_n_kt)
-        _split_scaled(pl, pk, pb, b_x, b_out, b_meta, b_L, b_K, b_L_PAD, b_K_PAD,
+        _split_chosen(pl, pk, pb, b_x, b_out, b_meta, b_meta_bf, choice, b_L, b_K, b_L_PAD, b_K_PAD,
                       b_stride_xb, b_stride_xl, b_stride_xk, b_stride_oplane, b_stride_ob, b_stride_ol, b_stride_ok,
-                      SB_SCALE, BF16, B_BLOCK_L, B_BLOCK_K)
+                      SB_SCALE, BF16, CHOOSE, B_BLOCK_L, B_BLOCK_K)
+
+
+@triton.jit
+def _listed_fraction(count_ptr, n_counts, lines, BLOCK: tl.constexpr):
+    """The fraction of an operand's lines that are listed: the sum of its ``n_counts`` per-block counts
+    over its ``lines`` lines (every batch)."""
+    total = tl.zeros([BLOCK], dtype=tl.int32)
+    for i0 in range(0, n_counts, BLOCK):
+        offs = i0 + tl.arange(0, BLOCK)
+        total += tl.load(count_ptr + offs, mask=offs < n_counts, other=0)
+    return tl.sum(total, axis=0).to(tl.float32) / lines
+
+
+@triton.jit
+def scheme_choice_kernel(choice, a_count, b_count, a_count_bf, b_count_bf, a_n_counts, b_n_counts, a_lines, b_lines,
+                         MARGIN: tl.constexpr, BLOCK: tl.constexpr):
+    """The device's choice of scheme for one product, one program: 1 (bf16x6) where the outputs that
+    fp16x3 would recompute in FP64 exceed those that bf16x6 would by more than MARGIN, a fraction of
+    the outputs; 0 (fp16x3) otherwise.  The outputs recomputed are those of a listed row of A or a
+    listed column of B: fa + fb - fa * fb of them with fa, fb the listed fractions (per scheme: its
+    own line ranges, :func:`sgemm_cube.cpu_fallback.guard.line_range`).  Written to ``*choice``;
+    :func:`sgemm_cube.cpu_fallback.guard.choose_scheme` is the same rule on the host.
+    """
+    fa = _listed_fraction(a_count, a_n_counts, a_lines, BLOCK)
+    fb = _listed_fraction(b_count, b_n_counts, b_lines, BLOCK)
+    fa_bf = _listed_fraction(a_count_bf, a_n_counts, a_lines, BLOCK)
+    fb_bf = _listed_fraction(b_count_bf, b_n_counts, b_lines, BLOCK)
+    listed = fa + fb - fa * fb
+    listed_bf = fa_bf + fb_bf - fa_bf * fb_bf
+    tl.store(choice, (listed - listed_bf > MARGIN).to(tl.int32))

@@ -36,7 +36,7 @@ def test_explain_is_the_backends_plan_with_matmuls_defaults():
 
     for fn in (explain, matmul):
         params = inspect.signature(fn).parameters
-        assert params["sb"].default == 12 and params["scheme"].default == "fp16x3"
+        assert params["sb"].default == 12 and params["scheme"].default == "auto"
     shared = set(inspect.signature(explain).parameters) - {"a", "b"}
     m = inspect.signature(matmul).parameters
     for p in shared:

@@ -807,6 +807,65 @@ def test_auto_scheme_is_fp16x3_and_wide_rows_are_computed_in_fp32(rng):
     _check_against_model(a, b, c)
 
 
+def _lognormal_rows(rng, shape, sigma=6.0):
+    """Rows of exp(sigma * N(0, 1)): each spans far more binades than fp16x3's split, not BF16's 99."""
+    return np.exp(sigma * rng.standard_normal(shape)).astype(np.float32)
+
+
+@pytest.mark.parametrize("kind", ["normal", "wide_a", "wide_both", "specials", "broadcast"])
+def test_auto_scheme_runs_the_scheme_the_rule_chooses(rng, monkeypatch, kind):
+    """scheme="auto" from launch.AUTO_MIN_FLOPS on: the GPU chooses between fp16x3 and bf16x6 from the lines
+    each would list (split_kernel.scheme_choice_kernel), with no host synchronisation; the result is that
+    scheme's, bit for bit, and guard.choose_scheme predicts which."""
+    from sgemm_cube.cpu_fallback.guard import choose_scheme
+
+    monkeypatch.setattr(launch, "AUTO_MIN_FLOPS", 0.0)
+    batch, m, k, n = (2, 33, 40, 20) if kind == "broadcast" else (1, 37, 45, 26)
+    a, b = draw(rng, "normal", (batch, m, k)), draw(rng, "normal", (batch, k, n))
+    if kind in ("wide_a", "wide_both", "broadcast"):
+        a = _lognormal_rows(rng, a.shape)
+    if kind == "wide_both":
+        b = _lognormal_rows(rng, b.shape)
+    if kind == "specials":  # NaN/Inf lines are listed by both schemes: no reason to leave fp16x3
+        a[:, ::2, 3] = np.inf
+    ta, tb = _t(a), _t(b)
+    if kind == "broadcast":  # B broadcast over the batch: split once, its lines counted once
+        b = b[:1]
+        tb = _t(b).expand(batch, k, n)
+    plan = sgemm_cube.explain(ta, tb, backend="cuda")
+    assert plan.scheme == "auto" and "the GPU chooses per call" in plan.reason, plan
+    want = choose_scheme(a, b, margin=launch.AUTO_MARGIN)
+    assert want == ("bf16x6" if kind in ("wide_a", "wide_both", "broadcast") else "fp16x3")
+    c = sgemm_cube.matmul(ta, tb, backend="cuda").numpy()
+    chosen = sgemm_cube.matmul(ta, tb, backend="cuda", scheme=want).numpy()
+    other = sgemm_cube.matmul(ta, tb, backend="cuda", scheme={"fp16x3": "bf16x6", "bf16x6": "fp16x3"}[want]).numpy()
+    assert np.array_equal(c.view(np.uint32), chosen.view(np.uint32))
+    if kind != "specials":  # (NaN/Inf rows: both schemes give native FP32's special values)
+        assert not np.array_equal(c.view(np.uint32), other.view(np.uint32))  # the test can tell them apart
+        _check_against_model(a, np.broadcast_to(b, (batch, k, n)), c, scheme=want)
+
+
+def test_auto_scheme_below_its_size_is_fp16x3_and_elsewhere_a_fixed_scheme(rng):
+    """Below AUTO_MIN_FLOPS (the extra launches would cost more than they save), with order="elementwise"
+    and with scale="matrix", scheme="auto" plans fp16x3 on CUDA, as on every other backend."""
+    a, b = _t(draw(rng, "normal", (8, 32))), _t(draw(rng, "normal", (32, 8)))
+    assert 2 * 8 * 8 * 32 < launch.AUTO_MIN_FLOPS
+    for opts in (dict(), dict(order="elementwise"), dict(scale="matrix")):
+        assert sgemm_cube.explain(a, b, backend="cuda", **opts).scheme == "fp16x3", opts
+
+
+def test_choose_scheme_margin_is_a_fraction_of_the_outputs(rng):
+    """The host rule: a quarter of A's rows listed under fp16x3 and none under bf16x6 is 0.25 of the
+    outputs; margins just below and at it decide it."""
+    from sgemm_cube.cpu_fallback.guard import choose_scheme
+
+    a, b = draw(rng, "normal", (1, 16, 32)), draw(rng, "normal", (1, 32, 8))
+    a[0, :4] = _lognormal_rows(rng, (4, 32))
+    assert choose_scheme(a, b, margin=0.2499) == "bf16x6"
+    assert choose_scheme(a, b, margin=0.25) == "fp16x3"
+    assert choose_scheme(a, b, margin=0.2499, fixup=False) == "fp16x3"  # fixup=False lists the specials only
+
+
 @pytest.mark.parametrize("kwargs, match", [
     (dict(scheme="fp32x2"), "unknown scheme"),
     (dict(scheme="bf16x9", keep_lo_lo=True), "keep_lo_lo"),
