@@ -14,12 +14,11 @@ command) to ``benchmarks/results/``.
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
 import pathlib
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+from benchmarks._record import write_record  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -63,12 +62,7 @@ def main(argv=None) -> int:
         print(f"{n:6d} plan {row['plan']:7s} default x{row['x_sgemm_auto']:5.2f} SGEMM, fp16x3 "
               f"x{row['x_sgemm_fp16x3']:5.2f}: default/fp16x3 time {row['auto_over_fp16x3']:.3f}, same bits {same}, "
               f"memory {memory['auto']:.2f} / {memory['fp16x3']:.2f} outputs", flush=True)
-    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    device = torch.cuda.get_device_name()
-    args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / f"auto_scheme_{device.split()[1].lower()}_{stamp}.json"
-    path.write_text(json.dumps(dict(device=device, torch=torch.__version__, triton=triton.__version__,
-                                    command=" ".join([sys.executable, *sys.argv]), rows=rows), indent=1))
+    path = write_record(args.out, "auto_scheme", rows)
     print(f"wrote {path}")
     return 0
 

@@ -12,12 +12,11 @@ JSON (device, versions, command) to ``benchmarks/results/``.
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
 import pathlib
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+from benchmarks._record import write_record  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -63,12 +62,7 @@ def main(argv=None) -> int:
             rows.append(row)
             print(f"{kind:22s} {scheme:7s} ({runs}) x{row['x_sgemm']:5.2f} SGEMM  err {err:.2e} (SGEMM {err_sgemm:.2e})  "
                   f"listed rows {row['rows_listed']:.2f} cols {row['cols_listed']:.2f}", flush=True)
-    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    device = torch.cuda.get_device_name()
-    args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / f"wide_range_schemes_{device.split()[1].lower()}_{stamp}.json"
-    path.write_text(json.dumps(dict(device=device, torch=torch.__version__, triton=triton.__version__,
-                                    command=" ".join([sys.executable, *sys.argv]), rows=rows), indent=1))
+    path = write_record(args.out, "wide_range_schemes", rows)
     print(f"wrote {path}")
     return 0
 
