@@ -35,7 +35,7 @@ class Linear(torch.nn.Linear):
     """
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, device=None, dtype=None, *,
-                 sb: int = 12, scheme: Scheme = "fp16x3", scale: Scale = "auto", order: Order = "termwise",
+                 sb: int = 12, scheme: Scheme = "auto", scale: Scale = "auto", order: Order = "termwise",
                  fixup: bool = True):
         make_request(sb, scheme, scale, order, fixup=fixup)  # refuse bad options now, not at the first forward
         super().__init__(in_features, out_features, bias=bias, device=device, dtype=dtype)
@@ -48,7 +48,7 @@ class Linear(torch.nn.Linear):
         return torch.nn.functional.linear(input, self.weight, self.bias)
 
     def extra_repr(self) -> str:
-        defaults = dict(scheme="fp16x3", scale="auto", order="termwise", fixup=True)
+        defaults = dict(scheme="auto", scale="auto", order="termwise", fixup=True)
         changed = "".join(f", {k}={getattr(self, k)!r}" for k, v in defaults.items() if getattr(self, k) != v)
         return f"{super().extra_repr()}, sb={self.sb}{changed}"
 
@@ -67,7 +67,7 @@ class Linear(torch.nn.Linear):
         return new
 
 
-def convert(module: torch.nn.Module, *, sb: int = 12, scheme: Scheme = "fp16x3", scale: Scale = "auto",
+def convert(module: torch.nn.Module, *, sb: int = 12, scheme: Scheme = "auto", scale: Scale = "auto",
             order: Order = "termwise", fixup: bool = True) -> torch.nn.Module:
     """Replace every :class:`torch.nn.Linear` in ``module`` by a :class:`Linear`.
 

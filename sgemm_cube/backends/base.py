@@ -110,7 +110,7 @@ def make_plan(req: Request, backend: str, schemes, k: int, *, orders=ORDERS, nat
              f"measured rule prefers native FP32 here)" if auto else f"backend={backend!r} as requested")
     what = ("scheme='auto' (the default): fp16x3, with per-line power-of-two scaling and the fix-up of the lines "
             "the split cannot hold, keeps SGEMM's error bound and is the fastest scheme" if req.scheme == "auto"
-            else f"scheme={scheme!r}" + (" (the default)" if scheme == "fp16x3" else " as requested"))
+            else f"scheme={scheme!r} as requested")
     why = f"{where}; {what}"
     if not req.fixup:
         why += "; fixup=False: lines whose entries lose bits in the split are NOT fixed up (no guarantee)"
