@@ -13,7 +13,7 @@
 //   sgemm_cube_unscale  vector  C *= alpha * 2^-(ta_i + tb_j), one rounding, in place (only where no
 //                       combine kernel runs: the 910A's epilogue combine)
 // The line-meta kernel also sets one word per batch (`flags`, kernel/batch_flags.hpp): whether a line
-// is scaled or listed; the split's scaling, the unscale and the fix-up skip batches that need nothing.
+// is scaled, listed or wide (|t| beyond schedule::kFastLineExponent); the split's scaling, the unscale and the fix-up skip batches that need nothing.
 //   sgemm_cube_fixup_rows  vector  the fix-up rows of C in plain FP32 (recursive summation), unscaled
 //   sgemm_cube_fixup_cols  vector  the fix-up columns of C likewise
 //

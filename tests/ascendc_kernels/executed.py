@@ -123,7 +123,7 @@ def pad16(x: int) -> int:
     return -(-x // 16) * 16
 
 
-#: FP32 words per batch of the bookkeeping's batch words (``schedule::kFlagWords``; word 0 scaled, 1 listed)
+#: FP32 words per batch of the bookkeeping's batch words (``schedule::kFlagWords``; word 0 scaled, 1 listed, 2 wide)
 FLAG_WORDS = 8
 
 

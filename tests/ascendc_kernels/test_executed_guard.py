@@ -54,20 +54,34 @@ def _check(binary, x, axis, tmp_path, **opts):
     _check_batch_words(r.flags, meta, opts.get("fixup", True))
 
 
+def _schedule_constant(name: str) -> int:
+    """A constant of schedule/schedule.hpp, read from the header (its one source)."""
+    import re
+
+    from .test_ascend_kernel_sources import KERNELS
+
+    text = (KERNELS / "include" / "sgemm_cube" / "schedule" / "schedule.hpp").read_text()
+    return int(re.search(rf"\b{name} = (-?\d+);", text).group(1))
+
+
 def _check_batch_words(flags, meta, fixup, extra=None):
     """The meta kernels' batch words (kernel/batch_flags.hpp): word 0 set exactly when a line of the batch has
-    t != 0, word 1 exactly when one is listed (class >= fixup_min_class), the others +0.  ``extra``: the other
-    operand's meta, whose lines add to the same words."""
+    t != 0, word 1 exactly when one is listed (class >= fixup_min_class), word 2 exactly when a line's |t|
+    exceeds schedule::kFastLineExponent, the others +0.  ``extra``: the other operand's meta, whose lines add
+    to the same words."""
     from sgemm_cube.cpu_fallback.guard import fixup_min_class
 
-    scaled = (meta.t != 0).reshape(meta.t.shape[0], -1).any(axis=1)
-    listed = (meta.cls >= fixup_min_class(fixup)).reshape(meta.t.shape[0], -1).any(axis=1)
-    if extra is not None:
-        scaled |= (extra.t != 0).reshape(extra.t.shape[0], -1).any(axis=1)
-        listed |= (extra.cls >= fixup_min_class(fixup)).reshape(extra.t.shape[0], -1).any(axis=1)
+    bound = _schedule_constant("kFastLineExponent")
+    metas = [meta] + ([extra] if extra is not None else [])
+    scaled, listed, wide = (np.zeros(meta.t.shape[0], bool) for _ in range(3))
+    for m in metas:
+        scaled |= (m.t != 0).reshape(m.t.shape[0], -1).any(axis=1)
+        listed |= (m.cls >= fixup_min_class(fixup)).reshape(m.t.shape[0], -1).any(axis=1)
+        wide |= (np.abs(m.t.astype(np.int64)) > bound).reshape(m.t.shape[0], -1).any(axis=1)
     assert np.array_equal(flags[:, 0] > 0, scaled), (flags[:, 0], scaled)
     assert np.array_equal(flags[:, 1] > 0, listed), (flags[:, 1], listed)
-    assert not flags[:, 2:].any() and (flags >= 0).all() and np.array_equal(flags, np.round(flags))
+    assert np.array_equal(flags[:, 2] > 0, wide), (flags[:, 2], wide)
+    assert not flags[:, 3:].any() and (flags >= 0).all() and np.array_equal(flags, np.round(flags))
 
 
 @pytest.mark.parametrize("soc", sorted(CHIPS))
@@ -110,6 +124,33 @@ def test_meta_on_tiles_tails_batches_and_the_whole_range(binaries, soc, tmp_path
             _check(binaries[soc], wide, axis, tmp_path, scale=scale, cores=3)
 
 
+def _check_wide_word_at_its_bound(binary, tmp_path):
+    """Word kFlagWide (schedule::kFastLineExponent = T) on lines at the bound: per batch one line with t = T, T + 1,
+    -T, -T - 1 (the others moderate); the word is set exactly for the batches with |t| > T, as rows and as
+    columns.  t of a line scaled by 2^e is found with guard.line_meta, so the data follow the guard's rule."""
+    bound = _schedule_constant("kFastLineExponent")
+    rng = np.random.default_rng(61)
+    base = rng.standard_normal(48).astype(np.float32)
+    probe = np.stack([base * np.float32(2.0 ** e) for e in range(-120, 121)])[None]
+    t_of = dict(zip(line_meta(probe, -1, sb=12, scale="auto", fixup=True).t[0].tolist(), range(-120, 121)))
+    targets = [bound, bound + 1, -bound, -bound - 1]
+    x = rng.standard_normal((len(targets) + 1, 16, 48)).astype(np.float32)
+    for b, t in enumerate(targets):
+        x[b, 3] = base * np.float32(2.0 ** t_of[t])
+    for axis, xs in ((-1, x), (-2, np.ascontiguousarray(np.swapaxes(x, 1, 2)))):
+        r = run_line_meta(binary, xs, along_rows=axis == -1, workdir=tmp_path)
+        assert r.clean, r.stdout[-2000:]
+        meta = line_meta(xs, axis, sb=12, scale="auto", fixup=True)
+        assert sorted(np.abs(meta.t).max(axis=1).tolist())[-2:] == [bound + 1, bound + 1]
+        _check_batch_words(r.flags, meta, True)
+        assert (r.flags[:, 2] > 0).tolist() == [False, True, False, True, False], r.flags[:, 2]
+
+
+@pytest.mark.parametrize("soc", sorted(CHIPS))
+def test_wide_word_at_its_bound(binaries, soc, tmp_path):
+    _check_wide_word_at_its_bound(binaries[soc], tmp_path)
+
+
 # ---------------------------------------------------------------- planted bugs
 # (name, file under ascendc_kernels/, pattern, replacement, chips); each must make a check above fail.
 PLANTED = [
@@ -133,6 +174,11 @@ PLANTED = [
      ["910B"]),
     ("meta_reads_before_the_load_is_done", "include/sgemm_cube/kernel/line_meta_kernel.hpp",
      "        AscendC::WaitFlag<AscendC::HardEvent::MTE2_S>(0);\n", "", ["910B"]),
+    ("wide_word_never_set", "include/sgemm_cube/kernel/line_meta_kernel.hpp",
+     "flag_.SetValue(schedule::kFlagWide, wide ? 1.0f : 0.0f);", "flag_.SetValue(schedule::kFlagWide, 0.0f);",
+     ["910A"]),
+    ("wide_word_for_positive_t_only", "include/sgemm_cube/schedule/schedule.hpp",
+     "return t >= -kFastLineExponent && t <= kFastLineExponent;", "return t <= kFastLineExponent;", ["910B"]),
     ("matrix_scale_from_the_first_chunk_only", "include/sgemm_cube/kernel/line_meta_kernel.hpp",
      "at < uint64_t(b + 1) * args.lines; at += kChunk)",
      "at < uint64_t(b) * args.lines + kChunk && at < uint64_t(b + 1) * args.lines; at += kChunk)", ["910A"]),
@@ -162,6 +208,10 @@ def _planted_failures(binary, tmp_path):
                 _check(binary, x, axis, tmp_path, scale=scale, cores=3)
             except AssertionError as exc:
                 failures.append(str(exc))
+    try:
+        _check_wide_word_at_its_bound(binary, tmp_path)
+    except AssertionError as exc:
+        failures.append(str(exc))
     return failures
 
 

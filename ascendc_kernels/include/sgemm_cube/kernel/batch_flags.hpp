@@ -1,6 +1,7 @@
 // Kernel layer, any vector kernel: the per-batch words of the guarantee's bookkeeping
 // (schedule::kFlagWords per batch, set by line_meta_kernel.hpp): whether any line of a batch is
-// scaled (word schedule::kFlagScaled) or listed for the fix-up (schedule::kFlagListed).  The split's
+// scaled (word schedule::kFlagScaled), listed for the fix-up (schedule::kFlagListed) or wide (|t| beyond
+// schedule::kFlagWide's bound, kFastLineExponent: the unscale's fast path not guaranteed).  The split's
 // line scaling, the unscale (alone or in the combine) and the fix-up kernels ask before their work and
 // skip it for a batch whose word is +0: data that needs no scaling pays no scaling pass, with no host
 // synchronisation (the word never leaves the device).
@@ -34,7 +35,7 @@ public:
         AscendC::SetFlag<AscendC::HardEvent::S_MTE2>(kEvent);  // the staging is free
     }
 
-    /// Whether word `word` (schedule::kFlagScaled or kFlagListed) is set for any batch in [first, last].
+    /// Whether word `word` (schedule::kFlagScaled, kFlagListed or kFlagWide) is set for any batch in [first, last].
     __aicore__ inline bool Any(uint32_t first, uint32_t last, uint32_t word)
     {
         if (!known_) {

@@ -7,8 +7,10 @@
 //
 // It also sets the batches' words (schedule::kFlagWords, batch_flags.hpp): for each chunk and batch it
 // covers, 1 is added (FP32 atomic add, into a block the host zeroed) to the batch's kFlagScaled word
-// when a line has t != 0, to its kFlagListed word when a line has class >= fixup_min_class.  A's and
-// B's launches add into the same blocks, so a word is +0 exactly when no line of the batch needs it.
+// when a line has t != 0, to its kFlagListed word when a line has class >= fixup_min_class, to its
+// kFlagWide word when a line's |t| is beyond schedule::kFastLineExponent (the unscale's fast path then not
+// guaranteed for the whole batch).  A's and B's launches add into the same blocks, so a word is +0
+// exactly when no line of the batch needs it.
 #ifndef SGEMM_CUBE_KERNEL_LINE_META_KERNEL_HPP
 #define SGEMM_CUBE_KERNEL_LINE_META_KERNEL_HPP
 
@@ -57,15 +59,16 @@ public:
         AscendC::SetFlag<AscendC::HardEvent::MTE3_S>(0);  // output free
         AscendC::SetFlag<AscendC::HardEvent::MTE3_S>(1);  // the batch block free
     }
-    /// Adds 1 to batch `b`'s words that `scaled` / `listed` say (nothing when neither).
-    __aicore__ inline void AddFlags(uint32_t b, bool scaled, bool listed)
+    /// Adds 1 to batch `b`'s words that `scaled` / `listed` / `wide` say (nothing when none).
+    __aicore__ inline void AddFlags(uint32_t b, bool scaled, bool listed, bool wide)
     {
-        if (!has_flags_ || !(scaled || listed)) {
+        if (!has_flags_ || !(scaled || listed || wide)) {
             return;
         }
         AscendC::WaitFlag<AscendC::HardEvent::MTE3_S>(1);
         flag_.SetValue(schedule::kFlagScaled, scaled ? 1.0f : 0.0f);
         flag_.SetValue(schedule::kFlagListed, listed ? 1.0f : 0.0f);
+        flag_.SetValue(schedule::kFlagWide, wide ? 1.0f : 0.0f);
         AscendC::SetFlag<AscendC::HardEvent::S_MTE3>(1);
         AscendC::WaitFlag<AscendC::HardEvent::S_MTE3>(1);
         AscendC::SetAtomicAdd<float>();
@@ -146,17 +149,18 @@ __aicore__ inline void RunLineMeta(const LineStatsOut& in, __gm__ int32_t* meta,
             const uint64_t lo = b == first_batch ? first : uint64_t(b) * args.lines;
             const uint64_t hi = b == last_batch ? first + count : uint64_t(b + 1) * args.lines;
             io.Load(lo, uint32_t(hi - lo), true);
-            bool scaled = false, listed = false;
+            bool scaled = false, listed = false, wide = false;
             for (uint32_t i = 0; i < uint32_t(hi - lo); ++i) {
                 const guard::LineStats s{uint32_t(io.big_.GetValue(i)), uint32_t(io.small_.GetValue(i)),
                                          io.finite_.GetValue(i)};
                 const guard::LineMeta m = guard::meta_from_stats(s, range, scale, t_matrix, args.fixup != 0);
                 scaled = scaled || m.t != 0;
                 listed = listed || m.cls >= listed_from;
+                wide = wide || !schedule::fast_line_exponent(m.t);
                 io.out_.SetValue(uint32_t(lo - first) + i, guard::pack(m));
             }
             io.Release();
-            io.AddFlags(b, scaled, listed);
+            io.AddFlags(b, scaled, listed, wide);
         }
         AscendC::SetFlag<AscendC::HardEvent::S_MTE3>(0);
         AscendC::WaitFlag<AscendC::HardEvent::S_MTE3>(0);

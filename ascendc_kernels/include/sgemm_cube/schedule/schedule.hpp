@@ -843,9 +843,33 @@ SGEMM_CUBE_HOST_DEVICE UnscaleGeometry make_unscale_geometry(uint32_t batch, uin
 /// block.  A word is +0 (bits 0) exactly when no line of the batch is scaled (listed): the split's
 /// scaling, the unscale and the fix-up kernels read it and skip their work for that batch, with no
 /// host synchronisation.  Readers bring at most kFlagReadBatches blocks into UB at once.
+///
+/// Word kFlagWide counts the chunks with a line whose |t| exceeds kFastLineExponent.  A batch whose
+/// kFlagWide word is +0 has every s = alpha_exp - ta_i - tb_j in [alpha_exp - 2T, alpha_exp + 2T]
+/// (T = kFastLineExponent), inside FP32's normal exponents [-126, 127] whenever fast_unscale_alpha(alpha_exp)
+/// holds: the unscale's fast path (tile::FastPow2, one Mul by the exact 2^s) is then valid for the
+/// whole batch, decided once per batch rather than per unit, so the 910A's GEMM epilogue can take it
+/// (issue 32).  T = 60 leaves alpha_exp in [-6, 7] (alpha within [2^-6, 2^8)) and covers data
+/// whose lines are within 2^60 of the split's range, i.e. all but extreme lines.
 constexpr uint32_t kFlagWords = 8;
 constexpr uint32_t kFlagScaled = 0;
 constexpr uint32_t kFlagListed = 1;
+constexpr uint32_t kFlagWide = 2;
+constexpr int32_t kFastLineExponent = 60;
+constexpr int32_t kFastExponentMin = -126;  ///< FP32's normal exponents: 2^s is a normal FP32 number
+constexpr int32_t kFastExponentMax = 127;
+/// Whether a batch with no wide line (word kFlagWide +0) has every s in [-126, 127] for this alpha_exp.
+SGEMM_CUBE_HOST_DEVICE constexpr bool fast_unscale_alpha(int32_t alpha_exp)
+{
+    return alpha_exp - 2 * kFastLineExponent >= kFastExponentMin &&
+           alpha_exp + 2 * kFastLineExponent <= kFastExponentMax;
+}
+/// Whether line exponent t keeps its batch's kFlagWide word +0.
+SGEMM_CUBE_HOST_DEVICE constexpr bool fast_line_exponent(int32_t t)
+{
+    return t >= -kFastLineExponent && t <= kFastLineExponent;
+}
+static_assert(fast_unscale_alpha(0) && fast_unscale_alpha(-2), "alpha = 1 and alpha = 0.37 take the fast path");
 constexpr uint32_t kFlagReadBatches = 16;
 constexpr uint32_t kFlagUbBytes = kFlagReadBatches * kBlockBytes;
 static_assert(kFlagWords * 4 == kBlockBytes, "one 32-byte block of words per batch");
