@@ -544,8 +544,29 @@ class _GemmTiming(_Timing):
             # scalings of the NZ tiles, one NZ -> ND reorder, one C written.
             to_ub = tile / pp.l0c_out_bytes_per_cycle
             reorder = (n // 16) * self.vector(tile / (n // 16))
-            return terms * to_ub + (3 if terms == 3 else 5) * self.vector(tile) + reorder + write
+            return (terms * to_ub + (3 if terms == 3 else 5) * self.vector(tile) + reorder + self._epilogue_unscale(m, n, active)
+                    + write)
         return stage + (terms - 1) * max(stage, write) + write
+
+    def _epilogue_unscale(self, m: int, n: int, active: int) -> float:
+        """The unscale in StoreCombined (``accumulator_store.hpp``, issue 32), serial with the tile's store
+        on the cube core's vector unit: with the bookkeeping, the batch's words (one 32-byte block, MTE2 -> S;
+        charged per tile, an upper bound: the store reads them when its batch changes); with scaled data (the
+        predictions' lines take the fast path, ``schedule::epilogue_unscales``) the tile's rows' and columns'
+        integers (MTE2, hand-offs to V and S and back), the columns' part of the factor bits
+        (``EPILOGUE_UNSCALE_COLUMN_OPS``), one ``Adds`` per row behind one barrier (the scalar unit decodes
+        the row's integer first) and the one ``Mul`` (alpha = 1: no ``Muls`` by its mantissa)."""
+        d, pp = self.design, self.pp
+        if not d.bookkeeping:
+            return 0.0
+        words = self.gm_read(32, 1, active) + 3 * pp.flag_latency_cycles
+        if not d.scaled:
+            return words
+        ints = self.gm_read((m + n) * _FLOAT, 2, active) + 5 * pp.flag_latency_cycles
+        columns = EPILOGUE_UNSCALE_COLUMN_OPS * self.vector(n * _FLOAT)
+        # one Adds per row, behind one barrier (as the pass's RowFactorBits: UNSCALE_FAST_VECTOR_OPS counts it once)
+        rows = self.vector(m * n * _FLOAT) + m * SCALAR_CYCLES_PER_ACCESS * UNSCALE_SCALAR_OPS_PER_ROW
+        return words + ints + columns + rows + self.vector(m * n * _FLOAT)
 
 
 # -------------------------------------------------------------- geometry
@@ -755,6 +776,11 @@ UNSCALE_SCALAR_OPS_PER_COLUMN = 3
 """Scalar instructions per column when ``SumsInNormalRange`` scans a (batch, column chunk)'s integers
 (``GetValue`` and two compares); done once per core while its units stay in that batch (the bounds are
 kept per chunk, ``UNSCALE_BOUND_SLOTS`` slots)."""
+
+EPILOGUE_UNSCALE_COLUMN_OPS = 5
+"""Vector instructions per tile for the columns' part of the 910A epilogue's unscale factors
+(``AccumulatorStore::Unscale``: ``Duplicate``, ``And``, ``Sub``, ``Adds``, ``Muls``), each behind a
+``PipeBarrier<PIPE_V>``; counted from the source."""
 
 UNSCALE_BOUND_SLOTS = 16
 """``schedule::kUnscaleBoundSlots``: column chunks whose bounds a core keeps (slot = chunk % slots)."""
@@ -1449,7 +1475,9 @@ def _other_phases(p: Profile, design: Design, batch: int, g: ns.Geometry) -> dic
 
     With the bookkeeping the combine kernel unscales too (``combine_kernel.hpp``): ``combine`` is its time with
     nothing to unscale, ``unscale`` what the unscale adds (0 when ``design.scaled`` is False: the batch words
-    say no line is scaled).  Where the 910A's epilogue combined, ``unscale`` is its own pass.
+    say no line is scaled).  Where the 910A's epilogue combined, it unscaled too (the GEMM's store charges it:
+    ``_GemmTiming._epilogue_unscale``) every batch whose words allow the fast path (the predictions' data: lines
+    of moderate ``|t|``), and ``unscale`` is the pass that is left: it reads the words and skips every unit.
     """
     hz = p.clock_ghz * 1e9
     phases = {}
@@ -1461,8 +1489,8 @@ def _other_phases(p: Profile, design: Design, batch: int, g: ns.Geometry) -> dic
             phases["line_stats_b"] = _line_stats_cycles(p, design, batch, g.kp, g.np, False) / hz
             phases["line_meta"] = (_line_meta_cycles(p, design, batch * g.mp)
                                    + _line_meta_cycles(p, design, batch * g.np)) / hz
-            if design.fused_combine and g.combine_in_epilogue:  # the 910A's epilogue combined: its own pass
-                phases["unscale"] = _unscale_cycles(p, design, batch, g.mp, g.np) / hz
+            if design.fused_combine and g.combine_in_epilogue:  # the 910A's epilogue combined and unscaled
+                phases["unscale"] = _unscale_cycles(p, design, batch, g.mp, g.np, unscale=False) / hz
             else:  # folded into the combine kernel: its combine-only time, and what the unscale adds to it
                 plain = _unscale_cycles(p, design, batch, g.mp, g.np, True, False)
                 phases["unscale"] = (_unscale_cycles(p, design, batch, g.mp, g.np, True) - plain) / hz

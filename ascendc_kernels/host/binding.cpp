@@ -355,6 +355,10 @@ void enqueue_splits(const Product& p)
 }
 
 /// The cube GEMM of the products' terms (on 910A with one K group, combined in its epilogue).
+/// Whether the 910A's GEMM epilogue combines C and unscales the batches the device's words allow
+/// (schedule::epilogue_unscales): the guarantee's integers and words on the device, no combine kernel.
+bool epilogue_unscale(const Product& p) { return p.scaled() && p.flags_p != nullptr && !p.plan.launch_combine; }
+
 void enqueue_gemm(const Product& p)
 {
     enqueue("SgemmCubeGemm", [p]() -> int {
@@ -362,7 +366,9 @@ void enqueue_gemm(const Product& p)
         return int(launch_gemm(p.plan.gemm_blocks, p.stream, p.a_hi, p.a_lo, p.b_hi, p.b_lo, p.term_ptr[0],
                                p.term_ptr[1], p.term_ptr[2], p.term_ptr[3], g.batch, g.m, g.n, g.k, g.bm, g.bk,
                                g.bn, g.n_fused, p.options.per_term ? 1u : 0u, g.plan.l0c_stages, p.cores.cube,
-                               p.plan.terms, p.inv_scale));
+                               p.plan.terms, p.inv_scale, epilogue_unscale(p) ? p.meta_a : nullptr,
+                               epilogue_unscale(p) ? p.meta_b : nullptr, epilogue_unscale(p) ? p.flags_p : nullptr,
+                               p.alpha.mant, p.alpha.exp));
     });
 }
 
@@ -390,7 +396,7 @@ void enqueue_unscale(const Product& p)
         enqueue("SgemmCubeUnscale", [p, cores]() -> int {
             const schedule::Geometry& g = p.plan.geometry;
             return int(launch_unscale(cores, p.stream, p.term_ptr[0], p.meta_a, p.meta_b, p.flags_p, g.batch, g.mp,
-                                      g.np, p.cores.vector, p.alpha.mant, p.alpha.exp));
+                                      g.np, p.cores.vector, p.alpha.mant, p.alpha.exp, epilogue_unscale(p) ? 1u : 0u));
         });
     }
 }

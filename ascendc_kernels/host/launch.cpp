@@ -36,11 +36,12 @@ uint32_t launch_split(uint32_t blocks, aclrtStream stream, void* x, void* hi, vo
 uint32_t launch_gemm(uint32_t blocks, aclrtStream stream, void* a_hi, void* a_lo, void* b_hi, void* b_lo, void* c_hh,
                      void* c_lh, void* c_hl, void* c_ll, uint32_t batch, uint32_t m, uint32_t n, uint32_t k,
                      uint32_t bm, uint32_t bk, uint32_t bn, uint32_t n_fused, uint32_t per_term,
-                     uint32_t l0c_stages, uint32_t plan_cores, uint32_t terms, float inv_scale)
+                     uint32_t l0c_stages, uint32_t plan_cores, uint32_t terms, float inv_scale, void* meta_a,
+                     void* meta_b, void* flags, float alpha_mant, int32_t alpha_exp)
 {
     return ACLRT_LAUNCH_KERNEL(sgemm_cube_gemm)(blocks, stream, a_hi, a_lo, b_hi, b_lo, c_hh, c_lh, c_hl, c_ll, batch,
                                                 m, n, k, bm, bk, bn, n_fused, per_term, l0c_stages, plan_cores, terms,
-                                                inv_scale);
+                                                inv_scale, meta_a, meta_b, flags, alpha_mant, alpha_exp);
 }
 
 uint32_t launch_combine(uint32_t blocks, aclrtStream stream, void* c_hh, void* c_lh, void* c_hl, void* c_ll,
@@ -70,10 +71,10 @@ uint32_t launch_line_meta(uint32_t blocks, aclrtStream stream, void* big, void* 
 
 uint32_t launch_unscale(uint32_t blocks, aclrtStream stream, void* c, void* meta_a, void* meta_b, void* flags,
                         uint32_t batch, uint32_t mp, uint32_t np, uint32_t plan_cores, float alpha_mant,
-                        int32_t alpha_exp)
+                        int32_t alpha_exp, uint32_t epilogue)
 {
     return ACLRT_LAUNCH_KERNEL(sgemm_cube_unscale)(blocks, stream, c, meta_a, meta_b, flags, batch, mp, np, plan_cores,
-                                                   alpha_mant, alpha_exp);
+                                                   alpha_mant, alpha_exp, epilogue);
 }
 
 uint32_t launch_fixup_rows(uint32_t blocks, aclrtStream stream, void* a, void* b, void* meta_a, void* meta_b, void* c,

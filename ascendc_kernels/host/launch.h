@@ -27,11 +27,14 @@ uint32_t launch_split(uint32_t blocks, aclrtStream stream, void* x, void* hi, vo
                       uint32_t scaled_lines, uint32_t keep_below, uint32_t keep_from);
 
 /// GEMM kernel: one FP32 term buffer per product term (c_ll unused with 3 terms), or C in c_hh
-/// when the launch plan combines in the epilogue (then only c_hh is touched).
+/// when the launch plan combines in the epilogue (then only c_hh is touched); there, with meta_a, meta_b
+/// and flags not null (the device's integers and batch words), C is also unscaled with alpha for the
+/// batches schedule::epilogue_unscales names (null: none).
 uint32_t launch_gemm(uint32_t blocks, aclrtStream stream, void* a_hi, void* a_lo, void* b_hi, void* b_lo, void* c_hh,
                      void* c_lh, void* c_hl, void* c_ll, uint32_t batch, uint32_t m, uint32_t n, uint32_t k,
                      uint32_t bm, uint32_t bk, uint32_t bn, uint32_t n_fused, uint32_t per_term,
-                     uint32_t l0c_stages, uint32_t plan_cores, uint32_t terms, float inv_scale);
+                     uint32_t l0c_stages, uint32_t plan_cores, uint32_t terms, float inv_scale, void* meta_a,
+                     void* meta_b, void* flags, float alpha_mant, int32_t alpha_exp);
 
 /// Combine kernel: out = termwise combination of the term buffers (out may be c_hh).  With `meta_a`
 /// not null the unscale is folded in: c_hh (= out, shape (batch, mp, np)) = alpha_mant 2^alpha_exp
@@ -57,9 +60,11 @@ uint32_t launch_line_meta(uint32_t blocks, aclrtStream stream, void* big, void* 
 
 /// Unscale: c (batch, mp, np) FP32 *= alpha_mant * 2^(alpha_exp - ta_i - tb_j), one rounding, in place
 /// (units of batches with no scaled line, alpha 1, untouched).  Launched only where no combine kernel runs.
+/// epilogue 1: the GEMM's epilogue unscaled (it got the integers and words): batches with no wide line are
+/// left alone.
 uint32_t launch_unscale(uint32_t blocks, aclrtStream stream, void* c, void* meta_a, void* meta_b, void* flags,
                         uint32_t batch, uint32_t mp, uint32_t np, uint32_t plan_cores, float alpha_mant,
-                        int32_t alpha_exp);
+                        int32_t alpha_exp, uint32_t epilogue);
 
 /// Fix-up: the fix-up rows of A (class >= fixup_min_class) of c recomputed in plain FP32 from a and b, unscaled
 /// (batches whose word in `flags` says none is listed skipped; null `flags`: none skipped).

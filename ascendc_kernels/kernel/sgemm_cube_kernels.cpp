@@ -4,7 +4,8 @@
 //
 //   sgemm_cube_split    vector  FP32 -> FP16 hi/lo in Zz fractal layout (keep_from != 0: a band pass's
 //                       band cutoff, kernel/split_kernel.hpp)
-//   sgemm_cube_gemm     cube    one FP32 buffer per product term (910A, one K group: C)
+//   sgemm_cube_gemm     cube    one FP32 buffer per product term (910A, one K group: C, unscaled there
+//                       too for the batches whose words allow the fast path: meta_a, meta_b, flags, alpha)
 //   sgemm_cube_combine  vector  termwise combination into C (not launched when the GEMM wrote C); with the
 //                       guarantee's integers (meta_a not null) the unscale folded in, C = alpha C 2^-(ta+tb)
 //   sgemm_cube_line_stats  vector  per row of A / column of B: largest and smallest finite magnitude, NaN/Inf
@@ -69,7 +70,8 @@ extern "C" __global__ __aicore__ void sgemm_cube_gemm(GM_ADDR a_hi, GM_ADDR a_lo
                                                       uint32_t batch, uint32_t m, uint32_t n, uint32_t k,
                                                       uint32_t bm, uint32_t bk, uint32_t bn, uint32_t n_fused,
                                                       uint32_t per_term, uint32_t l0c_stages, uint32_t plan_cores,
-                                                      uint32_t terms, float inv_scale)
+                                                      uint32_t terms, float inv_scale, GM_ADDR meta_a, GM_ADDR meta_b,
+                                                      GM_ADDR flags, float alpha_mant, int32_t alpha_exp)
 {
     SGEMM_CUBE_ON_CUBE_CORES();
     sgemm_cube::block::GemmOperands gm;
@@ -82,6 +84,9 @@ extern "C" __global__ __aicore__ void sgemm_cube_gemm(GM_ADDR a_hi, GM_ADDR a_lo
     gm.c[sgemm_cube::schedule::kHiLo] = reinterpret_cast<__gm__ float*>(c_hl);
     gm.c[sgemm_cube::schedule::kLoLo] = reinterpret_cast<__gm__ float*>(c_ll);  // unused unless terms == 4
     gm.inv_scale = inv_scale;
+    gm.unscale = sgemm_cube::tile::EpilogueUnscale{reinterpret_cast<__gm__ int32_t*>(meta_a),
+                                                   reinterpret_cast<__gm__ int32_t*>(meta_b),
+                                                   reinterpret_cast<__gm__ float*>(flags), alpha_mant, alpha_exp};
     sgemm_cube::kernel::RunGemm<Soc>(gm, sgemm_cube::kernel::GemmArgs{batch, m, n, k, bm, bk, bn, n_fused,
                                                                        per_term, l0c_stages, plan_cores, terms});
 }
@@ -131,13 +136,13 @@ extern "C" __global__ __aicore__ void sgemm_cube_line_meta(GM_ADDR big, GM_ADDR 
 
 extern "C" __global__ __aicore__ void sgemm_cube_unscale(GM_ADDR c, GM_ADDR meta_a, GM_ADDR meta_b, GM_ADDR flags,
                                                          uint32_t batch, uint32_t mp, uint32_t np, uint32_t plan_cores,
-                                                         float alpha_mant, int32_t alpha_exp)
+                                                         float alpha_mant, int32_t alpha_exp, uint32_t epilogue)
 {
     SGEMM_CUBE_ON_VECTOR_CORES();
     sgemm_cube::kernel::RunUnscale<Soc>(reinterpret_cast<__gm__ float*>(c), reinterpret_cast<__gm__ int32_t*>(meta_a),
                                         reinterpret_cast<__gm__ int32_t*>(meta_b), reinterpret_cast<__gm__ float*>(flags),
                                         sgemm_cube::kernel::UnscaleArgs{batch, mp, np, plan_cores, alpha_mant,
-                                                                        alpha_exp},
+                                                                        alpha_exp, epilogue},
                                         sgemm_cube::kernel::UnscaleTerms{nullptr, nullptr, nullptr, 1.0f});
 }
 

@@ -610,12 +610,12 @@ PLANTED_FAST = [
     ("column_bounds_of_the_first_column_only", "include/sgemm_cube/tile/unscale_tile.hpp",
      "for (uint32_t j = 1; j < w; ++j) {", "for (uint32_t j = 1; j < 1; ++j) {", ["910B"]),
     ("fast_path_ignores_alpha_mantissa", "include/sgemm_cube/kernel/unscale_kernel.hpp",
-     "            tile::RowFactorBits(v, row0, first8, rows, w, args.alpha_exp);\n"
-     "            AscendC::SetFlag<AscendC::HardEvent::S_MTE2>(0);  // the rows' and columns' integers were read\n"
-     "            if (args.alpha_mant != 1.0f) {",
-     "            tile::RowFactorBits(v, row0, first8, rows, w, args.alpha_exp);\n"
-     "            AscendC::SetFlag<AscendC::HardEvent::S_MTE2>(0);  // the rows' and columns' integers were read\n"
-     "            if (false) {", ["910A"]),
+     "                tile::RowFactorBits(v, row0, first8, rows, w, args.alpha_exp);\n"
+     "                AscendC::SetFlag<AscendC::HardEvent::S_MTE2>(0);  // the rows' and columns' integers were read\n"
+     "                if (args.alpha_mant != 1.0f) {",
+     "                tile::RowFactorBits(v, row0, first8, rows, w, args.alpha_exp);\n"
+     "                AscendC::SetFlag<AscendC::HardEvent::S_MTE2>(0);  // the rows' and columns' integers were read\n"
+     "                if (false) {", ["910A"]),
     ("stages_share_their_tiles", "include/sgemm_cube/kernel/unscale_kernel.hpp",
      "const tile::UnscaleTile& v = views[st];", "const tile::UnscaleTile& v = views[0];", ["910B"]),
 ]
@@ -782,6 +782,84 @@ def test_batch_words_skip_only_batches_that_need_nothing(gemm_binaries, soc, til
         gemm_binaries, soc, tiling, tmp_path)[0].c[0])  # the first batch too is times alpha
 
 
+# ------------------------------------------------- the unscale in the 910A's GEMM epilogue (issue 32)
+def _epilogue_batches(rng):
+    """Four batches of 40 x 30 times 30 x 200: the first and third with rows and columns scaled by 2^e, e in
+    [-40, 40] (every |t| far below kFastLineExponent: the epilogue unscales them, with column integers that differ
+    from tile to tile), the second with one row of A below 2^-130 (a wide line: the unscale pass's careful path),
+    the last needing no scaling (alpha = 1: nothing to do; alpha != 1: the epilogue multiplies)."""
+    a = rng.standard_normal((4, 40, 30)).astype(np.float32)
+    b = rng.standard_normal((4, 30, 200)).astype(np.float32)
+    for i in (0, 2):
+        a[i] *= np.exp2(rng.integers(-40, 41, (40, 1))).astype(np.float32)
+        b[i] *= np.exp2(rng.integers(-40, 41, (1, 200))).astype(np.float32)
+    a[1, 5, :] *= np.float32(2.0 ** -130)
+    return a, b
+
+
+EPILOGUE_TILING, FOLDED_TILING = (16, 32, 16, 2), (16, 32, 16, 2, 1)
+
+
+def _epilogue_case(binaries, tmp_path, alpha, tiling=EPILOGUE_TILING):
+    a, b = _epilogue_batches(np.random.default_rng(97))
+    r, expected = _unscale_case(binaries, "910A", a, b, tmp_path, tiling=tiling, alpha=alpha)
+    if expected is not None and alpha != 1.0:  # as test_unscale_with_alpha: guard.unscale rounds subnormals once
+        want, computed = expected
+        expected = (want, computed & ~((np.abs(want) < np.float32(1.1754944e-38)) & (want != 0)))
+    return r, expected
+
+
+@pytest.mark.parametrize("alpha", [1.0, 0.37])
+def test_epilogue_unscales_fast_batches_bit_exact(gemm_binaries, alpha, tmp_path):
+    """The 910A with one K group combines C in the GEMM's epilogue and there unscales the batches whose words
+    allow the fast path (schedule::epilogue_unscales); the unscale pass does the wide batch alone.  The result
+    is the whole bookkeeping's, bit for bit, and equals (every bit, subnormals included) the route where the
+    combine kernel runs with the unscale folded in (per-term passes), which has no epilogue unscale."""
+    from sgemm_cube.cpu_fallback.guard import unpack_meta
+
+    r, (want, computed) = _epilogue_case(gemm_binaries, tmp_path, alpha)
+    got = _clean(r)
+    assert "EPILOGUE_UNSCALE on" in r.stdout and "combine_in_epilogue=1" in r.stdout
+    ma, mb = unpack_meta(r.meta[0]), unpack_meta(r.meta[1])
+    _check_batch_words(r.flags, ma, True, extra=mb)
+    assert (r.flags[:, 2] > 0).tolist() == [False, True, False, False]  # one wide batch, the others fast
+    assert (r.flags[:, 0] > 0).tolist() == [True, True, True, False]
+    assert not _same_where(got, want, computed), _same_where(got, want, computed)
+    folded, _ = _epilogue_case(gemm_binaries, tmp_path, alpha, tiling=FOLDED_TILING)
+    assert "EPILOGUE_UNSCALE on" not in folded.stdout and "combine_in_epilogue=0" in folded.stdout
+    assert np.array_equal(got.view(np.uint32), _clean(folded).view(np.uint32))
+
+
+# (name, file, pattern, replacement): each must make _epilogue_case (alpha = 1 or 0.37) differ or fail.
+PLANTED_EPILOGUE = [
+    ("pass_does_not_skip_what_the_epilogue_unscaled", "include/sgemm_cube/kernel/unscale_kernel.hpp",
+     "const bool after_epilogue = args.epilogue != 0 &&", "const bool after_epilogue = false && args.epilogue != 0 &&"),
+    ("epilogue_does_not_unscale", "include/sgemm_cube/tile/accumulator_store.hpp",
+     "        if (unscale_ && BatchUnscaled(lines.batch)) {", "        if (false && BatchUnscaled(lines.batch)) {"),
+    ("wide_word_not_set_for_a_wide_line", "include/sgemm_cube/kernel/line_meta_kernel.hpp",
+     "flag_.SetValue(schedule::kFlagWide, wide ? 1.0f : 0.0f);", "flag_.SetValue(schedule::kFlagWide, 0.0f);"),
+    ("epilogue_reads_the_first_column_tiles_integers", "include/sgemm_cube/block/block_mmad_resident_a.hpp",
+     "uint64_t(s.batch) * g_.np + uint64_t(s.col_block) * g_.bn}", "uint64_t(s.batch) * g_.np}"),
+    ("epilogue_skips_alpha_mant", "include/sgemm_cube/tile/accumulator_store.hpp",
+     "        if (alpha_mant_ != 1.0f) {\n            AscendC::Muls(nd, nd,", "        if (false) {\n            AscendC::Muls(nd, nd,"),
+    ("piece_runs_on_into_the_next_batch", "include/sgemm_cube/kernel/unscale_kernel.hpp",
+     "end = schedule::min_u32(unit_end, (e + 1) * u.mp);", "end = unit_end;"),
+    ("piece_starts_at_the_units_first_row", "include/sgemm_cube/kernel/unscale_kernel.hpp",
+     "row0 = schedule::max_u32(row0, b * u.mp);", "row0 = row0 + 0 * b;"),
+]
+PLANTED_EPILOGUE_BUGS = [PlantedBug(name, rel, pattern, replacement, "910A")
+                         for name, rel, pattern, replacement in PLANTED_EPILOGUE]
+
+
+@pytest.mark.parametrize("bug", PLANTED_EPILOGUE_BUGS, ids=[b.name for b in PLANTED_EPILOGUE_BUGS])
+def test_planted_bug_in_the_epilogue_unscale_fails(bug, planted_binary, tmp_path):
+    caught = []
+    for alpha in (1.0, 0.37):
+        r, expected = _epilogue_case({"910A": planted_binary}, tmp_path, alpha)
+        caught.append(expected is None or r.c is None or not r.clean or bool(_same_where(r.c, *expected)))
+    assert any(caught), f"planted bug {bug.name} went unnoticed"
+
+
 # (name, file, pattern, replacement, chip, tiling); CHECKER_ONLY_BATCH_WORDS: what the flag checker must say.
 # The words themselves are checked against guard.line_meta on every generator (_check_batch_words).
 PLANTED_BATCH_WORDS = [
@@ -790,8 +868,9 @@ PLANTED_BATCH_WORDS = [
     ("split_reads_the_first_batch_word_only", "include/sgemm_cube/kernel/split_kernel.hpp",
      "const uint32_t batch = first / s.strips_per_batch;", "const uint32_t batch = 0;", "910A", (16, 32, 16, 2)),
     ("unscale_unit_reads_its_first_batch_only", "include/sgemm_cube/kernel/unscale_kernel.hpp",
-     "(row0 + rows - 1) / u.mp, schedule::kFlagScaled)", "row0 / u.mp, schedule::kFlagScaled)", "910A",
-     (16, 32, 16, 2)),  # the epilogue's own unscale pass skips the unit
+     "Any(first_batch, last_batch, schedule::kFlagScaled)", "Any(first_batch, last_batch > first_batch ? first_batch : last_batch, schedule::kFlagScaled)",
+     "910A", (16, 32, 16, 2, 1)),  # folded into the combine, a unit straddling batches 0 and 1 is only combined
+    # (after the epilogue's unscale the pass's pieces hold the wide batch alone: PLANTED_EPILOGUE has its bugs)
     ("folded_combine_does_not_scale_the_correction", "include/sgemm_cube/tile/unscale_tile.hpp",
      "    AscendC::Muls(v.lh, v.lh, inv_scale, n);  // corr * 2^-sb\n", "", "910A", (16, 32, 16, 2, 1)),
     ("batch_word_read_before_it_arrives", "include/sgemm_cube/kernel/batch_flags.hpp",
@@ -839,6 +918,8 @@ def test_planted_machinery_without_a_bug_passes_the_gemm_checks(gemm_binaries, b
         cases.append(_planted_fixup_case(planted_binary, tmp_path))
     for tiling in sorted({p[5] for p in PLANTED_BATCH_WORDS if p[4] == soc}):
         cases.append(_batch_words_case({soc: planted_binary}, soc, tiling, tmp_path)[:2])
+    if soc == "910A":
+        cases += [_epilogue_case({soc: planted_binary}, tmp_path, alpha) for alpha in (1.0, 0.37)]
     for r, expected in cases:
         assert r.clean and expected is not None and r.c is not None, r.stdout[-2000:]
         assert not _same_where(r.c, *expected), _same_where(r.c, *expected)

@@ -12,5 +12,6 @@ extern "C" uint32_t aclrtlaunch_sgemm_cube_gemm(uint32_t blockDim, aclrtStream s
                                                 void* c_ll, uint32_t batch, uint32_t m, uint32_t n, uint32_t k,
                                                 uint32_t bm, uint32_t bk, uint32_t bn, uint32_t n_fused,
                                                 uint32_t per_term, uint32_t l0c_stages, uint32_t plan_cores,
-                                                uint32_t terms, float inv_scale);
+                                                uint32_t terms, float inv_scale, void* meta_a, void* meta_b,
+                                                void* flags, float alpha_mant, int32_t alpha_exp);
 #endif

@@ -226,11 +226,19 @@ int main(int argc, char** argv)
                              g.kp, g.np, vector_cores, scale, scaled ? 2u : 0u, cut_b.keep_below, cut_b.keep_from);
         });
     }
+    // The 910A's epilogue combines C and, with the device's words, unscales the batches they allow
+    // (schedule::epilogue_unscales); the unscale pass then skips them.
+    const bool epilogue_unscale = scaled && device_guard && !plan.launch_combine && !fp32_route && !split_only;
+    if (epilogue_unscale) {
+        std::printf("EPILOGUE_UNSCALE on\n");
+    }
     if (!fp32_route && !split_only) {
         ascend_exec::launch("gemm", plan.gemm_blocks, [&] {
             sgemm_cube_gemm(gm(a_hi), gm(a_lo), gm(b_hi), gm(b_lo), gm(term_ptr[0]), gm(term_ptr[1]), gm(term_ptr[2]),
                             gm(term_ptr[3]), g.batch, g.m, g.n, g.k, g.bm, g.bk, g.bn, g.n_fused, tiling.per_term,
-                            g.plan.l0c_stages, cube_cores, plan.terms, inv_scale);
+                            g.plan.l0c_stages, cube_cores, plan.terms, inv_scale,
+                            epilogue_unscale ? gm(meta_a.data()) : nullptr, epilogue_unscale ? gm(meta_b.data()) : nullptr,
+                            epilogue_unscale ? gm(flags.data()) : nullptr, alpha_mant, alpha_exp);
         });
         if (plan.launch_combine) {  // with the guarantee's integers, the unscale folded in (its units and cores)
             const uint32_t combine_cores =
@@ -249,7 +257,7 @@ int main(int argc, char** argv)
         ascend_exec::launch("unscale", ug.cores, [&] {
             sgemm_cube_unscale(gm(term_ptr[0]), gm(meta_a.data()), gm(meta_b.data()),
                                device_guard ? gm(flags.data()) : nullptr, batch, g.mp, g.np, vector_cores, alpha_mant,
-                               alpha_exp);
+                               alpha_exp, epilogue_unscale ? 1u : 0u);
         });
     }
     if (device_guard) {

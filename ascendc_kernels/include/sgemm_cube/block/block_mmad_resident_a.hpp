@@ -29,12 +29,15 @@ using schedule::Sync;
 
 /// GM operands of one launch: hi/lo parts of A and B (FP16, Zz) and one FP32
 /// row-major buffer per product term (with the combine in the epilogue only
-/// c[kHiHi] is written, with C).  `inv_scale` is 2^-sb, for that combine.
+/// c[kHiHi] is written, with C).  `inv_scale` is 2^-sb, for that combine;
+/// `unscale` the guarantee's integers and alpha for the unscale that combine
+/// then applies where the batch's words allow it (910A; meta_a null: none).
 struct GemmOperands {
     __gm__ half* a[schedule::kParts];
     __gm__ half* b[schedule::kParts];
     __gm__ float* c[schedule::kMaxTerms];
     float inv_scale;
+    tile::EpilogueUnscale unscale;
 };
 
 template <class SocTag>
@@ -58,6 +61,11 @@ public:
         l0b_ = l0b;
         l0c_ = l0c;
         store_.Init(ub, g);
+        if constexpr (SocTag::Arch::kCThroughUb) {
+            if (g.combine_in_epilogue) {
+                store_.SetUnscale(gm.unscale);
+            }
+        }
     }
 
     __aicore__ inline void Finish() { store_.Finish(); }
@@ -122,7 +130,10 @@ public:
                 for (uint32_t t = 0; t < g_.terms; ++t) {
                     acc[t] = accumulator(s, t);
                 }
-                store_.StoreCombined(c_[schedule::kHiHi][dst], acc, g_.terms, inv_scale_, s.m_act, s.n_act, g_.np);
+                const tile::TileLines lines{s.batch, uint64_t(s.batch) * g_.mp + uint64_t(s.row_block) * g_.bm,
+                                            uint64_t(s.batch) * g_.np + uint64_t(s.col_block) * g_.bn};
+                store_.StoreCombined(c_[schedule::kHiHi][dst], acc, g_.terms, inv_scale_, s.m_act, s.n_act, g_.np,
+                                     lines);
                 return;
             }
         }

@@ -51,7 +51,7 @@ __aicore__ inline void RunCombine(__gm__ float* hh, __gm__ float* lh, __gm__ flo
     if (unscale.meta_a != nullptr) {  // folded: in place over HH (out == hh)
         RunUnscale<SocTag>(hh, unscale.meta_a, unscale.meta_b, unscale.flags,
                            UnscaleArgs{unscale.batch, unscale.mp, unscale.np, args.plan_cores, unscale.alpha_mant,
-                                       unscale.alpha_exp},
+                                       unscale.alpha_exp, 0u},
                            UnscaleTerms{lh, hl, args.keep_lo_lo ? ll : nullptr, args.inv_scale});
         return;
     }

@@ -35,6 +35,12 @@
 // product (exact for a normal result, rounded once into the subnormal range or to infinity; zeros,
 // NaN and infinities stay), so the bits are those of the path above for every C.  Data whose lines
 // need scaling exponents of moderate size (every finite line with |t| < 63, say) takes it everywhere.
+//
+// After the 910A's GEMM epilogue combined C (UnscaleArgs::epilogue), that epilogue has already applied
+// the fast path (tile/accumulator_store.hpp's Unscale, the same bits) to every batch whose words allow it
+// for the whole batch (schedule::epilogue_unscales: no line with |t| > kFastLineExponent); this pass then
+// reads C back only for the rows of the other batches (a unit straddling batches runs as pieces), so every
+// output is unscaled exactly once and the careful path stays here.
 #ifndef SGEMM_CUBE_KERNEL_UNSCALE_KERNEL_HPP
 #define SGEMM_CUBE_KERNEL_UNSCALE_KERNEL_HPP
 
@@ -54,6 +60,7 @@ struct UnscaleArgs {
     uint32_t plan_cores;
     float alpha_mant;        ///< alpha = alpha_mant * 2^alpha_exp, 1 <= |alpha_mant| < 2 or 0
     int32_t alpha_exp;
+    uint32_t epilogue;       ///< 1: the 910A's GEMM epilogue unscaled the batches schedule::epilogue_unscales names
 };
 
 /// The combine's term buffers when the unscale runs folded into the combine (combine_kernel.hpp's
@@ -109,73 +116,100 @@ __aicore__ inline void RunUnscale(__gm__ float* c, __gm__ int32_t* meta_a, __gm_
     stage.Open();
     uint32_t done = 0;  // units this core has loaded (the stage of the next is done % stages)
     AscendC::SetFlag<AscendC::HardEvent::S_MTE2>(0);  // rows' integers read
+    // After the 910A's epilogue unscaled the batches schedule::epilogue_unscales names (args.epilogue), a unit's
+    // rows of those batches (and of batches with nothing to unscale: together, those with no wide line) are
+    // left alone: the unit runs as the runs of consecutive rows whose batches have a wide line, each its own
+    // piece (a unit may straddle batches).  Otherwise a unit is one piece.
+    const bool after_epilogue = args.epilogue != 0 && schedule::fast_unscale_alpha(args.alpha_exp);
     for (uint32_t unit = core; unit < u.units; unit += u.cores) {
-        const uint32_t row0 = (unit / u.col_chunks) * u.rows_per_unit;
-        const uint32_t rows = schedule::min_u32(u.rows_per_unit, u.rows - row0);
+        const uint32_t unit_row0 = (unit / u.col_chunks) * u.rows_per_unit;
+        const uint32_t unit_end = unit_row0 + schedule::min_u32(u.rows_per_unit, u.rows - unit_row0);
         const uint32_t col0 = (unit % u.col_chunks) * u.chunk_cols;
         const uint32_t w = schedule::min_u32(u.chunk_cols, u.np - col0);  // columns per row
-        const int32_t n = int32_t(rows * w);
-        const bool unscale = !alpha_one || batch_flags.Any(row0 / u.mp, (row0 + rows - 1) / u.mp, schedule::kFlagScaled);
-        if (!unscale && !combine) {
-            continue;  // C already is alpha * AB here
-        }
-        const uint64_t at = uint64_t(row0) * u.np + col0;
-        const uint32_t st = stage.Of(done++);
-        const tile::UnscaleTile& v = views[st];
-        // MTE2: the result's rows (or the terms'), B's columns' integers once per row, the rows' integers.
-        stage.AwaitLoadable(st);
-        AscendC::WaitFlag<AscendC::HardEvent::S_MTE2>(0);  // the previous unit's rows' integers were read
-        tile::CopyRowsIn(v.c, gc[at], rows, w, u.np, w);
-        if (combine) {
-            tile::CopyRowsIn(v.lh, glh[at], rows, w, u.np, w);
-            tile::CopyRowsIn(v.hl, ghl[at], rows, w, u.np, w);
-            if (four) {
-                tile::CopyRowsIn(v.ll, gll[at], rows, w, u.np, w);
+        for (uint32_t piece_end = unit_row0; piece_end < unit_end;) {
+            uint32_t row0 = piece_end, end = unit_end;
+            if (after_epilogue) {
+                const uint32_t last = (unit_end - 1) / u.mp;
+                uint32_t b = row0 / u.mp;
+                while (b <= last && !batch_flags.Any(b, b, schedule::kFlagWide)) {
+                    ++b;  // unscaled in the epilogue, or nothing to do
+                }
+                if (b > last) {
+                    break;
+                }
+                uint32_t e = b;
+                while (e < last && batch_flags.Any(e + 1, e + 1, schedule::kFlagWide)) {
+                    ++e;
+                }
+                row0 = schedule::max_u32(row0, b * u.mp);
+                end = schedule::min_u32(unit_end, (e + 1) * u.mp);
             }
-        }
-        const uint32_t first8 = row0 & ~7u;  // whole 32-byte blocks of A's rows' integers
-        if (unscale) {
-            for (uint32_t r = 0; r < rows; ++r) {
-                tile::CopyIn(v.t[r * w], gb[uint64_t((row0 + r) / u.mp) * u.np + col0], w);  // its batch's B columns
+            piece_end = end;
+            const uint32_t rows = end - row0;
+            const int32_t n = int32_t(rows * w);
+            const uint32_t first_batch = row0 / u.mp, last_batch = (row0 + rows - 1) / u.mp;
+            const bool unscale = !alpha_one || batch_flags.Any(first_batch, last_batch, schedule::kFlagScaled);
+            if (!unscale && !combine) {
+                continue;  // C already is alpha * AB here
             }
-            tile::CopyIn(v.rows_meta, ga[first8], schedule::round_up(row0 + rows - first8, 8));
-        }
-        stage.Loaded(st);
-        stage.AwaitLoaded(st);
-        tile::Handoff<AscendC::HardEvent::MTE2_S>(0);
-        AscendC::PipeBarrier<PIPE_V>();  // the previous unit's last vector reads are done
-        if (combine) {
-            tile::CombineInUb(v, four, terms.inv_scale, n);
-        }
-        if (unscale && tile::SumsInNormalRange(v, columns, row0, first8, rows, w, u.mp, unit % u.col_chunks,
-                                                u.col_chunks, args.alpha_exp)) {
-            // The fast path: every s of the unit in [-126, 127], one Mul by 2^s (FastPow2).
-            tile::RowFactorBits(v, row0, first8, rows, w, args.alpha_exp);
-            AscendC::SetFlag<AscendC::HardEvent::S_MTE2>(0);  // the rows' and columns' integers were read
-            if (args.alpha_mant != 1.0f) {
-                AscendC::Muls(v.c, v.c, args.alpha_mant, n);
+            const uint64_t at = uint64_t(row0) * u.np + col0;
+            const uint32_t st = stage.Of(done++);
+            const tile::UnscaleTile& v = views[st];
+            // MTE2: the result's rows (or the terms'), B's columns' integers once per row, the rows' integers.
+            stage.AwaitLoadable(st);
+            AscendC::WaitFlag<AscendC::HardEvent::S_MTE2>(0);  // the previous unit's rows' integers were read
+            tile::CopyRowsIn(v.c, gc[at], rows, w, u.np, w);
+            if (combine) {
+                tile::CopyRowsIn(v.lh, glh[at], rows, w, u.np, w);
+                tile::CopyRowsIn(v.hl, ghl[at], rows, w, u.np, w);
+                if (four) {
+                    tile::CopyRowsIn(v.ll, gll[at], rows, w, u.np, w);
+                }
             }
-            AscendC::PipeBarrier<PIPE_V>();
-            tile::FastPow2(v, n);
-        } else if (unscale) {
-            // s = alpha_exp - ta_i - tb_j, with t = (packed - (packed & 3)) / 4 - 1024 (no shifts on 910A).
-            tile::RowExponents(v, row0, first8, rows, w, args.alpha_exp);
-            AscendC::SetFlag<AscendC::HardEvent::S_MTE2>(0);  // the rows' integers were read
-            tile::Handoff<AscendC::HardEvent::S_V>(0);  // the columns' integers were read (decoded in place next)
-            tile::DecodeExponents(v, n);  // t = tb + 1024
-            AscendC::Sub(v.s, v.s, v.t, n);  // s
-            if (args.alpha_mant != 1.0f) {
-                AscendC::Muls(v.c, v.c, args.alpha_mant, n);
+            const uint32_t first8 = row0 & ~7u;  // whole 32-byte blocks of A's rows' integers
+            if (unscale) {
+                for (uint32_t r = 0; r < rows; ++r) {
+                    tile::CopyIn(v.t[r * w], gb[uint64_t((row0 + r) / u.mp) * u.np + col0], w);  // its batch's B columns
+                }
+                tile::CopyIn(v.rows_meta, ga[first8], schedule::round_up(row0 + rows - first8, 8));
             }
-            AscendC::PipeBarrier<PIPE_V>();
-            tile::ApplyPow2(v, n);
-        } else {
-            AscendC::SetFlag<AscendC::HardEvent::S_MTE2>(0);  // no integers were read
+            stage.Loaded(st);
+            stage.AwaitLoaded(st);
+            tile::Handoff<AscendC::HardEvent::MTE2_S>(0);
+            AscendC::PipeBarrier<PIPE_V>();  // the previous unit's last vector reads are done
+            if (combine) {
+                tile::CombineInUb(v, four, terms.inv_scale, n);
+            }
+            if (unscale && tile::SumsInNormalRange(v, columns, row0, first8, rows, w, u.mp, unit % u.col_chunks,
+                                                    u.col_chunks, args.alpha_exp)) {
+                // The fast path: every s of the unit in [-126, 127], one Mul by 2^s (FastPow2).
+                tile::RowFactorBits(v, row0, first8, rows, w, args.alpha_exp);
+                AscendC::SetFlag<AscendC::HardEvent::S_MTE2>(0);  // the rows' and columns' integers were read
+                if (args.alpha_mant != 1.0f) {
+                    AscendC::Muls(v.c, v.c, args.alpha_mant, n);
+                }
+                AscendC::PipeBarrier<PIPE_V>();
+                tile::FastPow2(v, n);
+            } else if (unscale) {
+                // s = alpha_exp - ta_i - tb_j, with t = (packed - (packed & 3)) / 4 - 1024 (no shifts on 910A).
+                tile::RowExponents(v, row0, first8, rows, w, args.alpha_exp);
+                AscendC::SetFlag<AscendC::HardEvent::S_MTE2>(0);  // the rows' integers were read
+                tile::Handoff<AscendC::HardEvent::S_V>(0);  // the columns' integers were read (decoded in place next)
+                tile::DecodeExponents(v, n);  // t = tb + 1024
+                AscendC::Sub(v.s, v.s, v.t, n);  // s
+                if (args.alpha_mant != 1.0f) {
+                    AscendC::Muls(v.c, v.c, args.alpha_mant, n);
+                }
+                AscendC::PipeBarrier<PIPE_V>();
+                tile::ApplyPow2(v, n);
+            } else {
+                AscendC::SetFlag<AscendC::HardEvent::S_MTE2>(0);  // no integers were read
+            }
+            stage.InputRead(st);
+            stage.Computed(st);
+            tile::CopyRowsOut(gc[at], v.c, rows, w, w, u.np);
+            stage.Stored(st);
         }
-        stage.InputRead(st);
-        stage.Computed(st);
-        tile::CopyRowsOut(gc[at], v.c, rows, w, w, u.np);
-        stage.Stored(st);
     }
     stage.Close();
     AscendC::WaitFlag<AscendC::HardEvent::S_MTE2>(0);

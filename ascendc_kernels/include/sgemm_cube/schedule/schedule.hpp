@@ -80,6 +80,7 @@ SGEMM_CUBE_HOST_DEVICE uint32_t term_b_part(uint32_t term) { return (term == kHi
 SGEMM_CUBE_HOST_DEVICE uint32_t ceil_div(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
 SGEMM_CUBE_HOST_DEVICE uint32_t round_up(uint32_t a, uint32_t b) { return ceil_div(a, b) * b; }
 SGEMM_CUBE_HOST_DEVICE uint32_t min_u32(uint32_t a, uint32_t b) { return a < b ? a : b; }
+SGEMM_CUBE_HOST_DEVICE uint32_t max_u32(uint32_t a, uint32_t b) { return a > b ? a : b; }
 /// Extent of block `index` of size `block` in a dimension of length `total`.
 SGEMM_CUBE_HOST_DEVICE uint32_t block_extent(uint32_t total, uint32_t block, uint32_t index)
 {
@@ -870,6 +871,15 @@ SGEMM_CUBE_HOST_DEVICE constexpr bool fast_line_exponent(int32_t t)
     return t >= -kFastLineExponent && t <= kFastLineExponent;
 }
 static_assert(fast_unscale_alpha(0) && fast_unscale_alpha(-2), "alpha = 1 and alpha = 0.37 take the fast path");
+/// Whether the 910A's GEMM epilogue (one K group, C combined in UB) unscales a batch itself, from the
+/// batch's words: the fast path valid for the whole batch (no wide line, fast_unscale_alpha) and something
+/// to do (a scaled line, or alpha != 1).  The unscale pass after it skips a unit whose batches all have
+/// no wide line (fast_unscale_alpha holding): each was unscaled here or needs nothing, so every output is
+/// unscaled exactly once.
+SGEMM_CUBE_HOST_DEVICE constexpr bool epilogue_unscales(bool scaled, bool wide, bool alpha_one, int32_t alpha_exp)
+{
+    return fast_unscale_alpha(alpha_exp) && !wide && (scaled || !alpha_one);
+}
 constexpr uint32_t kFlagReadBatches = 16;
 constexpr uint32_t kFlagUbBytes = kFlagReadBatches * kBlockBytes;
 static_assert(kFlagWords * 4 == kBlockBytes, "one 32-byte block of words per batch");
