@@ -186,6 +186,11 @@ class Design:
         GEMM's epilogue: the terms are combined in UB and one FP32 C is
         written; no term buffers, no combine pass (the kernel as it is;
         ``False`` models it before this change).
+    epilogue_unscale : bool
+        With ``bookkeeping`` and the 910A's epilogue combine: that epilogue also unscales every batch
+        whose words allow the fast path (issue 32), charged to the GEMM's store; the unscale pass
+        only reads the words.  ``False``: the epilogue has no words (a band pass: ``band_pass`` launches
+        without them) and the unscale pass does the whole unscale, as before.
     """
 
     kind: str = "kernel"
@@ -203,6 +208,7 @@ class Design:
     scaled: bool = True
     special: float = 0.0
     bands: int = 2
+    epilogue_unscale: bool = True
 
     def __post_init__(self):
         if self.kind not in ("kernel", "paper"):
@@ -557,7 +563,7 @@ class _GemmTiming(_Timing):
         (``EPILOGUE_UNSCALE_COLUMN_OPS``), one ``Adds`` per row behind one barrier (the scalar unit decodes
         the row's integer first) and the one ``Mul`` (alpha = 1: no ``Muls`` by its mantissa)."""
         d, pp = self.design, self.pp
-        if not d.bookkeeping:
+        if not (d.bookkeeping and d.epilogue_unscale):
             return 0.0
         words = self.gm_read(32, 1, active) + 3 * pp.flag_latency_cycles
         if not d.scaled:
@@ -1110,10 +1116,10 @@ def _pass_kernels(p: Profile, design: Design, rows: int, cols: int, k: int, pass
                   exact: bool) -> dict:
     """Seconds of one ``band_pass`` (one batch) in ``pass_tiling`` (:func:`_pass_tiling`'s tiling and design):
     the split of both sides (every line scaled: the pass has no batch words), the GEMM, the combine with the
-    unscale (or the 910A's epilogue and its own unscale): :func:`_predict` of the kernels with the
+    unscale (or the 910A's epilogue and its own unscale pass: no words, so no unscale in the epilogue): :func:`_predict` of the kernels with the
     bookkeeping, less the line statistics and meta, which the pass does not run."""
     t, design = pass_tiling
-    d = _replace_fields(design, listed=None, special=0.0, bands=2, scaled=True)
+    d = _replace_fields(design, listed=None, special=0.0, bands=2, scaled=True, epilogue_unscale=False)
     ph = _predict(p, d, 1, rows, cols, k, t, exact).phases
     return {"split_a": ph["split_a"], "split_b": ph["split_b"], "gemm": ph["gemm"],
             "combine_unscale": ph.get("combine", 0.0) + ph["unscale"]}
@@ -1489,8 +1495,9 @@ def _other_phases(p: Profile, design: Design, batch: int, g: ns.Geometry) -> dic
             phases["line_stats_b"] = _line_stats_cycles(p, design, batch, g.kp, g.np, False) / hz
             phases["line_meta"] = (_line_meta_cycles(p, design, batch * g.mp)
                                    + _line_meta_cycles(p, design, batch * g.np)) / hz
-            if design.fused_combine and g.combine_in_epilogue:  # the 910A's epilogue combined and unscaled
-                phases["unscale"] = _unscale_cycles(p, design, batch, g.mp, g.np, unscale=False) / hz
+            if design.fused_combine and g.combine_in_epilogue:  # the 910A's epilogue combined (and unscaled)
+                after = False if design.epilogue_unscale else None  # None: the pass unscales (design.scaled)
+                phases["unscale"] = _unscale_cycles(p, design, batch, g.mp, g.np, unscale=after) / hz
             else:  # folded into the combine kernel: its combine-only time, and what the unscale adds to it
                 plain = _unscale_cycles(p, design, batch, g.mp, g.np, True, False)
                 phases["unscale"] = (_unscale_cycles(p, design, batch, g.mp, g.np, True) - plain) / hz
