@@ -222,7 +222,7 @@ def _bookkeeping_share(args, profile, pr: pipeline.Prediction) -> float:
 
 def _print_package(args, profile, pr: pipeline.Prediction, out) -> None:
     t = pr.tiling
-    print(f"sgemm_cube.matmul's tiling (best_kernel, as the NPU backend's tiling tables store it): "
+    print(f"sgemm_cube.matmul's tiling (package_pick, as the NPU backend's tiling tables store it): "
           f"({t.bm}, {t.bk}, {t.bn}, {t.n_fused}), {'one pass per term' if t.per_term else 'all terms in one pass'}"
           f"{', two L0C stages' if t.l0c_stages == 2 else ''}: "
           f"{pr.seconds * 1e3:.3f} ms, {pr.tflops:.1f} TFLOP/s, the guarantee's passes "

@@ -69,6 +69,7 @@ __all__ = [
     "rank_package",
     "Prediction",
     "best_kernel",
+    "package_pick",
     "L0C_STAGES",
     "rank_stages",
     "Ranked",
@@ -1603,7 +1604,7 @@ def predict_package(profile: Profile | str, m: int, n: int, k: int, *, listed: f
                     special: float = 0.0) -> Prediction:
     """Predicted time of the whole product ``sgemm_cube.matmul`` launches on the NPU (MODEL PREDICTION).
 
-    The tiling and GEMM mode are :func:`best_kernel`'s (what the NPU backend's tiling tables store);
+    The tiling and GEMM mode are :func:`package_pick`'s (what the NPU backend's tiling tables store);
     the product is :func:`package`'s: every kernel ``npu.run`` launches with default options, the
     read-back of the lines' integers, the band passes of a fraction ``listed`` of the rows of A and
     columns of B (``bands`` bands each; :func:`band_parts`), the FP32 fix-up of a fraction ``special``,
@@ -1611,10 +1612,28 @@ def predict_package(profile: Profile | str, m: int, n: int, k: int, *, listed: f
     pass's) seconds.
     """
     p = get_profile(profile)
-    pick, _ = best_kernel(p, m, n, k, terms=terms, batch=batch, use_table=use_table)
+    pick = package_pick(p, m, n, k, terms=terms, batch=batch, use_table=use_table)
     return predict(p, m, n, k, pick, design=package(listed, per_term=pick.per_term, terms=terms, scaled=scaled,
                                                     l0c_stages=pick.l0c_stages, bands=bands, special=special),
                    batch=batch)
+
+
+def package_pick(profile: Profile | str, m: int, n: int, k: int, *, terms: int = 3, batch: int = 1,
+                 use_table: bool = True) -> ns.Tiling:
+    """The tiling and GEMM mode ``sgemm_cube.matmul`` launches on the NPU for one shape (MODEL PREDICTION).
+
+    A measured tuning-table entry for the shape wins (``use_table``; :func:`best_kernel`'s look-up);
+    otherwise :func:`rank_package`'s first row: the whole product ranked, bookkeeping included (every
+    batch with a scaled line, no line listed), which is what ``--write-tilings`` stores.  It can differ
+    from :func:`best_kernel`'s pick, which ranks the kernels alone: where the 910A's epilogue unscales,
+    two accumulator sets in L0C let that work overlap the next tile's products.
+    """
+    from . import table
+
+    p = get_profile(profile)
+    if use_table and table.lookup(p.name, m, n, k, backend="ascend") is not None:
+        return best_kernel(p, m, n, k, terms=terms, batch=batch, use_table=True)[0]  # the measured entry
+    return rank_package(p, m, n, k, terms=terms, batch=batch, top=1)[0].tiling
 
 
 _FIXED_PHASES = ("fixup_rows", "fixup_cols", "readback")

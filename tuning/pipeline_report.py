@@ -222,7 +222,7 @@ class PackageFigures(NamedTuple):
     """The whole product ``sgemm_cube.matmul`` launches at one shape, beside the paper's design (MODEL PREDICTIONS).
 
     ``package``: :func:`~sgemm_cube.tuning.pipeline.predict_package` with no line listed and every
-    batch with a scaled line (the costly case), at ``best_kernel``'s tiling (the model's own, no
+    batch with a scaled line (the costly case), at ``package_pick``'s tiling (the model's own, no
     measured table); ``unscaled``: the same on data that needs no scaling; ``listed``: the same as
     ``package`` with every line listed, each of :data:`BANDS` exponent bands (the band design:
     ``pipeline.band_parts``); ``listed3``: with 3 bands each; ``special``: every line special (NaN or

@@ -3,8 +3,8 @@
 The runtime looks tilings up instead of running the pipeline model on each
 new shape; this module is where the tuner's answers become that data.
 
-* :func:`write_model_table`: :func:`sgemm_cube.tuning.pipeline.best_kernel` (the model alone, no
-  measured table) on every bucket of a grid, with the whole product's predicted TFLOP/s
+* :func:`write_model_table`: :func:`sgemm_cube.tuning.pipeline.package_pick` (the model alone, no
+  measured table: the whole product ranked, bookkeeping included) on every bucket of a grid, with the whole product's predicted TFLOP/s
   (bookkeeping included: ``backend="auto"``'s route on the 910B reads it).  The shipped tables::
 
       sgemm-cube tune --device 910a --write-tilings --workers 16
@@ -59,9 +59,9 @@ def _predicted(p: Profile, m: int, n: int, k: int, tiling: ns.Tiling, terms: int
 
 def _model_row(job) -> dict:
     p, (m, n, k), terms = job
-    from .pipeline import best_kernel
+    from .pipeline import package_pick
 
-    tiling, _ = best_kernel(p, m, n, k, terms=terms, use_table=False)
+    tiling = package_pick(p, m, n, k, terms=terms, use_table=False)
     return {"bucket": [m, n, k], "terms": terms, "tiling": tiling, "source": "model",
             "predicted_tflops": _predicted(p, m, n, k, tiling, terms)}
 

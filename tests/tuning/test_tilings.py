@@ -21,7 +21,7 @@ pytestmark = pytest.mark.usefixtures("shipped_npu_tilings_only")
 def test_model_table_of_a_small_grid(tmp_path):
     """What --write-tilings writes: the model's best tiling per bucket, the whole product's prediction,
     the profile's capacities, and the command that regenerates it."""
-    from sgemm_cube.tuning.pipeline import Design, best_kernel, predict
+    from sgemm_cube.tuning.pipeline import Design, package_pick, predict
 
     path = tilings.write_model_table("910a", directory=tmp_path, grid=(64, 1024), terms=(3,))
     doc = nt.load(path)
@@ -29,11 +29,11 @@ def test_model_table_of_a_small_grid(tmp_path):
     assert "write_model_table" in doc["source"] and "grid=(64, 1024)" in doc["source"]
     assert ns.Capacity(**doc["capacity"]) == ns.capacity_from_profile(get_profile("910a"))
     e = next(e for e in doc["entries"] if e["bucket"] == [1024, 64, 1024])
-    t, _ = best_kernel("910a", 1024, 64, 1024, use_table=False)
+    t = package_pick("910a", 1024, 64, 1024, use_table=False)
     assert ns.Tiling(**e["tiling"]) == t
     # the whole product as npu.run launches it on data listing no line: the fix-up kernels and the read-back
     want = predict("910a", 1024, 64, 1024, t, design=Design("kernel", per_term=t.per_term, bookkeeping=True,
-                                                            listed=0.0))
+                                                            listed=0.0, l0c_stages=t.l0c_stages))
     assert e["predicted_tflops"] == pytest.approx(want.tflops, abs=1e-3)
 
 

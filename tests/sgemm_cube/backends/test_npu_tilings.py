@@ -63,7 +63,8 @@ def test_first_call_on_new_shapes_never_runs_the_model(chip, monkeypatch):
     def forbidden(*args, **kwargs):
         raise AssertionError("the runtime ran the tuner's model")
 
-    for mod, names in ((pipeline, ("best_kernel", "rank", "predict", "_predict", "_screen_seconds")),
+    for mod, names in ((pipeline, ("best_kernel", "package_pick", "rank_package", "rank", "predict", "_predict",
+                                   "_screen_seconds")),
                        (model, ("rank", "choose_tiling"))):
         for name in names:
             monkeypatch.setattr(mod, name, forbidden)
