@@ -83,13 +83,16 @@ def native_plan(sb: int, reason: str, *, scheme: str = "native", backend: str = 
     return Plan(scheme, sb, None, backend, reason, order=None, fixup=False, accumulate=None)
 
 
-def make_plan(req: Request, backend: str, schemes, k: int, *, orders=ORDERS, native_reason: str | None = None) -> Plan:
+def make_plan(req: Request, backend: str, schemes, k: int, *, orders=ORDERS, native_reason: str | None = None,
+              auto_scheme: tuple[str, str] | None = None) -> Plan:
     """The plan of backend ``backend`` (which implements ``schemes`` and ``orders``) for a product with this K.
 
     ``native_reason``: the backend's own reason to run native FP32 under
-    ``backend="auto"`` (its measured hybrid rule), or None.
+    ``backend="auto"`` (its measured hybrid rule), or None.  ``auto_scheme``: ``(scheme, why)``, what
+    ``scheme="auto"`` runs on this backend for this product instead of fp16x3 (CUDA: ``"auto"``, the
+    GPU's choice per call), or None.
     """
-    scheme = "fp16x3" if req.scheme == "auto" else req.scheme
+    scheme = req.scheme if req.scheme != "auto" else "fp16x3" if auto_scheme is None else auto_scheme[0]
     auto = req.backend == "auto"
     if req.accumulate is not None and backend != "cpu":
         raise ValueError(f"accumulate={req.accumulate!r} selects an arithmetic model of the CPU backend; "
@@ -99,7 +102,7 @@ def make_plan(req: Request, backend: str, schemes, k: int, *, orders=ORDERS, nat
                                    f"native FP32 is faster")
     if auto and native_reason:
         return native_plan(req.sb, native_reason)
-    if scheme not in schemes:
+    if scheme not in schemes and scheme != "auto":
         if req.scheme == "auto":
             return native_plan(req.sb, f"the {backend!r} backend has no {scheme} kernel, so native FP32 runs")
         raise ValueError(f"the {backend!r} backend implements the schemes {list(schemes)}, not {scheme!r}")
@@ -108,9 +111,13 @@ def make_plan(req: Request, backend: str, schemes, k: int, *, orders=ORDERS, nat
     # Each decision with what made it: the caller's option, or the rule that chose for "auto".
     where = (f"backend='auto': the {backend!r} backend of the operands' device (K = {k} >= {MIN_K} and no "
              f"measured rule prefers native FP32 here)" if auto else f"backend={backend!r} as requested")
-    what = ("scheme='auto' (the default): fp16x3, with per-line power-of-two scaling and the fix-up of the lines "
-            "the split cannot hold, keeps SGEMM's error bound and is the fastest scheme" if req.scheme == "auto"
-            else f"scheme={scheme!r} as requested")
+    if req.scheme != "auto":
+        what = f"scheme={scheme!r} as requested"
+    elif auto_scheme is not None:
+        what = f"scheme='auto' (the default): {auto_scheme[1]}"
+    else:
+        what = ("scheme='auto' (the default): fp16x3, with per-line power-of-two scaling and the fix-up of the lines "
+                "the split cannot hold, keeps SGEMM's error bound and is the fastest scheme")
     why = f"{where}; {what}"
     if not req.fixup:
         why += "; fixup=False: lines whose entries lose bits in the split are NOT fixed up (no guarantee)"

@@ -60,6 +60,21 @@ def is_available() -> bool:
     return unavailable_reason() == ""
 
 
+def _auto_scheme(req, batch: int, m: int, n: int, k: int) -> tuple[str, str] | None:
+    """``make_plan``'s ``auto_scheme``: from ``launch.AUTO_MIN_FLOPS`` on (termwise, scale not "matrix"),
+    ``scheme="auto"`` is the GPU's choice per call between fp16x3 and bf16x6; below, fp16x3 (None)."""
+    if req.scheme != "auto" or req.order != "termwise" or req.scale == "matrix" or not (batch and m and n and k):
+        return None
+    from . import launch
+
+    if 2.0 * batch * m * n * k < launch.AUTO_MIN_FLOPS:
+        return None
+    return "auto", (f"the GPU chooses per call, bf16x6 where fp16x3 would recompute more than "
+                    f"{launch.AUTO_MARGIN:.0%} more of the outputs in FP64 than bf16x6, fp16x3 otherwise "
+                    f"(2*batch*m*n*k >= {launch.AUTO_MIN_FLOPS:.3g}: configs/default.json's auto_scheme); both "
+                    f"keep SGEMM's error bound")
+
+
 def plan(req, batch: int, m: int, n: int, k: int, like=None):
     """The plan for a (batch, m, k) @ (batch, k, n) product on ``like``'s device (:func:`sgemm_cube.backends.base.make_plan`).
 
@@ -75,20 +90,12 @@ def plan(req, batch: int, m: int, n: int, k: int, like=None):
     native = None
     if req.backend == "auto" and like is not None and prefers_native(batch, m, n, k, like.device):
         native = "the measured hybrid rule says cuBLAS SGEMM is faster for this shape on this GPU"
-    chosen = make_plan(req, "cuda", SCHEMES, k, orders=ORDERS, native_reason=native)
+    chosen = make_plan(req, "cuda", SCHEMES, k, orders=ORDERS, native_reason=native,
+                       auto_scheme=_auto_scheme(req, batch, m, n, k))
     if chosen.backend == "cuda" and batch and m and n and k:  # an empty product launches nothing
         import torch
 
-        from . import launch
         from .launch import plan_config
-
-        if (req.scheme == "auto" and chosen.order == "termwise" and chosen.scale != "matrix"
-                and 2.0 * batch * m * n * k >= launch.AUTO_MIN_FLOPS):
-            chosen = chosen._replace(scheme="auto", reason=chosen.reason.split("; scheme=")[0] + (
-                f"; scheme='auto' (the default): the GPU chooses per call, bf16x6 where fp16x3 would recompute "
-                f"more than {launch.AUTO_MARGIN:.0%} more of the outputs in FP64 than bf16x6, fp16x3 otherwise "
-                f"(2*batch*m*n*k >= {launch.AUTO_MIN_FLOPS:.3g}: configs/default.json's auto_scheme); both keep "
-                f"SGEMM's error bound") + "".join("; " + r for r in chosen.reason.split("; ")[2:]))
 
         device = like.device if isinstance(like, torch.Tensor) else torch.device("cpu" if interpreter_active()
                                                                                 else "cuda")

@@ -356,19 +356,31 @@ def _two_sided(kernel, a: _SplitSide, b: _SplitSide, programs_a: int, programs_b
     return _Launch(kernel, (programs_a + programs_b,), kwargs, num_warps, 1)
 
 
+def _line_meta_launch(a: _SplitSide, b: _SplitSide, *, scale, rng, fixup_min_class: int, block: tuple[int, int],
+                      num_warps: int) -> _Launch:
+    """Split pass 2 over both operands: their line meta and fix-up lists under ``rng``, a scheme's :func:`line_range`."""
+    return _two_sided(line_meta_kernel, a, b, a.line_programs, b.line_programs,
+                      dict(LOWER=rng.lower, UPPER=rng.upper, TOP=rng.top, SCALE_MODE=SCALE_MODES[scale],
+                           FIXUP_MIN_CLASS=fixup_min_class, A_BLOCK_L=block[0], B_BLOCK_L=block[0],
+                           BLOCK_T=block[1]),
+                      num_warps)
+
+
 def _split_launches(a: _SplitSide, b: _SplitSide, *, sb: int, scheme: str, scale, rng, fixup_min_class: int,
-                    block: tuple[int, int], num_warps: int) -> tuple[_Launch, _Launch, _Launch]:
-    """The three split launches, each over both operands; ``rng`` is the scheme's :func:`line_range`."""
+                    block: tuple[int, int], num_warps: int, choice: _Ref | None = None) -> tuple[_Launch, ...]:
+    """The three split launches, each over both operands; ``rng`` is the scheme's :func:`line_range`.
+
+    ``choice`` (``scheme="auto"``): the split runs in the scheme the GPU chose there, fp16x3 from the sides'
+    ``meta``, bf16x6 from their ``meta_bf`` (:func:`_with_bf16_ints`); ``scheme`` is then not read.
+    """
     tiles = dict(A_BLOCK_L=a.tile[0], A_BLOCK_K=a.tile[1], B_BLOCK_L=b.tile[0], B_BLOCK_K=b.tile[1])
     stats = _two_sided(tile_stats_kernel, a, b, a.tile_programs, b.tile_programs, tiles, 4)
-    lines = _two_sided(line_meta_kernel, a, b, a.line_programs, b.line_programs,
-                       dict(LOWER=rng.lower, UPPER=rng.upper, TOP=rng.top, SCALE_MODE=SCALE_MODES[scale],
-                            FIXUP_MIN_CLASS=fixup_min_class, A_BLOCK_L=block[0], B_BLOCK_L=block[0],
-                            BLOCK_T=block[1]),
-                       num_warps)
+    lines = _line_meta_launch(a, b, scale=scale, rng=rng, fixup_min_class=fixup_min_class, block=block,
+                              num_warps=num_warps)
     scaled = _two_sided(split_scaled_kernel, a, b, a.tile_programs, b.tile_programs,
-                        dict(SB_SCALE=float(2.0 ** sb), BF16=get_scheme(scheme).format.name == "bf16", CHOOSE=False,
-                             choice=a.args["meta"], **tiles), 4)
+                        dict(SB_SCALE=float(2.0 ** sb), BF16=get_scheme(scheme).format.name == "bf16",
+                             CHOOSE=choice is not None, choice=a.args["meta"] if choice is None else choice, **tiles),
+                        4)
     return stats, lines, scaled
 
 
@@ -447,9 +459,9 @@ def _with_bf16_ints(side: _SplitSide, offset: int) -> tuple[_SplitSide, _SplitSi
     meta, offset = _ws_piece(offset, torch.int32, (bx, lines))
     lists, offset = _ws_piece(offset, torch.int32, (bx, n_list))
     counts, offset = _ws_piece(offset, torch.int32, (bx, n_blocks))
-    fp16 = side._replace(args={**side.args, "meta_bf": meta})
-    bf16 = side._replace(args={**side.args, "meta": meta, "list": lists, "count": counts, "mat_t": meta,
-                               "meta_bf": meta}, ints=(meta, lists, counts))
+    fp16 = side._replace(args={**side.args, "meta_bf": meta})  # the chosen split reads both metas
+    bf16 = side._replace(args={**side.args, "meta": meta, "list": lists, "count": counts, "mat_t": meta},
+                         ints=(meta, lists, counts))
     return fp16, bf16, offset
 
 
@@ -481,14 +493,11 @@ def _auto_problem(a_shape, a_strides, b_shape, b_strides, out_strides, device, *
     a16, abf, offset = _with_bf16_ints(side_a, offset)
     b16, bbf, offset = _with_bf16_ints(side_b, offset)
     choice, offset = _ws_piece(offset, torch.int32, (1,))
-    stats, lines16, _ = _split_launches(a16, b16, sb=sb, scheme="fp16x3", scale=scale, rng=line_range("fp16x3", sb),
-                                        fixup_min_class=fixup_min_class, block=block,
-                                        num_warps=cfg16["split_warps"])
-    _, lines_bf, scaled = _split_launches(abf, bbf, sb=sb, scheme="fp16x3", scale=scale,
-                                          rng=line_range("bf16x6", sb), fixup_min_class=fixup_min_class,
-                                          block=block, num_warps=cfg16["split_warps"])
-    scaled.kwargs.update(CHOOSE=True, choice=choice, a_meta=a16.args["meta"], b_meta=b16.args["meta"],
-                         a_meta_bf=abf.args["meta"], b_meta_bf=bbf.args["meta"])
+    stats, lines16, scaled = _split_launches(a16, b16, sb=sb, scheme=AUTO_SCHEMES[0], scale=scale,
+                                             rng=line_range(AUTO_SCHEMES[0], sb), fixup_min_class=fixup_min_class,
+                                             block=block, num_warps=cfg16["split_warps"], choice=choice)
+    lines_bf = _line_meta_launch(abf, bbf, scale=scale, rng=line_range(AUTO_SCHEMES[1], sb),
+                                 fixup_min_class=fixup_min_class, block=block, num_warps=cfg16["split_warps"])
     decide = _Launch(scheme_choice_kernel, (1,),
                      dict(choice=choice, a_count=a16.ints[2], b_count=b16.ints[2], a_count_bf=abf.ints[2],
                           b_count_bf=bbf.ints[2], a_n_counts=math.prod(a16.ints[2].shape),
