@@ -64,17 +64,23 @@ So the emulated outputs are exactly those whose every operand entry keeps
 22 bits (on the NPU, per band), and the rest are at least as accurate as
 native: every output satisfies SGEMM's error bound.
 
-Overflow: scaled lines hold magnitudes below ``2**(top + 1)``, so the
-emulated sums stay below ``K * 2**(2 * top + 2)`` and never overflow; the
-one rounding of the unscaling then overflows exactly where the emulated
-product (FP32-accurate) exceeds FP32's range, with the sign of that product
--- where a plain FP32 sum can overflow part-way, even to the other sign.
-The emulated product is within the error bound of the exact one, and where
-huge products cancel that bound can exceed FP32's range: a finite exact
-result can then come out infinite (measured: 6 of 64 exact zeros of a
-column of B holding only ~1e25 entries, against rows up to 3.4e38,
-``tests/cpu_fallback/test_fixup_exact.py``); only the fix-up lines are
-exact there.
+Overflow: emulated lines hold magnitudes below ``upper`` once scaled, so the
+emulated sums stay below ``K * upper**2`` and never overflow; only the one
+rounding of the unscaling can (:func:`unscale`).  The emulated product is
+within :func:`emulated_error_bound` of the exact one (in the scaled domain),
+and where huge products cancel that bound can exceed FP32's range: an exact 0
+had come out infinite (issue 33: 6 of 64 outputs of a column of B holding only
+~1e25 entries, against rows up to 3.4e38).  So an emulated output that
+overflows stays infinite only where that bound shows that the exact product
+overflows too; the others (:func:`undecided_overflow`) are computed again from
+the unscaled operands as fix-up outputs are (:func:`fixup_dot` on the CPU, the
+fix-up's FP64 sums and exact sums on CUDA).  So, as for the fix-up lines, a
+finite exact result is never infinite and an infinite output is the infinity
+of the exact product's sign; an exact result beyond FP32's range can still
+come out finite, within the bound (a plain FP32 sum can overflow part-way,
+even to the other sign).  The CPU backend and the CUDA kernels make this
+check; the NPU's unscale kernels and :mod:`.bands` do not yet (there an exact
+0 of such data can still come out infinite).
 """
 from __future__ import annotations
 
@@ -89,10 +95,14 @@ from .split import split_limits
 
 __all__ = ["SCALES", "LineClass", "LineRange", "line_range", "line_meta", "LineMeta", "LineStats", "line_stats",
            "meta_from_stats", "scale_lines", "unscale", "fixup_dot", "fixup_min_class",
-           "fixup_lines", "pack_meta", "unpack_meta", "choose_scheme"]
+           "fixup_lines", "pack_meta", "unpack_meta", "choose_scheme", "emulated_error_bound", "undecided_overflow"]
 
 #: Values of ``scale``: "auto" scales the lines that do not fit as they are.
 SCALES = ("auto", "rows", "matrix", None)
+
+#: The smallest magnitude that rounds to infinity in FP32 (halfway between the largest finite value and 2**128).
+_FP32_OVERFLOW = 2.0 ** 128 * (1 - 2.0 ** -25)
+_FP32_MAX = float(np.finfo(np.float32).max)
 
 # Three BF16 slices hold every FP32 value at or above 2**-110 exactly, but the products of the slices
 # must stay normal in FP32 too (tensor cores lose subnormal products: measured 3x native's error on an
@@ -244,6 +254,19 @@ def scale_lines(x: np.ndarray, t: np.ndarray, axis: int, *, keep_special: bool =
         return np.ldexp(xs.astype(np.float64), te).astype(np.float32)
 
 
+def emulated_error_bound(k: int, rng: LineRange) -> float:
+    """A bound on ``|emulated - exact|`` of one output of the scaled operands (before :func:`unscale`).
+
+    Every entry of an emulated line lies below ``rng.upper`` once scaled (a larger one makes the line
+    ``SPECIAL``), so ``|A| @ |B|`` is below ``k * rng.upper**2``; the emulation's error is within
+    ``max(3k, k + 14) * 2**-24`` of that (the guarantee, README).  Returned doubled and rounded up to a
+    power of two, so that the checks that use it hold through their own roundings and every backend
+    holds the same number exactly (the CUDA kernels take it as a float32 argument).
+    """
+    bound = 2.0 * max(3 * k, k + 14) * 2.0 ** -24 * k * float(rng.upper) ** 2
+    return math.ldexp(1.0, math.frexp(bound)[1])  # 2**e >= bound
+
+
 def unscale(c: np.ndarray, ta: np.ndarray, tb: np.ndarray, alpha: float = 1.0) -> np.ndarray:
     """``alpha * c * 2**-(ta_i + tb_j)`` rounded once to float32.
 
@@ -257,6 +280,23 @@ def unscale(c: np.ndarray, ta: np.ndarray, tb: np.ndarray, alpha: float = 1.0) -
         if alpha != 1:
             c64 *= np.float64(np.float32(alpha))
         return c64.astype(np.float32)
+
+
+def undecided_overflow(c: np.ndarray, ta: np.ndarray, tb: np.ndarray, alpha: float, error_bound: float) -> np.ndarray:
+    """Where :func:`unscale` overflows but the exact value may not: the outputs to compute again.
+
+    ``c`` (emulated sums of scaled lines) is within ``error_bound`` (:func:`emulated_error_bound`) of the
+    exact sum, so an output whose unscaled value reaches FP32's overflow threshold certainly overflows
+    where ``|c| - error_bound`` does too; the others are returned (module docstring, "Overflow").  A
+    non-finite ``alpha`` is left to IEEE arithmetic (nothing returned).
+    """
+    a32 = abs(np.float64(np.float32(alpha)))
+    if not np.isfinite(a32):
+        return np.zeros(c.shape, bool)
+    with np.errstate(over="ignore", invalid="ignore"):
+        factor = np.ldexp(a32, -(ta[..., :, None] + tb[..., None, :]))
+        mag = np.abs(c.astype(np.float64))
+        return (mag * factor >= _FP32_OVERFLOW) & ((mag - error_bound) * factor < _FP32_OVERFLOW)
 
 
 def fixup_dot(x: np.ndarray, y: np.ndarray, alpha: float = 1.0) -> np.ndarray:
@@ -333,8 +373,6 @@ def fixup_dot(x: np.ndarray, y: np.ndarray, alpha: float = 1.0) -> np.ndarray:
 #: Outputs per block of the fix-up's check (its float64 temporaries: a few arrays of this many; fewer
 #: rows per BLAS call were measurably slower).
 _FIXUP_CHUNK = 1 << 21
-#: The smallest magnitude that rounds to infinity in FP32 (halfway between the largest finite value and 2**128).
-_FP32_OVERFLOW = 2.0 ** 128 * (1 - 2.0 ** -25)
 
 
 def _gamma(n: int) -> float:

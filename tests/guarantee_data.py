@@ -487,6 +487,40 @@ def cancelling_huge_terms(rng, m, k, n):
     return _f32(a, b)
 
 
+def emulated_overflow_cases(rng):
+    """``[(name, a, b)]``: emulated (scaled and split, not fixed up) lines whose products overflow FP32.
+
+    "cancelling": :func:`cancelling_huge_terms`' rows against one column of only its ~1e25 entries
+    (64 x 96 x 1): every exact output is 0 (the pairs cancel), native FP32 NaN, and the emulated sum
+    errs by up to ~2**190 before unscaling, so it overflows in places (6 of these 64 outputs had come out
+    infinite).  "certain": rows of 1e20..1.5e20 against columns of +-(1e19..1.5e19) (20 x 64 x 6, one
+    binade each, so scaled and split): every exact output overflows, by far more than the emulation's
+    error, to the infinity of its column's sign."""
+    a, b = cancelling_huge_terms(rng, 64, 96, 4)
+    b = np.where(np.abs(b[:, :1]) >= 1e20, b[:, :1], np.float32(0))
+    big_a = (rng.uniform(1.0, 1.5, (20, 64)) * 1e20).astype(np.float32)
+    big_b = (rng.uniform(1.0, 1.5, (64, 6)) * 1e19 * np.array([1, -1, 1, -1, 1, -1])).astype(np.float32)
+    return [("cancelling", a, b), ("certain", big_a, big_b)]
+
+
+def check_emulated_overflow(name, c, a, b) -> str:
+    """"" if ``c`` (``a @ b`` of :func:`emulated_overflow_cases`) is right, else what is wrong: the
+    guarantee holds, no output is infinite where the exact one is finite, and the cases keep their point
+    (some "cancelling" output overflowed and was computed again: it is the exact 0; every "certain" one is
+    the exact infinity)."""
+    exact = exact_fp32(a, b)
+    if msg := check_guarantee(c, a, b):
+        return f"{name}: {msg}"
+    wrong = np.isinf(c) & np.isfinite(exact)
+    if wrong.any():
+        return f"{name}: {int(wrong.sum())} finite exact results came out infinite"
+    if name == "cancelling" and not (c == 0).any():
+        return "cancelling: no output was computed again (the data no longer test the overflow check)"
+    if name == "certain" and not (np.isinf(exact).all() and np.array_equal(c, exact)):
+        return "certain: not every output is the exact infinity"
+    return ""
+
+
 def silent_answer_cases():
     """Issue 33's two silent answers, ``[(name, a, b, exact)]`` with ``exact`` the float32 rounding of the
     exact product (1 x 1).  "finite came out -inf" (K = 31): exact 2.0057e38, the float64 sum

@@ -35,8 +35,8 @@ import numpy as np
 
 from sgemm_cube.cpu_fallback import ACCUMULATION_MODELS, ORDERS, ProductAccumulator, get_scheme
 from sgemm_cube.cpu_fallback.accumulate import _PANEL_BYTES
-from sgemm_cube.cpu_fallback.guard import (LineStats, line_stats, meta_from_stats, fixup_dot, fixup_lines,
-                                          scale_lines, unscale)
+from sgemm_cube.cpu_fallback.guard import (LineStats, emulated_error_bound, line_range, line_stats, meta_from_stats,
+                                          fixup_dot, fixup_lines, scale_lines, undecided_overflow, unscale)
 
 from ..plan import Plan, Request
 from .base import make_plan
@@ -175,10 +175,24 @@ def _unscaled(c, ta, tb, room: int, alpha: float):
         yield r, unscale(c[r], ta[r], tb, alpha)
 
 
+def _recompute_undecided(c, ta, tb, alpha: float, error_bound: float, a, b, out) -> None:
+    """Outputs of 2-D ``out`` (= ``unscale(c, ta, tb, alpha)``) that overflowed where the emulation's error bound
+    cannot tell whether the exact value does (:func:`sgemm_cube.cpu_fallback.guard.undecided_overflow`):
+    computed again from the unscaled operands ``a`` (rows, K) and ``b`` (K, cols) by ``fixup_dot`` (exact)."""
+    if not np.isinf(out).any():
+        return
+    rows, cols = np.nonzero(undecided_overflow(c, ta, tb, alpha, error_bound))
+    if rows.size:
+        ur, ri = np.unique(rows, return_inverse=True)
+        uc, ci = np.unique(cols, return_inverse=True)
+        out[rows, cols] = fixup_dot(a[ur], b[:, uc], alpha)[ri, ci]
+
+
 def _emulate(plan: Plan, a, b, ma, mb, out, tiling: _Tiling, alpha: float) -> None:
     """Steps 2-3 for every batch entry, output tile and K slab (:func:`_tiling`); the result times ``alpha``."""
     _, m, k = a.shape
     n = b.shape[2]
+    error_bound = emulated_error_bound(k, line_range(plan.scheme, plan.sb))  # _recompute_undecided's
     for i in range(a.shape[0]):
         for rows in _slices(m, tiling.rows):
             ta = ma.t[i, rows]
@@ -190,9 +204,10 @@ def _emulate(plan: Plan, a, b, ma, mb, out, tiling: _Tiling, alpha: float) -> No
                 for ks in _slices(k, tiling.depth):
                     acc.add(scale_lines(a[i, rows, ks], ta, -1), scale_lines(b[i, ks, cols], tb, -2))
                 if ta.any() or tb.any() or alpha != 1:
-                    tile = out[i, rows, cols]
-                    for r, values in _unscaled(acc.result(), ta, tb, MEMORY_BUDGET - tiling.acc_bytes, alpha):
+                    tile, c = out[i, rows, cols], acc.result()
+                    for r, values in _unscaled(c, ta, tb, MEMORY_BUDGET - tiling.acc_bytes, alpha):
                         tile[r] = values
+                    _recompute_undecided(c, ta, tb, alpha, error_bound, a[i, rows], b[i, :, cols], tile)
                 else:  # unscaling by 2**0 would give the same values back
                     out[i, rows, cols] = acc.result()
 

@@ -23,9 +23,9 @@ import pytest
 
 import sgemm_cube
 from sgemm_cube.cpu_fallback.guard import fixup_dot
-from tests.guarantee_data import (GENERATORS, OVERFLOW, cancelling_huge_terms, check_guarantee, exact_fp32,
-                                  ieee_special_values, references, rng_for, same_bits_any_zero,
-                                  sequential_fp32, silent_answer_cases)
+from tests.guarantee_data import (GENERATORS, OVERFLOW, cancelling_huge_terms, check_emulated_overflow,
+                                  check_guarantee, emulated_overflow_cases, exact_fp32, ieee_special_values,
+                                  references, rng_for, same_bits_any_zero, sequential_fp32, silent_answer_cases)
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
@@ -173,22 +173,38 @@ def test_batched_and_strided_operands():
     assert same_bits_any_zero(fixup_dot(at, bt, -2.0), exact_fp32(a[1], np.ascontiguousarray(bt), -2.0))
 
 
-@pytest.mark.xfail(strict=True, reason="emulated (scaled and split) lines: the emulated sum of huge cancelling "
-                   "products errs by up to ~K 2**-24 |A||B| before unscaling, so an exact 0 can come out infinite "
-                   "(measured: 6 of these 64 outputs); the fix-up lines are exact, this is the emulation's")
-def test_emulated_lines_with_huge_cancelling_terms():
-    """Issue 33's family outside the fix-up: a column of B holding only the cancelling ~1e25 entries spans 1
-    binade, so it is scaled and split, not fixed up; with rows of A up to FP32's largest value every exact
-    output of that column is 0, native FP32 NaN.  The claim "a finite exact result is never infinite"
-    fails there (strict xfail: when the emulation is fixed, this test says so)."""
+@pytest.mark.parametrize("case", [0, 1], ids=["cancelling", "certain"])
+def test_emulated_lines_never_overflow_where_the_exact_result_is_finite(case):
+    """Issue 33's family outside the fix-up (``emulated_overflow_cases``): lines scaled and split, not fixed
+    up, whose emulated sums overflow on unscaling.  Where the emulation's error bound leaves the exact
+    result possibly finite the output is computed again exactly (6 of the 64 exact zeros had come out
+    infinite: now 0), where the exact result certainly overflows it is the infinity of its sign; the
+    guarantee holds."""
     from sgemm_cube.cpu_fallback.guard import LineClass, line_meta
 
-    a, b = cancelling_huge_terms(np.random.default_rng(1), 64, 96, 4)
-    b[np.abs(b[:, 0]) < 1e20, 0] = 0
-    assert line_meta(b[None, :, :1], -2).cls[0, 0] == LineClass.SPLIT
-    assert np.all(exact_fp32(a, b[:, :1]) == 0) and np.isnan(sequential_fp32(a, b[:, :1])).all()
-    c = sgemm_cube.matmul(a, b, backend="cpu")[:, 0]
-    assert np.isfinite(c).all(), f"{int(np.isinf(c).sum())} of {c.size} exact zeros came out infinite"
+    name, a, b = emulated_overflow_cases(np.random.default_rng(1))[case]
+    for x, axis in ((a, -1), (b, -2)):
+        assert (line_meta(x[None], axis).cls == LineClass.SPLIT).all()
+    c = sgemm_cube.matmul(a, b, backend="cpu")
+    assert (msg := check_emulated_overflow(name, c, a, b)) == "", msg
+    c = sgemm_cube.matmul(a, b, backend="cpu", out=np.empty((a.shape[0], b.shape[1]), np.float32))
+    assert (msg := check_emulated_overflow(name, c, a, b)) == "", msg
+
+
+def test_undecided_overflow_is_where_the_error_bound_cannot_tell():
+    """``guard.undecided_overflow``: an unscaled value at or beyond FP32's overflow threshold is decided
+    where ``|c| - error_bound`` is beyond it too; alpha takes part; a non-finite alpha decides nothing."""
+    from sgemm_cube.cpu_fallback.guard import undecided_overflow, unscale
+
+    c = np.array([[2.5, -2.5, 1.5, 1.875]], np.float32)  # times 2**127: the first two and the last x 2 overflow
+    ta, tb = np.array([-127], np.int32), np.zeros(4, np.int32)
+    assert unscale(c, ta, tb).tolist() == [[np.inf, -np.inf, 1.5 * 2.0 ** 127, 1.875 * 2.0 ** 127]]
+    assert undecided_overflow(c, ta, tb, 1.0, 2.0 ** -4).tolist() == [[False] * 4]
+    assert undecided_overflow(c, ta, tb, 1.0, 1.0).tolist() == [[True, True, False, False]]
+    assert undecided_overflow(c, ta, tb, 2.0, 2.0 ** -4).tolist() == [[False] * 4]  # 3.625 * 2**127 still over
+    assert undecided_overflow(c, ta, tb, 2.0, 1.0).tolist() == [[False, False, True, True]]
+    assert not undecided_overflow(c, ta, tb, 0.5, 1.0).any()  # nothing overflows
+    assert not undecided_overflow(c, ta, tb, np.inf, 1.0).any()
 
 
 def test_the_checkers_c64_is_exact_near_overflow():

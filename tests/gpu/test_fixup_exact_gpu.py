@@ -23,7 +23,8 @@ from sgemm_cube.backends.cuda import launch  # noqa: E402
 from sgemm_cube.cpu_fallback.guard import fixup_dot  # noqa: E402
 
 from tests.guarantee_data import (GENERATORS, cancelling_huge_terms, check_guarantee, exact_fp32,  # noqa: E402
-                                  rng_for, silent_answer_cases)
+                                  rng_for, silent_answer_cases, emulated_overflow_cases,
+                                  check_emulated_overflow)
 
 
 def _same(x, y):
@@ -49,6 +50,19 @@ def test_issue_33_silent_answers_on_the_gpu(case):
     assert _same(c, exact), (name, c, exact)
     assert check_guarantee(c, a, b) == "", name
     assert _same(_cuda(a, b, alpha=-0.5), exact_fp32(a, b, -0.5)), name
+
+
+@pytest.mark.parametrize("case", [0, 1], ids=["cancelling", "certain"])
+def test_emulated_lines_never_overflow_where_the_exact_result_is_finite_on_the_gpu(case):
+    """As on the CPU model (``tests/cpu_fallback/test_fixup_exact.py``): scaled and split lines whose sums
+    overflow on unscaling are computed again where the error bound leaves the exact result possibly finite
+    (the epilogue, ``gemm_tiles.store_tile``, calls ``fixup_kernel.recheck_overflow_tile``: the exact 0s), and
+    are the infinity of their sign where the exact result certainly overflows; also times alpha = -0.5."""
+    name, a, b = emulated_overflow_cases(np.random.default_rng(1))[case]
+    assert (msg := check_emulated_overflow(name, _cuda(a, b), a, b)) == "", msg
+    c = _cuda(a, b, alpha=-0.5)
+    assert not (np.isinf(c) & np.isfinite(exact_fp32(a, b, -0.5))).any(), name
+    assert name != "certain" or np.array_equal(c, exact_fp32(a, b, -0.5)), name
 
 
 @pytest.mark.parametrize("shape", [(8, 48, 8), (70, 96, 150), (130, 40, 33)])

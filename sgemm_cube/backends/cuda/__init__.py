@@ -3,11 +3,12 @@
 Importing this package needs neither torch nor triton nor a GPU; the kernels
 are imported on first use.  One entry point runs a product: :func:`run`, which reads
 a :class:`~sgemm_cube.plan.Plan` only (:func:`matmul`, the checked entry of
-benchmarks and tests, makes the plan and calls it).  A product is four launches (:mod:`.launch`): the
+benchmarks and tests, makes the plan and calls it).  A product is five launches (:mod:`.launch`): the
 statistics of both operands; their line meta and fix-up lists; the scaled
-split; the GEMM with its fix-up programs.  A plan of scheme ``"auto"`` (the default's from
-``launch.AUTO_MIN_FLOPS`` on) is seven: both schemes' line meta, the GPU's choice, the split in the
-chosen scheme, both GEMMs (the one not chosen returns at once).  Layers, one per module:
+split; the GEMM with its fix-up programs; the recheck of outputs that overflowed where the emulation's
+error bound cannot tell whether the exact ones do.  A plan of scheme ``"auto"`` (the default's from
+``launch.AUTO_MIN_FLOPS`` on) is eight: both schemes' line meta, the GPU's choice, the split in the
+chosen scheme, both GEMMs (the one not chosen returns at once), the recheck.  Layers, one per module:
 
 * :mod:`.split_kernel` -- FP32 -> padded buffer of FP16 (hi, lo) or three
   BF16 slices, with the line meta (:mod:`.line_meta`) and fix-up lists (three

@@ -77,7 +77,8 @@ from sgemm_cube.cpu_fallback.guard import line_range
 from .line_meta import PAD_META, decode_meta
 from .split_kernel import pow2_f64
 
-__all__ = ["fixup_dot", "exact_dot", "fixup_program", "fixup_shape"]
+__all__ = ["fixup_dot", "exact_dot", "fixup_program", "fixup_shape", "overflow_recheck_kernel", "FP32_OVERFLOW",
+           "RECHECK_ENTRY"]
 
 #: From this K on, the fix-up takes the larger tiles and fewer programs (:func:`fixup_shape`).
 LONG_K = 4096
@@ -86,7 +87,7 @@ SHORT_K = 128
 #: Per-block counts of fix-up lines read per step while compacting a batch's lists.
 _COUNTS_CHUNK = tl.constexpr(256)
 #: The smallest magnitude that rounds to infinity in FP32 (halfway between its largest value and 2**128).
-_OVERFLOW = tl.constexpr(2.0 ** 128 * (1 - 2.0 ** -25))
+FP32_OVERFLOW = tl.constexpr(2.0 ** 128 * (1 - 2.0 ** -25))
 #: A bound on ``big * 2**t`` of a line that is not a fix-up line (guard.meta_from_stats; a fix-up line has
 #: ``big`` in ``[2**-t, 2**(1-t))``), under every scheme and ``sb``: scaled or not, such a line lies below
 #: the split's ``upper`` (its class would be SPECIAL otherwise).
@@ -94,6 +95,13 @@ _LOG2_UPPER = tl.constexpr(max(math.ceil(math.log2(line_range(s, sb).upper))
                                for s in ("fp16x3", "fp16x4", "bf16x9", "bf16x6") for sb in range(25)))
 #: Columns per piece of a tile the cheap checks leave undecided (:func:`_careful_tile`).
 _PIECE_COLS = tl.constexpr(64)
+#: int32 words per tile the GEMM's epilogue lists for :func:`overflow_recheck_kernel`: batch, first row, first
+#: column, rows << 16 | columns.
+RECHECK_ENTRY = tl.constexpr(4)
+#: Rows per piece of an emulated tile computed again (:func:`overflow_recheck_kernel`; columns: _PIECE_COLS).
+_RECHECK_ROWS = tl.constexpr(32)
+#: K per step of those pieces' FP64 dots.
+_RECHECK_K = tl.constexpr(32)
 #: Outputs per piece of a tile computed exactly (:func:`exact_dot`): rows and columns.
 _EXACT_ROWS = tl.constexpr(8)
 _EXACT_COLS = tl.constexpr(16)
@@ -162,7 +170,7 @@ def _near_overflow(v, row_size, col_size):
     alpha times the sum.  NaN and infinities (from the operands) are never near.  Few operations per
     output and no tile beside ``v`` (the vectors make the bound)."""
     mag = tl.abs(v)
-    return tl.abs(mag - _OVERFLOW) - mag * 2.0 ** -51 <= row_size[:, None] * col_size[None, :]
+    return tl.abs(mag - FP32_OVERFLOW) - mag * 2.0 ** -51 <= row_size[:, None] * col_size[None, :]
 
 
 @triton.jit
@@ -288,7 +296,7 @@ def exact_dot(x_ptr, x_off, x_valid, stride_xk, y_ptr, y_off, y_valid, stride_yk
     r64 = r32.to(tl.float64)
     bits = r32.to(tl.int32, bitcast=True)
     other = tl.where(h > r64, bits + 1, bits - 1).to(tl.float32, bitcast=True)  # the neighbour on h's side
-    half = tl.where(bits == 0x7F800000, _OVERFLOW, (r64 + other.to(tl.float64)) * 0.5)
+    half = tl.where(bits == 0x7F800000, FP32_OVERFLOW, (r64 + other.to(tl.float64)) * 0.5)
     # the rest beyond h: l (a whole number of l's units) if nonzero, else the limbs below (< one unit)
     beyond = tl.where(l != 0, tl.where(l > 0, 1, -1), rest)
     tie = (h != r64) & (h == half) & (beyond != 0)
@@ -476,7 +484,7 @@ def _check_tile(g, offs_o, o_in, counts, lists, n_blocks, total, c, stride_cl, s
                 mask=valid[:, None] & keep_o[None, :], other=0.0)
     mag = tl.abs(r.to(tl.float64))
     bound = x_size[:, None] * y_size[None, :]
-    near = (tl.abs(mag - _OVERFLOW) - mag * 2.0 ** -23 <= bound) | ((mag == float("inf")) & (bound > 0))
+    near = (tl.abs(mag - FP32_OVERFLOW) - mag * 2.0 ** -23 <= bound) | ((mag == float("inf")) & (bound > 0))
     return tl.max(near.to(tl.int32)) > 0
 
 
@@ -526,7 +534,7 @@ def _careful_tile(first_rank, n_rows, first_o, n_cols, counts, lists, n_blocks, 
             size = _abs_dot(x_base, lines.to(tl.int64) * stride_xl, valid, stride_xk,
                             y_base, offs_o.to(tl.int64) * stride_yo, o_in, stride_yk, K, GROUP, _PIECE_COLS, BLOCK_K)
             mag = tl.abs(acc)
-            near = (tl.abs(mag - _OVERFLOW) - mag * 2.0 ** -51 <= size * _error_scale(alpha, K, size)) & keep
+            near = (tl.abs(mag - FP32_OVERFLOW) - mag * 2.0 ** -51 <= size * _error_scale(alpha, K, size)) & keep
         if tl.max(near.to(tl.int32)) > 0:
             _exact_tile(first_rank, n_rows, first_o + c0, tl.minimum(n_cols - c0, _PIECE_COLS), counts, lists,
                         n_blocks, total, x_base, stride_xl, stride_xk, y_base, stride_yk, stride_yo,
@@ -591,3 +599,80 @@ def fixup_program(p, num_programs, a, b, c, batch, M, N, K,
                b.meta, N, a.meta, a_batched, batch, M, K, c.alpha,
                a.fix_counts, a.fix_lists, a.fix_blocks, True,
                FIXUP_MIN_CLASS, BLOCK_L, GROUP, BLOCK_O, BLOCK_K, _COUNTS_CHUNK)
+
+
+
+
+@triton.jit
+def overflow_recheck_kernel(recheck, a_ptr, a_stride_batch, a_stride_m, a_stride_k, a_meta, a_meta_batch,
+                            b_ptr, b_stride_batch, b_stride_k, b_stride_n, b_meta, b_meta_batch,
+                            c_ptr, c_stride_batch, c_stride_m, alpha, M, N, K, choice, a_meta_bf, b_meta_bf,
+                            FIXUP_MIN_CLASS: tl.constexpr, CHOOSE: tl.constexpr):
+    """Compute again the infinite outputs of the emulated tiles the GEMM listed in ``recheck`` (int32: their
+    number, then :data:`RECHECK_ENTRY` words per tile): outputs whose overflow the emulation's error bound
+    could not decide (:func:`.gemm_tiles.store_tile`), from the unscaled operands A (Ba, M, K) and B (Bb, K,
+    N) as the fix-up computes its outputs: the FP64 sum rounded once, checked with ``sum_k |x y|``, and
+    exactly (:func:`exact_dot`) where that does not decide.  Only outputs of rows and columns that are not
+    fix-up lines, in pieces of (_RECHECK_ROWS, _PIECE_COLS) that hold one.  The programs take the tiles
+    round-robin; with none listed (every product but those with huge cancelling terms) they return at once.
+    ``recheck``'s count is set to 0 by the split's first pass (:func:`.split_kernel.tile_stats_kernel`).
+    CHOOSE (``scheme="auto"``): the line meta is that of the scheme the device chose (``*choice``: 0 ``a_meta``
+    and ``b_meta``, fp16x3's; 1 ``a_meta_bf`` and ``b_meta_bf``, bf16x6's)."""
+    n_tiles = tl.load(recheck)
+    if CHOOSE:
+        if tl.load(choice) != 0:
+            a_meta, b_meta = a_meta_bf, b_meta_bf
+    for i in range(tl.program_id(0), n_tiles, tl.num_programs(0)):
+        entry = recheck + 1 + i * RECHECK_ENTRY
+        bidx, row0, col0, shape = tl.load(entry), tl.load(entry + 1), tl.load(entry + 2), tl.load(entry + 3)
+        x_base = a_ptr + bidx.to(tl.int64) * a_stride_batch
+        y_base = b_ptr + bidx.to(tl.int64) * b_stride_batch
+        c_base = c_ptr + bidx.to(tl.int64) * c_stride_batch
+        x_meta, y_meta = a_meta + bidx * a_meta_batch, b_meta + bidx * b_meta_batch
+        row_end, col_end = tl.minimum(row0 + (shape >> 16), M), tl.minimum(col0 + (shape & 0xFFFF), N)
+        for r0 in range(row0, row_end, _RECHECK_ROWS):
+            rows = r0 + tl.arange(0, _RECHECK_ROWS)
+            cls_r, t_r = decode_meta(tl.load(x_meta + rows, mask=rows < row_end, other=PAD_META))
+            r_in = (rows < row_end) & (cls_r < FIXUP_MIN_CLASS)
+            for c0 in range(col0, col_end, _PIECE_COLS):
+                cols = c0 + tl.arange(0, _PIECE_COLS)
+                cls_c, t_c = decode_meta(tl.load(y_meta + cols, mask=cols < col_end, other=PAD_META))
+                c_in = (cols < col_end) & (cls_c < FIXUP_MIN_CLASS)
+                at = c_base + rows[:, None].to(tl.int64) * c_stride_m + cols[None, :]
+                keep = r_in[:, None] & c_in[None, :]
+                redo = keep & (tl.abs(tl.load(at, mask=keep, other=0.0)) == float("inf"))
+                if tl.max(redo.to(tl.int32)) > 0:
+                    x_off, y_off = rows.to(tl.int64) * a_stride_m, cols.to(tl.int64) * b_stride_n
+                    acc = fixup_dot(x_base, x_off, r_in, a_stride_k, y_base, y_off, c_in, b_stride_k, K, alpha,
+                                    _RECHECK_ROWS, _PIECE_COLS, _RECHECK_K)
+                    size = _abs_dot(x_base, x_off, r_in, a_stride_k, y_base, y_off, c_in, b_stride_k, K,
+                                    _RECHECK_ROWS, _PIECE_COLS, _RECHECK_K)
+                    mag = tl.abs(acc)
+                    near = (tl.abs(mag - FP32_OVERFLOW) - mag * 2.0 ** -51 <= size * _error_scale(alpha, K, size)) & redo
+                    if tl.max(near.to(tl.int32)) > 0:
+                        _exact_outputs(r0, c0, row_end, col_end, x_base, a_stride_m, a_stride_k, y_base, b_stride_k,
+                                       b_stride_n, c_base, c_stride_m, x_meta, y_meta, K, alpha, FIXUP_MIN_CLASS)
+                    else:
+                        tl.store(at, acc.to(tl.float32), mask=redo)
+
+
+@triton.jit(noinline=True)  # rarer still: its registers must not weigh on the pieces'
+def _exact_outputs(row0, col0, row_end, col_end, x_base, stride_xl, stride_xk, y_base, stride_yk, stride_yo,
+                   c_base, stride_cm, x_meta, y_meta, K, alpha, FIXUP_MIN_CLASS: tl.constexpr):
+    """:func:`overflow_recheck_kernel`'s piece at (``row0``, ``col0``): its infinite outputs by :func:`exact_dot`."""
+    for r1 in range(0, _RECHECK_ROWS, _EXACT_ROWS):
+        rows = row0 + r1 + tl.arange(0, _EXACT_ROWS)
+        cls_r, t_r = decode_meta(tl.load(x_meta + rows, mask=rows < row_end, other=PAD_META))
+        r_in = (rows < row_end) & (cls_r < FIXUP_MIN_CLASS)
+        for c1 in range(0, _PIECE_COLS, _EXACT_COLS):
+            cols = col0 + c1 + tl.arange(0, _EXACT_COLS)
+            cls_c, t_c = decode_meta(tl.load(y_meta + cols, mask=cols < col_end, other=PAD_META))
+            c_in = (cols < col_end) & (cls_c < FIXUP_MIN_CLASS)
+            at = c_base + rows[:, None].to(tl.int64) * stride_cm + cols[None, :]
+            keep = r_in[:, None] & c_in[None, :]
+            redo = keep & (tl.abs(tl.load(at, mask=keep, other=0.0)) == float("inf"))
+            if tl.max(redo.to(tl.int32)) > 0:
+                out = exact_dot(x_base, rows.to(tl.int64) * stride_xl, r_in, stride_xk,
+                                y_base, cols.to(tl.int64) * stride_yo, c_in, stride_yk, K, alpha,
+                                _EXACT_ROWS, _EXACT_COLS)
+                tl.store(at, out, mask=redo)

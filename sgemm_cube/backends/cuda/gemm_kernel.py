@@ -74,8 +74,9 @@ def gemm_kernel(
         # their fix-up lists
         a_fix_counts, a_fix_lists, a_fix_blocks,
         b_fix_counts, b_fix_lists, b_fix_blocks,
-        # the output C (batch, M, N) float32, and the factor of every output
-        c_ptr, c_stride_batch, c_stride_m, alpha,
+        # the output C (batch, M, N) float32, the factor of every output, the scaled sums' error bound, the
+        # list of tiles to recheck
+        c_ptr, c_stride_batch, c_stride_m, alpha, c_error_bound, c_recheck,
         M, N, K, Kp, Np, batch, tile_programs, fixup_programs,
         # the device's choice of scheme (int32), read where RUN_IF >= 0
         choice, RUN_IF: tl.constexpr,
@@ -99,6 +100,10 @@ def gemm_kernel(
     a_batch_rows, b_batch_rows : rows between batches (Mp, Kp; 0 to broadcast).
     Kp, Np : padded K and N, multiples of BLOCK_K and BLOCK_N (Mp is one of BLOCK_M).
     a_meta_batch, b_meta_batch : batch strides of the line meta (M, N; 0 to broadcast).
+    c_error_bound : :func:`sgemm_cube.cpu_fallback.guard.emulated_error_bound` of the scheme and K (a power
+        of two), for the epilogue's overflow check (:func:`.gemm_tiles.store_tile`).
+    c_recheck : int32, the tiles that check could not decide (count, then entries), for
+        :func:`.fixup_kernel.overflow_recheck_kernel`.
     a_fix_counts, a_fix_lists, a_fix_blocks (and b_*) : the split pass's fix-up lines per block of BLOCK_L lines.
     FIXUP_MIN_CLASS : smallest line class of the fix-up lines (LOSES_BITS, or SPECIAL with fixup=False).
     FIX_GROUP, FIX_BLOCK_O, FIX_BLOCK_K : the fix-up's FP64 dot tiles (:func:`.fixup_kernel.fixup_shape`).
@@ -123,7 +128,7 @@ def gemm_kernel(
                     a_ptr, a_stride_batch, a_stride_m, a_stride_k, a_fix_counts, a_fix_lists, a_fix_blocks)
     b = GemmOperand(b_slices, b_plane_rows, b_batch_rows, Np, b_meta, b_meta_batch,
                     b_ptr, b_stride_batch, b_stride_n, b_stride_k, b_fix_counts, b_fix_lists, b_fix_blocks)
-    c = GemmOutput(c_ptr, c_stride_batch, c_stride_m, alpha)
+    c = GemmOutput(c_ptr, c_stride_batch, c_stride_m, alpha, c_error_bound, c_recheck)
     pid = tl.program_id(0)
     chosen = True
     if RUN_IF >= 0:
@@ -243,4 +248,5 @@ def _gemm_tile(tile, a, b, c, M, N, k_steps, num_pid_m, num_pid_n,
         acc = _scaled(corr, SCALE) + hh
     else:
         acc = hh
-    store_tile(acc, c, bidx, offs_m, offs_n, m_in, n_in, cls_a, t_a, cls_b, t_b, FIXUP_MIN_CLASS)
+    store_tile(acc, c, bidx, pid_m * BLOCK_M, col_n, offs_m, offs_n, m_in, n_in, cls_a, t_a, cls_b, t_b,
+               FIXUP_MIN_CLASS, BLOCK_M, BLOCK_N)

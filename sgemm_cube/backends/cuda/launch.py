@@ -1,6 +1,6 @@
-"""Host side of the CUDA backend: configs, padding, the four launches of a product.
+"""Host side of the CUDA backend: configs, padding, the five launches of a product.
 
-:func:`run` runs four Triton launches on the current stream, each over both
+:func:`run` runs five Triton launches on the current stream, each over both
 operands where it reads them, and reads nothing back to the host:
 
 1. :func:`.split_kernel.tile_stats_kernel` -- the statistics of both operands;
@@ -9,9 +9,14 @@ operands where it reads them, and reads nothing back to the host:
 4. :func:`.gemm_kernel.gemm_kernel` -- the GEMM of the scheme's slice products
    (three or four FP16 products for fp16x3, fp16x4; nine or six BF16 products
    for bf16x9, bf16x6), whose fix-up programs compute the fix-up lines'
-   outputs (:mod:`.fixup_kernel`).
+   outputs (:mod:`.fixup_kernel`);
+5. :func:`.fixup_kernel.overflow_recheck_kernel` -- computes again, from the
+   unscaled operands, the outputs of the tiles the GEMM listed where an output
+   overflowed and the emulation's error bound could not tell whether the exact
+   one does (returns at once where none did: every product but those with huge
+   cancelling terms).
 
-``scheme="auto"`` (:func:`_auto_problem`) runs seven: the line meta under both
+``scheme="auto"`` (:func:`_auto_problem`) runs eight: the line meta under both
 schemes' ranges, the GPU's choice (:func:`.split_kernel.scheme_choice_kernel`),
 the split in the chosen scheme, and the GEMMs of fp16x3 and bf16x6, of which the
 one not chosen returns at once.
@@ -44,10 +49,10 @@ import triton
 
 from sgemm_cube.cpu_fallback import get_scheme
 from sgemm_cube.cpu_fallback.guard import fixup_min_class as _fixup_min_class
-from sgemm_cube.cpu_fallback.guard import line_range
+from sgemm_cube.cpu_fallback.guard import emulated_error_bound, line_range
 
 from . import configs as _configs
-from .fixup_kernel import fixup_shape
+from .fixup_kernel import RECHECK_ENTRY, fixup_shape, overflow_recheck_kernel
 from .gemm_kernel import gemm_kernel
 from .gemm_tiles import VARIANTS
 from .hybrid import device_key, interpreter_active, load_device_table
@@ -367,14 +372,15 @@ def _line_meta_launch(a: _SplitSide, b: _SplitSide, *, scale, rng, fixup_min_cla
 
 
 def _split_launches(a: _SplitSide, b: _SplitSide, *, sb: int, scheme: str, scale, rng, fixup_min_class: int,
-                    block: tuple[int, int], num_warps: int, choice: _Ref | None = None) -> tuple[_Launch, ...]:
+                    block: tuple[int, int], num_warps: int, recheck: _Ref,
+                    choice: _Ref | None = None) -> tuple[_Launch, ...]:
     """The three split launches, each over both operands; ``rng`` is the scheme's :func:`line_range`.
 
     ``choice`` (``scheme="auto"``): the split runs in the scheme the GPU chose there, fp16x3 from the sides'
     ``meta``, bf16x6 from their ``meta_bf`` (:func:`_with_bf16_ints`); ``scheme`` is then not read.
     """
     tiles = dict(A_BLOCK_L=a.tile[0], A_BLOCK_K=a.tile[1], B_BLOCK_L=b.tile[0], B_BLOCK_K=b.tile[1])
-    stats = _two_sided(tile_stats_kernel, a, b, a.tile_programs, b.tile_programs, tiles, 4)
+    stats = _two_sided(tile_stats_kernel, a, b, a.tile_programs, b.tile_programs, dict(recheck=recheck, **tiles), 4)
     lines = _line_meta_launch(a, b, scale=scale, rng=rng, fixup_min_class=fixup_min_class, block=block,
                               num_warps=num_warps)
     scaled = _two_sided(split_scaled_kernel, a, b, a.tile_programs, b.tile_programs,
@@ -386,7 +392,7 @@ def _split_launches(a: _SplitSide, b: _SplitSide, *, sb: int, scheme: str, scale
 
 def _gemm_launch(cfg: dict, a: _SplitSide, b: _SplitSide, *, scheme: str, order: str, sb: int,
                  fixup_min_class: int, block_l: int, batch: int, m: int, n: int, k: int, batches: tuple,
-                 padded: tuple, strides: tuple, block_k: int, flush: int, sms: int,
+                 padded: tuple, strides: tuple, block_k: int, flush: int, sms: int, recheck: _Ref,
                  run_if: tuple[_Ref, int] | None = None) -> _Launch:
     """The GEMM launch (:func:`.gemm_kernel.gemm_kernel`), its arguments by name.
 
@@ -421,6 +427,7 @@ def _gemm_launch(cfg: dict, a: _SplitSide, b: _SplitSide, *, scheme: str, order:
         a_fix_counts=a_counts, a_fix_lists=a_lists, a_fix_blocks=a_counts.shape[1],
         b_fix_counts=b_counts, b_fix_lists=b_lists, b_fix_blocks=b_counts.shape[1],
         c_ptr=_Ref("out"), c_stride_batch=out_strides[0], c_stride_m=out_strides[1], alpha=_Ref("alpha"),
+        c_error_bound=emulated_error_bound(k, line_range(scheme, sb)), c_recheck=recheck,
         M=m, N=n, K=k, Kp=kp, Np=np_, batch=batch, tile_programs=tile_programs, fixup_programs=fixup_programs,
         choice=a_meta if run_if is None else run_if[0], RUN_IF=-1 if run_if is None else run_if[1],
         FIXUP_MIN_CLASS=fixup_min_class, BLOCK_L=block_l,
@@ -436,10 +443,34 @@ def _gemm_launch(cfg: dict, a: _SplitSide, b: _SplitSide, *, scheme: str, order:
     return _Launch(gemm_kernel, (tile_programs + fixup_programs,), kwargs, cfg["num_warps"], cfg["num_stages"])
 
 
-class _LaunchPlan(NamedTuple):
-    """Everything about one product but its memory: the four launches, the workspace size, the sizes."""
+def _recheck_piece(batch: int, m: int, n: int, tiles: list[tuple[int, int]], offset: int) -> tuple[_Ref, int]:
+    """The GEMM's list of tiles to recheck (:func:`.fixup_kernel.overflow_recheck_kernel`): room for every
+    tile of the smallest of ``tiles`` ((BLOCK_M, BLOCK_N) of each GEMM launch)."""
+    most = max(batch * triton.cdiv(m, bm) * triton.cdiv(n, bn) for bm, bn in tiles)
+    return _ws_piece(offset, torch.int32, (1 + RECHECK_ENTRY.value * most,))
 
-    launches: tuple       # the _Launch of a product, the GEMM(s) last (:mod:`.launch`'s docstring)
+
+def _recheck_launch(recheck: _Ref, a: _SplitSide, b: _SplitSide, *, m: int, n: int, k: int, strides: tuple,
+                    fixup_min_class: int, sms: int, chosen: tuple | None = None) -> _Launch:
+    """The launch after the GEMM(s) that computes again the outputs of the tiles they listed in ``recheck``.
+
+    ``chosen`` (``scheme="auto"``): (choice, A's and B's bf16x6 sides); ``a``, ``b`` are fp16x3's."""
+    a_strides, b_strides, out_strides = strides
+    kwargs = dict(recheck=recheck, a_ptr=_Ref("a"), a_stride_batch=a_strides[0], a_stride_m=a_strides[1],
+                  a_stride_k=a_strides[2], a_meta=a.ints[0], a_meta_batch=m if a.ints[0].shape[0] > 1 else 0,
+                  b_ptr=_Ref("b"), b_stride_batch=b_strides[0], b_stride_k=b_strides[1], b_stride_n=b_strides[2],
+                  b_meta=b.ints[0], b_meta_batch=n if b.ints[0].shape[0] > 1 else 0,
+                  c_ptr=_Ref("out"), c_stride_batch=out_strides[0], c_stride_m=out_strides[1], alpha=_Ref("alpha"),
+                  M=m, N=n, K=k, FIXUP_MIN_CLASS=fixup_min_class, CHOOSE=chosen is not None)
+    choice, a_bf, b_bf = chosen if chosen is not None else (a.ints[0], a, b)
+    kwargs.update(choice=choice, a_meta_bf=a_bf.ints[0], b_meta_bf=b_bf.ints[0])
+    return _Launch(overflow_recheck_kernel, (sms,), kwargs, 4, 1)
+
+
+class _LaunchPlan(NamedTuple):
+    """Everything about one product but its memory: the launches, the workspace size, the sizes."""
+
+    launches: tuple       # the _Launch of a product, the GEMM(s) and the overflow recheck last (module docstring)
     ws_bytes: int
     a_lines: tuple        # (meta, lists, counts) refs, block_l
     b_lines: tuple
@@ -469,9 +500,9 @@ def _auto_problem(a_shape, a_strides, b_shape, b_strides, out_strides, device, *
                   fixup_min_class: int, flush_k: int | None, config: dict | None) -> _LaunchPlan:
     """``scheme="auto"``: the launches of fp16x3 and of bf16x6 over one split, the device choosing.
 
-    Seven launches, no sync: the statistics; the line meta under each scheme's range; the choice
+    Eight launches, no sync: the statistics; the line meta under each scheme's range; the choice
     (:func:`.split_kernel.scheme_choice_kernel`); the split in the chosen scheme; both GEMMs, of which
-    the one not chosen returns at once.  Both GEMMs read one padding (the larger of their tiles) and
+    the one not chosen returns at once; the overflow recheck, with the chosen scheme's line meta.  Both GEMMs read one padding (the larger of their tiles) and
     one buffer of three 16-bit planes per operand (FP16 fills two).
     """
     batch, m, k = a_shape
@@ -493,9 +524,11 @@ def _auto_problem(a_shape, a_strides, b_shape, b_strides, out_strides, device, *
     a16, abf, offset = _with_bf16_ints(side_a, offset)
     b16, bbf, offset = _with_bf16_ints(side_b, offset)
     choice, offset = _ws_piece(offset, torch.int32, (1,))
+    recheck, offset = _recheck_piece(batch, m, n, [(c["BLOCK_M"], c["BLOCK_N"]) for c in cfgs.values()], offset)
     stats, lines16, scaled = _split_launches(a16, b16, sb=sb, scheme=AUTO_SCHEMES[0], scale=scale,
                                              rng=line_range(AUTO_SCHEMES[0], sb), fixup_min_class=fixup_min_class,
-                                             block=block, num_warps=cfg16["split_warps"], choice=choice)
+                                             block=block, num_warps=cfg16["split_warps"], recheck=recheck,
+                                             choice=choice)
     lines_bf = _line_meta_launch(abf, bbf, scale=scale, rng=line_range(AUTO_SCHEMES[1], sb),
                                  fixup_min_class=fixup_min_class, block=block, num_warps=cfg16["split_warps"])
     decide = _Launch(scheme_choice_kernel, (1,),
@@ -506,9 +539,11 @@ def _auto_problem(a_shape, a_strides, b_shape, b_strides, out_strides, device, *
     gemms = tuple(_gemm_launch(cfgs[s], sa, sb_, scheme=s, order="termwise", sb=sb, fixup_min_class=fixup_min_class,
                                block_l=block[0], batch=batch, m=m, n=n, k=k, batches=(ba, bb), padded=(mp, np_, kp),
                                strides=(a_strides, b_strides, out_strides), block_k=steps[s][0], flush=steps[s][1],
-                               sms=sms, run_if=(choice, value))
+                               sms=sms, recheck=recheck, run_if=(choice, value))
                   for value, (s, sa, sb_) in enumerate(((AUTO_SCHEMES[0], a16, b16), (AUTO_SCHEMES[1], abf, bbf))))
-    return _LaunchPlan((stats, lines16, lines_bf, decide, scaled, *gemms), offset, (a16.ints, block[0]),
+    again = _recheck_launch(recheck, a16, b16, m=m, n=n, k=k, strides=(a_strides, b_strides, out_strides),
+                            fixup_min_class=fixup_min_class, sms=sms, chosen=(choice, abf, bbf))
+    return _LaunchPlan((stats, lines16, lines_bf, decide, scaled, *gemms, again), offset, (a16.ints, block[0]),
                        (b16.ints, block[0]), (side_a.slices, side_b.slices), m, n, k, batch, 0)
 
 
@@ -531,12 +566,17 @@ def _problem(a_shape, a_strides, b_shape, b_strides, out_strides, device, *, sb:
                                  scheme=scheme, scale=scale, block_l=block[0], offset=0)
     side_b, offset = _split_side("b", (bb, k, n), b_strides, lines_axis=2, rows_pad=kp, cols_pad=np_,
                                  scheme=scheme, scale=scale, block_l=block[0], offset=offset)
+    recheck, offset = _recheck_piece(batch, m, n, [(cfg["BLOCK_M"], cfg["BLOCK_N"])], offset)
     split_launches = _split_launches(side_a, side_b, sb=sb, scheme=scheme, scale=scale, rng=rng,
-                                     fixup_min_class=fixup_min_class, block=block, num_warps=cfg["split_warps"])
+                                     fixup_min_class=fixup_min_class, block=block, num_warps=cfg["split_warps"],
+                                     recheck=recheck)
     gemm = _gemm_launch(cfg, side_a, side_b, scheme=scheme, order=order, sb=sb, fixup_min_class=fixup_min_class,
                         block_l=block[0], batch=batch, m=m, n=n, k=k, batches=(ba, bb), padded=(mp, np_, kp),
-                        strides=(a_strides, b_strides, out_strides), block_k=block_k, flush=steps, sms=sms)
-    return _LaunchPlan((*split_launches, gemm), offset, (side_a.ints, block[0]), (side_b.ints, block[0]),
+                        strides=(a_strides, b_strides, out_strides), block_k=block_k, flush=steps, sms=sms,
+                        recheck=recheck)
+    again = _recheck_launch(recheck, side_a, side_b, m=m, n=n, k=k, strides=(a_strides, b_strides, out_strides),
+                            fixup_min_class=fixup_min_class, sms=sms)
+    return _LaunchPlan((*split_launches, gemm, again), offset, (side_a.ints, block[0]), (side_b.ints, block[0]),
                     (side_a.slices, side_b.slices), m, n, k, batch, rng.top)
 
 
@@ -717,7 +757,7 @@ def split_operands(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = 
     prob = _problem(tuple(a.shape), a.stride(), tuple(b.shape), b.stride(), (0, 0), a.device, sb=sb, order=order,
                     scheme=scheme, scale=scale, fixup_min_class=fixup_min_class, flush_k=flush_k, config=config)
     mem = _memory(prob, a, b, out, scale)
-    for launch in prob.launches[:-1]:
+    for launch in prob.launches[:-2]:  # not the GEMM and the overflow recheck
         _launch_public(launch, mem)
     (a_ints, la), (b_ints, lb) = prob.a_lines, prob.b_lines
     sl = [mem.tensor(r) for r in prob.slices]
@@ -750,14 +790,14 @@ def check_operands(a, b, out) -> None:
 
 def run(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *, sb: int, order: str, scheme: str, scale,
         fixup: bool, flush_k: int | None = None, config: dict | tuple | None = None, alpha: float = 1.0) -> None:
-    """Four launches, no sync: the product of a plan (:func:`sgemm_cube.backends.cuda.run` passes its fields;
+    """Five launches, no sync: the product of a plan (:func:`sgemm_cube.backends.cuda.run` passes its fields;
     the options were checked when the plan was made, :func:`sgemm_cube.plan.make_request`).
 
     ``alpha``: ``out = alpha * (a @ b)``, each output rounded once (``alpha`` taken as float32).
 
     The launches of a product are prepared once per (shapes, strides, operand
     alignment, options, device) and replayed with new addresses afterwards
-    (:class:`_Cached`): a call then costs one allocation and four launches of host work.
+    (:class:`_Cached`): a call then costs one allocation and five launches of host work.
 
     ``config``: the launch configuration or overrides of it (:func:`resolve_config`), as a dict or as
     the sorted pairs a plan carries (:func:`plan_config`).

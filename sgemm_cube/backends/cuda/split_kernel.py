@@ -217,13 +217,18 @@ def _tile_coords(pid, n_lt, n_kt):
 
 
 @triton.jit
-def tile_stats_kernel(programs_a,
+def tile_stats_kernel(programs_a, recheck,
                       a_x, a_part, a_n_lt, a_n_kt, a_L, a_K, a_L_PAD, a_stride_xb, a_stride_xl, a_stride_xk,
                       b_x, b_part, b_n_lt, b_n_kt, b_L, b_K, b_L_PAD, b_stride_xb, b_stride_xl, b_stride_xk,
                       A_BLOCK_L: tl.constexpr, A_BLOCK_K: tl.constexpr,
                       B_BLOCK_L: tl.constexpr, B_BLOCK_K: tl.constexpr):
-    """Pass 1 of both operands (:func:`_tile_stats`): a 1-D grid of A's tiles, then B's."""
+    """Pass 1 of both operands (:func:`_tile_stats`): a 1-D grid of A's tiles, then B's.
+
+    Program 0 also empties the GEMM's list of tiles to recheck (``recheck``, int32: its count;
+    :func:`.fixup_kernel.overflow_recheck_kernel`), which runs after this launch."""
     pid = tl.program_id(0)
+    if pid == 0:
+        tl.store(recheck, 0)
     if pid < programs_a:
         pl, pk, pb = _tile_coords(pid, a_n_lt, a_n_kt)
         _tile_stats(pl, pk, pb, a_n_kt, a_x, a_part, a_L, a_K, a_L_PAD, a_stride_xb, a_stride_xl, a_stride_xk,

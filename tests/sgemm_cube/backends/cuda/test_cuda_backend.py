@@ -472,11 +472,12 @@ def _problem(a, b, out, **options):
 
 @pytest.mark.parametrize("scheme, variant", [("fp16x3", "tma"), ("bf16x6", "ptr")])
 def test_every_launch_names_every_kernel_parameter(scheme, variant):
-    """A product is four launches, each with exactly its kernel's parameters (the cached replay passes them
+    """A product is five launches, each with exactly its kernel's parameters (the cached replay passes them
     positionally in that order)."""
     a, b, out = torch.ones(2, 20, 30), torch.ones(2, 30, 25), torch.empty(2, 20, 25)
     prob = _problem(a, b, out, scheme=scheme, config={"variant": variant})
-    kernels = [launch.tile_stats_kernel, launch.line_meta_kernel, launch.split_scaled_kernel, launch.gemm_kernel]
+    kernels = [launch.tile_stats_kernel, launch.line_meta_kernel, launch.split_scaled_kernel, launch.gemm_kernel,
+               launch.overflow_recheck_kernel]
     assert [x.kernel for x in prob.launches] == kernels
     for x in prob.launches:
         assert list(launch._positional(x)) == [x.kwargs[name] for name in launch._param_names(x.kernel)]

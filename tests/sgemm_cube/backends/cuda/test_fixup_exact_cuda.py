@@ -41,7 +41,7 @@ from sgemm_cube.cpu_fallback.guard import fixup_dot as cpu_fixup_dot  # noqa: E4
 
 from tests.guarantee_data import (GENERATORS, cancelling_huge_terms, check_guarantee, exact_fp32,  # noqa: E402
                                   ieee_special_values, rng_for, same_bits_any_zero, sequential_fp32,
-                                  silent_answer_cases)
+                                  silent_answer_cases, emulated_overflow_cases, check_emulated_overflow)
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
@@ -72,6 +72,35 @@ def test_issue_33_silent_answers_on_the_cuda_kernels(case):
     assert check_guarantee(c, a, b) == "", name
     # the same with alpha (the undecided tile is computed exactly: alpha times the exact sum, rounded once)
     assert same_bits_any_zero(_cuda(a, b, alpha=-0.5), exact_fp32(a, b, -0.5)), name
+
+
+@pytest.mark.parametrize("case", [0, 1], ids=["cancelling", "certain"])
+def test_emulated_lines_never_overflow_where_the_exact_result_is_finite_on_the_cuda_kernels(case):
+    """As on the CPU model (``tests/cpu_fallback/test_fixup_exact.py``): scaled and split lines whose sums
+    overflow on unscaling are computed again where the error bound leaves the exact result possibly finite
+    (the epilogue, ``gemm_tiles.store_tile``, calls ``fixup_kernel.recheck_overflow_tile``: the exact 0s), and
+    are the infinity of their sign where the exact result certainly overflows; also times alpha = -0.5."""
+    name, a, b = emulated_overflow_cases(np.random.default_rng(1))[case]
+    assert (msg := check_emulated_overflow(name, _cuda(a, b), a, b)) == "", msg
+    c = _cuda(a, b, alpha=-0.5)
+    assert not (np.isinf(c) & np.isfinite(exact_fp32(a, b, -0.5))).any(), name
+    assert name != "certain" or np.array_equal(c, exact_fp32(a, b, -0.5)), name
+
+
+def test_overflow_recheck_reads_the_chosen_schemes_lines(monkeypatch):
+    """scheme="auto" choosing bf16x6: rows that fp16x3 would list (an entry 2**-40 below the rest, where B
+    is 0) are emulated by bf16x6, and their overflowing outputs whose exact value is 0 are computed again
+    (the recheck reads bf16x6's line meta, not fp16x3's, which would leave them infinite)."""
+    from sgemm_cube.backends.cuda import launch
+    from sgemm_cube.cpu_fallback.guard import choose_scheme
+
+    monkeypatch.setattr(launch, "AUTO_MIN_FLOPS", 0.0)
+    name, a, b = emulated_overflow_cases(np.random.default_rng(1))[0]
+    free = np.flatnonzero(b[:, 0] == 0)[0]
+    a[:, free] = np.abs(a).max(axis=1) * np.float32(2.0 ** -40)
+    assert choose_scheme(a[None], b[None], margin=launch.AUTO_MARGIN) == "bf16x6"
+    c = sgemm_cube.matmul(torch.from_numpy(a), torch.from_numpy(b), backend="cuda").numpy()
+    assert (msg := check_emulated_overflow(name, c, a, b)) == "", msg
 
 
 def test_cancelling_huge_terms_search_on_the_cuda_kernels(request):
