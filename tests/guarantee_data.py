@@ -463,11 +463,10 @@ def cancelling_huge_terms(rng, m, k, n):
     m, k, n >= 1 (pairs from k = 4).
 
     Without the ~1 entries a column is scaled and split instead, and the emulated sum of the scaled
-    products errs by up to about ``K 2**-24 |A||B|`` (~2**190 here) before unscaling, and a finite exact
-    result (0) can come out infinite there: a 70 x 96 x 150 draw with three such columns gave 14 infinite
-    outputs of exact zeros on the CPU model, 36 on the CUDA kernels under the interpreter, 34 on an H100
-    (tests/cpu_fallback/test_fixup_exact.py, ``test_emulated_lines_with_huge_cancelling_terms``).  This
-    generator leaves that to the emulation's owners and keeps every output a fix-up output."""
+    products errs by up to about ``K 2**-24 |A||B|`` (~2**190 here) before unscaling: a 70 x 96 x 150 draw
+    with three such columns had given 14 infinite outputs of exact zeros on the CPU model, 36 on the CUDA
+    kernels under the interpreter, 34 on an H100.  Such outputs are now computed again where they overflow
+    (:func:`emulated_overflow_cases` tests that); this generator keeps every output a fix-up output."""
     fmax = float(np.finfo(np.float32).max)
     pairs = min(k // 4, 4)
     pos = rng.permutation(k)
