@@ -551,8 +551,8 @@ class _GemmTiming(_Timing):
             # scalings of the NZ tiles, one NZ -> ND reorder, one C written.
             to_ub = tile / pp.l0c_out_bytes_per_cycle
             reorder = (n // 16) * self.vector(tile / (n // 16))
-            return (terms * to_ub + (3 if terms == 3 else 5) * self.vector(tile) + reorder + self._epilogue_unscale(m, n, active)
-                    + write)
+            return (terms * to_ub + (3 if terms == 3 else 5) * self.vector(tile) + reorder
+                    + self._epilogue_unscale(m, n, active) + write)
         return stage + (terms - 1) * max(stage, write) + write
 
     def _epilogue_unscale(self, m: int, n: int, active: int) -> float:
@@ -1117,8 +1117,9 @@ def _pass_kernels(p: Profile, design: Design, rows: int, cols: int, k: int, pass
                   exact: bool) -> dict:
     """Seconds of one ``band_pass`` (one batch) in ``pass_tiling`` (:func:`_pass_tiling`'s tiling and design):
     the split of both sides (every line scaled: the pass has no batch words), the GEMM, the combine with the
-    unscale (or the 910A's epilogue and its own unscale pass: no words, so no unscale in the epilogue): :func:`_predict` of the kernels with the
-    bookkeeping, less the line statistics and meta, which the pass does not run."""
+    unscale (or the 910A's epilogue and its own unscale pass: no words, so no unscale in the epilogue):
+    :func:`_predict` of the kernels with the bookkeeping, less the line statistics and meta, which the pass
+    does not run."""
     t, design = pass_tiling
     d = _replace_fields(design, listed=None, special=0.0, bands=2, scaled=True, epilogue_unscale=False)
     ph = _predict(p, d, 1, rows, cols, k, t, exact).phases

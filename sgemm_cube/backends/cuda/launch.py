@@ -450,20 +450,15 @@ def _recheck_piece(batch: int, m: int, n: int, tiles: list[tuple[int, int]], off
     return _ws_piece(offset, torch.int32, (1 + RECHECK_ENTRY.value * most,))
 
 
-def _recheck_launch(recheck: _Ref, a: _SplitSide, b: _SplitSide, *, m: int, n: int, k: int, strides: tuple,
-                    fixup_min_class: int, sms: int, chosen: tuple | None = None) -> _Launch:
-    """The launch after the GEMM(s) that computes again the outputs of the tiles they listed in ``recheck``.
-
-    ``chosen`` (``scheme="auto"``): (choice, A's and B's bf16x6 sides); ``a``, ``b`` are fp16x3's."""
-    a_strides, b_strides, out_strides = strides
-    kwargs = dict(recheck=recheck, a_ptr=_Ref("a"), a_stride_batch=a_strides[0], a_stride_m=a_strides[1],
-                  a_stride_k=a_strides[2], a_meta=a.ints[0], a_meta_batch=m if a.ints[0].shape[0] > 1 else 0,
-                  b_ptr=_Ref("b"), b_stride_batch=b_strides[0], b_stride_k=b_strides[1], b_stride_n=b_strides[2],
-                  b_meta=b.ints[0], b_meta_batch=n if b.ints[0].shape[0] > 1 else 0,
-                  c_ptr=_Ref("out"), c_stride_batch=out_strides[0], c_stride_m=out_strides[1], alpha=_Ref("alpha"),
-                  M=m, N=n, K=k, FIXUP_MIN_CLASS=fixup_min_class, CHOOSE=chosen is not None)
-    choice, a_bf, b_bf = chosen if chosen is not None else (a.ints[0], a, b)
-    kwargs.update(choice=choice, a_meta_bf=a_bf.ints[0], b_meta_bf=b_bf.ints[0])
+def _recheck_launch(gemms: tuple[_Launch, ...], sms: int) -> _Launch:
+    """The launch after the GEMM(s) that computes again the outputs of the tiles they listed: its arguments are
+    the GEMM's own (operands, line meta, output, alpha, the list).  Two GEMMs (``scheme="auto"``: fp16x3's,
+    then bf16x6's): the recheck reads the line meta of the one the device chose."""
+    first = gemms[0].kwargs
+    kwargs = {name: first[name] for name in _param_names(overflow_recheck_kernel) if name in first}
+    alt = gemms[-1].kwargs
+    kwargs.update(recheck=first["c_recheck"], a_meta_bf=alt["a_meta"], b_meta_bf=alt["b_meta"],
+                  CHOOSE=len(gemms) > 1)
     return _Launch(overflow_recheck_kernel, (sms,), kwargs, 4, 1)
 
 
@@ -541,9 +536,7 @@ def _auto_problem(a_shape, a_strides, b_shape, b_strides, out_strides, device, *
                                strides=(a_strides, b_strides, out_strides), block_k=steps[s][0], flush=steps[s][1],
                                sms=sms, recheck=recheck, run_if=(choice, value))
                   for value, (s, sa, sb_) in enumerate(((AUTO_SCHEMES[0], a16, b16), (AUTO_SCHEMES[1], abf, bbf))))
-    again = _recheck_launch(recheck, a16, b16, m=m, n=n, k=k, strides=(a_strides, b_strides, out_strides),
-                            fixup_min_class=fixup_min_class, sms=sms, chosen=(choice, abf, bbf))
-    return _LaunchPlan((stats, lines16, lines_bf, decide, scaled, *gemms, again), offset, (a16.ints, block[0]),
+    return _LaunchPlan((stats, lines16, lines_bf, decide, scaled, *gemms, _recheck_launch(gemms, sms)), offset, (a16.ints, block[0]),
                        (b16.ints, block[0]), (side_a.slices, side_b.slices), m, n, k, batch, 0)
 
 
@@ -574,9 +567,7 @@ def _problem(a_shape, a_strides, b_shape, b_strides, out_strides, device, *, sb:
                         block_l=block[0], batch=batch, m=m, n=n, k=k, batches=(ba, bb), padded=(mp, np_, kp),
                         strides=(a_strides, b_strides, out_strides), block_k=block_k, flush=steps, sms=sms,
                         recheck=recheck)
-    again = _recheck_launch(recheck, side_a, side_b, m=m, n=n, k=k, strides=(a_strides, b_strides, out_strides),
-                            fixup_min_class=fixup_min_class, sms=sms)
-    return _LaunchPlan((*split_launches, gemm, again), offset, (side_a.ints, block[0]), (side_b.ints, block[0]),
+    return _LaunchPlan((*split_launches, gemm, _recheck_launch((gemm,), sms)), offset, (side_a.ints, block[0]), (side_b.ints, block[0]),
                     (side_a.slices, side_b.slices), m, n, k, batch, rng.top)
 
 
