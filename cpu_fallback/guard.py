@@ -17,14 +17,16 @@ and derives two integers:
     The line is multiplied by ``2**t`` before the split (exact: a power of
     two) and the product is multiplied by ``2**-(t_a + t_b)`` afterwards,
     rounded once.  ``scale="auto"`` (default) scales only lines that do not
-    fit the split as they are, ``"rows"`` every line, ``"matrix"`` every line
-    of a matrix by its largest entry, ``None`` none.  Scaled lines have their
-    largest entry in ``[2**top, 2**(top + 1))``.
+    fit the split as they are (BF16 schemes: every line), ``"rows"`` every line,
+    ``"matrix"`` every line of a matrix by its largest entry, ``None`` none.
+    Scaled lines have their largest entry in ``[2**top, 2**(top + 1))``.
 ``cls`` (class, :class:`LineClass`)
     ``SPLIT`` (0): every nonzero entry of the (scaled) line lies in ``[lower, upper)``,
     where the split keeps 22 significant bits (FP16 schemes:
-    ``split_limits(sb, arithmetic=...)``: :func:`line_range`) or three BF16 slices hold it exactly;
-    ``LOSES_BITS`` (1): some nonzero entry lies below ``lower`` and would lose bits;
+    ``split_limits(sb, arithmetic=...)``: :func:`line_range`) or three BF16 slices hold it exactly
+    (BF16 schemes: or further down, where the other operand's lines allow it, :func:`bf16_rule`);
+    ``LOSES_BITS`` (1): some nonzero entry lies below ``lower`` and would lose bits (BF16 schemes:
+    below the binade :func:`bf16_rule` gives, or a zero where it lists the lines holding one);
     ``SPECIAL`` (2): the line holds NaN/Inf, or a finite entry at or above ``upper``.
 
 The two integers of a line are its *line meta* (:class:`LineMeta`; the CUDA
@@ -94,8 +96,9 @@ from .schemes import get_scheme
 from .split import split_limits
 
 __all__ = ["SCALES", "LineClass", "LineRange", "line_range", "line_meta", "LineMeta", "LineStats", "line_stats",
-           "meta_from_stats", "scale_lines", "unscale", "fixup_dot", "fixup_min_class",
-           "fixup_lines", "pack_meta", "unpack_meta", "choose_scheme", "emulated_error_bound", "undecided_overflow"]
+           "meta_from_stats", "BF16Summary", "BF16Rule", "bf16_summary", "bf16_rule", "NO_BOTTOM", "scale_lines",
+           "unscale", "fixup_dot", "fixup_min_class", "fixup_lines", "pack_meta", "unpack_meta", "choose_scheme",
+           "emulated_error_bound", "undecided_overflow"]
 
 #: Values of ``scale``: "auto" scales the lines that do not fit as they are.
 SCALES = ("auto", "rows", "matrix", None)
@@ -104,15 +107,24 @@ SCALES = ("auto", "rows", "matrix", None)
 _FP32_OVERFLOW = 2.0 ** 128 * (1 - 2.0 ** -25)
 _FP32_MAX = float(np.finfo(np.float32).max)
 
-# Three BF16 slices hold every FP32 value at or above 2**-110 exactly, but the products of the slices
-# must stay normal in FP32 too (tensor cores lose subnormal products: measured 3x native's error on an
-# H100 for lines near 1e-20 left unscaled): lines in [2**-50, 2**50) give products in [2**-100, 2**100)
-# and sums below 2**128 for K < 2**27.  A scaled line's largest entry goes to the top of that range
-# (2**49), not near 1, so that 99 binades lie below it: a line is a fix-up line only where it spans more
-# (issue 33: near 1, Vandermonde features and rows mixing 1 with 2**-57 were listed at 50 binades).
+# Three BF16 slices hold every FP32 value at or above 2**-103 exactly in normal BF16 numbers (the lowest
+# slice holds the 24th bit, 2**-126 or more), and the products of the slices must stay normal in FP32 too
+# (tensor cores lose subnormal products: measured 3x native's error on an H100 for lines near 1e-20 left
+# unscaled).  Every product of an emulated row's entry and an emulated column's entry is kept at or above
+# 2**_BF16_PAIR_FLOOR: lines in [2**-50, 2**50) give products in [2**-100, 2**100) and sums below 2**128 for
+# K < 2**27.  Every BF16 line is scaled to the top of that range (2**49), so that 99 binades lie below it
+# (issue 33: near 1, Vandermonde features and rows mixing 1 with 2**-57 were listed at 50 binades), and one
+# operand's lines may reach further down, to 2**_BF16_FLOOR, where the other operand's emulated lines all
+# stay high enough (:func:`bf16_rule`): a Laplacian kernel matrix's rows span 149, Vandermonde features 190.
 _BF16_LOWER = 2.0 ** -50
 _BF16_UPPER = 2.0 ** 50
 _BF16_TOP = 49
+_BF16_FLOOR = -103
+_BF16_PAIR_FLOOR = -100
+#: A line with no nonzero finite entry has no lowest binade: this stands for it (above every real one).
+NO_BOTTOM = 1 << 20
+#: :func:`bf16_rule` where an operand emulates every line: below every scaled FP32 value (``2**-1022``).
+_EVERY_LINE = -1022
 
 
 class LineRange(NamedTuple):
@@ -171,24 +183,26 @@ class LineStats(NamedTuple):
     """What the split pass reads of each line (module docstring), arrays of shape (B, L).
 
     Statistics of pieces of the lines combine exactly (:meth:`merge`: a
-    maximum, a minimum and an "or"), so a long line can be read slab by slab
+    maximum, a minimum and two "or"s), so a long line can be read slab by slab
     in any order.
     """
 
     big: np.ndarray    # float64: largest finite magnitude, 0 if none
     small: np.ndarray  # float64: smallest nonzero finite magnitude, inf if none
     bad: np.ndarray    # bool: holds a NaN or an infinity
+    zero: np.ndarray | None = None  # bool: holds a zero (None: not read, taken as True by the BF16 rule)
 
     @classmethod
     def empty(cls, shape) -> "LineStats":
         """Statistics of lines with no entries yet (the identity of :meth:`merge`)."""
-        return cls(np.zeros(shape), np.full(shape, np.inf), np.zeros(shape, bool))
+        return cls(np.zeros(shape), np.full(shape, np.inf), np.zeros(shape, bool), np.zeros(shape, bool))
 
     def merge(self, index, part: "LineStats") -> None:
         """Fold the statistics ``part`` of more entries of the lines ``self[index]`` into them, in place."""
         np.maximum(self.big[index], part.big, out=self.big[index])
         np.minimum(self.small[index], part.small, out=self.small[index])
         np.logical_or(self.bad[index], part.bad, out=self.bad[index])
+        np.logical_or(self.zero[index], True if part.zero is None else part.zero, out=self.zero[index])
 
 
 def line_stats(x: np.ndarray, axis: int) -> LineStats:
@@ -199,39 +213,135 @@ def line_stats(x: np.ndarray, axis: int) -> LineStats:
     # Maxima and minima are exact, so they are taken in float32 (half the memory of float64) and converted after.
     big = mag.max(axis=axis, initial=np.float32(0)).astype(np.float64)
     small = np.where(mag > 0, mag, np.float32(np.inf)).min(axis=axis, initial=np.float32(np.inf)).astype(np.float64)
-    return LineStats(big, small, ~finite.all(axis=axis))
+    return LineStats(big, small, ~finite.all(axis=axis), (x == 0).any(axis=axis))
 
 
 def line_meta(x: np.ndarray, axis: int, *, scheme: str = "fp16x3", sb: int = 12, scale="auto",
-              fixup: bool = True, arithmetic=None) -> LineMeta:
-    """Exponents and classes of the lines of a (B, M, K) (``axis=-1``) or (B, K, N) (``axis=-2``) float32 array."""
-    return meta_from_stats(line_stats(x, axis), scheme=scheme, sb=sb, scale=scale, fixup=fixup, arithmetic=arithmetic)
+              fixup: bool = True, arithmetic=None, partner: np.ndarray | None = None) -> LineMeta:
+    """Exponents and classes of the lines of a (B, M, K) (``axis=-1``) or (B, K, N) (``axis=-2``) float32 array.
+
+    ``partner``: the other operand of the product ((B, K, N) for the rows of A, (B, M, K) for the columns of
+    B), whose lines the BF16 schemes classify these against (:func:`meta_from_stats`); FP16 schemes ignore it.
+    """
+    other = None
+    if partner is not None and get_scheme(scheme).format.name == "bf16":
+        other = line_stats(partner, -2 if axis == -1 else -1)
+    return meta_from_stats(line_stats(x, axis), scheme=scheme, sb=sb, scale=scale, fixup=fixup,
+                           arithmetic=arithmetic, partner=other)
+
+
+class BF16Summary(NamedTuple):
+    """What a BF16 operand's lines tell its partner's (:func:`bf16_summary`): integers, every batch together."""
+
+    narrow_bottom: int  # the lowest binade of its narrow lines (those within 99 binades of the top)
+    wide: int           # how many of its lines reach below that
+    very: int           # how many of those reach below 2**_BF16_FLOOR
+    sparse: int         # how many of its narrow lines hold a zero
+    lines: int          # how many lines it has
+
+
+class BF16Rule(NamedTuple):
+    """How a BF16 operand's lines are classified beside its partner's (:func:`bf16_rule`)."""
+
+    lowest: int         # exponent: a line with a nonzero entry below 2**lowest (once scaled) is listed
+    list_sparse: bool   # its lines holding a zero are listed too
+
+
+def _exponents(stats: LineStats, rng: LineRange, scale) -> np.ndarray:
+    """The scaling exponent ``t`` of each line under ``scale`` (before the fix-up lines take theirs)."""
+    big, small = stats.big, stats.small
+    e = _floor_log2(big)
+    to_top = np.where(big > 0, rng.top - e, 0)
+    if scale is None:
+        return np.zeros_like(e)
+    if scale == "rows":
+        return to_top.astype(np.int32)
+    if scale == "matrix":
+        big_mat = big.max(axis=-1, keepdims=True, initial=0.0)
+        return np.broadcast_to(np.where(big_mat > 0, rng.top - _floor_log2(big_mat), 0), e.shape).astype(np.int32)
+    fits = (big < rng.upper) & ((small >= rng.lower) | (small == np.inf))  # auto: the lines that do not fit
+    return np.where(fits, 0, to_top).astype(np.int32)
+
+
+def _bf16_scale(scale):
+    """BF16 schemes scale every line under ``scale="auto"`` (its largest entry to ``2**49``): the room below."""
+    return "rows" if scale == "auto" else scale
+
+
+def _bottoms(small: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """floor(log2(small * 2**t)) per line (int64), :data:`NO_BOTTOM` where it has no nonzero finite entry."""
+    return np.where(small < np.inf, _floor_log2(np.where(small < np.inf, small, 1.0)).astype(np.int64) + t, NO_BOTTOM)
+
+
+def bf16_summary(stats: LineStats, *, scale="auto") -> BF16Summary:
+    """:class:`BF16Summary` of an operand's lines under a BF16 scheme: once scaled, a line whose nonzero
+    entries all lie at or above ``2**-50`` is *narrow*, one reaching further down is *wide*.  The CUDA
+    split computes the same integers (per block of lines, then summed and minimised)."""
+    rng = line_range("bf16x6", 12)
+    bottom = _bottoms(stats.small, _exponents(stats, rng, _bf16_scale(scale)))
+    low = _floor_log2(np.float64(rng.lower))
+    narrow = bottom >= low
+    zero = np.ones(bottom.shape, bool) if stats.zero is None else stats.zero
+    return BF16Summary(int(bottom[narrow].min(initial=NO_BOTTOM)), int(np.count_nonzero(bottom < low)),
+                       int(np.count_nonzero(bottom < _BF16_FLOOR)),
+                       int(np.count_nonzero(narrow & (stats.small < np.inf) & zero)), int(bottom.size))
+
+
+def bf16_rule(own: BF16Summary, partner: BF16Summary, *, scale="auto") -> BF16Rule:
+    """How far below its scaled top (``2**49``) a BF16 operand's emulated lines may reach, beside ``partner``.
+
+    One operand may take the wide lines: the one with the larger fraction of them (none on a tie).  The
+    other emulates its narrow lines only (entries at or above ``2**-50``, the range alone), and the one that
+    takes them emulates:
+
+    * every line, where every line is scaled to the top (``scale`` "auto" or "rows") and the other's
+      narrow lines holding a zero are fewer (as a fraction) than its own lines reaching below
+      ``2**_BF16_FLOOR``: those lines of the other are then listed too.  Each output of an emulated row
+      and column has ``sum |a_k b_k| >= 2**49 * 2**-50`` (the row's largest entry against the column's
+      entry there, nonzero), while the entries below ``2**_BF16_FLOOR`` and the products below
+      ``2**_BF16_PAIR_FLOOR`` that the slices lose add at most ``K * 2**-53``: under ``2**-28`` of SGEMM's
+      bound.  (Vandermonde features span 190 binades against normal columns.)
+    * otherwise the lines at or above ``2**(_BF16_PAIR_FLOOR - partner.narrow_bottom)``, never below
+      ``2**_BF16_FLOOR`` (the slices' own limit): every product of an emulated row's entry and an
+      emulated column's entry stays normal (module comment).
+
+    ``lowest`` is ``-1022`` (below every scaled FP32 value) for "every line".
+    """
+    narrow = BF16Rule(int(_floor_log2(np.float64(_BF16_LOWER))), False)
+    every = _bf16_scale(scale) == "rows"
+    if own.wide * partner.lines > partner.wide * own.lines:  # exact: integers
+        if every and partner.sparse * own.lines <= own.very * partner.lines:
+            return BF16Rule(_EVERY_LINE, False)
+        return BF16Rule(max(_BF16_FLOOR, _BF16_PAIR_FLOOR - partner.narrow_bottom), False)
+    if partner.wide * own.lines > own.wide * partner.lines and every \
+            and own.sparse * partner.lines <= partner.very * own.lines:
+        return narrow._replace(list_sparse=True)
+    return narrow
 
 
 def meta_from_stats(stats: LineStats, *, scheme: str = "fp16x3", sb: int = 12, scale="auto",
-                    fixup: bool = True, arithmetic=None) -> LineMeta:
+                    fixup: bool = True, arithmetic=None, partner: LineStats | None = None) -> LineMeta:
     """:class:`LineMeta` of lines from their :class:`LineStats` (shape (B, L)); see the module docstring.
 
     ``arithmetic``: the hardware arithmetic whose split range (:func:`line_range`) classifies the lines.
+    ``partner``: the statistics of the other operand's lines (BF16 schemes: :func:`bf16_rule`; without
+    them a BF16 line is emulated only within 99 binades of its top).  BF16 schemes scale every line
+    under ``scale="auto"``.
     """
     if scale not in SCALES:
         raise ValueError(f"unknown scale {scale!r}; choose one of {list(SCALES)}")
     rng = line_range(scheme, sb, arithmetic)
-    big, small, bad = stats
-    e = _floor_log2(big)
-    to_top = np.where(big > 0, rng.top - e, 0)
-    if scale is None:
-        t = np.zeros_like(e)
-    elif scale == "rows":
-        t = to_top
-    elif scale == "matrix":
-        big_mat = big.max(axis=-1, keepdims=True, initial=0.0)
-        t = np.broadcast_to(np.where(big_mat > 0, rng.top - _floor_log2(big_mat), 0), e.shape)
-    else:  # auto: only the lines that do not fit as they are
-        fits = (big < rng.upper) & ((small >= rng.lower) | (small == np.inf))
-        t = np.where(fits, 0, to_top)
-    t = t.astype(np.int32)
-    cls = np.where(np.ldexp(small, t) < rng.lower, LineClass.LOSES_BITS, LineClass.SPLIT)
+    big, small, bad = stats.big, stats.small, stats.bad
+    lower, loses = rng.lower, False
+    if get_scheme(scheme).format.name == "bf16":
+        if partner is not None:
+            rule = bf16_rule(bf16_summary(stats, scale=scale), bf16_summary(partner, scale=scale), scale=scale)
+            lower = 2.0 ** rule.lowest
+            if rule.list_sparse:
+                loses = (small < np.inf) & (np.ones(small.shape, bool) if stats.zero is None else stats.zero)
+        scale = _bf16_scale(scale)
+    t = _exponents(stats, rng, scale)
+    cls = np.where((np.ldexp(small, t) < lower) | loses, LineClass.LOSES_BITS, LineClass.SPLIT)
     cls = np.where((np.ldexp(big, t) >= rng.upper) | bad, LineClass.SPECIAL, cls).astype(np.int32)
     to_one = np.where(big > 0, -_floor_log2(big), 0)  # fix-up lines: largest entry into [1, 2)
     t = np.where(cls >= fixup_min_class(fixup), to_one, t).astype(np.int32)
@@ -502,8 +612,9 @@ def choose_scheme(a: np.ndarray, b: np.ndarray, *, margin: float, sb: int = 12, 
     lowest = fixup_min_class(fixup)
 
     def recomputed(scheme: str) -> np.float32:
-        fa, fb = (np.float32(np.count_nonzero(line_meta(x, axis, scheme=scheme, sb=sb, scale=scale).cls >= lowest))
-                  / np.float32(x.size // x.shape[axis]) for x, axis in ((a, -1), (b, -2)))
+        fa, fb = (np.float32(np.count_nonzero(line_meta(x, axis, scheme=scheme, sb=sb, scale=scale,
+                                                        partner=other).cls >= lowest))
+                  / np.float32(x.size // x.shape[axis]) for x, axis, other in ((a, -1, b), (b, -2, a)))
         return fa + fb - fa * fb
 
     return schemes[1] if recomputed(schemes[0]) - recomputed(schemes[1]) > np.float32(margin) else schemes[0]

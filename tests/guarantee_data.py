@@ -54,7 +54,7 @@ __all__ = ["GENERATORS", "FINITE", "SPECIAL", "OVERFLOWING", "U", "OVERFLOW", "U
            "seed_for", "rng_for", "References", "references", "sequential_fp32", "fp32_matmul", "fp32_autograd_matmul", "check_guarantee", "frobenius_errors",
            "ieee_special_values", "issue_64x64", "half_scaled", "padded_issue_case", "nextafter_2_64",
            "special_case", "overflow_case", "same_bits_any_zero", "OPTIONS", "option_id", "native_overflow_ok",
-           "cancelling_huge_terms", "silent_answer_cases", "exact_fp32"]
+           "cancelling_huge_terms", "silent_answer_cases", "exact_fp32", "bf16_pair_cases"]
 
 U = 2.0 ** -24                            #: FP32 unit roundoff
 OVERFLOW = 2.0 ** 128 * (1 - 2.0 ** -25)  #: smallest magnitude that rounds to infinity in FP32
@@ -518,6 +518,65 @@ def check_emulated_overflow(name, c, a, b) -> str:
     if name == "certain" and not (np.isinf(exact).all() and np.array_equal(c, exact)):
         return "certain: not every output is the exact infinity"
     return ""
+
+
+def bf16_pair_cases(rng):
+    """``[(name, a, b, rows_listed, cols_listed)]``: BF16 lines spanning more than 99 binades (issue 33), and
+    which lines the BF16 schemes must list (boolean per row of ``a``, per column of ``b``).
+
+    A line is emulated down to ``2**-103`` below its scaled top (``2**49``) only where every product with
+    the other operand's emulated lines stays at or above ``2**-100`` (``guard.bf16_rule``):
+
+    * "wide rows": rows of 2**100 .. 2**-40 (140 binades) against normal columns (24 x 64 x 10): nothing
+      listed;
+    * "wide columns": the same transposed: nothing listed;
+    * "wide rows, a low column": column 0 spans 94 binades (2**10 .. 2**-84), and its lowest entry meets
+      the rows' lowest ones: ``c[i, 0]`` is ``a[i, 1] * b[1, 0]`` alone, about 2**-124, and 2**-136 once
+      both are scaled (a subnormal product); so the rows may reach only 55 binades below their top and
+      are listed (computed exactly);
+    * "both wide": rows spanning 140, half the columns 120 (the rows' fraction of wide lines is larger,
+      so the rows keep theirs and those columns are listed);
+    * "very wide rows": rows of 2**100 .. 2**-90 (190 binades, below what three BF16 slices hold once
+      scaled) against normal columns, none holding a zero: every row is emulated (the entries lost are
+      too small beside each output's largest term to matter);
+    * "very wide rows, a zero": the same with a column holding zeros (one nonzero entry, which meets the
+      rows' lowest: ``c[:, 3]`` is ``very[:, 1]``, 2**-141 once scaled, which BF16 slices lose): that
+      column is listed (computed exactly), the rows are not;
+    * "half very wide, zeros everywhere": every column holds a zero, and half the rows span 190 binades,
+      the others 140: listing every column would cost more than listing the rows that reach below what
+      the slices hold, so those are listed (the others stay, beside the columns' lowest binade).
+    """
+    m, k, n = 24, 64, 10
+    a = (rng.uniform(1, 2, (m, k)) * 2.0 ** -rng.integers(0, 140, (m, k))).astype(np.float64)
+    a[:, 0], a[:, 1] = 1.5, 1.5 * 2.0 ** -140
+    a = (a * 2.0 ** 100 * _signs(rng, (m, k))).astype(np.float32)  # 2**100 .. 2**-40
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    no_rows, no_cols = np.zeros(m, bool), np.zeros(n, bool)
+    low = b.copy()
+    low[:, 0] = 0
+    low[1, 0], low[2, 0] = np.float32(2.0 ** -84), 2.0 ** 10  # a[:, 2] is 0: c[:, 0] is a[:, 1] * 2**-84
+    a_low = a.copy()
+    a_low[:, 2] = 0
+    both = b.copy()
+    both[:, ::2] *= (2.0 ** -rng.integers(0, 120, (k, 1))).astype(np.float32)
+    both[0, ::2], both[1, ::2] = 1.0, np.float32(2.0 ** -120)
+    half = np.arange(n) % 2 == 0
+    very = (rng.uniform(1, 2, (m, k)) * 2.0 ** -rng.integers(0, 190, (m, k))).astype(np.float64)
+    very[:, 0], very[:, 1] = 1.5, 1.5 * 2.0 ** -190
+    very = (very * 2.0 ** 100 * _signs(rng, (m, k))).astype(np.float32)
+    holed = b.copy()
+    holed[:, 3] = 0
+    holed[1, 3] = 1  # c[:, 3] is very[:, 1] alone, 2**-90
+    half_very = np.where((np.arange(m) % 2 == 0)[:, None], very, a)
+    zeros = b.copy()
+    zeros[7, :] = 0
+    return [("wide rows", a, b, no_rows, no_cols),
+            ("wide columns", np.ascontiguousarray(b.T), np.ascontiguousarray(a.T), no_cols, no_rows),
+            ("wide rows, a low column", a_low, low, ~no_rows, no_cols),
+            ("both wide", a, both, no_rows, half),
+            ("very wide rows", very, b, no_rows, no_cols),
+            ("very wide rows, a zero", very, holed, no_rows, np.arange(n) == 3),
+            ("half very wide, zeros everywhere", half_very, zeros, np.arange(m) % 2 == 0, no_cols)]
 
 
 def silent_answer_cases():

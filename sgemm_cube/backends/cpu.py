@@ -148,8 +148,8 @@ def _tiling(m: int, n: int, k: int, scheme: str, order: str, budget: int) -> _Ti
     return _Tiling(r, c, depth, per_output * r * c, need(r, c, depth) + panels)
 
 
-def _line_meta(x: np.ndarray, axis: int, plan: Plan):
-    """:func:`sgemm_cube.cpu_fallback.guard.line_meta` of a (B, M, K) (``axis=-1``) or (B, K, N) (``axis=-2``) operand.
+def _line_stats(x: np.ndarray, axis: int) -> LineStats:
+    """:func:`sgemm_cube.cpu_fallback.guard.line_stats` of a (B, M, K) (``axis=-1``) or (B, K, N) (``axis=-2``) operand.
 
     The statistics are read in blocks of at most ``MEMORY_BUDGET`` bytes of
     temporaries, whole lines first, then batches of them.
@@ -166,7 +166,15 @@ def _line_meta(x: np.ndarray, axis: int, plan: Plan):
             for ks in _slices(k, depth):
                 block = x[bs, ls, ks] if axis == -1 else x[bs, ks, ls]
                 stats.merge((bs, ls), line_stats(block, axis))
-    return meta_from_stats(stats, scheme=plan.scheme, sb=plan.sb, scale=plan.scale, fixup=plan.fixup)
+    return stats
+
+
+def _line_metas(a: np.ndarray, b: np.ndarray, plan: Plan):
+    """The line meta of A's rows and B's columns (:func:`sgemm_cube.cpu_fallback.guard.meta_from_stats`, each
+    operand's lines classified beside the other's)."""
+    sa, sb = _line_stats(a, -1), _line_stats(b, -2)
+    return tuple(meta_from_stats(own, scheme=plan.scheme, sb=plan.sb, scale=plan.scale, fixup=plan.fixup,
+                                 partner=other) for own, other in ((sa, sb), (sb, sa)))
 
 
 def _unscaled(c, ta, tb, room: int, alpha: float):
@@ -253,8 +261,7 @@ def run(plan: Plan, a, b, out, alpha: float = 1.0) -> None:
     tiling = _tiling(a.shape[1], b.shape[2], a.shape[2], plan.scheme, plan.order, MEMORY_BUDGET)
     need = tiling.bytes
     try:
-        ma = _line_meta(a, -1, plan)
-        mb = _line_meta(b, -2, plan)
+        ma, mb = _line_metas(a, b, plan)
         _emulate(plan, a, b, ma, mb, out, tiling, alpha)
         for i, rows, cols in fixup_lines(ma, mb, plan.fixup):
             need = max(need, _fixup_bytes(a, b, rows, cols))

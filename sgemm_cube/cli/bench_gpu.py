@@ -763,31 +763,45 @@ def _explain(a, b) -> dict:
     return {f: getattr(plan, f) for f in fields if hasattr(plan, f)} or {"repr": repr(plan)[:300]}
 
 
-def fixup_fractions(a, b, *, fixup: bool = True, scheme: str = "fp16x3") -> dict:
-    """Fractions of rows of ``a``, columns of ``b`` and outputs that default options list for the fix-up.
+def fixup_fractions(a, b, *, fixup: bool = True, scheme: str = "fp16x3", margin: float | None = None) -> dict:
+    """Fractions of rows of ``a``, columns of ``b`` and outputs that ``scheme`` lists for the fix-up.
 
     The line statistics (largest and smallest nonzero finite magnitude, NaN/Inf) are taken where the
     operands are, with torch; the classes follow from them as in every backend
-    (:func:`sgemm_cube.cpu_fallback.guard.meta_from_stats`: ``scheme``, ``sb=12``, ``scale="auto"``).
+    (:func:`sgemm_cube.cpu_fallback.guard.meta_from_stats`: ``scheme``, ``sb=12``, ``scale="auto"``, each
+    operand's lines beside the other's).  ``scheme="auto"``: the scheme the GPU chooses
+    (:func:`sgemm_cube.cpu_fallback.guard.choose_scheme`'s rule, ``margin`` the launch's by default).
     A line of class ``>= fixup_min_class(fixup)`` has all its outputs computed by the fix-up, so an output is
-    listed where its row or its column is.  Returns ``{"rows", "cols", "outputs"}`` (averaged over batches).
+    listed where its row or its column is.  Returns ``{"rows", "cols", "outputs", "scheme"}`` (averaged over
+    batches; ``scheme`` the one counted).
     """
     torch = _torch()
     from sgemm_cube.cpu_fallback.guard import LineStats, fixup_min_class, meta_from_stats
 
-    def listed(x, dim):
+    def stats(x, dim):
         x = x.reshape(-1, *x.shape[-2:])
         finite = torch.isfinite(x)
         mag = torch.where(finite, x.abs(), torch.zeros((), dtype=x.dtype, device=x.device))
         big = mag.amax(dim)
         small = torch.where(mag > 0, mag, torch.full((), float("inf"), dtype=x.dtype, device=x.device)).amin(dim)
-        stats = LineStats(big.double().cpu().numpy(), small.double().cpu().numpy(), (~finite.all(dim)).cpu().numpy())
-        cls = meta_from_stats(stats, scheme=scheme, fixup=fixup).cls
-        return torch.from_numpy(cls >= int(fixup_min_class(fixup))).double()
+        return LineStats(big.double().cpu().numpy(), small.double().cpu().numpy(), (~finite.all(dim)).cpu().numpy(),
+                         (x == 0).any(dim).cpu().numpy())
 
-    rows, cols = listed(a, -1), listed(b, -2)  # (batches, m), (batches, n)
-    fr, fc = rows.mean(-1), cols.mean(-1)
-    return {"rows": float(fr.mean()), "cols": float(fc.mean()), "outputs": float((fr + fc - fr * fc).mean())}
+    sa, sb = stats(a, -1), stats(b, -2)
+
+    def fractions(name):
+        listed = [torch.from_numpy(meta_from_stats(own, scheme=name, fixup=fixup, partner=other).cls
+                                   >= int(fixup_min_class(fixup))).double() for own, other in ((sa, sb), (sb, sa))]
+        fr, fc = listed[0].mean(-1), listed[1].mean(-1)  # per batch
+        return {"rows": float(fr.mean()), "cols": float(fc.mean()), "outputs": float((fr + fc - fr * fc).mean()),
+                "scheme": name}
+
+    if scheme != "auto":
+        return fractions(scheme)
+    if margin is None:
+        from sgemm_cube.backends.cuda.launch import AUTO_MARGIN as margin
+    fp16, bf16 = fractions("fp16x3"), fractions("bf16x6")
+    return bf16 if fp16["outputs"] - bf16["outputs"] > margin else fp16
 
 
 def _hybrid_native(p: BenchProblem, device):
@@ -851,7 +865,7 @@ def measure_problem(p: BenchProblem, *, device="cuda", rep_ms: float = 100.0, ro
     row["explain"] = _explain(a, b)
     row["hybrid_native"] = _hybrid_native(p, device)
     try:
-        row["fixup_listed"] = fixup_fractions(a, b)
+        row["fixup_listed"] = fixup_fractions(a, b, scheme=row["explain"].get("scheme", "fp16x3"))
     except Exception as exc:  # the guard's bookkeeping may change: the timings matter more
         row["fixup_listed"] = {"error": _failure(exc)}
 

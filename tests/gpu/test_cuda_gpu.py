@@ -33,12 +33,13 @@ pytestmark = pytest.mark.gpu
 
 from sgemm_cube import cpu_fallback  # noqa: E402
 import sgemm_cube  # noqa: E402
-from sgemm_cube.cpu_fallback.guard import line_meta, line_range, pack_meta  # noqa: E402
+from sgemm_cube.cpu_fallback.guard import line_meta, line_range, pack_meta, unpack_meta  # noqa: E402
 from sgemm_cube.backends import cuda  # noqa: E402
 from sgemm_cube.backends.cuda import launch  # noqa: E402
 from sgemm_cube.backends.cuda.gemm_tiles import VARIANTS  # noqa: E402
 
 from tests.conftest import draw  # noqa: E402
+from tests.guarantee_data import bf16_pair_cases, check_guarantee  # noqa: E402
 
 
 def _rel(c, ref):
@@ -66,10 +67,11 @@ def _check(a, b, c, factor=2.0, floor=2.0 ** -21):
     return err, err32
 
 
-def _check_lines(lines, x, axis, **kw):
-    """The split pass's line meta and fix-up lists against :func:`cpu_fallback.guard.line_meta`."""
+def _check_lines(lines, x, axis, partner, **kw):
+    """The split pass's line meta and fix-up lists against :func:`cpu_fallback.guard.line_meta` (``partner``:
+    the product's other operand, which BF16 schemes classify the lines beside)."""
     fixup_min_class = kw.pop("fixup_min_class", 1)
-    want = line_meta(x, axis, fixup=fixup_min_class == 1, **kw)
+    want = line_meta(x, axis, fixup=fixup_min_class == 1, partner=partner, **kw)
     assert np.array_equal(lines.meta.cpu().numpy(), pack_meta(want))
     counts, lists, bl = lines.counts.cpu().numpy(), lines.lists.cpu().numpy(), lines.block_l
     for i in range(x.shape[0]):
@@ -90,8 +92,8 @@ def test_split_bit_for_bit(rng, dist):
     assert np.array_equal(ops.b_hilo[0, 0, :1000, :777].cpu().numpy().view(np.uint16), hi.T.view(np.uint16))
     assert np.array_equal(ops.b_hilo[1, 0, :1000, :777].cpu().numpy().view(np.uint16), lo.T.view(np.uint16))
     assert not ops.a_hilo[:, :, 777:].float().any() and not ops.a_hilo[:, :, :, 1000:].float().any()
-    _check_lines(ops.a_lines, x.T[None], -1, scale=None, fixup_min_class=2)
-    _check_lines(ops.b_lines, x[None], -2, scale=None, fixup_min_class=2)
+    _check_lines(ops.a_lines, x.T[None], -1, x[None], scale=None, fixup_min_class=2)
+    _check_lines(ops.b_lines, x[None], -2, x.T[None], scale=None, fixup_min_class=2)
 
 
 @pytest.mark.parametrize("scale", [None, "auto", "rows", "matrix"])
@@ -105,8 +107,9 @@ def test_line_meta_is_the_guards(rng, scale, scheme):
     xg = _gpu(x)
     for fixup_min_class in (1, 2):
         ops = launch.split_operands(xg, xg.mT, scheme=scheme, scale=scale, fixup_min_class=fixup_min_class)
-        _check_lines(ops.a_lines, x, -1, scheme=scheme, scale=scale, fixup_min_class=fixup_min_class)
-        _check_lines(ops.b_lines, x.transpose(0, 2, 1), -2, scheme=scheme, scale=scale, fixup_min_class=fixup_min_class)
+        xt = x.transpose(0, 2, 1)
+        _check_lines(ops.a_lines, x, -1, xt, scheme=scheme, scale=scale, fixup_min_class=fixup_min_class)
+        _check_lines(ops.b_lines, xt, -2, x, scheme=scheme, scale=scale, fixup_min_class=fixup_min_class)
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
@@ -126,8 +129,8 @@ def test_batched_broadcast_and_transposed(rng):
     _check(a, b, c)
     ops = launch.split_operands(a, b)
     assert ops.b_lines.meta.shape == (1, 211) and ops.a_lines.meta.shape == (6, 300)  # b is split once
-    _check_lines(ops.b_lines, b[:1].cpu().numpy(), -2)
-    _check_lines(ops.a_lines, a.cpu().numpy(), -1)
+    _check_lines(ops.b_lines, b[:1].cpu().numpy(), -2, a.cpu().numpy())
+    _check_lines(ops.a_lines, a.cpu().numpy(), -1, b[:1].cpu().numpy())
 
 
 @pytest.mark.parametrize("order, keep_lo_lo", [("elementwise", False), ("termwise", True), ("elementwise", True)])
@@ -216,7 +219,7 @@ def test_bf16_split_bit_for_bit(rng):
     for got, want in zip(ops.b_hilo[:, 0, :1000, :777].float().cpu().numpy(), model):
         assert np.array_equal(got.view(np.uint32), want.T.view(np.uint32))
     assert not ops.a_hilo[:, :, 777:].float().any() and not ops.a_hilo[:, :, :, 1000:].float().any()
-    _check_lines(ops.a_lines, x.T[None], -1, scheme="bf16x9", scale=None, fixup_min_class=2)
+    _check_lines(ops.a_lines, x.T[None], -1, x[None], scheme="bf16x9", scale=None, fixup_min_class=2)
 
 
 @pytest.mark.parametrize("scheme", BF16_SCHEMES)
@@ -297,3 +300,21 @@ def test_bf16_special_values_through_the_api(rng, scheme):
     assert torch.equal(torch.isinf(c), torch.isinf(native))
     fin = torch.isfinite(native)
     assert torch.allclose(c[fin], native[fin], rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("scheme", BF16_SCHEMES)
+def test_bf16_lines_beside_their_partners(rng, scheme):
+    """Issue 33: BF16 lines spanning more than 99 binades (``bf16_pair_cases``): the compiled split lists
+    exactly the lines ``guard.line_meta`` lists beside the other operand, and the guarantee holds.  (A
+    planted bug that ignored the other operand's lowest binade listed nothing in "wide rows, a low
+    column"; on an H100 its outputs still met the guarantee, BF16 tensor-core products near 2**-136 being
+    kept, so the meta comparison is what caught it.)"""
+    for name, a, b, rows, cols in bf16_pair_cases(rng):
+        ag, bg = _gpu(a), _gpu(b)
+        ops = launch.split_operands(ag[None], bg[None], scheme=scheme)
+        _check_lines(ops.a_lines, a[None], -1, b[None], scheme=scheme)
+        _check_lines(ops.b_lines, b[None], -2, a[None], scheme=scheme)
+        assert np.array_equal(unpack_meta(ops.a_lines.meta.cpu().numpy()).cls[0] > 0, rows), name
+        assert np.array_equal(unpack_meta(ops.b_lines.meta.cpu().numpy()).cls[0] > 0, cols), name
+        c = sgemm_cube.matmul(ag, bg, scheme=scheme).cpu().numpy()
+        assert check_guarantee(c, a, b) == "", name

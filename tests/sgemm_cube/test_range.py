@@ -18,7 +18,7 @@ from sgemm_cube.backends.base import make_plan
 from sgemm_cube.plan import make_request
 
 from tests.conftest import draw
-from tests.guarantee_data import check_guarantee, fp32_matmul
+from tests.guarantee_data import bf16_pair_cases, check_guarantee, exact_fp32, fp32_matmul
 
 FLT_MAX = float(np.finfo(np.float32).max)
 
@@ -264,3 +264,24 @@ def test_no_overflow_in_split_for_finite_products(rng):
         c = sgemm_cube.matmul(a, b, **kwargs)
         assert np.all(np.isfinite(c))
         assert relative_error(c, reference_matmul64(a, b)) < 1e-6
+
+
+@pytest.mark.parametrize("scheme", ["bf16x9", "bf16x6"])
+def test_bf16_lines_reach_further_beside_narrow_partners(rng, scheme):
+    """Issue 33: BF16 lines spanning more than 99 binades are emulated where the other operand's lines
+    stay high enough (``guard.bf16_rule``), listed where they do not (``bf16_pair_cases``); the guarantee
+    holds on every case, with native FP32 measured beside it, and a listed case is exact."""
+    for name, a, b, rows, cols in bf16_pair_cases(rng):
+        ma = line_meta(a[None], -1, scheme=scheme, partner=b[None])
+        mb = line_meta(b[None], -2, scheme=scheme, partner=a[None])
+        assert np.array_equal(ma.cls[0] > LineClass.SPLIT, rows), (name, ma.cls)
+        assert np.array_equal(mb.cls[0] > LineClass.SPLIT, cols), (name, mb.cls)
+        # without the partner, the range alone: every line spanning more than 99 binades is listed
+        assert (line_meta(a[None], -1, scheme=scheme).cls > LineClass.SPLIT).all() or name == "wide columns"
+        c = sgemm_cube.matmul(a, b, scheme=scheme, backend="cpu")
+        ref = reference_matmul64(a, b)
+        with np.errstate(all="ignore"):
+            native = relative_error(fp32_matmul(a, b), ref)
+        assert check_guarantee(c, a, b) == "", (name, relative_error(c, ref), native)
+        if rows.all():
+            assert np.array_equal(c, exact_fp32(a, b)), name

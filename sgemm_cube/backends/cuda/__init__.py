@@ -6,8 +6,9 @@ a :class:`~sgemm_cube.plan.Plan` only (:func:`matmul`, the checked entry of
 benchmarks and tests, makes the plan and calls it).  A product is five launches (:mod:`.launch`): the
 statistics of both operands; their line meta and fix-up lists; the scaled
 split; the GEMM with its fix-up programs; the recheck of outputs that overflowed where the emulation's
-error bound cannot tell whether the exact ones do.  A plan of scheme ``"auto"`` (the default's from
-``launch.AUTO_MIN_FLOPS`` on) is eight: both schemes' line meta, the GPU's choice, the split in the
+error bound cannot tell whether the exact ones do (a BF16 scheme's six: its line meta follows a summary
+of both operands' lines).  A plan of scheme ``"auto"`` (the default's from
+``launch.AUTO_MIN_FLOPS`` on) is nine: both schemes' line meta, the GPU's choice, the split in the
 chosen scheme, both GEMMs (the one not chosen returns at once), the recheck.  Layers, one per module:
 
 * :mod:`.split_kernel` -- FP32 -> padded buffer of FP16 (hi, lo) or three

@@ -4,7 +4,9 @@
 operands where it reads them, and reads nothing back to the host:
 
 1. :func:`.split_kernel.tile_stats_kernel` -- the statistics of both operands;
-2. :func:`.split_kernel.line_meta_kernel` -- their line meta and fix-up lists;
+2. :func:`.split_kernel.line_meta_kernel` -- their line meta and fix-up lists
+   (BF16 schemes: after :func:`.split_kernel.line_summary_kernel`, the summaries of both
+   operands' lines that decide how far below its top each line may reach);
 3. :func:`.split_kernel.split_scaled_kernel` -- the scaled split (FP16 or BF16 slices);
 4. :func:`.gemm_kernel.gemm_kernel` -- the GEMM of the scheme's slice products
    (three or four FP16 products for fp16x3, fp16x4; nine or six BF16 products
@@ -16,8 +18,8 @@ operands where it reads them, and reads nothing back to the host:
    one does (returns at once where none did: every product but those with huge
    cancelling terms).
 
-``scheme="auto"`` (:func:`_auto_problem`) runs eight: the line meta under both
-schemes' ranges, the GPU's choice (:func:`.split_kernel.scheme_choice_kernel`),
+``scheme="auto"`` (:func:`_auto_problem`) runs nine: the line meta under both
+schemes' ranges (bf16x6's after its summaries), the GPU's choice (:func:`.split_kernel.scheme_choice_kernel`),
 the split in the chosen scheme, and the GEMMs of fp16x3 and bf16x6, of which the
 one not chosen returns at once.
 
@@ -56,7 +58,8 @@ from .fixup_kernel import RECHECK_ENTRY, fixup_shape, overflow_recheck_kernel
 from .gemm_kernel import gemm_kernel
 from .gemm_tiles import VARIANTS
 from .hybrid import device_key, interpreter_active, load_device_table
-from .split_kernel import SCALE_MODES, line_meta_kernel, scheme_choice_kernel, split_scaled_kernel, tile_stats_kernel
+from .split_kernel import (SCALE_MODES, SUMMARY_WORDS, line_meta_kernel, line_summary_kernel, scheme_choice_kernel,
+                           split_scaled_kernel, tile_stats_kernel)
 
 __all__ = ["run", "check_operands", "split_operands", "resolve_config", "plan_config", "flush_steps",
            "SplitOperands", "LineOutputs", "DEFAULT_FLUSH_K"]
@@ -340,9 +343,11 @@ def _split_side(x_role: str, x_shape, x_strides, *, lines_axis: int, rows_pad: i
     meta, offset = _ws_piece(offset, torch.int32, (bx, n_lines))
     lists, offset = _ws_piece(offset, torch.int32, (bx, n_blocks * block_l))
     counts, offset = _ws_piece(offset, torch.int32, (bx, n_blocks))
+    summary, offset = _ws_piece(offset, torch.int32, (bx, n_blocks, SUMMARY_WORDS.value))  # BF16 schemes
     args = dict(x=_Ref(x_role), stride_xb=x_strides[0], stride_xl=s_xl, stride_xk=s_xk,
                 L=n_lines, K=n_k, L_PAD=lines_pad, K_PAD=k_pad, n_lt=n_lt, n_kt=n_kt, n_blocks=n_blocks,
                 part=parts, meta=meta, list=lists, count=counts,
+                summary=summary, n_summary=bx * n_blocks, lines=bx * n_lines,
                 mat_t=_Ref("mat_t", 0 if lines_axis == 1 else 1) if scale == "matrix" else meta,
                 meta_bf=meta,  # scheme="auto": the BF16 line meta (:func:`_with_bf16_ints`)
                 out=slices, stride_oplane=bx * rows_pad * cols_pad, stride_ob=rows_pad * cols_pad,
@@ -361,33 +366,45 @@ def _two_sided(kernel, a: _SplitSide, b: _SplitSide, programs_a: int, programs_b
     return _Launch(kernel, (programs_a + programs_b,), kwargs, num_warps, 1)
 
 
-def _line_meta_launch(a: _SplitSide, b: _SplitSide, *, scale, rng, fixup_min_class: int, block: tuple[int, int],
-                      num_warps: int) -> _Launch:
-    """Split pass 2 over both operands: their line meta and fix-up lists under ``rng``, a scheme's :func:`line_range`."""
-    return _two_sided(line_meta_kernel, a, b, a.line_programs, b.line_programs,
-                      dict(LOWER=rng.lower, UPPER=rng.upper, TOP=rng.top, SCALE_MODE=SCALE_MODES[scale],
-                           FIXUP_MIN_CLASS=fixup_min_class, A_BLOCK_L=block[0], B_BLOCK_L=block[0],
-                           BLOCK_T=block[1]),
-                      num_warps)
+def _line_meta_launch(a: _SplitSide, b: _SplitSide, *, scheme: str, scale, rng, fixup_min_class: int,
+                      block: tuple[int, int], num_warps: int) -> tuple[_Launch, ...]:
+    """Split pass 2 over both operands: their line meta and fix-up lists under ``rng``, ``scheme``'s
+    :func:`line_range`.  A BF16 scheme's is two launches, the lines' summaries first, and scales every
+    line under ``scale="auto"`` (:func:`sgemm_cube.cpu_fallback.guard.meta_from_stats`)."""
+    pair = get_scheme(scheme).format.name == "bf16"
+    mode = SCALE_MODES["rows" if pair and scale == "auto" else scale]
+    lines = _two_sided(line_meta_kernel, a, b, a.line_programs, b.line_programs,
+                       dict(LOWER=rng.lower, UPPER=rng.upper, TOP=rng.top, SCALE_MODE=mode,
+                            FIXUP_MIN_CLASS=fixup_min_class, PAIR=pair, A_BLOCK_L=block[0], B_BLOCK_L=block[0],
+                            BLOCK_T=block[1]),
+                       num_warps)
+    if not pair:
+        return (lines,)
+    summary = _two_sided(line_summary_kernel, a, b, a.line_programs, b.line_programs,
+                         dict(TOP=rng.top, SCALE_MODE=mode, A_BLOCK_L=block[0], B_BLOCK_L=block[0],
+                              BLOCK_T=block[1]),
+                         num_warps)
+    return summary, lines
 
 
 def _split_launches(a: _SplitSide, b: _SplitSide, *, sb: int, scheme: str, scale, rng, fixup_min_class: int,
                     block: tuple[int, int], num_warps: int, recheck: _Ref,
                     choice: _Ref | None = None) -> tuple[_Launch, ...]:
-    """The three split launches, each over both operands; ``rng`` is the scheme's :func:`line_range`.
+    """The split launches, each over both operands (three; a BF16 scheme's four); ``rng`` is the scheme's
+    :func:`line_range`.
 
     ``choice`` (``scheme="auto"``): the split runs in the scheme the GPU chose there, fp16x3 from the sides'
-    ``meta``, bf16x6 from their ``meta_bf`` (:func:`_with_bf16_ints`); ``scheme`` is then not read.
+    ``meta``, bf16x6 from their ``meta_bf`` (:func:`_with_bf16_ints`); ``scheme`` is then fp16x3's.
     """
     tiles = dict(A_BLOCK_L=a.tile[0], A_BLOCK_K=a.tile[1], B_BLOCK_L=b.tile[0], B_BLOCK_K=b.tile[1])
     stats = _two_sided(tile_stats_kernel, a, b, a.tile_programs, b.tile_programs, dict(recheck=recheck, **tiles), 4)
-    lines = _line_meta_launch(a, b, scale=scale, rng=rng, fixup_min_class=fixup_min_class, block=block,
-                              num_warps=num_warps)
+    lines = _line_meta_launch(a, b, scheme=scheme, scale=scale, rng=rng, fixup_min_class=fixup_min_class,
+                              block=block, num_warps=num_warps)
     scaled = _two_sided(split_scaled_kernel, a, b, a.tile_programs, b.tile_programs,
                         dict(SB_SCALE=float(2.0 ** sb), BF16=get_scheme(scheme).format.name == "bf16",
                              CHOOSE=choice is not None, choice=a.args["meta"] if choice is None else choice, **tiles),
                         4)
-    return stats, lines, scaled
+    return stats, *lines, scaled
 
 
 def _gemm_launch(cfg: dict, a: _SplitSide, b: _SplitSide, *, scheme: str, order: str, sb: int,
@@ -524,7 +541,7 @@ def _auto_problem(a_shape, a_strides, b_shape, b_strides, out_strides, device, *
                                              rng=line_range(AUTO_SCHEMES[0], sb), fixup_min_class=fixup_min_class,
                                              block=block, num_warps=cfg16["split_warps"], recheck=recheck,
                                              choice=choice)
-    lines_bf = _line_meta_launch(abf, bbf, scale=scale, rng=line_range(AUTO_SCHEMES[1], sb),
+    lines_bf = _line_meta_launch(abf, bbf, scheme=AUTO_SCHEMES[1], scale=scale, rng=line_range(AUTO_SCHEMES[1], sb),
                                  fixup_min_class=fixup_min_class, block=block, num_warps=cfg16["split_warps"])
     decide = _Launch(scheme_choice_kernel, (1,),
                      dict(choice=choice, a_count=a16.ints[2], b_count=b16.ints[2], a_count_bf=abf.ints[2],
@@ -536,7 +553,8 @@ def _auto_problem(a_shape, a_strides, b_shape, b_strides, out_strides, device, *
                                strides=(a_strides, b_strides, out_strides), block_k=steps[s][0], flush=steps[s][1],
                                sms=sms, recheck=recheck, run_if=(choice, value))
                   for value, (s, sa, sb_) in enumerate(((AUTO_SCHEMES[0], a16, b16), (AUTO_SCHEMES[1], abf, bbf))))
-    return _LaunchPlan((stats, lines16, lines_bf, decide, scaled, *gemms, _recheck_launch(gemms, sms)), offset, (a16.ints, block[0]),
+    return _LaunchPlan((stats, lines16, *lines_bf, decide, scaled, *gemms, _recheck_launch(gemms, sms)), offset,
+                       (a16.ints, block[0]),
                        (b16.ints, block[0]), (side_a.slices, side_b.slices), m, n, k, batch, 0)
 
 

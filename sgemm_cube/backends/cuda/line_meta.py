@@ -17,10 +17,12 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from sgemm_cube.cpu_fallback import guard
 from sgemm_cube.cpu_fallback.guard import LineClass
 
 __all__ = ["SPLIT", "LOSES_BITS", "SPECIAL", "META_CLS_BITS", "META_CLS_MASK", "META_T_BIAS", "META_T_MASK",
-           "PAD_META", "encode_meta", "decode_meta"]
+           "PAD_META", "NO_BOTTOM", "BF16_NARROW_LOW", "BF16_FLOOR", "BF16_PAIR_FLOOR", "BF16_EVERY_LINE",
+           "encode_meta", "decode_meta"]
 
 # The line classes (guard.LineClass), as the kernels compare them.
 #: Every nonzero entry keeps 22 bits in the split: the line is emulated.
@@ -29,6 +31,18 @@ SPLIT = tl.constexpr(int(LineClass.SPLIT))
 LOSES_BITS = tl.constexpr(int(LineClass.LOSES_BITS))
 #: NaN, an infinity or an entry the split would overflow on: always a fix-up line.
 SPECIAL = tl.constexpr(int(LineClass.SPECIAL))
+
+# The BF16 lines' binades (guard.bf16_summary, guard.bf16_rule), as exponents of 2.
+#: What a line with no nonzero finite entry has for its lowest binade (above every real one).
+NO_BOTTOM = tl.constexpr(guard.NO_BOTTOM)
+#: A narrow BF16 line's entries all lie at or above 2**BF16_NARROW_LOW once scaled (the range's lower limit).
+BF16_NARROW_LOW = tl.constexpr(int(guard._floor_log2(guard.line_range("bf16x6", 12).lower)))
+#: No emulated BF16 line reaches below 2**BF16_FLOOR (three normal BF16 slices hold it exactly).
+BF16_FLOOR = tl.constexpr(guard._BF16_FLOOR)
+#: No product of an emulated row's entry and an emulated column's entry lies below 2**BF16_PAIR_FLOOR.
+BF16_PAIR_FLOOR = tl.constexpr(guard._BF16_PAIR_FLOOR)
+#: The lowest binade of an operand that emulates every line (``2**-1022``: below every scaled FP32 value).
+BF16_EVERY_LINE = tl.constexpr(guard._EVERY_LINE)
 
 _CLS_BITS = 2
 _T_BIAS = 1024

@@ -6,7 +6,8 @@ each operand's branch is compiled with its own tile shape):
 
 1. :func:`tile_stats_kernel`, tiled: per (line, K tile) the largest and the
    smallest nonzero finite magnitude, the smallest negated where the tile
-   holds NaN/Inf (a read of the operand, coalesced, every tile at once);
+   holds NaN/Inf, the largest where it holds a zero (a read of the operand,
+   coalesced, every tile at once);
 2. :func:`line_meta_kernel`, by blocks of whole lines: reduces those
    statistics into the line meta of :mod:`sgemm_cube.cpu_fallback.guard` (scaling
    exponent ``t`` and class, bit for bit, tested), stored packed in one int32
@@ -17,6 +18,14 @@ each operand's branch is compiled with its own tile shape):
 3. :func:`split_scaled_kernel`, tiled: the split of ``x * 2**t`` (float64,
    rounded once to float32: exact unless it underflows, as
    :func:`sgemm_cube.cpu_fallback.guard.scale_lines`).
+
+A BF16 scheme's lines are classified beside the other operand's
+(:func:`sgemm_cube.cpu_fallback.guard.bf16_rule`), so its pass 2 is two launches:
+:func:`line_summary_kernel` (2a) writes per block of lines a few integers
+(:func:`sgemm_cube.cpu_fallback.guard.bf16_summary`: the lowest binade of the narrow
+lines, how many lines are wide, very wide, or narrow and holding a zero), and
+:func:`line_meta_kernel` (2b) has every program sum both operands' summaries
+(a few hundred integers) before it classifies its lines.
 
 One read for the statistics, one read and one write for the split, whatever
 the scaling.  (Owning whole lines in one program and re-reading the scaled
@@ -44,15 +53,18 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .line_meta import LOSES_BITS, PAD_META, SPECIAL, SPLIT, decode_meta, encode_meta
+from .line_meta import (BF16_EVERY_LINE, BF16_FLOOR, BF16_NARROW_LOW, BF16_PAIR_FLOOR, LOSES_BITS, NO_BOTTOM,
+                        PAD_META, SPECIAL, SPLIT, decode_meta, encode_meta)
 
-__all__ = ["tile_stats_kernel", "line_meta_kernel", "split_scaled_kernel", "scheme_choice_kernel", "SCALE_MODES",
-           "floor_log2", "pow2_f64"]
+__all__ = ["tile_stats_kernel", "line_summary_kernel", "line_meta_kernel", "split_scaled_kernel", "scheme_choice_kernel",
+           "SCALE_MODES", "floor_log2", "pow2_f64", "SUMMARY_WORDS"]
 
 #: ``scale`` option -> the line-meta pass's SCALE_MODE.
 SCALE_MODES = {None: 0, "auto": 1, "rows": 2, "matrix": 3}
 # The same modes, as the kernel compares them.
 SCALE_NONE, SCALE_AUTO, SCALE_ROWS = (tl.constexpr(SCALE_MODES[s]) for s in (None, "auto", "rows"))
+#: int32 words per block of lines in a BF16 operand's summary (:func:`_bf16_summary`).
+SUMMARY_WORDS = tl.constexpr(4)
 # The float64 format: 52 fraction bits under an 11-bit exponent field biased by 1023.
 _F64_FRACTION_BITS = tl.constexpr(52)
 _F64_EXP_MASK = tl.constexpr(0x7FF)
@@ -112,14 +124,16 @@ def _tile_stats(pid_l, pid_k, bidx, n_kt, x_ptr, part_ptr, L, K, L_PAD, stride_x
                 BLOCK_L: tl.constexpr, BLOCK_K: tl.constexpr):
     """Pass 1 for tile (pid_l, pid_k) of batch bidx: per line, largest and smallest nonzero finite |x|.
 
-    part : (batch, 2, n_kt, L_PAD) float32; the smallest is negated where the tile holds NaN/Inf.
+    part : (batch, 2, n_kt, L_PAD) float32; the smallest is negated where the tile holds NaN/Inf, the
+    largest where it holds a zero (``-0.0`` for a tile of zeros: the sign bit says it).
     """
     offs_l = pid_l * BLOCK_L + tl.arange(0, BLOCK_L)
     offs_k = pid_k * BLOCK_K + tl.arange(0, BLOCK_K)
+    valid = (offs_l[:, None] < L) & (offs_k[None, :] < K)
     x, mag, finite = _load_finite(x_ptr + bidx.to(tl.int64) * stride_xb + offs_l[:, None].to(tl.int64) * stride_xl
-                                  + offs_k[None, :].to(tl.int64) * stride_xk,
-                                  (offs_l[:, None] < L) & (offs_k[None, :] < K))
+                                  + offs_k[None, :].to(tl.int64) * stride_xk, valid)
     big = tl.max(tl.where(finite, mag, 0.0), axis=1)
+    big = tl.where(tl.max(tl.where(valid & (mag == 0), 1, 0), axis=1) > 0, -big, big)
     small = tl.min(tl.where(finite & (mag > 0), mag, float("inf")), axis=1)
     small = tl.where(tl.max(tl.where(finite, 0, 1), axis=1) > 0, -small, small)  # > 0 or inf otherwise
     at = part_ptr + bidx.to(tl.int64) * 2 * n_kt * L_PAD + pid_k * L_PAD + offs_l
@@ -128,8 +142,107 @@ def _tile_stats(pid_l, pid_k, bidx, n_kt, x_ptr, part_ptr, L, K, L_PAD, stride_x
 
 
 @triton.jit
+def _line_stats(pid_l, bidx, part_ptr, n_kt, L, L_PAD, BLOCK_L: tl.constexpr, BLOCK_T: tl.constexpr):
+    """Lines ``pid_l * BLOCK_L ...`` of batch bidx: (offsets, in range, largest, smallest nonzero finite
+    magnitude, holds NaN/Inf, holds a zero) from pass 1's statistics (batch, 2, n_kt, L_PAD), read BLOCK_T
+    tiles at a time."""
+    offs_l = pid_l * BLOCK_L + tl.arange(0, BLOCK_L)
+    line_in = offs_l < L
+    # Elementwise running statistics, reduced once after the loop.
+    big2 = tl.zeros([BLOCK_L, BLOCK_T], dtype=tl.float32)
+    small2 = tl.full([BLOCK_L, BLOCK_T], float("inf"), dtype=tl.float32)
+    bad2 = tl.zeros([BLOCK_L, BLOCK_T], dtype=tl.int32)
+    zero2 = tl.zeros([BLOCK_L, BLOCK_T], dtype=tl.int32)
+    part_b = part_ptr + bidx.to(tl.int64) * 2 * n_kt * L_PAD
+    for t0 in range(0, n_kt, BLOCK_T):
+        offs_t = t0 + tl.arange(0, BLOCK_T)
+        at = part_b + offs_t[None, :].to(tl.int64) * L_PAD + offs_l[:, None]
+        mask = line_in[:, None] & (offs_t[None, :] < n_kt)
+        p_big = tl.load(at, mask=mask, other=0.0)
+        p_small = tl.load(at + n_kt * L_PAD, mask=mask, other=float("inf"))
+        bad2 = tl.maximum(bad2, tl.where(p_small < 0, 1, 0))
+        zero2 = tl.maximum(zero2, tl.where(p_big.to(tl.int32, bitcast=True) < 0, 1, 0))  # the sign bit
+        big2 = tl.maximum(big2, tl.abs(p_big))
+        small2 = tl.minimum(small2, tl.abs(p_small))
+    return (offs_l, line_in, tl.max(big2, axis=1), tl.min(small2, axis=1), tl.max(bad2, axis=1),
+            tl.max(zero2, axis=1))
+
+
+@triton.jit
+def _exponents(big, small, bidx, mat_t_ptr, LOWER, UPPER, TOP: tl.constexpr, SCALE_MODE: tl.constexpr):
+    """The scaling exponent ``t`` of each line (before the fix-up lines take theirs; guard's ``_exponents``)."""
+    to_top = tl.where(big > 0, TOP - floor_log2(big), 0)
+    if SCALE_MODE == SCALE_NONE:
+        t = tl.zeros(big.shape, dtype=tl.int32)
+    elif SCALE_MODE == SCALE_AUTO:
+        fits = (big < UPPER) & ((small >= LOWER) | (small == float("inf")))
+        t = tl.where(fits, 0, to_top)
+    elif SCALE_MODE == SCALE_ROWS:
+        t = to_top
+    else:  # "matrix"
+        t = tl.zeros(big.shape, dtype=tl.int32) + tl.load(mat_t_ptr + bidx)
+    return t
+
+
+@triton.jit
+def _bf16_summary(pid_l, bidx, n_blocks, part_ptr, n_kt, summary_ptr, mat_t_ptr, L, L_PAD,
+                  TOP: tl.constexpr, SCALE_MODE: tl.constexpr, BLOCK_L: tl.constexpr, BLOCK_T: tl.constexpr):
+    """The BF16 summary of lines ``pid_l * BLOCK_L ...`` of batch bidx (guard's ``bf16_summary``, per block):
+    the lowest binade of its narrow lines, the numbers of its wide lines, of those reaching below
+    2**BF16_FLOOR and of its narrow lines holding a zero, to ``summary[b, pid_l, :]`` (int32).  SCALE_MODE
+    is never SCALE_AUTO (BF16 schemes scale every line under ``scale="auto"``)."""
+    offs_l, line_in, big, small, bad, zero = _line_stats(pid_l, bidx, part_ptr, n_kt, L, L_PAD, BLOCK_L, BLOCK_T)
+    t = _exponents(big, small, bidx, mat_t_ptr, 0.0, 0.0, TOP, SCALE_MODE)
+    has = line_in & (small < float("inf"))
+    bottom = tl.where(has, floor_log2(tl.where(has, small, 1.0)) + t, NO_BOTTOM)
+    narrow = has & (bottom >= BF16_NARROW_LOW)
+    at = summary_ptr + (bidx.to(tl.int64) * n_blocks + pid_l) * SUMMARY_WORDS
+    tl.store(at, tl.min(tl.where(narrow, bottom, NO_BOTTOM), axis=0))
+    tl.store(at + 1, tl.sum((has & (bottom < BF16_NARROW_LOW)).to(tl.int32), axis=0))
+    tl.store(at + 2, tl.sum((has & (bottom < BF16_FLOOR)).to(tl.int32), axis=0))
+    tl.store(at + 3, tl.sum((narrow & (zero > 0)).to(tl.int32), axis=0))
+
+
+@triton.jit
+def _summary_totals(summary_ptr, n, BLOCK: tl.constexpr):
+    """(lowest narrow binade, wide lines, very wide lines, narrow lines holding a zero; the counts int64)
+    over an operand's ``n`` block summaries."""
+    low = tl.full([BLOCK], NO_BOTTOM, dtype=tl.int32)
+    wide = tl.zeros([BLOCK], dtype=tl.int64)
+    very = tl.zeros([BLOCK], dtype=tl.int64)
+    sparse = tl.zeros([BLOCK], dtype=tl.int64)
+    for i0 in range(0, n, BLOCK):
+        offs = i0 + tl.arange(0, BLOCK)
+        at = summary_ptr + offs.to(tl.int64) * SUMMARY_WORDS
+        low = tl.minimum(low, tl.load(at, mask=offs < n, other=NO_BOTTOM))
+        wide += tl.load(at + 1, mask=offs < n, other=0).to(tl.int64)
+        very += tl.load(at + 2, mask=offs < n, other=0).to(tl.int64)
+        sparse += tl.load(at + 3, mask=offs < n, other=0).to(tl.int64)
+    return tl.min(low, axis=0), tl.sum(wide, axis=0), tl.sum(very, axis=0), tl.sum(sparse, axis=0)
+
+
+@triton.jit
+def _bf16_rule(own_summary, own_n, own_lines, other_summary, other_n, other_lines, EVERY_LINE_OK: tl.constexpr,
+               BLOCK: tl.constexpr):
+    """How an operand's BF16 lines are classified beside the other's (guard's ``bf16_rule``): (the lowest
+    binade its emulated lines may reach, whether its lines holding a zero are listed too).  The operand
+    with the larger fraction of wide lines takes them; all of them where EVERY_LINE_OK (every line scaled
+    to the top) and the other's narrow lines holding a zero (then listed) are the fewer."""
+    _, own_wide, own_very, own_sparse = _summary_totals(own_summary, own_n, BLOCK)
+    other_low, other_wide, other_very, other_sparse = _summary_totals(other_summary, other_n, BLOCK)
+    takes = own_wide * other_lines > other_wide * own_lines
+    given = other_wide * own_lines > own_wide * other_lines
+    lowest = tl.maximum(BF16_FLOOR, BF16_PAIR_FLOOR - other_low)
+    list_sparse = own_wide < 0  # False
+    if EVERY_LINE_OK:
+        lowest = tl.where(other_sparse * own_lines <= own_very * other_lines, BF16_EVERY_LINE, lowest)
+        list_sparse = given & (own_sparse * other_lines <= other_very * own_lines)
+    return tl.where(takes, lowest, BF16_NARROW_LOW), list_sparse
+
+
+@triton.jit
 def _line_meta(pid_l, bidx, n_blocks, part_ptr, n_kt, meta_ptr, list_ptr, count_ptr, mat_t_ptr,
-               L, L_PAD, LOWER, UPPER,
+               L, L_PAD, LOWER, UPPER, lowest, list_sparse,
                TOP: tl.constexpr, SCALE_MODE: tl.constexpr, FIXUP_MIN_CLASS: tl.constexpr,
                BLOCK_L: tl.constexpr, BLOCK_T: tl.constexpr):
     """Pass 2 for lines ``pid_l * BLOCK_L ...`` of batch bidx (``n_blocks`` blocks of lines per batch).
@@ -142,40 +255,15 @@ def _line_meta(pid_l, bidx, n_blocks, part_ptr, n_kt, meta_ptr, list_ptr, count_
         (within ``L``) from the segment's end, the q-th at ``list[b, p * BLOCK_L + BLOCK_L - 1 - q]``.
     mat_t : (batch,) int32, the matrix's exponent (``scale="matrix"`` only).
     LOWER, UPPER, TOP : :func:`sgemm_cube.cpu_fallback.guard.line_range` of the scheme.
+    lowest, list_sparse : the smallest magnitude a line's entries may have once scaled (``LOWER``, or
+        BF16's from :func:`_bf16_rule`), and whether a line holding a zero is listed (BF16's).
     SCALE_MODE : SCALE_NONE, SCALE_AUTO, SCALE_ROWS or "matrix" (:data:`SCALE_MODES`).
     """
-    offs_l = pid_l * BLOCK_L + tl.arange(0, BLOCK_L)
-    line_in = offs_l < L
-    # Elementwise running statistics, reduced once after the loop.
-    big2 = tl.zeros([BLOCK_L, BLOCK_T], dtype=tl.float32)
-    small2 = tl.full([BLOCK_L, BLOCK_T], float("inf"), dtype=tl.float32)
-    bad2 = tl.zeros([BLOCK_L, BLOCK_T], dtype=tl.int32)
-    part_b = part_ptr + bidx.to(tl.int64) * 2 * n_kt * L_PAD
-    for t0 in range(0, n_kt, BLOCK_T):
-        offs_t = t0 + tl.arange(0, BLOCK_T)
-        at = part_b + offs_t[None, :].to(tl.int64) * L_PAD + offs_l[:, None]
-        mask = line_in[:, None] & (offs_t[None, :] < n_kt)
-        p_big = tl.load(at, mask=mask, other=0.0)
-        p_small = tl.load(at + n_kt * L_PAD, mask=mask, other=float("inf"))
-        bad2 = tl.maximum(bad2, tl.where(p_small < 0, 1, 0))
-        big2 = tl.maximum(big2, p_big)
-        small2 = tl.minimum(small2, tl.abs(p_small))
-    big = tl.max(big2, axis=1)
-    small = tl.min(small2, axis=1)
-    bad = tl.max(bad2, axis=1)
-
-    to_top = tl.where(big > 0, TOP - floor_log2(big), 0)
-    if SCALE_MODE == SCALE_NONE:
-        t = tl.zeros([BLOCK_L], dtype=tl.int32)
-    elif SCALE_MODE == SCALE_AUTO:
-        fits = (big < UPPER) & ((small >= LOWER) | (small == float("inf")))
-        t = tl.where(fits, 0, to_top)
-    elif SCALE_MODE == SCALE_ROWS:
-        t = to_top
-    else:  # "matrix"
-        t = tl.zeros([BLOCK_L], dtype=tl.int32) + tl.load(mat_t_ptr + bidx)
+    offs_l, line_in, big, small, bad, zero = _line_stats(pid_l, bidx, part_ptr, n_kt, L, L_PAD, BLOCK_L, BLOCK_T)
+    t = _exponents(big, small, bidx, mat_t_ptr, LOWER, UPPER, TOP, SCALE_MODE)
     scale = pow2_f64(t)
-    cls = tl.where(small.to(tl.float64) * scale < LOWER, LOSES_BITS, SPLIT)
+    loses = (small.to(tl.float64) * scale < lowest) | ((zero > 0) & (small < float("inf")) & list_sparse)
+    cls = tl.where(loses, LOSES_BITS, SPLIT)
     cls = tl.where((big.to(tl.float64) * scale >= UPPER) | (bad > 0), SPECIAL, cls)
     # Fix-up lines take the exponent that brings their largest entry into [1, 2).
     t = tl.where(cls >= FIXUP_MIN_CLASS, tl.where(big > 0, -floor_log2(big), 0), t)
@@ -240,21 +328,58 @@ def tile_stats_kernel(programs_a, recheck,
 
 
 @triton.jit
-def line_meta_kernel(programs_a,
-                     a_part, a_n_kt, a_meta, a_list, a_count, a_mat_t, a_n_blocks, a_L, a_L_PAD,
-                     b_part, b_n_kt, b_meta, b_list, b_count, b_mat_t, b_n_blocks, b_L, b_L_PAD,
-                     LOWER, UPPER,
-                     TOP: tl.constexpr, SCALE_MODE: tl.constexpr, FIXUP_MIN_CLASS: tl.constexpr,
-                     A_BLOCK_L: tl.constexpr, B_BLOCK_L: tl.constexpr, BLOCK_T: tl.constexpr):
-    """Pass 2 of both operands (:func:`_line_meta`): A's blocks of lines, then B's."""
+def line_summary_kernel(programs_a,
+                        a_part, a_n_kt, a_summary, a_mat_t, a_n_blocks, a_L, a_L_PAD,
+                        b_part, b_n_kt, b_summary, b_mat_t, b_n_blocks, b_L, b_L_PAD,
+                        TOP: tl.constexpr, SCALE_MODE: tl.constexpr,
+                        A_BLOCK_L: tl.constexpr, B_BLOCK_L: tl.constexpr, BLOCK_T: tl.constexpr):
+    """Pass 2a of a BF16 scheme, both operands (:func:`_bf16_summary`): A's blocks of lines, then B's."""
     pid = tl.program_id(0)
     if pid < programs_a:
-        _line_meta(pid % a_n_blocks, pid // a_n_blocks, a_n_blocks, a_part, a_n_kt, a_meta, a_list, a_count,
-                   a_mat_t, a_L, a_L_PAD, LOWER, UPPER, TOP, SCALE_MODE, FIXUP_MIN_CLASS, A_BLOCK_L, BLOCK_T)
+        _bf16_summary(pid % a_n_blocks, pid // a_n_blocks, a_n_blocks, a_part, a_n_kt, a_summary, a_mat_t, a_L,
+                      a_L_PAD, TOP, SCALE_MODE, A_BLOCK_L, BLOCK_T)
     else:
         q = pid - programs_a
+        _bf16_summary(q % b_n_blocks, q // b_n_blocks, b_n_blocks, b_part, b_n_kt, b_summary, b_mat_t, b_L,
+                      b_L_PAD, TOP, SCALE_MODE, B_BLOCK_L, BLOCK_T)
+
+
+@triton.jit
+def line_meta_kernel(programs_a,
+                     a_part, a_n_kt, a_meta, a_list, a_count, a_mat_t, a_n_blocks, a_L, a_L_PAD,
+                     a_summary, a_n_summary, a_lines,
+                     b_part, b_n_kt, b_meta, b_list, b_count, b_mat_t, b_n_blocks, b_L, b_L_PAD,
+                     b_summary, b_n_summary, b_lines,
+                     LOWER, UPPER,
+                     TOP: tl.constexpr, SCALE_MODE: tl.constexpr, FIXUP_MIN_CLASS: tl.constexpr,
+                     PAIR: tl.constexpr, A_BLOCK_L: tl.constexpr, B_BLOCK_L: tl.constexpr, BLOCK_T: tl.constexpr):
+    """Pass 2 of both operands (:func:`_line_meta`): A's blocks of lines, then B's.
+
+    PAIR (BF16 schemes): each operand's lowest binade from both operands' summaries (pass 2a,
+    ``summary``: ``n_summary`` blocks of ``lines`` lines, every batch; :func:`_bf16_rule`); otherwise LOWER.
+    """
+    pid = tl.program_id(0)
+    if pid < programs_a:
+        if PAIR:
+            exponent, list_sparse = _bf16_rule(a_summary, a_n_summary, a_lines, b_summary,
+                                               b_n_summary, b_lines, SCALE_MODE == SCALE_ROWS, 256)
+            lowest = pow2_f64(exponent)
+        else:
+            lowest, list_sparse = LOWER, False
+        _line_meta(pid % a_n_blocks, pid // a_n_blocks, a_n_blocks, a_part, a_n_kt, a_meta, a_list, a_count,
+                   a_mat_t, a_L, a_L_PAD, LOWER, UPPER, lowest, list_sparse, TOP, SCALE_MODE, FIXUP_MIN_CLASS,
+                   A_BLOCK_L, BLOCK_T)
+    else:
+        q = pid - programs_a
+        if PAIR:
+            exponent, list_sparse = _bf16_rule(b_summary, b_n_summary, b_lines, a_summary,
+                                               a_n_summary, a_lines, SCALE_MODE == SCALE_ROWS, 256)
+            lowest = pow2_f64(exponent)
+        else:
+            lowest, list_sparse = LOWER, False
         _line_meta(q % b_n_blocks, q // b_n_blocks, b_n_blocks, b_part, b_n_kt, b_meta, b_list, b_count,
-                   b_mat_t, b_L, b_L_PAD, LOWER, UPPER, TOP, SCALE_MODE, FIXUP_MIN_CLASS, B_BLOCK_L, BLOCK_T)
+                   b_mat_t, b_L, b_L_PAD, LOWER, UPPER, lowest, list_sparse, TOP, SCALE_MODE, FIXUP_MIN_CLASS,
+                   B_BLOCK_L, BLOCK_T)
 
 
 @triton.jit

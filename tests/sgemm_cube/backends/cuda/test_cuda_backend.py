@@ -66,7 +66,7 @@ from sgemm_cube.backends.cuda import hybrid, launch  # noqa: E402
 from sgemm_cube.backends.cuda.gemm_tiles import VARIANTS  # noqa: E402
 
 from tests.conftest import draw  # noqa: E402
-from tests.guarantee_data import fp32_matmul  # noqa: E402
+from tests.guarantee_data import bf16_pair_cases, fp32_matmul  # noqa: E402
 
 # NumPy and the interpreter warn on the NaN/Inf and overflow some of these data are made of.
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
@@ -132,10 +132,12 @@ def _unique(x):
     return x[:1] if x.shape[0] > 1 and x.stride(0) == 0 else x
 
 
-def _check_lines(x, slices, lines, *, axis, scheme="fp16x3", sb=12, scale="auto", fixup_min_class=1):
-    """Line integers, slices, padding and lists of one split operand against :mod:`cpu_fallback.guard`."""
+def _check_lines(x, slices, lines, *, axis, partner, scheme="fp16x3", sb=12, scale="auto", fixup_min_class=1):
+    """Line integers, slices, padding and lists of one split operand against :mod:`cpu_fallback.guard`
+    (``partner``: the product's other operand, which BF16 schemes classify the lines beside)."""
     xn = _unique(x).numpy()
-    want = line_meta(xn, axis, scheme=scheme, sb=sb, scale=scale, fixup=fixup_min_class == 1)
+    want = line_meta(xn, axis, scheme=scheme, sb=sb, scale=scale, fixup=fixup_min_class == 1,
+                     partner=_unique(partner).numpy())
     got = unpack_meta(lines.meta.numpy())
     for name, g, w in zip(("t", "cls"), got, want):
         assert np.array_equal(g, w), (name, np.argwhere(g != w)[:5].tolist())
@@ -169,8 +171,8 @@ def _check_lines(x, slices, lines, *, axis, scheme="fp16x3", sb=12, scale="auto"
 
 def _check_split(ops, a, b, **kw):
     """:func:`_check_lines` for both operands of :func:`.launch.split_operands`'s result."""
-    _check_lines(a, ops.a_hilo, ops.a_lines, axis=-1, **kw)
-    _check_lines(b, ops.b_hilo, ops.b_lines, axis=-2, **kw)
+    _check_lines(a, ops.a_hilo, ops.a_lines, axis=-1, partner=b, **kw)
+    _check_lines(b, ops.b_hilo, ops.b_lines, axis=-2, partner=a, **kw)
 
 
 # ---------------------------------------------------------------- the split
@@ -207,6 +209,18 @@ def test_split_is_the_cpu_model_bit_for_bit(rng, layout, dist, sb):
     # the default scale="auto": only the lines that do not fit are scaled
     ops = launch.split_operands(x[None], x.T[None], sb=sb, config=SMALL)
     _check_split(ops, x[None], x.T[None], sb=sb)
+
+
+def test_bf16_lines_beside_their_partners_are_the_guards(rng):
+    """Issue 33: the BF16 lines' summaries (pass 2a, per block of 16 lines here) and the rule that lets one
+    operand's lines reach further (``guard.bf16_rule``): on ``bf16_pair_cases`` the split's line meta,
+    lists and slices are the guard's, bit for bit, and the lines listed are the cases' own."""
+    for name, a, b, rows, cols in bf16_pair_cases(rng):
+        at, bt = _t(a)[None], _t(b)[None]
+        ops = launch.split_operands(at, bt, scheme="bf16x6", config=SMALL)
+        _check_split(ops, at, bt, scheme="bf16x6")
+        assert np.array_equal(unpack_meta(ops.a_lines.meta.numpy()).cls[0] > 0, rows), name
+        assert np.array_equal(unpack_meta(ops.b_lines.meta.numpy()).cls[0] > 0, cols), name
 
 
 def _line_zoo(rng, batch=2, lines=37, k=29):
@@ -472,16 +486,18 @@ def _problem(a, b, out, **options):
 
 @pytest.mark.parametrize("scheme, variant", [("fp16x3", "tma"), ("bf16x6", "ptr")])
 def test_every_launch_names_every_kernel_parameter(scheme, variant):
-    """A product is five launches, each with exactly its kernel's parameters (the cached replay passes them
-    positionally in that order)."""
+    """A product is five launches (a BF16 scheme's six: the lines' summaries first), each with exactly its
+    kernel's parameters (the cached replay passes them positionally in that order)."""
     a, b, out = torch.ones(2, 20, 30), torch.ones(2, 30, 25), torch.empty(2, 20, 25)
     prob = _problem(a, b, out, scheme=scheme, config={"variant": variant})
-    kernels = [launch.tile_stats_kernel, launch.line_meta_kernel, launch.split_scaled_kernel, launch.gemm_kernel,
-               launch.overflow_recheck_kernel]
+    summary = [launch.line_summary_kernel] if scheme.startswith("bf16") else []
+    kernels = [launch.tile_stats_kernel, *summary, launch.line_meta_kernel, launch.split_scaled_kernel,
+               launch.gemm_kernel, launch.overflow_recheck_kernel]
     assert [x.kernel for x in prob.launches] == kernels
     for x in prob.launches:
         assert list(launch._positional(x)) == [x.kwargs[name] for name in launch._param_names(x.kernel)]
-    broken = prob.launches[3]._replace(kwargs={**prob.launches[3].kwargs, "BLOCK_Q": 1})
+    gemm = kernels.index(launch.gemm_kernel)
+    broken = prob.launches[gemm]._replace(kwargs={**prob.launches[gemm].kwargs, "BLOCK_Q": 1})
     broken.kwargs.pop("Kp")
     with pytest.raises(TypeError, match=r"missing \['Kp'\], unknown \['BLOCK_Q'\]"):
         launch._positional(broken)
