@@ -702,16 +702,13 @@ def _matrix_methods(a, b) -> dict:
 
 def _gpu_time(fn, rep_ms: float, device) -> float:
     """GPU time per call (ms): ``triton.testing.do_bench``'s median on CUDA (L2 flushed before
-    every call); on the CPU (dry runs) the median wall time of three synchronous calls."""
+    every call); on the CPU (dry runs, which check the runner, not speed) the wall time of one call."""
     torch = _torch()
     if torch.device(device).type == "cuda":
         return _bench(fn, rep_ms)
-    times = []
-    for _ in range(3):
-        t0 = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return sorted(times)[1]
+    t0 = time.perf_counter()
+    fn()
+    return (time.perf_counter() - t0) * 1e3
 
 
 def host_loop_ms(fn, calls: int, device, loops: int = 1) -> float:
