@@ -105,7 +105,6 @@ SCALES = ("auto", "rows", "matrix", None)
 
 #: The smallest magnitude that rounds to infinity in FP32 (halfway between the largest finite value and 2**128).
 _FP32_OVERFLOW = 2.0 ** 128 * (1 - 2.0 ** -25)
-_FP32_MAX = float(np.finfo(np.float32).max)
 
 # Three BF16 slices hold every FP32 value at or above 2**-103 exactly in normal BF16 numbers (the lowest
 # slice holds the 24th bit, 2**-126 or more), and the products of the slices must stay normal in FP32 too
@@ -119,6 +118,7 @@ _FP32_MAX = float(np.finfo(np.float32).max)
 _BF16_LOWER = 2.0 ** -50
 _BF16_UPPER = 2.0 ** 50
 _BF16_TOP = 49
+_BF16_NARROW_LOW = -50  # log2(_BF16_LOWER): a narrow line's entries lie at or above it once scaled
 _BF16_FLOOR = -103
 _BF16_PAIR_FLOOR = -100
 #: A line with no nonzero finite entry has no lowest binade: this stands for it (above every real one).
@@ -190,7 +190,7 @@ class LineStats(NamedTuple):
     big: np.ndarray    # float64: largest finite magnitude, 0 if none
     small: np.ndarray  # float64: smallest nonzero finite magnitude, inf if none
     bad: np.ndarray    # bool: holds a NaN or an infinity
-    zero: np.ndarray | None = None  # bool: holds a zero (None: not read, taken as True by the BF16 rule)
+    zero: np.ndarray   # bool: holds a zero
 
     @classmethod
     def empty(cls, shape) -> "LineStats":
@@ -202,7 +202,7 @@ class LineStats(NamedTuple):
         np.maximum(self.big[index], part.big, out=self.big[index])
         np.minimum(self.small[index], part.small, out=self.small[index])
         np.logical_or(self.bad[index], part.bad, out=self.bad[index])
-        np.logical_or(self.zero[index], True if part.zero is None else part.zero, out=self.zero[index])
+        np.logical_or(self.zero[index], part.zero, out=self.zero[index])
 
 
 def line_stats(x: np.ndarray, axis: int) -> LineStats:
@@ -279,12 +279,10 @@ def bf16_summary(stats: LineStats, *, scale="auto") -> BF16Summary:
     split computes the same integers (per block of lines, then summed and minimised)."""
     rng = line_range("bf16x6", 12)
     bottom = _bottoms(stats.small, _exponents(stats, rng, _bf16_scale(scale)))
-    low = _floor_log2(np.float64(rng.lower))
-    narrow = bottom >= low
-    zero = np.ones(bottom.shape, bool) if stats.zero is None else stats.zero
-    return BF16Summary(int(bottom[narrow].min(initial=NO_BOTTOM)), int(np.count_nonzero(bottom < low)),
+    narrow = bottom >= _BF16_NARROW_LOW
+    return BF16Summary(int(bottom[narrow].min(initial=NO_BOTTOM)), int(np.count_nonzero(~narrow)),
                        int(np.count_nonzero(bottom < _BF16_FLOOR)),
-                       int(np.count_nonzero(narrow & (stats.small < np.inf) & zero)), int(bottom.size))
+                       int(np.count_nonzero(narrow & (stats.small < np.inf) & stats.zero)), int(bottom.size))
 
 
 def bf16_rule(own: BF16Summary, partner: BF16Summary, *, scale="auto") -> BF16Rule:
@@ -307,7 +305,7 @@ def bf16_rule(own: BF16Summary, partner: BF16Summary, *, scale="auto") -> BF16Ru
 
     ``lowest`` is ``-1022`` (below every scaled FP32 value) for "every line".
     """
-    narrow = BF16Rule(int(_floor_log2(np.float64(_BF16_LOWER))), False)
+    narrow = BF16Rule(_BF16_NARROW_LOW, False)
     every = _bf16_scale(scale) == "rows"
     if own.wide * partner.lines > partner.wide * own.lines:  # exact: integers
         if every and partner.sparse * own.lines <= own.very * partner.lines:
@@ -338,7 +336,7 @@ def meta_from_stats(stats: LineStats, *, scheme: str = "fp16x3", sb: int = 12, s
             rule = bf16_rule(bf16_summary(stats, scale=scale), bf16_summary(partner, scale=scale), scale=scale)
             lower = 2.0 ** rule.lowest
             if rule.list_sparse:
-                loses = (small < np.inf) & (np.ones(small.shape, bool) if stats.zero is None else stats.zero)
+                loses = (small < np.inf) & stats.zero
         scale = _bf16_scale(scale)
     t = _exponents(stats, rng, scale)
     cls = np.where((np.ldexp(small, t) < lower) | loses, LineClass.LOSES_BITS, LineClass.SPLIT)

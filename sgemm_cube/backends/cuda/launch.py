@@ -373,18 +373,14 @@ def _line_meta_launch(a: _SplitSide, b: _SplitSide, *, scheme: str, scale, rng, 
     line under ``scale="auto"`` (:func:`sgemm_cube.cpu_fallback.guard.meta_from_stats`)."""
     pair = get_scheme(scheme).format.name == "bf16"
     mode = SCALE_MODES["rows" if pair and scale == "auto" else scale]
+    blocks = dict(A_BLOCK_L=block[0], B_BLOCK_L=block[0], BLOCK_T=block[1])
+    summary = (_two_sided(line_summary_kernel, a, b, a.line_programs, b.line_programs,
+                          dict(TOP=rng.top, SCALE_MODE=mode, **blocks), num_warps),) if pair else ()
     lines = _two_sided(line_meta_kernel, a, b, a.line_programs, b.line_programs,
                        dict(LOWER=rng.lower, UPPER=rng.upper, TOP=rng.top, SCALE_MODE=mode,
-                            FIXUP_MIN_CLASS=fixup_min_class, PAIR=pair, A_BLOCK_L=block[0], B_BLOCK_L=block[0],
-                            BLOCK_T=block[1]),
+                            FIXUP_MIN_CLASS=fixup_min_class, PAIR=pair, **blocks),
                        num_warps)
-    if not pair:
-        return (lines,)
-    summary = _two_sided(line_summary_kernel, a, b, a.line_programs, b.line_programs,
-                         dict(TOP=rng.top, SCALE_MODE=mode, A_BLOCK_L=block[0], B_BLOCK_L=block[0],
-                              BLOCK_T=block[1]),
-                         num_warps)
-    return summary, lines
+    return (*summary, lines)
 
 
 def _split_launches(a: _SplitSide, b: _SplitSide, *, sb: int, scheme: str, scale, rng, fixup_min_class: int,
@@ -512,10 +508,11 @@ def _auto_problem(a_shape, a_strides, b_shape, b_strides, out_strides, device, *
                   fixup_min_class: int, flush_k: int | None, config: dict | None) -> _LaunchPlan:
     """``scheme="auto"``: the launches of fp16x3 and of bf16x6 over one split, the device choosing.
 
-    Eight launches, no sync: the statistics; the line meta under each scheme's range; the choice
-    (:func:`.split_kernel.scheme_choice_kernel`); the split in the chosen scheme; both GEMMs, of which
-    the one not chosen returns at once; the overflow recheck, with the chosen scheme's line meta.  Both GEMMs read one padding (the larger of their tiles) and
-    one buffer of three 16-bit planes per operand (FP16 fills two).
+    Nine launches, no sync: the statistics; the line meta under each scheme's range (bf16x6's after its
+    summaries); the choice (:func:`.split_kernel.scheme_choice_kernel`); the split in the chosen scheme;
+    both GEMMs, of which the one not chosen returns at once; the overflow recheck, with the chosen
+    scheme's line meta.  Both GEMMs read one padding (the larger of their tiles) and one buffer of three
+    16-bit planes per operand (FP16 fills two).
     """
     batch, m, k = a_shape
     n = b_shape[2]
@@ -541,8 +538,9 @@ def _auto_problem(a_shape, a_strides, b_shape, b_strides, out_strides, device, *
                                              rng=line_range(AUTO_SCHEMES[0], sb), fixup_min_class=fixup_min_class,
                                              block=block, num_warps=cfg16["split_warps"], recheck=recheck,
                                              choice=choice)
-    lines_bf = _line_meta_launch(abf, bbf, scheme=AUTO_SCHEMES[1], scale=scale, rng=line_range(AUTO_SCHEMES[1], sb),
-                                 fixup_min_class=fixup_min_class, block=block, num_warps=cfg16["split_warps"])
+    lines_bf = _line_meta_launch(abf, bbf, scheme=AUTO_SCHEMES[1], scale=scale,
+                                 rng=line_range(AUTO_SCHEMES[1], sb), fixup_min_class=fixup_min_class, block=block,
+                                 num_warps=cfg16["split_warps"])
     decide = _Launch(scheme_choice_kernel, (1,),
                      dict(choice=choice, a_count=a16.ints[2], b_count=b16.ints[2], a_count_bf=abf.ints[2],
                           b_count_bf=bbf.ints[2], a_n_counts=math.prod(a16.ints[2].shape),
@@ -554,8 +552,7 @@ def _auto_problem(a_shape, a_strides, b_shape, b_strides, out_strides, device, *
                                sms=sms, recheck=recheck, run_if=(choice, value))
                   for value, (s, sa, sb_) in enumerate(((AUTO_SCHEMES[0], a16, b16), (AUTO_SCHEMES[1], abf, bbf))))
     return _LaunchPlan((stats, lines16, *lines_bf, decide, scaled, *gemms, _recheck_launch(gemms, sms)), offset,
-                       (a16.ints, block[0]),
-                       (b16.ints, block[0]), (side_a.slices, side_b.slices), m, n, k, batch, 0)
+                       (a16.ints, block[0]), (b16.ints, block[0]), (side_a.slices, side_b.slices), m, n, k, batch, 0)
 
 
 def _problem(a_shape, a_strides, b_shape, b_strides, out_strides, device, *, sb: int, order: str, scheme: str,
@@ -585,8 +582,8 @@ def _problem(a_shape, a_strides, b_shape, b_strides, out_strides, device, *, sb:
                         block_l=block[0], batch=batch, m=m, n=n, k=k, batches=(ba, bb), padded=(mp, np_, kp),
                         strides=(a_strides, b_strides, out_strides), block_k=block_k, flush=steps, sms=sms,
                         recheck=recheck)
-    return _LaunchPlan((*split_launches, gemm, _recheck_launch((gemm,), sms)), offset, (side_a.ints, block[0]), (side_b.ints, block[0]),
-                    (side_a.slices, side_b.slices), m, n, k, batch, rng.top)
+    return _LaunchPlan((*split_launches, gemm, _recheck_launch((gemm,), sms)), offset, (side_a.ints, block[0]),
+                       (side_b.ints, block[0]), (side_a.slices, side_b.slices), m, n, k, batch, rng.top)
 
 
 def _view(ws: torch.Tensor, ref: _Ref) -> torch.Tensor:

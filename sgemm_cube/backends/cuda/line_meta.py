@@ -36,7 +36,7 @@ SPECIAL = tl.constexpr(int(LineClass.SPECIAL))
 #: What a line with no nonzero finite entry has for its lowest binade (above every real one).
 NO_BOTTOM = tl.constexpr(guard.NO_BOTTOM)
 #: A narrow BF16 line's entries all lie at or above 2**BF16_NARROW_LOW once scaled (the range's lower limit).
-BF16_NARROW_LOW = tl.constexpr(int(guard._floor_log2(guard.line_range("bf16x6", 12).lower)))
+BF16_NARROW_LOW = tl.constexpr(guard._BF16_NARROW_LOW)
 #: No emulated BF16 line reaches below 2**BF16_FLOOR (three normal BF16 slices hold it exactly).
 BF16_FLOOR = tl.constexpr(guard._BF16_FLOOR)
 #: No product of an emulated row's entry and an emulated column's entry lies below 2**BF16_PAIR_FLOOR.
