@@ -748,12 +748,12 @@ def _oom_error():
     return getattr(torch, "OutOfMemoryError", None) or torch.cuda.OutOfMemoryError
 
 
-def _explain(a, b) -> dict:
-    """What ``sgemm_cube.explain(a, b)`` says (backend, scheme, ...), or the error it raised."""
+def _explain(a, b, **options) -> dict:
+    """What ``sgemm_cube.explain(a, b, **options)`` says (backend, scheme, ...), or the error it raised."""
     import sgemm_cube
 
     try:
-        plan = sgemm_cube.explain(a, b)
+        plan = sgemm_cube.explain(a, b, **options)
     except Exception as exc:  # its signature or behaviour may differ between versions: record, go on
         return {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
     fields = ("backend", "scheme", "scale", "sb", "reason")
@@ -861,8 +861,10 @@ def measure_problem(p: BenchProblem, *, device="cuda", rep_ms: float = 100.0, ro
     del ref
     row["explain"] = _explain(a, b)
     row["hybrid_native"] = _hybrid_native(p, device)
+    # what the emulation lists: auto's scheme, or where auto runs native, that of backend='cuda' (its column)
+    emulated = row["explain"] if row["explain"].get("backend") != "native" else _explain(a, b, backend="cuda")
     try:
-        row["fixup_listed"] = fixup_fractions(a, b, scheme=row["explain"].get("scheme", "fp16x3"))
+        row["fixup_listed"] = fixup_fractions(a, b, scheme=emulated.get("scheme", "fp16x3"))
     except Exception as exc:  # the guard's bookkeeping may change: the timings matter more
         row["fixup_listed"] = {"error": _failure(exc)}
 

@@ -244,7 +244,8 @@ def test_reference_rows_stay_within_the_flop_limit():
                     reason="backend='cuda' on CPU tensors needs Triton's interpreter (set by conftest without a GPU)")
 def test_matrix_dry_run_on_the_cpu(monkeypatch):
     probs = [BenchProblem("batched B broadcast", 2, 24, 20, 40, "batched", "b broadcast"),
-             BenchProblem("strided", 1, 16, 24, 40, "layout", "a strided view")]
+             BenchProblem("strided", 1, 16, 24, 40, "layout", "a strided view"),
+             BenchProblem("short K", 1, 16, 24, 8, "short-K")]  # auto: native (K < 16)
     rows = bench_gpu.run_matrix(probs, device="cpu", rep_ms=1, rounds=1, host_ms=0.01,
                                 ref_max_flops=2 * 2 * 20 * 40 * 10, budget_s=None, show_progress=False)
     assert [r["name"] for r in rows] == [p.name for p in probs]
@@ -255,6 +256,9 @@ def test_matrix_dry_run_on_the_cpu(monkeypatch):
             assert r["gpu_ms"][name] > 0 and r["host_ms"][name] > 0
             assert r["speedup_gpu"][name] == pytest.approx(r["gpu_ms"]["sgemm"] / r["gpu_ms"][name])
         assert "backend" in r["explain"] or "error" in r["explain"]
+        # what the emulation lists, also where auto runs native (backend='cuda''s scheme)
+        assert set(r["fixup_listed"]) == {"rows", "cols", "outputs", "scheme"}, r["fixup_listed"]
+    assert rows[2]["explain"]["backend"] == "native" and rows[2]["fixup_listed"]["rows"] == 0
     assert rows[0]["err_rows"] == 10 and rows[1]["err_rows"] == 16  # the reference's row limit at work
     table = bench_gpu.format_matrix_table(rows)
     assert all(p.name in table for p in probs)

@@ -369,18 +369,22 @@ def test_nonfinite_inputs_give_native_special_values(rng, fixup):
         assert np.all(np.abs(c - model)[finite] <= bound[finite])
 
 
-@pytest.mark.parametrize("fixup", [True, False])
-def test_fixup_lines_across_blocks_are_fp32(rng, fixup):
+@pytest.mark.parametrize("fixup, row_step, col_step", [(True, 2, 4), (True, 10, 2), (False, 2, 4)])
+def test_fixup_lines_across_blocks_are_fp32(rng, fixup, row_step, col_step):
     """Class-1 lines scattered over several blocks of A's rows and B's columns, some of both: with
     fixup=True their outputs are plain FP32 (fix-up programs gather the per-block lists); with
-    fixup=False they keep the paper's split, as in the CPU backend."""
-    m, k, n = 70, 24, 45
+    fixup=False they keep the paper's split, as in the CPU backend.  A list of 64 lines or more goes
+    in groups of 64 (75 rows: a whole group and 11 lines), a shorter one in groups of 16 against
+    blocks of 64 other lines (:data:`.fixup_kernel._SMALL_GROUP`; 35 columns against the 75 rows left
+    open, 15 rows against every column)."""
+    m, k, n = 150, 24, 140
     a, b = draw(rng, "normal", (m, k)), draw(rng, "normal", (k, n))
-    a[::3, 7] = 2.0 ** -40  # below the split's range, 40 binades under the row: class 1 even scaled
-    b[11, ::4] = 2.0 ** -40
-    assert (line_meta(a[None], -1).cls == 1).sum() == 24 and (line_meta(b[None], -2).cls == 1).sum() == 12
+    a[::row_step, 7] = 2.0 ** -40  # below the split's range, 40 binades under the row: class 1 even scaled
+    b[11, ::col_step] = 2.0 ** -40
+    rows, cols = len(range(0, m, row_step)), len(range(0, n, col_step))
+    assert (line_meta(a[None], -1).cls == 1).sum() == rows and (line_meta(b[None], -2).cls == 1).sum() == cols
     ops = launch.split_operands(_t(a)[None], _t(b)[None], fixup_min_class=1 if fixup else 2)
-    assert ops.a_lines.blocks >= 4 and ops.a_lines.counts.sum() == (24 if fixup else 0)
+    assert ops.a_lines.blocks >= 4 and ops.a_lines.counts.sum() == (rows if fixup else 0)
     c = _run(a, b, fixup=fixup)[0]
     _check_against_model(a, b, c, fixup=fixup)
     ref = a.astype(np.float64) @ b.astype(np.float64)
