@@ -80,8 +80,11 @@ SPLIT_TILE_B = (128, 32)
 #: Workspace pieces start at multiples of this many bytes (at least the 16 that TMA descriptors and
 #: Triton's specialization of pointer arguments need).
 _WS_ALIGN = 256
-#: "SMs" of the CPU under Triton's interpreter (programs of the persistent and fix-up grids).
-_INTERPRETER_SMS = 4
+#: "SMs" of the CPU under Triton's interpreter (programs of the persistent and fix-up grids).  Every
+#: interpreted fix-up program costs about 25 ms even with nothing listed (its lists' counts, through
+#: nested jit calls); with 2, a tiny product takes 0.53 s instead of 0.91 s with 4, and items still
+#: go round-robin to several programs.
+_INTERPRETER_SMS = 2
 #: (max K, config): up to this K, on a GPU, the hi*hi partial is flushed every 32 elements
 #: (``configs/default.json``, key ``small_k``, says why).
 SMALL_K_FLUSH = (_DEFAULTS["small_k"]["max_k"], dict(_DEFAULTS["small_k"]["config"]))
