@@ -81,7 +81,7 @@ SPLIT_TILE_B = (128, 32)
 #: Triton's specialization of pointer arguments need).
 _WS_ALIGN = 256
 #: "SMs" of the CPU under Triton's interpreter (programs of the persistent and fix-up grids).  Every
-#: interpreted fix-up program costs about 25 ms even with nothing listed (its lists' counts, through
+#: interpreted fix-up program costs about 45 ms even with nothing listed (its lists' counts, through
 #: nested jit calls); with 2, a tiny product takes 0.53 s instead of 0.91 s with 4, and items still
 #: go round-robin to several programs.
 _INTERPRETER_SMS = 2
