@@ -345,6 +345,21 @@ def line_summary_kernel(programs_a,
 
 
 @triton.jit
+def _lowest_binade(own_summary, own_n, own_lines, other_summary, other_n, other_lines, LOWER,
+                   SCALE_MODE: tl.constexpr, PAIR: tl.constexpr):
+    """(the smallest magnitude an operand's emulated lines may reach, whether its lines holding a zero are
+    listed too): beside the other operand's summaries under a BF16 scheme (PAIR, :func:`_bf16_rule`), else
+    the split's LOWER."""
+    if PAIR:
+        exponent, list_sparse = _bf16_rule(own_summary, own_n, own_lines, other_summary, other_n, other_lines,
+                                           SCALE_MODE == SCALE_ROWS, 256)
+        lowest = pow2_f64(exponent)
+    else:
+        lowest, list_sparse = LOWER, False
+    return lowest, list_sparse
+
+
+@triton.jit
 def line_meta_kernel(programs_a,
                      a_part, a_n_kt, a_meta, a_list, a_count, a_mat_t, a_n_blocks, a_L, a_L_PAD,
                      a_summary, a_n_summary, a_lines,
@@ -360,23 +375,15 @@ def line_meta_kernel(programs_a,
     """
     pid = tl.program_id(0)
     if pid < programs_a:
-        if PAIR:
-            exponent, list_sparse = _bf16_rule(a_summary, a_n_summary, a_lines, b_summary,
-                                               b_n_summary, b_lines, SCALE_MODE == SCALE_ROWS, 256)
-            lowest = pow2_f64(exponent)
-        else:
-            lowest, list_sparse = LOWER, False
+        lowest, list_sparse = _lowest_binade(a_summary, a_n_summary, a_lines, b_summary, b_n_summary, b_lines,
+                                             LOWER, SCALE_MODE, PAIR)
         _line_meta(pid % a_n_blocks, pid // a_n_blocks, a_n_blocks, a_part, a_n_kt, a_meta, a_list, a_count,
                    a_mat_t, a_L, a_L_PAD, LOWER, UPPER, lowest, list_sparse, TOP, SCALE_MODE, FIXUP_MIN_CLASS,
                    A_BLOCK_L, BLOCK_T)
     else:
         q = pid - programs_a
-        if PAIR:
-            exponent, list_sparse = _bf16_rule(b_summary, b_n_summary, b_lines, a_summary,
-                                               a_n_summary, a_lines, SCALE_MODE == SCALE_ROWS, 256)
-            lowest = pow2_f64(exponent)
-        else:
-            lowest, list_sparse = LOWER, False
+        lowest, list_sparse = _lowest_binade(b_summary, b_n_summary, b_lines, a_summary, a_n_summary, a_lines,
+                                             LOWER, SCALE_MODE, PAIR)
         _line_meta(q % b_n_blocks, q // b_n_blocks, b_n_blocks, b_part, b_n_kt, b_meta, b_list, b_count,
                    b_mat_t, b_L, b_L_PAD, LOWER, UPPER, lowest, list_sparse, TOP, SCALE_MODE, FIXUP_MIN_CLASS,
                    B_BLOCK_L, BLOCK_T)
