@@ -38,7 +38,7 @@ setup(
         "torch": ["torch>=2.4"],
         "cuda": ["torch>=2.4", "triton>=3.0"],
         "plot": ["matplotlib>=3.7"],
-        "test": ["pytest>=7", "hypothesis>=6", "matplotlib>=3.7", "tqdm>=4.60", "triton>=3.0", "pybind11>=2.10"],
+        "test": ["pytest>=7", "pytest-xdist>=3", "hypothesis>=6", "matplotlib>=3.7", "tqdm>=4.60", "triton>=3.0", "pybind11>=2.10"],
     },
     entry_points={"console_scripts": ["sgemm-cube = sgemm_cube.cli:main"]},
     ext_modules=ext_modules,

@@ -57,7 +57,9 @@ _SEED_ENV = os.environ.get("SGEMM_CUBE_TEST_SEED", "").strip()
 def _session_seed() -> int:
     """0 unless ``SGEMM_CUBE_TEST_SEED`` says otherwise: ``random`` draws a fresh seed, an integer replays one."""
     if _SEED_ENV.lower() == "random":
-        return secrets.randbits(32)
+        # One draw per run: pytest-xdist's workers start after the main process imported this module, and
+        # inherit its environment, so every worker uses the seed the header prints.
+        return int(os.environ.setdefault("SGEMM_CUBE_TEST_SEED_DRAWN", str(secrets.randbits(32))))
     try:
         return int(_SEED_ENV) if _SEED_ENV else 0
     except ValueError:
