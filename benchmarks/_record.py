@@ -7,8 +7,9 @@ import pathlib
 import sys
 
 
-def write_record(out: pathlib.Path, prefix: str, rows: list) -> pathlib.Path:
-    """Write ``rows`` with the device, torch's and Triton's versions and the command line; return the path."""
+def write_record(out: pathlib.Path, prefix: str, rows: list, **fields) -> pathlib.Path:
+    """Write ``rows`` with the device, torch's and Triton's versions, the command line and any further
+    ``fields`` (a ``method``, say); return the path."""
     import torch
     import triton
 
@@ -17,5 +18,5 @@ def write_record(out: pathlib.Path, prefix: str, rows: list) -> pathlib.Path:
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{prefix}_{device.split()[1].lower()}_{stamp}.json"
     path.write_text(json.dumps(dict(device=device, torch=torch.__version__, triton=triton.__version__,
-                                    command=" ".join([sys.executable, *sys.argv]), rows=rows), indent=1))
+                                    command=" ".join([sys.executable, *sys.argv]), **fields, rows=rows), indent=1))
     return path
