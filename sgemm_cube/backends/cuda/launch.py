@@ -77,6 +77,12 @@ _INTERPRETER_LINE_BLOCK = (16, 16)
 #: contiguous along K, B's columns across the lines, so that both read coalesced.
 SPLIT_TILE_A = (32, 128)
 SPLIT_TILE_B = (128, 32)
+#: Split tiles along K per program of the statistics pass: one program reads STATS_STEPS tiles in a row
+#: and writes one statistic per line for them all, so the line-meta pass reads fewer; the same line meta.
+#: H100, 2026-11-27 (``.devrun`` scratch runs, torch.profiler), statistics + line-meta passes at
+#: 4096^3 / 8192^3 / 16384^3: 1 tile 87 / 335 / 1447 us, 2 tiles 77 / 275 / 1177 us, 4 tiles 85 / 285 / 1292 us,
+#: 8 tiles slower than 1.
+STATS_STEPS = 2
 #: Workspace pieces start at multiples of this many bytes (at least the 16 that TMA descriptors and
 #: Triton's specialization of pointer arguments need).
 _WS_ALIGN = 256
@@ -313,7 +319,8 @@ class _SplitSide(NamedTuple):
     """One operand's part of the three split launches (:mod:`.split_kernel`)."""
 
     args: dict            # the split kernels' a_*/b_* parameters, named without the prefix
-    tile_programs: int    # programs of the tiled passes (statistics, scaled split)
+    tile_programs: int    # programs of the scaled split (one split tile each)
+    stats_programs: int   # programs of the statistics pass (STATS_STEPS split tiles along K each)
     line_programs: int    # programs of the line-meta pass
     tile: tuple           # (lines, K elements) of a program of the tiled passes
     slices: _Ref
@@ -325,7 +332,8 @@ def _split_side(x_role: str, x_shape, x_strides, *, lines_axis: int, rows_pad: i
     """One operand's arguments of the split launches and its workspace pieces; returns (side, next offset).
 
     Passes 1 and 3 use tiles of :data:`SPLIT_TILE_A` for A (rows contiguous along K) and
-    :data:`SPLIT_TILE_B` for B (columns contiguous across the lines): coalesced either way.
+    :data:`SPLIT_TILE_B` for B (columns contiguous across the lines): coalesced either way; a program
+    of pass 1 reads :data:`STATS_STEPS` of them along K.
     Pass 2 owns ``block_l`` whole lines.
     """
     sch = get_scheme(scheme)
@@ -341,21 +349,23 @@ def _split_side(x_role: str, x_shape, x_strides, *, lines_axis: int, rows_pad: i
         s_xl, s_xk, s_ol, s_ok = x_strides[2], x_strides[1], 1, cols_pad
         tile = SPLIT_TILE_B
     n_lt, n_kt = triton.cdiv(lines_pad, tile[0]), triton.cdiv(k_pad, tile[1])
+    n_st = triton.cdiv(n_kt, STATS_STEPS)  # statistics tiles along K
     n_blocks = triton.cdiv(lines_pad, block_l)
-    parts, offset = _ws_piece(offset, torch.float32, (bx, 2, n_kt, lines_pad))
+    parts, offset = _ws_piece(offset, torch.float32, (bx, 2, n_st, lines_pad))
     meta, offset = _ws_piece(offset, torch.int32, (bx, n_lines))
     lists, offset = _ws_piece(offset, torch.int32, (bx, n_blocks * block_l))
     counts, offset = _ws_piece(offset, torch.int32, (bx, n_blocks))
     summary, offset = _ws_piece(offset, torch.int32, (bx, n_blocks, SUMMARY_WORDS.value))  # BF16 schemes
     args = dict(x=_Ref(x_role), stride_xb=x_strides[0], stride_xl=s_xl, stride_xk=s_xk,
-                L=n_lines, K=n_k, L_PAD=lines_pad, K_PAD=k_pad, n_lt=n_lt, n_kt=n_kt, n_blocks=n_blocks,
+                L=n_lines, K=n_k, L_PAD=lines_pad, K_PAD=k_pad, n_lt=n_lt, n_kt=n_st, n_kt_split=n_kt,
+                n_blocks=n_blocks,
                 part=parts, meta=meta, list=lists, count=counts,
                 summary=summary, n_summary=bx * n_blocks, lines=bx * n_lines,
                 mat_t=_Ref("mat_t", 0 if lines_axis == 1 else 1) if scale == "matrix" else meta,
                 meta_bf=meta,  # scheme="auto": the BF16 line meta (:func:`_with_bf16_ints`)
                 out=slices, stride_oplane=bx * rows_pad * cols_pad, stride_ob=rows_pad * cols_pad,
                 stride_ol=s_ol, stride_ok=s_ok)
-    side = _SplitSide(args, n_lt * n_kt * bx, n_blocks * bx, tile, slices, (meta, lists, counts))
+    side = _SplitSide(args, n_lt * n_kt * bx, n_lt * n_st * bx, n_blocks * bx, tile, slices, (meta, lists, counts))
     return side, offset
 
 
@@ -396,7 +406,8 @@ def _split_launches(a: _SplitSide, b: _SplitSide, *, sb: int, scheme: str, scale
     ``meta``, bf16x6 from their ``meta_bf`` (:func:`_with_bf16_ints`); ``scheme`` is then fp16x3's.
     """
     tiles = dict(A_BLOCK_L=a.tile[0], A_BLOCK_K=a.tile[1], B_BLOCK_L=b.tile[0], B_BLOCK_K=b.tile[1])
-    stats = _two_sided(tile_stats_kernel, a, b, a.tile_programs, b.tile_programs, dict(recheck=recheck, **tiles), 4)
+    stats = _two_sided(tile_stats_kernel, a, b, a.stats_programs, b.stats_programs,
+                       dict(recheck=recheck, STATS_STEPS=STATS_STEPS, **tiles), 4)
     lines = _line_meta_launch(a, b, scheme=scheme, scale=scale, rng=rng, fixup_min_class=fixup_min_class,
                               block=block, num_warps=num_warps)
     scaled = _two_sided(split_scaled_kernel, a, b, a.tile_programs, b.tile_programs,

@@ -121,21 +121,32 @@ def _load_finite(x_ptrs, mask):
 
 @triton.jit
 def _tile_stats(pid_l, pid_k, bidx, n_kt, x_ptr, part_ptr, L, K, L_PAD, stride_xb, stride_xl, stride_xk,
-                BLOCK_L: tl.constexpr, BLOCK_K: tl.constexpr):
-    """Pass 1 for tile (pid_l, pid_k) of batch bidx: per line, largest and smallest nonzero finite |x|.
+                BLOCK_L: tl.constexpr, BLOCK_K: tl.constexpr, STEPS: tl.constexpr):
+    """Pass 1 for statistics tile (pid_l, pid_k) of batch bidx -- BLOCK_L lines times STEPS * BLOCK_K
+    elements of K, read BLOCK_K at a time: per line, largest and smallest nonzero finite |x|.
 
     part : (batch, 2, n_kt, L_PAD) float32; the smallest is negated where the tile holds NaN/Inf, the
     largest where it holds a zero (``-0.0`` for a tile of zeros: the sign bit says it).
     """
     offs_l = pid_l * BLOCK_L + tl.arange(0, BLOCK_L)
-    offs_k = pid_k * BLOCK_K + tl.arange(0, BLOCK_K)
-    valid = (offs_l[:, None] < L) & (offs_k[None, :] < K)
-    x, mag, finite = _load_finite(x_ptr + bidx.to(tl.int64) * stride_xb + offs_l[:, None].to(tl.int64) * stride_xl
-                                  + offs_k[None, :].to(tl.int64) * stride_xk, valid)
-    big = tl.max(tl.where(finite, mag, 0.0), axis=1)
-    big = tl.where(tl.max(tl.where(valid & (mag == 0), 1, 0), axis=1) > 0, -big, big)
-    small = tl.min(tl.where(finite & (mag > 0), mag, float("inf")), axis=1)
-    small = tl.where(tl.max(tl.where(finite, 0, 1), axis=1) > 0, -small, small)  # > 0 or inf otherwise
+    line_ptrs = x_ptr + bidx.to(tl.int64) * stride_xb + offs_l[:, None].to(tl.int64) * stride_xl
+    # Elementwise running statistics, reduced across the tile's K once after the loop.
+    big2 = tl.zeros([BLOCK_L, BLOCK_K], dtype=tl.float32)
+    small2 = tl.full([BLOCK_L, BLOCK_K], float("inf"), dtype=tl.float32)
+    zero2 = tl.zeros([BLOCK_L, BLOCK_K], dtype=tl.int32)  # a zero
+    bad2 = tl.zeros([BLOCK_L, BLOCK_K], dtype=tl.int32)   # a NaN or infinity
+    for step in tl.static_range(STEPS):
+        offs_k = (pid_k * STEPS + step) * BLOCK_K + tl.arange(0, BLOCK_K)
+        valid = (offs_l[:, None] < L) & (offs_k[None, :] < K)
+        x, mag, finite = _load_finite(line_ptrs + offs_k[None, :].to(tl.int64) * stride_xk, valid)
+        big2 = tl.maximum(big2, tl.where(finite, mag, 0.0))
+        zero2 = tl.maximum(zero2, tl.where(valid & (mag == 0), 1, 0))
+        small2 = tl.minimum(small2, tl.where(finite & (mag > 0), mag, float("inf")))
+        bad2 = tl.maximum(bad2, tl.where(finite, 0, 1))
+    big = tl.max(big2, axis=1)
+    big = tl.where(tl.max(zero2, axis=1) > 0, -big, big)
+    small = tl.min(small2, axis=1)
+    small = tl.where(tl.max(bad2, axis=1) > 0, -small, small)  # > 0 or inf otherwise
     at = part_ptr + bidx.to(tl.int64) * 2 * n_kt * L_PAD + pid_k * L_PAD + offs_l
     tl.store(at, big, mask=offs_l < L_PAD)
     tl.store(at + n_kt * L_PAD, small, mask=offs_l < L_PAD)
@@ -309,8 +320,9 @@ def tile_stats_kernel(programs_a, recheck,
                       a_x, a_part, a_n_lt, a_n_kt, a_L, a_K, a_L_PAD, a_stride_xb, a_stride_xl, a_stride_xk,
                       b_x, b_part, b_n_lt, b_n_kt, b_L, b_K, b_L_PAD, b_stride_xb, b_stride_xl, b_stride_xk,
                       A_BLOCK_L: tl.constexpr, A_BLOCK_K: tl.constexpr,
-                      B_BLOCK_L: tl.constexpr, B_BLOCK_K: tl.constexpr):
-    """Pass 1 of both operands (:func:`_tile_stats`): a 1-D grid of A's tiles, then B's.
+                      B_BLOCK_L: tl.constexpr, B_BLOCK_K: tl.constexpr, STATS_STEPS: tl.constexpr):
+    """Pass 1 of both operands (:func:`_tile_stats`): a 1-D grid of A's statistics tiles, then B's, each
+    STATS_STEPS split tiles long along K.
 
     Program 0 also empties the GEMM's list of tiles to recheck (``recheck``, int32: its count;
     :func:`.fixup_kernel.overflow_recheck_kernel`), which runs after this launch."""
@@ -320,11 +332,11 @@ def tile_stats_kernel(programs_a, recheck,
     if pid < programs_a:
         pl, pk, pb = _tile_coords(pid, a_n_lt, a_n_kt)
         _tile_stats(pl, pk, pb, a_n_kt, a_x, a_part, a_L, a_K, a_L_PAD, a_stride_xb, a_stride_xl, a_stride_xk,
-                    A_BLOCK_L, A_BLOCK_K)
+                    A_BLOCK_L, A_BLOCK_K, STATS_STEPS)
     else:
         pl, pk, pb = _tile_coords(pid - programs_a, b_n_lt, b_n_kt)
         _tile_stats(pl, pk, pb, b_n_kt, b_x, b_part, b_L, b_K, b_L_PAD, b_stride_xb, b_stride_xl, b_stride_xk,
-                    B_BLOCK_L, B_BLOCK_K)
+                    B_BLOCK_L, B_BLOCK_K, STATS_STEPS)
 
 
 @triton.jit
@@ -410,9 +422,9 @@ def _split_chosen(pl, pk, pb, x, out, meta, meta_bf, choice, L, K, L_PAD, K_PAD,
 
 @triton.jit
 def split_scaled_kernel(programs_a, choice,
-                        a_x, a_out, a_meta, a_meta_bf, a_n_lt, a_n_kt, a_L, a_K, a_L_PAD, a_K_PAD,
+                        a_x, a_out, a_meta, a_meta_bf, a_n_lt, a_n_kt_split, a_L, a_K, a_L_PAD, a_K_PAD,
                         a_stride_xb, a_stride_xl, a_stride_xk, a_stride_oplane, a_stride_ob, a_stride_ol, a_stride_ok,
-                        b_x, b_out, b_meta, b_meta_bf, b_n_lt, b_n_kt, b_L, b_K, b_L_PAD, b_K_PAD,
+                        b_x, b_out, b_meta, b_meta_bf, b_n_lt, b_n_kt_split, b_L, b_K, b_L_PAD, b_K_PAD,
                         b_stride_xb, b_stride_xl, b_stride_xk, b_stride_oplane, b_stride_ob, b_stride_ol, b_stride_ok,
                         SB_SCALE: tl.constexpr, BF16: tl.constexpr, CHOOSE: tl.constexpr,
                         A_BLOCK_L: tl.constexpr, A_BLOCK_K: tl.constexpr,
@@ -425,12 +437,12 @@ def split_scaled_kernel(programs_a, choice,
     """
     pid = tl.program_id(0)
     if pid < programs_a:
-        pl, pk, pb = _tile_coords(pid, a_n_lt, a_n_kt)
+        pl, pk, pb = _tile_coords(pid, a_n_lt, a_n_kt_split)
         _split_chosen(pl, pk, pb, a_x, a_out, a_meta, a_meta_bf, choice, a_L, a_K, a_L_PAD, a_K_PAD,
                       a_stride_xb, a_stride_xl, a_stride_xk, a_stride_oplane, a_stride_ob, a_stride_ol, a_stride_ok,
                       SB_SCALE, BF16, CHOOSE, A_BLOCK_L, A_BLOCK_K)
     else:
-        pl, pk, pb = _tile_coords(pid - programs_a, b_n_lt, b_n_kt)
+        pl, pk, pb = _tile_coords(pid - programs_a, b_n_lt, b_n_kt_split)
         _split_chosen(pl, pk, pb, b_x, b_out, b_meta, b_meta_bf, choice, b_L, b_K, b_L_PAD, b_K_PAD,
                       b_stride_xb, b_stride_xl, b_stride_xk, b_stride_oplane, b_stride_ob, b_stride_ol, b_stride_ok,
                       SB_SCALE, BF16, CHOOSE, B_BLOCK_L, B_BLOCK_K)

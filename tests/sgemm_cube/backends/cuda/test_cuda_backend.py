@@ -265,6 +265,24 @@ def test_line_meta_and_lists_are_the_guards(rng, scheme, scale, fixup_min_class,
         assert all(torch.isfinite(s.float()).all() for s in (ops.a_hilo, ops.b_hilo))
 
 
+@pytest.mark.parametrize("steps", [1, 2, 3])
+@pytest.mark.parametrize("scheme", ["fp16x3", "bf16x6"])
+def test_statistics_tiles_of_several_split_tiles(rng, monkeypatch, scheme, steps):
+    """The statistics pass reads ``STATS_STEPS`` split tiles along K per program (the last one partly or
+    wholly past K): the line meta, lists and slices stay the guard's.  K = 300 spans three split tiles of
+    128, and each line's NaN, infinity, zero, subnormal or largest entry sits in a different one."""
+    monkeypatch.setattr(launch, "STATS_STEPS", steps)
+    a = torch.from_numpy(_line_zoo(rng, k=300))
+    a[0, 3, 5], a[0, 5, 260], a[0, 6, 299], a[0, 8, 140] = 2.0 ** 20, float("nan"), float("-inf"), 2.0 ** -140
+    a[0, 9, 130:] = 0.0
+    a[0, 10, :] = 1.0
+    a[0, 10, 290] = 2.0 ** -40  # beyond the FP16 split's range, in the last split tile only
+    b = torch.from_numpy(_line_zoo(rng, k=300)).transpose(-1, -2)
+    b[0, 280, 2], b[0, 131, 4] = float("inf"), 0.0
+    ops = launch.split_operands(a, b, scheme=scheme, config=SMALL)
+    _check_split(ops, a, b, scheme=scheme)
+
+
 def test_line_classes_say_what_the_split_holds():
     """The classes of the guard on lines built to be of each kind (fp16x3, sb=12: [2**-15, 2**15))."""
     x = np.array([[1.0, 2.0 ** -15, 3.0],           # in range
