@@ -20,11 +20,12 @@ sgemm_cube and SGEMM against float64; writes JSON (device, versions, command, me
 from __future__ import annotations
 
 import argparse
+import functools
 import pathlib
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-from benchmarks._record import write_record  # noqa: E402
+from benchmarks._record import add_out_argument, best_ms, cuda_setup, write_record  # noqa: E402
 
 METHOD = ("ceiling_ms = 3 x cuBLAS FP16xFP16->FP32 on random FP16 data of the same shape; api_ms = "
           "sgemm_cube.matmul(a, b) default options on random normal FP32 data; fraction = ceiling_ms / api_ms; "
@@ -35,21 +36,17 @@ METHOD = ("ceiling_ms = 3 x cuBLAS FP16xFP16->FP32 on random FP16 data of the sa
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[4096, 8192], help="M = N = K to time")
-    parser.add_argument("--out", type=pathlib.Path, default=pathlib.Path("benchmarks") / "results")
+    add_out_argument(parser)
     args = parser.parse_args(argv)
 
     import torch
-    import triton.testing
     from torch.profiler import ProfilerActivity, profile
 
     import sgemm_cube
     from sgemm_cube.metrics import relative_error
 
-    torch.backends.cuda.matmul.allow_tf32 = False
-    gen = torch.Generator(device="cuda").manual_seed(0)
-
-    def best_ms(fn):
-        return min(triton.testing.do_bench(fn, warmup=10, rep=200) for _ in range(3))
+    gen = cuda_setup()
+    timed = functools.partial(best_ms, runs=3, rep=200)
 
     def launch_us(fn, reps=10):
         for _ in range(3):
@@ -85,8 +82,8 @@ def main(argv=None) -> int:
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
             call()
-        row = dict(n=n, fp16_fp32_ms=best_ms(lambda: torch.mm(a16, b16, out_dtype=torch.float32)),
-                   sgemm_ms=best_ms(lambda: torch.matmul(a, b)), api_ms=best_ms(call), graph_ms=best_ms(graph.replay))
+        row = dict(n=n, fp16_fp32_ms=timed(lambda: torch.mm(a16, b16, out_dtype=torch.float32)),
+                   sgemm_ms=timed(lambda: torch.matmul(a, b)), api_ms=timed(call), graph_ms=timed(graph.replay))
         row["ceiling_ms"] = 3 * row["fp16_fp32_ms"]
         row["fraction"] = row["ceiling_ms"] / row["api_ms"]
         row["speedup"] = row["sgemm_ms"] / row["api_ms"]

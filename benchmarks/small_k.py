@@ -12,31 +12,28 @@ K (the H100's hybrid rule ``min_k``, ``configs/h100.json``); writes JSON (device
 from __future__ import annotations
 
 import argparse
+import functools
 import pathlib
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-from benchmarks._record import write_record  # noqa: E402
+from benchmarks._record import add_out_argument, best_ms, cuda_setup, write_record  # noqa: E402
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ks", type=int, nargs="+", default=[64, 96, 128, 160, 192, 256], help="the K to time")
-    parser.add_argument("--out", type=pathlib.Path, default=pathlib.Path("benchmarks") / "results")
+    add_out_argument(parser)
     args = parser.parse_args(argv)
 
     import torch
-    import triton.testing
 
     import sgemm_cube
     from sgemm_cube.cli.bench_gpu import make_wide_range
     from sgemm_cube.metrics import relative_error
 
-    torch.backends.cuda.matmul.allow_tf32 = False
-    gen = torch.Generator(device="cuda").manual_seed(0)
-
-    def best_ms(fn):
-        return min(triton.testing.do_bench(fn, warmup=10, rep=100) for _ in range(2))
+    gen = cuda_setup()
+    timed = functools.partial(best_ms, runs=2, rep=100)
 
     rows = []
     for m, n in ((8192, 4096), (8192, 8192)):
@@ -49,8 +46,8 @@ def main(argv=None) -> int:
                     a, b = make_wide_range("vandermonde", (m, k), (k, n), generator=gen)
                 ref = a.double() @ b.double()
                 row = dict(m=m, n=n, k=k, data=data,
-                           sgemm_ms=best_ms(lambda: torch.matmul(a, b)),
-                           cuda_ms=best_ms(lambda: sgemm_cube.matmul(a, b, backend="cuda")),
+                           sgemm_ms=timed(lambda: torch.matmul(a, b)),
+                           cuda_ms=timed(lambda: sgemm_cube.matmul(a, b, backend="cuda")),
                            rel_err=relative_error(sgemm_cube.matmul(a, b, backend="cuda"), ref),
                            rel_err_sgemm=relative_error(torch.matmul(a, b), ref))
                 row["speedup"] = row["sgemm_ms"] / row["cuda_ms"]
