@@ -18,13 +18,13 @@ import pathlib
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-from benchmarks._record import write_record  # noqa: E402
+from benchmarks._record import add_out_argument, cuda_setup, write_record  # noqa: E402
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", nargs="+", type=int, default=[1024, 2048, 3072, 4096, 8192])
-    parser.add_argument("--out", type=pathlib.Path, default=pathlib.Path("benchmarks") / "results")
+    add_out_argument(parser)
     args = parser.parse_args(argv)
 
     import torch
@@ -33,8 +33,7 @@ def main(argv=None) -> int:
 
     import sgemm_cube
 
-    torch.backends.cuda.matmul.allow_tf32 = False
-    gen = torch.Generator(device="cuda").manual_seed(0)
+    gen = cuda_setup()
     rows = []
     for n in args.sizes:
         a = torch.randn(n, n, device="cuda", generator=gen)

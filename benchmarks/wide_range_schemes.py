@@ -16,7 +16,7 @@ import pathlib
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-from benchmarks._record import write_record  # noqa: E402
+from benchmarks._record import add_out_argument, cuda_setup, write_record  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -24,7 +24,7 @@ def main(argv=None) -> int:
     parser.add_argument("--schemes", nargs="+", default=["auto", "fp16x3", "bf16x6", "bf16x9"],
                         help="schemes to time ('auto', the default, is the GPU's choice per call)")
     parser.add_argument("--size", type=int, default=4096, help="m = n = k of the square kinds (default 4096)")
-    parser.add_argument("--out", type=pathlib.Path, default=pathlib.Path("benchmarks") / "results")
+    add_out_argument(parser)
     args = parser.parse_args(argv)
 
     import torch
@@ -37,8 +37,7 @@ def main(argv=None) -> int:
     from sgemm_cube.cpu_fallback.guard import choose_scheme
     from sgemm_cube.metrics import relative_error
 
-    torch.backends.cuda.matmul.allow_tf32 = False
-    gen = torch.Generator(device="cuda").manual_seed(0)
+    gen = cuda_setup()
     n = args.size
     rows = []
     for kind in WIDE_RANGE_KINDS:
