@@ -81,6 +81,13 @@ def pytest_report_header(config):
     return f"sgemm_cube test data seed {SESSION_SEED} ({how}): replay with SGEMM_CUBE_TEST_SEED={SESSION_SEED}"
 
 
+def pytest_terminal_summary(terminalreporter):
+    """A run on an asked-for seed ends with the header's replay line: ``-q`` (README's command,
+    ``.ci/fresh_seeds``) leaves the header out."""
+    if SEEDED_BY_ENV:
+        terminalreporter.write_line(pytest_report_header(terminalreporter.config))
+
+
 def seed_for_node(nodeid: str) -> int:
     """A 32-bit seed from the session seed and a test's node id (independent of the order tests run in)."""
     return int(np.random.SeedSequence([SESSION_SEED, zlib.crc32(nodeid.encode())]).generate_state(1)[0])
