@@ -9,7 +9,7 @@ first, which computes the gradients on the same path).
 """
 from __future__ import annotations
 
-
+import sys
 from typing import TYPE_CHECKING, Union
 
 import numpy as np
@@ -28,12 +28,12 @@ Operand = Union[np.ndarray, "torch.Tensor"]
 
 
 def _options(sb, scheme, scale, order, accumulate, backend, fixup):
-    if _is_torch(sb) or isinstance(sb, np.ndarray):
-        raise TypeError("sgemm_cube.matmul's third positional argument is sb (an int or 'auto'), not an "
-                        "array: pass the output as out=... (keyword-only)")
     try:
-        return make_request(sb, scheme, scale, order, accumulate, backend, fixup)
+        return make_request(sb, scheme, scale, order, accumulate, backend, fixup)  # cached: the common case
     except TypeError as exc:
+        if _is_torch(sb) or isinstance(sb, np.ndarray):
+            raise TypeError("sgemm_cube.matmul's third positional argument is sb (an int or 'auto'), not an "
+                            "array: pass the output as out=... (keyword-only)") from None
         if "unhashable" in str(exc):  # an option of a type no option has (a list, an array): say which
             raise TypeError(f"sgemm_cube.matmul: options must be strings, integers or booleans "
                             f"(sb={sb!r}, scheme={scheme!r}, scale={scale!r}, order={order!r})") from None
@@ -184,7 +184,8 @@ def matmul(a: Operand, b: Operand, sb: SbOption = 12, *, scheme: Scheme = "auto"
     True
     """
     req = _options(sb, scheme, scale, order, accumulate, backend, fixup)
-    if getattr(a, "requires_grad", False) or getattr(b, "requires_grad", False):  # a torch tensor
+    if ((getattr(a, "requires_grad", False) or getattr(b, "requires_grad", False))  # torch tensors
+            and sys.modules["torch"].is_grad_enabled()):
         from ._autograd import differentiable
 
         return differentiable(req, a, b, out)

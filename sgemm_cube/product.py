@@ -24,6 +24,7 @@ import numpy as np
 
 from .backends import get_backend
 from .backends.base import native_plan
+from .backends.native import cublas_tf32_flag
 from .plan import Plan, Request
 
 __all__ = ["Operands", "compute", "plan", "plan_for", "select_backend", "resize_output"]
@@ -35,31 +36,44 @@ __all__ = ["Operands", "compute", "plan", "plan_for", "select_backend", "resize_
 #: hybrid rule's decision is remembered, so the answer is the one the full path gives.
 _native_calls: dict = {}
 _TENSOR = None  # torch.Tensor, once a CUDA call was recorded
+_TORCH = None   # the torch module, from then on
+_GET_TF32 = _SET_TF32 = None  # cuBLAS's TF32 flag (sgemm_cube.backends.native.cublas_tf32_flag), from then on
 
 
 def native_call(req: Request, a, b, out):
     """``a @ b`` by PyTorch's kernel if this call's shapes, device and options were planned native before
-    (:data:`_native_calls`), else None.  Operands that require grad take the full path."""
+    (:data:`_native_calls`), else None.  Operands that require grad take the full path while grad mode
+    is on (their gradients are sgemm_cube's products).  Every line counts here: a small call's whole
+    cost beyond PyTorch's is this function (the key inlined, the TF32 flag read through ``torch._C``)."""
     if out is not None or a.__class__ is not _TENSOR or b.__class__ is not _TENSOR:
         return None
-    if a.requires_grad or b.requires_grad or not _native_calls.get(_call_key(req, a, b)):
+    if ((a.requires_grad or b.requires_grad) and _TORCH.is_grad_enabled()) or not _native_calls.get(
+            (a.shape, b.shape, a.dtype, b.dtype, a.layout, b.layout, a.get_device(), b.get_device(), req)):
         return None
-    return get_backend("native").matmul(a, b, out=None)
+    if not _GET_TF32():  # true FP32 SGEMM already (the native backend's matmul, inlined)
+        return _TORCH.matmul(a, b)
+    _SET_TF32(False)
+    try:
+        return _TORCH.matmul(a, b)
+    finally:
+        _SET_TF32(True)
 
 
 def _call_key(req: Request, a, b) -> tuple:
-    return a.shape, b.shape, a.dtype, b.dtype, a.layout, b.layout, a.device, b.device, req
+    """:func:`native_call`'s key (written out there too, for speed)."""
+    return a.shape, b.shape, a.dtype, b.dtype, a.layout, b.layout, a.get_device(), b.get_device(), req
 
 
 def _remember_native(req: Request, a, b) -> None:
-    global _TENSOR
+    global _TENSOR, _TORCH, _GET_TF32, _SET_TF32
     import torch
 
     if a.__class__ is torch.Tensor and b.__class__ is torch.Tensor and a.device.type == "cuda":
         if len(_native_calls) > 4096:  # many shapes (dynamic sequence lengths): start over
             _native_calls.clear()
         _native_calls[_call_key(req, a, b)] = True
-        _TENSOR = torch.Tensor
+        _GET_TF32, _SET_TF32 = cublas_tf32_flag()
+        _TENSOR, _TORCH = torch.Tensor, torch
 
 
 def _is_torch(x) -> bool:

@@ -36,7 +36,15 @@ the switch is off they pass every call to the kernel they replaced.
 Unregistering kernels while other threads run them crashes PyTorch's
 dispatcher, so only :func:`restore`, called with the switch off and no
 other thread computing, gives PyTorch its kernels back.  :func:`bypass`
-sends one thread's calls to the original kernels.  ``SGEMM_CUBE_ENABLE=1``
+sends one thread's calls to the original kernels.
+
+On the CPU and CUDA a C++ kernel stands in front of each Python kernel
+(:mod:`sgemm_cube.switch_kernels`, built on the first enable where a C++
+compiler is present): it passes calls to PyTorch's kernel while the switch
+is off, and sends a call whose shapes the plan ran native before to PyTorch's
+kernel (TF32 off) without entering Python; every other call reaches the
+Python kernel.  :func:`kernels` says which kernels are registered, and why.
+``SGEMM_CUBE_ENABLE=1``
 in the environment turns the switch on when this module is imported.  This
 module imports torch only when the switch is turned on; it needs
 torch >= 2.9 (``torch.library.get_kernel``).
@@ -54,7 +62,7 @@ from .backends.native import true_fp32
 from .plan import Order, SbOption, Scale, Scheme
 
 __all__ = ["enable", "disable", "enabled", "is_enabled", "bypass", "restore", "routed_devices", "routed_calls",
-           "ENV_VAR", "OPERATORS", "PRODUCT_AT_ZERO_ALPHA"]
+           "kernels", "ENV_VAR", "OPERATORS", "PRODUCT_AT_ZERO_ALPHA"]
 
 #: Environment variable read at import: ``1`` / ``true`` / ``yes`` / ``on`` turns the switch on.
 ENV_VAR = "SGEMM_CUBE_ENABLE"
@@ -96,6 +104,9 @@ _originals: dict = {}           # (operator, device type) -> the kernel it repla
 _local = threading.local()      # .depth > 0: this thread's calls go to the originals (see bypass)
 _calls = collections.Counter()  # operator -> calls sgemm_cube computed since the switch was turned on
 _native_plans: dict = {}        # (device, batch, m, n, k) -> whether the plan runs native FP32 (see _native)
+_cpp = None                     # the C++ kernels' library (sgemm_cube.switch_kernels), once loaded
+_cpp_devices: dict = {}         # device type -> its c10::DeviceType, for the devices whose C++ kernels are registered
+_cpp_reason = ""                # why the Python kernels stand alone (registration failed), if they do
 
 
 def is_enabled() -> bool:
@@ -117,6 +128,33 @@ def routed_calls() -> dict:
 def routed_devices() -> frozenset:
     """The device types (``"cpu"``, ``"cuda"``, ``"npu"``) whose products the switch sends to sgemm_cube now."""
     return _devices
+
+
+def kernels():
+    """Which kernels the switch registers for the CPU and CUDA: ``KernelsStatus(language, detail)``.
+
+    ``language`` is ``"c++"`` (``detail``: the library's path) or
+    ``"python"`` (``detail``: why: no C++ compiler, a failed build,
+    ``SGEMM_CUBE_SWITCH_KERNELS=python``).  Both give the same results; the
+    C++ kernels take a few microseconds less per call where the plan runs
+    PyTorch's kernel (:mod:`sgemm_cube.switch_kernels`).  Before the first
+    :func:`enable` it says what that call will register, building the C++
+    kernels if they were not built yet.
+
+    Examples
+    --------
+    >>> import sgemm_cube.switch
+    >>> sgemm_cube.switch.kernels().language in ("c++", "python")
+    True
+    """
+    from .switch_kernels import KernelsStatus, status
+
+    with _lock:
+        if _cpp_devices:
+            return KernelsStatus("c++", _cpp._name)
+        if _cpp_reason:
+            return KernelsStatus("python", _cpp_reason)
+        return status()
 
 
 def enable(*, sb: SbOption = 12, scheme: Scheme = "auto", scale: Scale = "auto", order: Order = "termwise",
@@ -204,6 +242,9 @@ def restore() -> None:
         if is_enabled():
             raise RuntimeError("sgemm_cube.switch.restore() called while the switch is on; disable() it first")
         if _library is not None:
+            if _cpp_devices:
+                _cpp.sgemm_cube_switch_unregister()  # the C++ kernels first: they call the Python ones
+                _cpp_devices.clear()
             _library._destroy()  # the dispatcher reinstates the kernels registered before ours
             _library = None
             _registered.clear()
@@ -306,14 +347,44 @@ def _turn_on(options, stacklevel: int) -> None:
     if not is_enabled():
         _calls.clear()
     _options, _request = options, options["request"]
-    _native_plans.clear()
+    _forget_plans()
     _devices = chosen  # last: from here on the kernels route these devices' calls
+    _route_cpp()
 
 
 def _turn_off() -> None:
     global _devices, _options
     _devices = frozenset()
+    _route_cpp()
     _options = None
+
+
+def _forget_plans() -> None:
+    _native_plans.clear()
+    if _cpp_devices:
+        _cpp.sgemm_cube_switch_forget_plans()
+
+
+def _route_cpp() -> None:
+    """Tell the C++ kernels which devices the switch routes now (under ``_lock``)."""
+    for device, device_type in _cpp_devices.items():
+        _cpp.sgemm_cube_switch_route(device_type, int(device in _devices))
+
+
+def _enter_own():
+    """This thread's calls go to PyTorch's kernels until ``_exit_own(<what this returned>)`` (sgemm_cube's
+    own calls, :func:`bypass`)."""
+    _local.depth = getattr(_local, "depth", 0) + 1
+    cpp = _cpp
+    if cpp is not None:
+        cpp.sgemm_cube_switch_enter_own()
+    return cpp
+
+
+def _exit_own(cpp) -> None:
+    _local.depth -= 1
+    if cpp is not None:
+        cpp.sgemm_cube_switch_exit_own()
 
 
 @contextlib.contextmanager
@@ -323,11 +394,11 @@ def bypass():
     sgemm_cube's backends run under it (its native path calls
     ``torch.matmul`` itself); other threads are unaffected.
     """
-    _local.depth = getattr(_local, "depth", 0) + 1
+    cpp = _enter_own()
     try:
         yield
     finally:
-        _local.depth -= 1
+        _exit_own(cpp)
 
 
 # ---- registration ---------------------------------------------------------------------------
@@ -363,7 +434,8 @@ def _present(device: str) -> bool:
 
 
 def _register(devices) -> None:
-    """Register sgemm_cube's kernels for the devices that do not have them yet (they stay: module docstring)."""
+    """Register sgemm_cube's kernels for the devices that do not have them yet (they stay: module docstring):
+    the Python kernels, and on the CPU and CUDA the C++ kernels in front of them where they build."""
     global _library, _FLOAT32
     import torch
 
@@ -378,11 +450,55 @@ def _register(devices) -> None:
         warnings.filterwarnings("ignore", message="(?s).*Overriding a previously registered kernel")
         for dev in new:
             key = _DISPATCH_KEYS[dev]
+            cpp = _cpp_kernels(dev)
             for name in OPERATORS:
                 original = torch.library.get_kernel(f"aten::{name}", key)
                 _originals[name, dev] = original
+                if cpp is not None:
+                    cpp = _cpp_call(cpp, "keep_original", name.encode(), cpp.device_type)
                 _library.impl(name, _IMPLEMENTATIONS[name](original, dev, name), key, with_keyset=True)
+                if cpp is not None:
+                    cpp = _cpp_call(cpp, "register", name.encode(), cpp.device_type)
+            if cpp is not None:
+                _cpp_devices[dev] = cpp.device_type
             _registered.add(dev)
+
+
+class _CppDevice:
+    """The C++ kernels' library with the c10::DeviceType of one device."""
+
+    def __init__(self, library, device_type: int):
+        self.library, self.device_type = library, device_type
+
+
+def _cpp_kernels(device: str):
+    """The C++ kernels for ``device`` (a :class:`_CppDevice`), or None: not built here, not asked for, or a
+    device type they do not serve (``_cpp_reason`` says why where it is not the library's status)."""
+    global _cpp
+    from . import switch_kernels
+
+    if device not in switch_kernels.DEVICES or _cpp_reason or not switch_kernels.requested():
+        return None
+    library = switch_kernels.load()
+    if library is None:
+        return None
+    _cpp = library
+    return _CppDevice(library, library.sgemm_cube_switch_device_type(device.encode()))
+
+
+def _cpp_call(cpp: _CppDevice, function: str, *args):
+    """``sgemm_cube_switch_<function>(*args)``; on failure, remove every C++ kernel (the Python kernels
+    stay), warn, and return None so that the registration goes on with Python kernels alone."""
+    global _cpp_reason
+    library = cpp.library
+    if getattr(library, f"sgemm_cube_switch_{function}")(*args) == 0:
+        return cpp
+    _cpp_reason = (f"registering the C++ kernels failed ({function}{args}): "
+                   f"{library.sgemm_cube_switch_last_error().decode(errors='replace')}")
+    library.sgemm_cube_switch_unregister()
+    _cpp_devices.clear()
+    warnings.warn(f"sgemm_cube's switch runs its Python kernels: {_cpp_reason}", RuntimeWarning, stacklevel=4)
+    return None
 
 
 # ---- the kernels ------------------------------------------------------------------------------
@@ -424,11 +540,11 @@ def _product(a, b, alpha=1.0):
     calls reach the originals)."""
     from .product import compute
 
-    _local.depth = getattr(_local, "depth", 0) + 1
+    cpp = _enter_own()
     try:
         return compute(_request, a, b, alpha=float(alpha))
     finally:
-        _local.depth -= 1
+        _exit_own(cpp)
 
 
 def _broadcasts(input, shape) -> bool:
@@ -514,8 +630,12 @@ def _native(like, batch: int, m: int, n: int, k: int) -> bool:
         from .product import plan_for
 
         if len(_native_plans) > 4096:  # many shapes (dynamic sequence lengths): start over
-            _native_plans.clear()
+            _forget_plans()
         native = _native_plans[key] = plan_for(_request, like, batch, m, n, k).backend == "native"
+        device_type = _cpp_devices.get(like.device.type)
+        if native and device_type is not None:  # the C++ kernel takes the next such calls itself
+            index = like.device.index
+            _cpp.sgemm_cube_switch_remember_native(device_type, -1 if index is None else index, batch, m, n, k)
     return native
 
 

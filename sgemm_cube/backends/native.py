@@ -14,7 +14,8 @@ from sgemm_cube.cpu_fallback import ORDERS
 from ..plan import Plan, Request
 from .base import native_plan
 
-__all__ = ["SCHEMES", "ORDERS", "is_available", "unavailable_reason", "plan", "run", "matmul", "true_fp32"]
+__all__ = ["SCHEMES", "ORDERS", "is_available", "unavailable_reason", "plan", "run", "matmul", "true_fp32",
+           "cublas_tf32_flag"]
 
 SCHEMES = ("native",)
 ORDERS = ORDERS  # no terms to order: every order is accepted (and means nothing)
@@ -46,8 +47,10 @@ class true_fp32:
     and gives the previous setting back after the block; ``true_fp32(device)``
     does so only for a CUDA device (elsewhere it does nothing).  The one place
     that sets it: the native backend, the switch's native route, the benchmarks
-    and the tuner use it.  A class, not a generator: it runs on the small-call
-    path, where a generator-based context manager's microsecond shows.
+    and the tuner use it (the switch's C++ kernels set the same flag).  A class,
+    not a generator, reading the flag through ``torch._C`` where that has it
+    (``torch.backends.cuda.matmul``'s ``__getattr__`` costs a microsecond a
+    read): it runs on the small-call path, where microseconds show.
     """
 
     __slots__ = ("_cuda", "_saved")
@@ -57,19 +60,33 @@ class true_fp32:
 
     def __enter__(self):
         if self._cuda:
-            import torch
-
-            self._saved = torch.backends.cuda.matmul.allow_tf32
+            get, set_ = cublas_tf32_flag()
+            self._saved = get()
             if self._saved:
-                torch.backends.cuda.matmul.allow_tf32 = False
+                set_(False)
         return self
 
     def __exit__(self, *exc):
         if self._cuda and self._saved:
-            import torch
-
-            torch.backends.cuda.matmul.allow_tf32 = True
+            cublas_tf32_flag()[1](True)
         return False
+
+
+_CUBLAS_TF32_FLAG = None
+
+
+def cublas_tf32_flag():
+    """(get, set) of cuBLAS's TF32 flag: ``torch._C``'s functions behind ``torch.backends.cuda.matmul.allow_tf32``."""
+    global _CUBLAS_TF32_FLAG
+    if _CUBLAS_TF32_FLAG is None:
+        import torch
+
+        if hasattr(torch._C, "_get_cublas_allow_tf32") and hasattr(torch._C, "_set_cublas_allow_tf32"):
+            _CUBLAS_TF32_FLAG = torch._C._get_cublas_allow_tf32, torch._C._set_cublas_allow_tf32
+        else:  # the public attribute, whatever implements it
+            matmul = torch.backends.cuda.matmul
+            _CUBLAS_TF32_FLAG = (lambda: matmul.allow_tf32), (lambda value: setattr(matmul, "allow_tf32", value))
+    return _CUBLAS_TF32_FLAG
 
 
 def matmul(a, b, *, out):

@@ -356,6 +356,8 @@ def test_repeated_native_calls_take_the_remembered_plan(monkeypatch):
     key = product._call_key(make_request(), a, b)
     assert product.native_call(make_request(), a, b, None) is None  # nothing remembered
     monkeypatch.setattr(product, "_TENSOR", torch.Tensor)
+    monkeypatch.setattr(product, "_TORCH", torch)
+    monkeypatch.setattr(product, "_GET_TF32", lambda: False)
     product._native_calls[key] = True
     got = product.native_call(make_request(), a, b, None)
     assert got is not None and torch.equal(got, a @ b)
@@ -363,6 +365,8 @@ def test_repeated_native_calls_take_the_remembered_plan(monkeypatch):
     assert product.native_call(make_request(), a, b, torch.empty(8, 8)) is None  # out=
     assert product.native_call(make_request(), a.double(), b.double(), None) is None  # other dtypes
     assert product.native_call(make_request(), a.requires_grad_(), b, None) is None  # autograd: full path
+    with torch.no_grad():  # no graph to record: the remembered plan
+        assert torch.equal(product.native_call(make_request(), a, b, None), got)
     with pytest.raises(TypeError, match="float32"):
         sgemm_cube.matmul(a.detach().half(), b.half())
 

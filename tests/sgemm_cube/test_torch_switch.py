@@ -24,6 +24,10 @@ repeats the key checks on CUDA):
   and the switch may be toggled while other threads compute;
   :func:`bypass` is per thread;
 * ``SGEMM_CUBE_ENABLE`` is read at import; importing sgemm_cube does not import torch.
+
+Every test runs twice: with the C++ kernels in front of the Python ones (where they build) and with the
+Python kernels alone (``SGEMM_CUBE_SWITCH_KERNELS=python``); ``test_switch_kernels.py`` checks what only
+the C++ kernels do.
 """
 import collections
 import os
@@ -47,6 +51,26 @@ from sgemm_cube.metrics import relative_error  # noqa: E402
 #: 1 + 2**-11 + 2**-23: 24 significant bits, of which the FP16 split (sb = 12) keeps 22.
 X24 = 1.0 + 2.0 ** -11 + 2.0 ** -23
 K = 24  # >= 16: sgemm_cube runs its emulation (below 16 native FP32 runs under backend="auto")
+
+
+@pytest.fixture(autouse=True, scope="module", params=["c++ kernels", "python kernels"])
+def _switch_kernels(request):
+    """The switch's kernels registered afresh for this half of the module's tests."""
+    from sgemm_cube import switch_kernels
+
+    saved = os.environ.get(switch_kernels.ENV_VAR)
+    if request.param == "python kernels":
+        os.environ[switch_kernels.ENV_VAR] = "python"
+    else:
+        os.environ.pop(switch_kernels.ENV_VAR, None)
+    switch.restore()
+    yield request.param
+    switch.disable()
+    switch.restore()
+    if saved is None:
+        os.environ.pop(switch_kernels.ENV_VAR, None)
+    else:
+        os.environ[switch_kernels.ENV_VAR] = saved
 
 
 @pytest.fixture(autouse=True)
@@ -358,18 +382,19 @@ def test_alpha_scales_the_product_before_its_rounding(name):
     product (3.6e39) is beyond FP32's range, 0.05 times it (1.8e38) is not.  The switch gives the
     finite value within SGEMM's bound of the exact one, on every operator; PyTorch's CPU kernels give
     it for addmm, addbmm and _addmm_activation and overflow to inf for baddbmm and addmv (they apply
-    alpha to the rounded sum).  GELU gets a negative product: GELU(-1.8e38) is -0 in PyTorch, where
-    GELU(-inf) would be NaN."""
+    alpha to the rounded sum).  GELU gets a negative product: GELU(-1.8e38) is a zero in PyTorch (-0
+    with MKL's on an AVX-512 host, +0 on an AVX2 one), where GELU(-inf) would be NaN."""
     gelu = name.endswith("gelu")
     a, b = torch.full((3, 16), -1.5e19 if gelu else 1.5e19), torch.full((16, 2), 1.5e19)
     c = torch.zeros(3, 2)
     call = SCALED_CALLS[name]
     got, routed = _routed(call, c, a, b, alpha=0.05)
     assert routed >= 1 and torch.isfinite(got).all()
-    if gelu:  # -0 (the exact GELU of -1.8e38 in FP32), as PyTorch's CPU addmm gives it with MKL
-        assert not got.any() and torch.signbit(got).all(), got
-        return
     alpha = float(np.float32(0.05))
+    if gelu:  # PyTorch's GELU of the FP32 product (-1.8e38), zero of this host's sign
+        expected = F.gelu(torch.full_like(got, alpha * -16 * 1.5e19 ** 2))
+        assert not got.any() and torch.equal(torch.signbit(got), torch.signbit(expected)), (got, expected)
+        return
     exact = alpha * (a.double() @ b.double())
     bound = 3 * 16 * 2.0 ** -24 * alpha * (a.double().abs() @ b.double().abs())
     assert ((got.double() - exact).abs() <= bound).all(), (got, exact)
@@ -413,23 +438,34 @@ def test_zero_alpha_baddbmm_repro():
         assert torch.equal(got, torch.full((2, 16, 16), 5.0))
 
 
-def _special_alpha_calls(rng, m, n, k, batch=3):
-    """Every operator with an ``alpha`` on random normal data, ``input`` holding +inf and -inf."""
+def _special_alpha_calls(rng, m, n, k, alpha, beta, batch=3):
+    """Every operator with an ``alpha`` on random normal data, ``input`` holding +inf and -inf: name ->
+    (the call, IEEE's ``beta * input + alpha * p`` from the float64 product ``p``, elementwise)."""
     a, b, inp = _normal(rng, m, k), _normal(rng, k, n), _normal(rng, m, n)
     inp[0, 0], inp[-1, -1] = float("inf"), -float("inf")
     b1, b2, v = _normal(rng, batch, m, k), _normal(rng, batch, k, n), _normal(rng, k)
     inp3, inpv = inp.expand(batch, m, n).clone(), inp[:, 0].clone()
+
+    def ieee(input, product):  # beta == 0: input is not read
+        scaled = alpha * product
+        return scaled if beta == 0 else beta * input.double() + scaled
+
+    mm = ieee(inp, a.double() @ b.double())
+    batched = ieee(inp3, b1.double() @ b2.double())
+    each = alpha * (b1.double() @ b2.double())  # addbmm scales each batch's product before the sum
+    summed = each.sum(0) if beta == 0 else beta * inp.double() + each.sum(0)
+    mv = ieee(inpv, a.double() @ v.double())
     return {
-        "addmm": lambda **kw: torch.addmm(inp, a, b, **kw),
-        "addmm.out": lambda **kw: torch.addmm(inp, a, b, out=torch.empty(m, n), **kw),
-        "addmm_": lambda **kw: inp.clone().addmm_(a, b, **kw),
-        "_addmm_activation": lambda **kw: torch._addmm_activation(inp, a, b, **kw),
-        "baddbmm": lambda **kw: torch.baddbmm(inp3, b1, b2, **kw),
-        "baddbmm_": lambda **kw: inp3.clone().baddbmm_(b1, b2, **kw),
-        "addbmm": lambda **kw: torch.addbmm(inp, b1, b2, **kw),
-        "addbmm.out": lambda **kw: torch.addbmm(inp, b1, b2, out=torch.empty(m, n), **kw),
-        "addmv": lambda **kw: torch.addmv(inpv, a, v, **kw),
-        "addmv_": lambda **kw: inpv.clone().addmv_(a, v, **kw),
+        "addmm": (lambda: torch.addmm(inp, a, b, alpha=alpha, beta=beta), mm),
+        "addmm.out": (lambda: torch.addmm(inp, a, b, out=torch.empty(m, n), alpha=alpha, beta=beta), mm),
+        "addmm_": (lambda: inp.clone().addmm_(a, b, alpha=alpha, beta=beta), mm),
+        "_addmm_activation": (lambda: torch._addmm_activation(inp, a, b, alpha=alpha, beta=beta), mm.relu()),
+        "baddbmm": (lambda: torch.baddbmm(inp3, b1, b2, alpha=alpha, beta=beta), batched),
+        "baddbmm_": (lambda: inp3.clone().baddbmm_(b1, b2, alpha=alpha, beta=beta), batched),
+        "addbmm": (lambda: torch.addbmm(inp, b1, b2, alpha=alpha, beta=beta), summed),
+        "addbmm.out": (lambda: torch.addbmm(inp, b1, b2, out=torch.empty(m, n), alpha=alpha, beta=beta), summed),
+        "addmv": (lambda: torch.addmv(inpv, a, v, alpha=alpha, beta=beta), mv),
+        "addmv_": (lambda: inpv.clone().addmv_(a, v, alpha=alpha, beta=beta), mv),
     }
 
 
@@ -437,15 +473,16 @@ def _special_alpha_calls(rng, m, n, k, batch=3):
 @pytest.mark.parametrize("beta", [0.25, 0.0])
 @pytest.mark.parametrize("m, n, k", [(8, 6, 40), (3, 2, 16), (32, 32, 64)])
 def test_non_finite_alpha_gives_pytorchs_special_values(rng, alpha, beta, m, n, k):
-    """alpha = NaN or +-inf: IEEE's beta * input + alpha * p, as PyTorch gives it (an infinite input meets
-    an infinite alpha * p of the other sign as NaN; addbmm scales each batch's product before the sum).
-    Compared with PyTorch itself, switch off, entry by entry: NaN, +inf and -inf at the same places."""
-    for name, call in _special_alpha_calls(rng, m, n, k).items():
-        native = call(alpha=alpha, beta=beta)
-        got, routed = _routed(call, alpha=alpha, beta=beta)
+    """alpha = NaN or +-inf: IEEE's beta * input + alpha * p (an infinite input meets an infinite
+    alpha * p of the other sign as NaN; addbmm scales each batch's product before the sum), checked
+    entry by entry against that formula on the float64 product: NaN, +inf and -inf at the same places.
+    Not against PyTorch's CPU kernels themselves: their BLAS decides, and differs between hosts (MKL on
+    an AMD EPYC with AVX2 gives NaN everywhere for alpha = inf, and no NaN for alpha = NaN)."""
+    for name, (call, expected) in _special_alpha_calls(rng, m, n, k, alpha, beta).items():
+        got, routed = _routed(call)
         assert routed == 1, name
         for where in (torch.isnan, torch.isposinf, torch.isneginf):
-            assert torch.equal(where(got), where(native)), (name, where.__name__, got, native)
+            assert torch.equal(where(got), where(expected)), (name, where.__name__, got, expected)
 
 
 @pytest.mark.parametrize("name", [n for n in SCALED_CALLS if "gelu" not in n])
