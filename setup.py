@@ -29,7 +29,7 @@ setup(
     # A source checkout runs through the editable install (README's test command), which maps them too.
     packages=[*find_packages(include=["sgemm_cube", "sgemm_cube.*"]), "sgemm_cube.cpu_fallback", "sgemm_cube.tuning"],
     package_dir={"sgemm_cube.cpu_fallback": "cpu_fallback", "sgemm_cube.tuning": "tuning"},
-    package_data={"sgemm_cube": ["py.typed", "csrc/*.cpp", "backends/cuda/configs/*.json", "backends/npu_tilings/*.json"],
+    package_data={"sgemm_cube": ["py.typed", "csrc/*.cpp", "csrc/*.h", "backends/cuda/configs/*.json", "backends/npu_tilings/*.json"],
                   "sgemm_cube.tuning": ["profiles/*.json", "tables/*.json"]},
     license="BSD-3-Clause",
     # tqdm: the progress bars of the command line's long runs (tuning, accuracy studies); small, pure Python.

@@ -38,14 +38,20 @@ _native_calls: dict = {}
 _TENSOR = None  # torch.Tensor, once a CUDA call was recorded
 _TORCH = None   # the torch module, from then on
 _GET_TF32 = _SET_TF32 = None  # cuBLAS's TF32 flag (sgemm_cube.backends.native.cublas_tf32_flag), from then on
+_FAST = None    # the C++ lookup (sgemm_cube.fast_path) once a CUDA call was planned native; False: not built
 
 
 def native_call(req: Request, a, b, out):
     """``a @ b`` by PyTorch's kernel if this call's shapes, device and options were planned native before
     (:data:`_native_calls`), else None.  Operands that require grad take the full path while grad mode
     is on (their gradients are sgemm_cube's products).  Every line counts here: a small call's whole
-    cost beyond PyTorch's is this function (the key inlined, the TF32 flag read through ``torch._C``)."""
-    if out is not None or a.__class__ is not _TENSOR or b.__class__ is not _TENSOR:
+    cost beyond PyTorch's is this function.  Where the C++ lookup is built (:mod:`sgemm_cube.fast_path`)
+    it answers; else the key is written out and the TF32 flag read through ``torch._C``."""
+    if out is not None:
+        return None
+    if _FAST:
+        return _FAST.call(a, b, req)
+    if a.__class__ is not _TENSOR or b.__class__ is not _TENSOR:
         return None
     if ((a.requires_grad or b.requires_grad) and _TORCH.is_grad_enabled()) or not _native_calls.get(
             (a.shape, b.shape, a.dtype, b.dtype, a.layout, b.layout, a.get_device(), b.get_device(), req)):
@@ -65,10 +71,17 @@ def _call_key(req: Request, a, b) -> tuple:
 
 
 def _remember_native(req: Request, a, b) -> None:
-    global _TENSOR, _TORCH, _GET_TF32, _SET_TF32
+    global _TENSOR, _TORCH, _GET_TF32, _SET_TF32, _FAST
     import torch
 
     if a.__class__ is torch.Tensor and b.__class__ is torch.Tensor and a.device.type == "cuda":
+        if _FAST is None:  # the first CUDA call planned native: build or load the C++ lookup, once
+            from . import fast_path
+
+            _FAST = fast_path.load() or False
+        if _FAST:
+            _FAST.remember(a, b, req)
+            return
         if len(_native_calls) > 4096:  # many shapes (dynamic sequence lengths): start over
             _native_calls.clear()
         _native_calls[_call_key(req, a, b)] = True

@@ -11,13 +11,15 @@ remembers which shapes it planned native).
 
 The library is compiled on the first :func:`sgemm_cube.enable` for the CPU
 or CUDA, against the torch of this process, with the C++ compiler that
-``$CXX`` names or ``c++`` on the ``PATH`` (about half a minute, once), and
+``$CXX`` names or ``c++`` on the ``PATH`` (about 15 s, once), and
 cached under ``$SGEMM_CUBE_CACHE`` (default ``~/.cache/sgemm_cube``) per
 source, torch version and compiler.  Where it cannot be built or loaded (no
 compiler, not Linux or macOS, a failed build), the switch runs its Python
 kernels, with the same results, and :func:`status` says why.
 ``SGEMM_CUBE_SWITCH_KERNELS=python`` in the environment asks for the Python
-kernels (read when the switch registers its kernels).
+kernels (read when the switch registers its kernels) and for
+:mod:`sgemm_cube.fast_path`'s Python lookup.  :func:`build` compiles both
+C++ sources of ``sgemm_cube/csrc``, with one compiler rule and one cache.
 """
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ import subprocess
 import sys
 from typing import NamedTuple
 
-__all__ = ["ENV_VAR", "DEVICES", "KernelsStatus", "load", "status", "requested"]
+__all__ = ["ENV_VAR", "DEVICES", "SOURCE", "KernelsStatus", "Unavailable", "build", "load", "status", "requested"]
 
 #: Environment variable: ``python`` makes the switch register only its Python kernels.
 ENV_VAR = "SGEMM_CUBE_SWITCH_KERNELS"
@@ -49,8 +51,8 @@ class KernelsStatus(NamedTuple):
     detail: str
 
 
-class _Unavailable(Exception):
-    pass
+class Unavailable(Exception):
+    """A C++ library cannot be built here (the message says why)."""
 
 
 _library: ctypes.CDLL | None = None
@@ -83,7 +85,7 @@ def load() -> ctypes.CDLL | None:
         import torch  # noqa: F401  (loads libtorch, whose symbols the library resolves)
 
         _library = _declare(ctypes.CDLL(str(_build())))
-    except _Unavailable as exc:
+    except Unavailable as exc:
         _reason = str(exc)
     except OSError as exc:  # the cache cannot be written, or the library does not load
         _reason = f"the C++ kernels could not be built or loaded: {exc}"
@@ -91,22 +93,37 @@ def load() -> ctypes.CDLL | None:
 
 
 def _build() -> pathlib.Path:
-    """Compile ``csrc/switch_kernels.cpp`` into the cache unless it is there; returns the library's path."""
+    return build(SOURCE)
+
+
+def build(source: pathlib.Path, *, python_extension: bool = False) -> pathlib.Path:
+    """Compile a C++ source of ``sgemm_cube/csrc`` against this process's torch into the cache unless it is
+    there; returns the library's path.  ``python_extension``: a CPython extension module (links torch's
+    Python bindings).  Raises ``Unavailable`` (no compiler, not Linux or macOS, a failed build) or
+    OSError (the cache cannot be written)."""
+    import sysconfig
+
     import torch
     from torch.utils import cpp_extension
 
     if sys.platform not in ("linux", "darwin"):
-        raise _Unavailable(f"the C++ kernels are built on Linux and macOS only (this is {sys.platform})")
+        raise Unavailable(f"the C++ kernels are built on Linux and macOS only (this is {sys.platform})")
     compiler = os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++") or shutil.which("clang++")
     if not compiler:
-        raise _Unavailable("no C++ compiler found (install one, or name it in $CXX)")
+        raise Unavailable("no C++ compiler found (install one, or name it in $CXX)")
     abi = int(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", 1))
-    source = SOURCE.read_bytes()
-    tag = hashlib.sha256(b"\0".join([source, torch.__version__.encode(), compiler.encode(), bytes([abi])]))
+    includes = list(cpp_extension.include_paths())
+    libraries = ["c10", "torch_cpu"]
+    if python_extension:
+        includes.append(sysconfig.get_paths()["include"])
+        libraries += ["torch", "torch_python"]
+    headers = [path.read_bytes() for path in sorted(source.parent.glob("*.h"))]  # a changed header rebuilds
+    tag = hashlib.sha256(b"\0".join([source.read_bytes(), *headers, torch.__version__.encode(), compiler.encode(),
+                                     bytes([abi]), sys.version.encode() if python_extension else b""]))
     cache = pathlib.Path(os.environ.get("SGEMM_CUBE_CACHE")
                          or pathlib.Path(os.environ.get("XDG_CACHE_HOME") or pathlib.Path.home() / ".cache")
                          / "sgemm_cube")
-    target = cache / f"switch_kernels-{tag.hexdigest()[:16]}.so"
+    target = cache / f"{source.stem}-{tag.hexdigest()[:16]}.so"
     if target.exists():
         return target
     cache.mkdir(parents=True, exist_ok=True)
@@ -114,23 +131,22 @@ def _build() -> pathlib.Path:
         if target.exists():  # another process built it meanwhile
             return target
         partial = target.with_name(f"{target.name}.{os.getpid()}.tmp")
-        libraries = cpp_extension.library_paths()
+        paths = cpp_extension.library_paths()
         command = [compiler, "-O2", "-std=c++20", "-fPIC", "-shared", f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
-                   *(f"-I{path}" for path in cpp_extension.include_paths()), str(SOURCE), "-o", str(partial),
-                   *(f"-L{path}" for path in libraries), *(f"-Wl,-rpath,{path}" for path in libraries),
-                   "-lc10", "-ltorch_cpu"]
-        if sys.platform == "darwin":
-            command.insert(1, "-undefined")
-            command.insert(2, "dynamic_lookup")
-        print(f"sgemm_cube: building the switch's C++ kernels into {target} (once per torch version, "
-              f"about half a minute)", file=sys.stderr, flush=True)
+                   *(f"-I{path}" for path in includes), str(source), "-o", str(partial),
+                   *(f"-L{path}" for path in paths), *(f"-Wl,-rpath,{path}" for path in paths),
+                   *(f"-l{name}" for name in libraries)]
+        if sys.platform == "darwin":  # Python's own symbols resolve when the interpreter loads the module
+            command[1:1] = ["-undefined", "dynamic_lookup"]
+        print(f"sgemm_cube: building {source.name} into {target} (once per torch version, about "
+              f"{'half a minute' if python_extension else '15 s'})", file=sys.stderr, flush=True)
         try:
             done = subprocess.run(command, capture_output=True, text=True)
         except OSError as exc:
-            raise _Unavailable(f"the C++ compiler {compiler} could not run: {exc}") from exc
+            raise Unavailable(f"the C++ compiler {compiler} could not run: {exc}") from exc
         if done.returncode:
             partial.unlink(missing_ok=True)
-            raise _Unavailable(f"the C++ kernels did not build ({' '.join(command)}):\n{done.stderr[-2000:]}")
+            raise Unavailable(f"{source.name} did not build ({' '.join(command)}):\n{done.stderr[-2000:]}")
         os.replace(partial, target)
     return target
 

@@ -47,7 +47,7 @@ class true_fp32:
     and gives the previous setting back after the block; ``true_fp32(device)``
     does so only for a CUDA device (elsewhere it does nothing).  The one place
     that sets it: the native backend, the switch's native route, the benchmarks
-    and the tuner use it (the switch's C++ kernels set the same flag).  A class,
+    and the tuner use it (the C++ of ``sgemm_cube/csrc``, ``true_fp32.h``, sets the same flag).  A class,
     not a generator, reading the flag through ``torch._C`` where that has it
     (``torch.backends.cuda.matmul``'s ``__getattr__`` costs a microsecond a
     read): it runs on the small-call path, where microseconds show.

@@ -16,11 +16,12 @@
 // keeps it; nothing of the plan's rule is repeated here.  No Python API is used (no Python.h): Python
 // drives this library through the extern "C" functions at the end, with ctypes.  Built and loaded by
 // sgemm_cube/switch_kernels.py.
-#include <ATen/Context.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
 #include <c10/util/Exception.h>
 #include <torch/library.h>
+
+#include "true_fp32.h"
 
 #include <atomic>
 #include <cstdint>
@@ -78,20 +79,6 @@ bool planned_native(const PlanKey& key) {
   return native_plans.count(key) != 0;
 }
 
-// TF32 off for the call (torch.backends.cuda.matmul.allow_tf32), as sgemm_cube.backends.native.true_fp32.
-class TrueFp32 {
- public:
-  explicit TrueFp32(bool cuda) : saved_(cuda && at::globalContext().allowTF32CuBLAS()) {
-    if (saved_) at::globalContext().setAllowTF32CuBLAS(false);
-  }
-  ~TrueFp32() {
-    if (saved_) at::globalContext().setAllowTF32CuBLAS(true);
-  }
-
- private:
-  bool saved_;
-};
-
 class SwitchKernel final : public c10::OperatorKernel {
  public:
   SwitchKernel(c10::SafeKernelFunction original, c10::SafeKernelFunction python, Form form, c10::DeviceType device,
@@ -111,7 +98,7 @@ class SwitchKernel final : public c10::OperatorKernel {
     PlanKey key{};
     if (float32_operands(*stack) && plan_key(*stack, &key) && planned_native(key)) {
       native_calls.fetch_add(1, std::memory_order_relaxed);
-      TrueFp32 true_fp32(cuda_);
+      sgemm_cube::TrueFp32 true_fp32(cuda_);
       original_.callBoxed(op, keys, stack);
       return;
     }

@@ -151,3 +151,31 @@ def test_without_a_compiler_the_python_kernels_run(tmp_path):
     assert done.returncode == 0, done.stderr
     language, detail = done.stdout.strip().split(" | ", 1)
     assert language == "python" and "no-such-compiler" in detail
+
+
+@pytest.mark.parametrize("kernels", ["c++"], indirect=True)
+def test_a_failed_registration_leaves_the_python_kernels(kernels, monkeypatch):
+    """If registering a C++ kernel fails, every C++ kernel is removed with a RuntimeWarning that says
+    why, the Python kernels carry on with the same answers, and kernels() reports it."""
+    if not _compiler_here():
+        pytest.fail("no C++ compiler here: test_the_cpp_kernels_build_where_a_compiler_is says so")
+    library = switch_kernels.load()
+    real = library.sgemm_cube_switch_register
+    calls = []
+
+    def failing(name, device_type):
+        calls.append(name)
+        return real(name, device_type) if len(calls) < 3 else 1  # the third operator fails
+    monkeypatch.setattr(library, "sgemm_cube_switch_register", failing)
+    monkeypatch.setattr(switch, "_cpp_reason", "")  # restored after the test: later tests build afresh
+    a, b = torch.randn(5, 8), torch.randn(8, 3)
+    want = torch.mm(a, b)
+    with pytest.warns(RuntimeWarning, match="runs its Python kernels: registering the C.. kernels failed"):
+        sgemm_cube.enable(devices=("cpu",))
+    status = switch.kernels()
+    assert status.language == "python" and "registering the C++ kernels failed" in status.detail
+    assert len(calls) == 3 and switch._cpp_devices == {}
+    start = library.sgemm_cube_switch_native_calls()
+    got = [torch.mm(a, b) for _ in range(3)]
+    assert all(torch.equal(g, want) for g in got)
+    assert library.sgemm_cube_switch_native_calls() == start  # no C++ kernel took them
