@@ -450,55 +450,45 @@ def _register(devices) -> None:
         warnings.filterwarnings("ignore", message="(?s).*Overriding a previously registered kernel")
         for dev in new:
             key = _DISPATCH_KEYS[dev]
-            cpp = _cpp_kernels(dev)
+            device_type = _cpp_device_type(dev)  # None: the Python kernels alone
             for name in OPERATORS:
                 original = torch.library.get_kernel(f"aten::{name}", key)
                 _originals[name, dev] = original
-                if cpp is not None:
-                    cpp = _cpp_call(cpp, "keep_original", name.encode(), cpp.device_type)
+                if device_type is not None and not _cpp_call("keep_original", name.encode(), device_type):
+                    device_type = None
                 _library.impl(name, _IMPLEMENTATIONS[name](original, dev, name), key, with_keyset=True)
-                if cpp is not None:
-                    cpp = _cpp_call(cpp, "register", name.encode(), cpp.device_type)
-            if cpp is not None:
-                _cpp_devices[dev] = cpp.device_type
+                if device_type is not None and not _cpp_call("register", name.encode(), device_type):
+                    device_type = None
+            if device_type is not None:
+                _cpp_devices[dev] = device_type
             _registered.add(dev)
 
 
-class _CppDevice:
-    """The C++ kernels' library with the c10::DeviceType of one device."""
-
-    def __init__(self, library, device_type: int):
-        self.library, self.device_type = library, device_type
-
-
-def _cpp_kernels(device: str):
-    """The C++ kernels for ``device`` (a :class:`_CppDevice`), or None: not built here, not asked for, or a
-    device type they do not serve (``_cpp_reason`` says why where it is not the library's status)."""
+def _cpp_device_type(device: str):
+    """The c10::DeviceType of ``device`` where its C++ kernels are to be registered (loading them into
+    ``_cpp``), or None: not built here, not asked for, a device type they do not serve, or an earlier
+    registration failed (``_cpp_reason``)."""
     global _cpp
     from . import switch_kernels
 
     if device not in switch_kernels.DEVICES or _cpp_reason or not switch_kernels.requested():
         return None
-    library = switch_kernels.load()
-    if library is None:
-        return None
-    _cpp = library
-    return _CppDevice(library, library.sgemm_cube_switch_device_type(device.encode()))
+    _cpp = switch_kernels.load()
+    return None if _cpp is None else _cpp.sgemm_cube_switch_device_type(device.encode())
 
 
-def _cpp_call(cpp: _CppDevice, function: str, *args):
+def _cpp_call(function: str, *args) -> bool:
     """``sgemm_cube_switch_<function>(*args)``; on failure, remove every C++ kernel (the Python kernels
-    stay), warn, and return None so that the registration goes on with Python kernels alone."""
+    stay), warn, and return False so that the registration goes on with Python kernels alone."""
     global _cpp_reason
-    library = cpp.library
-    if getattr(library, f"sgemm_cube_switch_{function}")(*args) == 0:
-        return cpp
+    if getattr(_cpp, f"sgemm_cube_switch_{function}")(*args) == 0:
+        return True
     _cpp_reason = (f"registering the C++ kernels failed ({function}{args}): "
-                   f"{library.sgemm_cube_switch_last_error().decode(errors='replace')}")
-    library.sgemm_cube_switch_unregister()
+                   f"{_cpp.sgemm_cube_switch_last_error().decode(errors='replace')}")
+    _cpp.sgemm_cube_switch_unregister()
     _cpp_devices.clear()
     warnings.warn(f"sgemm_cube's switch runs its Python kernels: {_cpp_reason}", RuntimeWarning, stacklevel=4)
-    return None
+    return False
 
 
 # ---- the kernels ------------------------------------------------------------------------------

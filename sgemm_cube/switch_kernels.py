@@ -32,7 +32,7 @@ import subprocess
 import sys
 from typing import NamedTuple
 
-__all__ = ["ENV_VAR", "DEVICES", "SOURCE", "KernelsStatus", "Unavailable", "build", "load", "status", "requested"]
+__all__ = ["ENV_VAR", "DEVICES", "SOURCE", "KernelsStatus", "Unavailable", "find_compiler", "build", "load", "status", "requested"]
 
 #: Environment variable: ``python`` makes the switch register only its Python kernels.
 ENV_VAR = "SGEMM_CUBE_SWITCH_KERNELS"
@@ -84,7 +84,7 @@ def load() -> ctypes.CDLL | None:
     try:
         import torch  # noqa: F401  (loads libtorch, whose symbols the library resolves)
 
-        _library = _declare(ctypes.CDLL(str(_build())))
+        _library = _declare(ctypes.CDLL(str(build(SOURCE))))
     except Unavailable as exc:
         _reason = str(exc)
     except OSError as exc:  # the cache cannot be written, or the library does not load
@@ -92,8 +92,9 @@ def load() -> ctypes.CDLL | None:
     return _library
 
 
-def _build() -> pathlib.Path:
-    return build(SOURCE)
+def find_compiler() -> str | None:
+    """The C++ compiler :func:`build` uses: ``$CXX``, else ``c++``, ``g++`` or ``clang++`` on the PATH."""
+    return os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++") or shutil.which("clang++")
 
 
 def build(source: pathlib.Path, *, python_extension: bool = False) -> pathlib.Path:
@@ -108,7 +109,7 @@ def build(source: pathlib.Path, *, python_extension: bool = False) -> pathlib.Pa
 
     if sys.platform not in ("linux", "darwin"):
         raise Unavailable(f"the C++ kernels are built on Linux and macOS only (this is {sys.platform})")
-    compiler = os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++") or shutil.which("clang++")
+    compiler = find_compiler()
     if not compiler:
         raise Unavailable("no C++ compiler found (install one, or name it in $CXX)")
     abi = int(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", 1))

@@ -25,15 +25,13 @@
 
 #include <atomic>
 #include <cstdint>
-#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
-#include <tuple>
+#include <utility>
 #include <unordered_set>
-#include <vector>
 
 namespace {
 
@@ -177,7 +175,7 @@ class SilentWarnings final : public c10::WarningHandler {
 };
 
 std::mutex registry_mutex;
-std::map<std::string, c10::SafeKernelFunction> originals;       // "name.overload@key" -> PyTorch's kernel
+std::map<std::pair<std::string, int>, c10::SafeKernelFunction> originals;  // (name, device type) -> PyTorch's kernel
 std::map<int, std::unique_ptr<torch::Library>> libraries;       // dispatch key -> our registrations
 std::string last_error;
 
@@ -245,8 +243,7 @@ int sgemm_cube_switch_keep_original(const char* name, int device_type) {
     std::lock_guard<std::mutex> guard(registry_mutex);
     const auto device = static_cast<c10::DeviceType>(device_type);
     const auto op = find_operator(name);
-    originals.insert_or_assign(std::string(name) + "@" + std::to_string(device_type),
-                               op.getComputedKernelForDispatchKey(dispatch_key(device)));
+    originals.insert_or_assign({name, device_type}, op.getComputedKernelForDispatchKey(dispatch_key(device)));
   });
 }
 
@@ -256,7 +253,7 @@ int sgemm_cube_switch_register(const char* name, int device_type) {
   return guarded([&] {
     std::lock_guard<std::mutex> guard(registry_mutex);
     const auto device = static_cast<c10::DeviceType>(device_type);
-    const auto found = originals.find(std::string(name) + "@" + std::to_string(device_type));
+    const auto found = originals.find({name, device_type});
     TORCH_CHECK(found != originals.end(), "sgemm_cube_switch_register: keep_original was not called for ", name);
     const auto op = find_operator(name);
     const auto key = dispatch_key(device);

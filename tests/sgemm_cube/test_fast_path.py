@@ -4,27 +4,21 @@ is None (the Python path).  On the CPU: the extension is device-agnostic, sgemm_
 CUDA calls only (tests/gpu covers that route)."""
 from __future__ import annotations
 
-import os
-import shutil
 import sys
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
-from sgemm_cube import fast_path, product  # noqa: E402
+from sgemm_cube import fast_path, product, switch_kernels  # noqa: E402
 from sgemm_cube.plan import make_request  # noqa: E402
-
-
-def _compiler_here() -> bool:
-    return bool(os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++") or shutil.which("clang++"))
 
 
 @pytest.fixture
 def lookup():
     """The extension, emptied before and after the test."""
     status = fast_path.status()
-    if _compiler_here() and sys.platform in ("linux", "darwin"):
+    if switch_kernels.find_compiler() and sys.platform in ("linux", "darwin"):
         assert status.language == "c++", status.detail
     else:  # the fallback says why, and the Python lookup runs (tests/sgemm_cube/test_api.py)
         assert status.language == "python" and "compiler" in status.detail

@@ -7,7 +7,6 @@ be built."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 
@@ -32,15 +31,11 @@ def kernels(request, monkeypatch):
     switch.restore()
 
 
-def _compiler_here() -> bool:
-    return bool(os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++") or shutil.which("clang++"))
-
-
 def test_the_cpp_kernels_build_where_a_compiler_is():
     """Where a C++ compiler is on the PATH (CI's machine has one) the C++ kernels build and load; where
     none is, the status names the missing compiler."""
     status = switch.kernels()
-    if _compiler_here() and sys.platform in ("linux", "darwin"):
+    if switch_kernels.find_compiler() and sys.platform in ("linux", "darwin"):
         assert status.language == "c++", status.detail
         assert os.path.exists(status.detail)
     else:
@@ -64,7 +59,7 @@ def test_calls_planned_native_stay_out_of_python(kernels, monkeypatch):
     """K = 8 < 16: the plan runs PyTorch's kernel.  The first call of a shape reaches the Python kernel,
     which plans it; with the C++ kernels the next calls of that shape do not reach Python at all, and
     every operator's answer is PyTorch's own, bit for bit, under both kernels."""
-    if kernels == "c++" and not _compiler_here():
+    if kernels == "c++" and not switch_kernels.find_compiler():
         pytest.fail("no C++ compiler here: test_the_cpp_kernels_build_where_a_compiler_is says so")
     g = torch.Generator().manual_seed(7)
     a, b, c = torch.randn(6, 8, generator=g), torch.randn(8, 5, generator=g), torch.randn(6, 5, generator=g)
@@ -96,7 +91,7 @@ def test_what_the_cpp_kernels_pass_to_python(kernels, monkeypatch):
     """The C++ kernels send to PyTorch's kernel only calls whose shapes were planned native, with the
     options in force: a new shape, an emulated product, float64 operands, other options (enable() with
     new options forgets the plans) and sgemm_cube's own calls each take their usual path."""
-    if not _compiler_here():
+    if not switch_kernels.find_compiler():
         pytest.fail("no C++ compiler here: test_the_cpp_kernels_build_where_a_compiler_is says so")
     library = switch_kernels.load()
     native = library.sgemm_cube_switch_native_calls
@@ -157,7 +152,7 @@ def test_without_a_compiler_the_python_kernels_run(tmp_path):
 def test_a_failed_registration_leaves_the_python_kernels(kernels, monkeypatch):
     """If registering a C++ kernel fails, every C++ kernel is removed with a RuntimeWarning that says
     why, the Python kernels carry on with the same answers, and kernels() reports it."""
-    if not _compiler_here():
+    if not switch_kernels.find_compiler():
         pytest.fail("no C++ compiler here: test_the_cpp_kernels_build_where_a_compiler_is says so")
     library = switch_kernels.load()
     real = library.sgemm_cube_switch_register
