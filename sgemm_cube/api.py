@@ -183,13 +183,17 @@ def matmul(a: Operand, b: Operand, sb: SbOption = 12, *, scheme: Scheme = "auto"
     >>> bool((big == c * np.float32(2.0**100)).all())
     True
     """
+    if product.fast_matmul is not None:  # a small CUDA call planned native before: PyTorch's kernel, from C++
+        fast = product.fast_matmul(a, b, sb, scheme, scale, order, accumulate, backend, out, fixup)
+        if fast is not None:
+            return fast
     req = _options(sb, scheme, scale, order, accumulate, backend, fixup)
     if ((getattr(a, "requires_grad", False) or getattr(b, "requires_grad", False))  # torch tensors
             and sys.modules["torch"].is_grad_enabled()):
         from ._autograd import differentiable
 
         return differentiable(req, a, b, out)
-    fast = product.native_call(req, a, b, out)  # a small CUDA call planned native before: PyTorch's kernel
+    fast = product.native_call(req, a, b, out, (sb, scheme, scale, order, accumulate, backend, fixup))
     if fast is not None:
         return fast
     return product.compute(req, a, b, out)

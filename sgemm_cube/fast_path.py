@@ -5,7 +5,10 @@ remembered by :mod:`sgemm_cube.product` per operand shapes, dtypes, layouts,
 devices and options; a repeated call then skips sgemm_cube's checks and
 plan.  In Python that lookup alone costs about 2 microseconds, 12-25% of a
 small call; this CPython extension does it in C++ and calls ``at::matmul``
-as ``torch.matmul`` does (TF32 off, the GIL released).  It is compiled with
+as ``torch.matmul`` does (TF32 off, the GIL released).  ``sgemm_cube.matmul``
+asks it first, with its own arguments (``matmul``: option values compared
+by identity with those a validated call bound to its options object,
+``bind``), so a repeated call validates nothing in Python.  It is compiled with
 :func:`sgemm_cube.switch_kernels.build` (the compiler, cache and fallback of
 the switch's C++ kernels) on the first CUDA call planned native, about half
 a minute once per torch version; where it cannot be built the Python lookup
@@ -28,8 +31,8 @@ _reason = ""  # why _module is None once load() was called
 
 
 def load():
-    """The extension module (``remember``, ``call``, ``forget``, ``size``), built and loaded once per
-    process; None where it cannot be (:func:`status` says why)."""
+    """The extension module (``remember``, ``call``, ``bind``, ``matmul``, ``forget``, ``size``), built and
+    loaded once per process; None where it cannot be (:func:`status` says why)."""
     global _module, _reason
     if _module is not None or _reason:
         return _module

@@ -39,18 +39,28 @@ _TENSOR = None  # torch.Tensor, once a CUDA call was recorded
 _TORCH = None   # the torch module, from then on
 _GET_TF32 = _SET_TF32 = None  # cuBLAS's TF32 flag (sgemm_cube.backends.native.cublas_tf32_flag), from then on
 _FAST = None    # the C++ lookup (sgemm_cube.fast_path) once a CUDA call was planned native; False: not built
+#: The C++ lookup's ``matmul(a, b, sb, scheme, scale, order, accumulate, backend, out, fixup)`` once it is
+#: loaded, else None: :func:`sgemm_cube.matmul` asks it first, with its own arguments, and gets a result
+#: or None (then it validates its options and comes to :func:`native_call`, which binds them for next time).
+fast_matmul = None
 
 
-def native_call(req: Request, a, b, out):
+def native_call(req: Request, a, b, out, options: tuple = ()):
     """``a @ b`` by PyTorch's kernel if this call's shapes, device and options were planned native before
     (:data:`_native_calls`), else None.  Operands that require grad take the full path while grad mode
     is on (their gradients are sgemm_cube's products).  Every line counts here: a small call's whole
     cost beyond PyTorch's is this function.  Where the C++ lookup is built (:mod:`sgemm_cube.fast_path`)
-    it answers; else the key is written out and the TF32 flag read through ``torch._C``."""
+    it answers, and a hit binds ``options`` (``sgemm_cube.matmul``'s sb, scheme, scale, order,
+    accumulate, backend and fixup, as passed) to ``req`` there, so that :data:`fast_matmul` answers
+    the next such call before any Python; else the key is written out and the TF32 flag read through
+    ``torch._C``."""
     if out is not None:
         return None
     if _FAST:
-        return _FAST.call(a, b, req)
+        result = _FAST.call(a, b, req)
+        if options and result is not None:
+            _FAST.bind(req, *options)
+        return result
     if a.__class__ is not _TENSOR or b.__class__ is not _TENSOR:
         return None
     if ((a.requires_grad or b.requires_grad) and _TORCH.is_grad_enabled()) or not _native_calls.get(
@@ -71,7 +81,7 @@ def _call_key(req: Request, a, b) -> tuple:
 
 
 def _remember_native(req: Request, a, b) -> None:
-    global _TENSOR, _TORCH, _GET_TF32, _SET_TF32, _FAST
+    global _TENSOR, _TORCH, _GET_TF32, _SET_TF32, _FAST, fast_matmul
     import torch
 
     if a.__class__ is torch.Tensor and b.__class__ is torch.Tensor and a.device.type == "cuda":
@@ -79,6 +89,7 @@ def _remember_native(req: Request, a, b) -> None:
             from . import fast_path
 
             _FAST = fast_path.load() or False
+            fast_matmul = _FAST.matmul if _FAST else None
         if _FAST:
             _FAST.remember(a, b, req)
             return

@@ -32,7 +32,8 @@ import pytest
 from sgemm_cube.backends import npu_schedule as ns
 from sgemm_cube.cpu_fallback import emulated_matmul, split, split_limits
 
-from .executed import PROFILE, PlantedBug, build_chips, control, pad16, run
+from .executed import (PLANTED_OPT, PROFILE, PlantedBug, _precompiled_for, build_chips, control, pad16,
+                       planted_sources, run)
 from .test_ascend_kernel_sources import CHIPS
 
 
@@ -316,6 +317,16 @@ def _planted_run(binary, tiling, tmp_path):
     reused.  Returns (a, b, cube, run)."""
     a, b = _operands(np.random.default_rng(11), 1, 40, 64, 80)
     return a, b, 2, run(binary, a, b, tiling=tiling, cube=2, vector=2, workdir=tmp_path)
+
+
+def test_precompiled_model_never_hides_a_planted_header(tmp_path):
+    """Planted builds include the model's kernel_operator.h precompiled from the original sources, with the
+    kernel headers it pulls in (arch.hpp); a copy that changed one of those is built without it."""
+    clean = planted_sources(tmp_path / "clean", "none", None, None)
+    assert "-include" in _precompiled_for(clean, "910B", PLANTED_OPT)
+    changed = planted_sources(tmp_path / "changed", "arch", "include/sgemm_cube/arch/arch.hpp",
+                              "struct Capacity {", "struct Capacity {  // changed")
+    assert _precompiled_for(changed, "910B", PLANTED_OPT) == []
 
 
 @pytest.mark.parametrize("bug", [control(soc) for soc in CHIPS], ids=PlantedBug.id.fget)

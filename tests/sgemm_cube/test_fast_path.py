@@ -95,3 +95,77 @@ def test_native_call_asks_the_lookup(lookup, monkeypatch):
     lookup.remember(a, b, req)
     assert torch.equal(product.native_call(req, a, b, None), torch.matmul(a, b))
     assert product.native_call(req, a, b, torch.empty(3, 2)) is None
+
+
+#: sgemm_cube.matmul's defaults, as its signature holds them (the objects a call without options passes).
+DEFAULTS = (12, "auto", "auto", "termwise", None, "auto", True)  # sb, scheme, scale, order, accumulate, backend, fixup
+
+
+def _ask(lookup, a, b, options, out=None):
+    """lookup.matmul with sgemm_cube.matmul's argument order (out between backend and fixup)."""
+    return lookup.matmul(a, b, *options[:6], out, options[6])
+
+
+def test_matmul_answers_only_bound_options(lookup):
+    """matmul(a, b, sb, ..., fixup) answers where the option objects were bound to a remembered request."""
+    g = torch.Generator().manual_seed(9)
+    a, b = torch.randn(5, 7, generator=g), torch.randn(7, 3, generator=g)
+    req = make_request()
+    lookup.remember(a, b, req)
+    assert _ask(lookup, a, b, DEFAULTS) is None                # nothing bound
+    lookup.bind(make_request(sb=10), *DEFAULTS)                # a request never remembered: not bound
+    assert _ask(lookup, a, b, DEFAULTS) is None
+    lookup.bind(req, *DEFAULTS)
+    lookup.bind(req, *DEFAULTS)  # once
+    assert torch.equal(_ask(lookup, a, b, DEFAULTS), torch.matmul(a, b))
+    equal_not_same = ("".join(["a", "uto"]),) + DEFAULTS[2:]  # an equal scheme string, another object
+    assert equal_not_same[0] == DEFAULTS[1] and equal_not_same[0] is not DEFAULTS[1]
+    for options in [(10,) + DEFAULTS[1:], (DEFAULTS[0],) + equal_not_same, DEFAULTS[:6] + (False,)]:
+        assert _ask(lookup, a, b, options) is None
+    assert _ask(lookup, a, b, DEFAULTS, out=torch.empty(5, 3)) is None  # out= takes the Python path
+    assert _ask(lookup, a[:4], b, DEFAULTS) is None                     # a call never remembered
+    w = b.clone().requires_grad_()
+    assert _ask(lookup, a, w, DEFAULTS) is None                         # grad mode on, an operand needs grad
+    with pytest.raises(TypeError, match="10 arguments"):
+        lookup.matmul(a, b)
+    with pytest.raises(TypeError, match="8 arguments"):
+        lookup.bind(req)
+    # The same option values validated again into another object (make_request's cache is bounded): the
+    # binding follows the newer one.
+    again = make_request()._replace(sb=12)
+    c = torch.randn(2, 7, generator=g)
+    lookup.remember(c, b, again)
+    assert _ask(lookup, c, b, DEFAULTS) is None  # remembered under the newer object only
+    lookup.bind(again, *DEFAULTS)
+    assert torch.equal(_ask(lookup, c, b, DEFAULTS), torch.matmul(c, b))
+    lookup.forget()  # forgets the bindings with the plans
+    lookup.remember(a, b, req)
+    assert _ask(lookup, a, b, DEFAULTS) is None
+
+
+def test_sgemm_cube_matmul_asks_first_then_binds(lookup, monkeypatch):
+    """sgemm_cube.matmul asks the lookup with its own arguments before anything else: a remembered call
+    with options validated once before (native_call binds them) never reaches the Python option checks."""
+    import sgemm_cube
+    from sgemm_cube import api
+
+    monkeypatch.setattr(product, "_FAST", lookup)
+    monkeypatch.setattr(product, "fast_matmul", lookup.matmul)
+    validated = []
+    real_options = api._options
+    monkeypatch.setattr(api, "_options", lambda *args: validated.append(args) or real_options(*args))
+    g = torch.Generator().manual_seed(11)
+    a, b = torch.randn(6, 9, generator=g), torch.randn(9, 4, generator=g)
+    # what product.compute remembers for a CUDA call planned native: the options object the defaults give
+    lookup.remember(a, b, real_options(*DEFAULTS))
+    first = sgemm_cube.matmul(a, b)
+    assert len(validated) == 1 and torch.equal(first, torch.matmul(a, b))
+    again = sgemm_cube.matmul(a, b)  # bound by the first call: answered in C++
+    assert len(validated) == 1 and torch.equal(again, first)
+    sgemm_cube.matmul(a, b, sb=12, backend="auto")  # literals are the defaults' objects
+    assert len(validated) == 1
+    sgemm_cube.matmul(a, b, sb=11)  # other options: validated (and computed by the CPU model, not remembered)
+    assert len(validated) == 2
+    out = torch.empty(6, 4)
+    sgemm_cube.matmul(a, b, out=out)
+    assert len(validated) == 3 and torch.equal(out, first)
