@@ -1,9 +1,10 @@
 """Fixtures of the planted-bug tests: each test takes a ``bug`` (``executed.PlantedBug``) parameter and the
 ``planted_binary`` fixture; the session's selected bugs are built in the background from the first
 request on (``executed.PlantedBuilds``), several at a time, so that a test waits for its own build only.
-Under pytest-xdist they are one ``xdist_group``, run by one worker (``tests/conftest.py``)."""
+Under pytest-xdist one worker runs them all (``tests/conftest.py``: ``TOGETHER``, by their names)."""
 import pytest
 
+from ..conftest import TOGETHER
 from .executed import PlantedBug, PlantedBuilds
 
 
@@ -11,13 +12,11 @@ def _planted(item) -> bool:
     return isinstance(getattr(item, "callspec", None) and item.callspec.params.get("bug"), PlantedBug)
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config, items):
-    """The planted-bug tests are the ``xdist_group`` "planted": every process that runs one builds the
-    binaries of all the session's planted bugs (:func:`planted_builds`), so one process runs them all."""
-    for item in items:
-        if _planted(item):
-            item.add_marker(pytest.mark.xdist_group("planted"))
+    """Every planted-bug test is named so that pytest-xdist sends it with the others (``TOGETHER``)."""
+    misnamed = [item.nodeid for item in items if _planted(item) and TOGETHER not in item.nodeid]
+    if misnamed:
+        raise pytest.UsageError(f"planted-bug tests must be named test_planted_* (tests/conftest.py): {misnamed}")
 
 
 @pytest.fixture(scope="session")
