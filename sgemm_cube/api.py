@@ -183,8 +183,9 @@ def matmul(a: Operand, b: Operand, sb: SbOption = 12, *, scheme: Scheme = "auto"
     >>> bool((big == c * np.float32(2.0**100)).all())
     True
     """
-    if product.fast_matmul is not None:  # a small CUDA call planned native before: PyTorch's kernel, from C++
-        fast = product.fast_matmul(a, b, sb, scheme, scale, order, accumulate, backend, out, fixup)
+    fast_matmul = product.fast_matmul  # a small CUDA call planned native before: PyTorch's kernel, from C++
+    if fast_matmul is not None:
+        fast = fast_matmul(a, b, sb, scheme, scale, order, accumulate, backend, out, fixup)
         if fast is not None:
             return fast
     req = _options(sb, scheme, scale, order, accumulate, backend, fixup)

@@ -11,9 +11,11 @@ defaults).  One build runs every choice.
 """
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import subprocess
+import tempfile
 import threading
 import types
 from concurrent.futures import ThreadPoolExecutor
@@ -98,7 +100,6 @@ class _ModelHeader(NamedTuple):
 #: (soc, opt) -> the precompiled model of the planted builds, made on first use in this process
 _MODEL_HEADERS: dict[tuple, _ModelHeader] = {}
 _MODEL_HEADERS_LOCK = threading.Lock()
-_MODEL_HEADERS_DIR: list[Path] = []
 
 
 def _model_header(soc: str, opt: str) -> _ModelHeader:
@@ -108,14 +109,9 @@ def _model_header(soc: str, opt: str) -> _ModelHeader:
         done = _MODEL_HEADERS.get((soc, opt))
         if done is not None:
             return done
-        if not _MODEL_HEADERS_DIR:
-            import atexit
-            import tempfile
-
-            _MODEL_HEADERS_DIR.append(Path(tempfile.mkdtemp(prefix="sgemm_cube_model_pch_")))
-            atexit.register(shutil.rmtree, _MODEL_HEADERS_DIR[0], True)
-        header = _MODEL_HEADERS_DIR[0] / f"{soc}{opt}" / "model.h"
-        header.parent.mkdir()
+        directory = tempfile.mkdtemp(prefix=f"sgemm_cube_model_{soc}{opt}_")
+        atexit.register(shutil.rmtree, directory, True)
+        header = Path(directory) / "model.h"
         header.write_text('#include "kernel_operator.h"\n')
         cmd = [_gxx(), *_flags(soc, opt), "-I", str(EXEC), "-I", str(KERNELS / "include"), "-x", "c++-header"]
         res = subprocess.run([*cmd, str(header), "-o", f"{header}.gch", "-MD", "-MF", str(header.with_suffix(".d"))],
