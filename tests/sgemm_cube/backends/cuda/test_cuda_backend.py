@@ -411,6 +411,31 @@ def test_fixup_lines_across_blocks_are_fp32(rng, fixup, row_step, col_step):
     assert comp.max() <= 3 * k * 2.0 ** -24  # the guarantee's componentwise bound
 
 
+def test_tile_programs_leave_the_fixup_outputs_alone(rng, monkeypatch):
+    """The tile programs store every output whose row and column are emulated and none of a fix-up
+    line's (the fix-up programs write those; on a GPU the two run at once).  With no fix-up programs
+    launched, the fix-up outputs keep the poison and every other output is the full launch's, bit for bit:
+    tiles crossed by a fix-up row or column (the classes' mask) and tiles of emulated lines only (the
+    bounds' mask, ``gemm_tiles.store_tile``), unscaled and scaled lines (the epilogue's factor)."""
+    m, k, n = 97, 21, 83  # a shape of its own: no launch cached by another test
+    a, b = draw(rng, "normal", (m, k)), draw(rng, "normal", (k, n))
+    a[::9, 3] = 2.0 ** -40  # class 1: fix-up rows, crossing every row block
+    b[5, 40:43] = 2.0 ** -40  # fix-up columns in one column block only
+    a[1::9] *= np.float32(2.0 ** 100)  # scaled rows (t < 0): the epilogue's factor
+    b[:, 70:] *= np.float32(2.0 ** -90)  # scaled columns (t > 0)
+    rows = line_meta(a[None], -1).cls[0] >= 1
+    cols = line_meta(b[None], -2).cls[0] >= 1
+    assert rows.sum() == len(range(0, m, 9)) and cols.sum() == 3
+    full = _run(a, b)[0]
+    assert np.isfinite(full).all()
+    shape = launch.fixup_shape
+    monkeypatch.setattr(launch, "fixup_shape", lambda k, sms: (shape(k, sms)[0], 0))
+    tiles_only = _run(a, b)[0]
+    fixup_outputs = rows[:, None] | cols[None, :]
+    assert np.isnan(tiles_only[fixup_outputs]).all()
+    np.testing.assert_array_equal(tiles_only[~fixup_outputs], full[~fixup_outputs])
+
+
 def test_results_beyond_fp32s_range_are_infinities_of_their_sign(rng):
     """Huge lines are scaled (the emulated sums cannot overflow) and unscaled with one rounding: an
     output beyond FP32's range is the infinity of its sign, the others finite and accurate."""
