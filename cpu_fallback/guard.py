@@ -26,7 +26,9 @@ and derives two integers:
     ``split_limits(sb, arithmetic=...)``: :func:`line_range`) or three BF16 slices hold it exactly
     (BF16 schemes: or further down, where the other operand's lines allow it, :func:`bf16_rule`);
     ``LOSES_BITS`` (1): some nonzero entry lies below ``lower`` and would lose bits (BF16 schemes:
-    below the binade :func:`bf16_rule` gives, or a zero where it lists the lines holding one);
+    below the binade :func:`bf16_rule` gives, or a zero where it lists the lines holding one; FP16
+    schemes beside a partner, :func:`fp16_rule`: none where the operand takes its wide lines, and a
+    *loose* line where the partner takes them);
     ``SPECIAL`` (2): the line holds NaN/Inf, or a finite entry at or above ``upper``.
 
 The two integers of a line are its *line meta* (:class:`LineMeta`; the CUDA
@@ -92,11 +94,13 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .arithmetic import as_arithmetic
 from .schemes import get_scheme
 from .split import split_limits
 
 __all__ = ["SCALES", "LineClass", "LineRange", "line_range", "line_meta", "LineMeta", "LineStats", "line_stats",
-           "meta_from_stats", "BF16Summary", "BF16Rule", "bf16_summary", "bf16_rule", "NO_BOTTOM", "scale_lines",
+           "meta_from_stats", "BF16Summary", "BF16Rule", "bf16_summary", "bf16_rule", "FP16Summary", "FP16Rule",
+           "fp16_summary", "fp16_rule", "fp16_rule_applies", "NO_BOTTOM", "scale_lines",
            "unscale", "fixup_dot", "fixup_min_class", "fixup_lines", "pack_meta", "unpack_meta", "choose_scheme",
            "emulated_error_bound", "undecided_overflow"]
 
@@ -125,6 +129,17 @@ _BF16_PAIR_FLOOR = -100
 NO_BOTTOM = 1 << 20
 #: :func:`bf16_rule` where an operand emulates every line: below every scaled FP32 value (``2**-1022``).
 _EVERY_LINE = -1022
+# The FP16 partner rule (:func:`fp16_rule`).  Scaled to the top (its largest entry in [2**14, 2**15) for
+# sb = 12), an entry of a wide line below the split's ``lower`` still comes out of hi + lo 2**-sb within
+# 2**-37 (half the spacing of FP16's subnormals, 2**-25, times 2**-12; CUDA keeps FP16 subnormals, and
+# rounds to nearest), so against a partner line b with no zero and max|b| < 2**23 min|b| the extra error
+# of an output is below K 2**-37 max|b| < K 2**-37 2**23 |b_k*| <= K 2**-28 (|a| @ |b|), k* the wide
+# line's largest entry: a sixteenth of SGEMM's unit K 2**-24 (|a| @ |b|), inside the guarantee's 3K with
+# the emulation's own K + 14 from K = 16 on.
+#: A partner line is *tight* where floor(log2 max) - floor(log2 min) of its nonzero entries is at most this.
+_FP16_TIGHT_SPAN = 22
+#: The smallest K at which the FP16 partner rule applies (the guarantee's own limit for a named backend).
+_FP16_RULE_MIN_K = 16
 
 
 class LineRange(NamedTuple):
@@ -221,13 +236,15 @@ def line_meta(x: np.ndarray, axis: int, *, scheme: str = "fp16x3", sb: int = 12,
     """Exponents and classes of the lines of a (B, M, K) (``axis=-1``) or (B, K, N) (``axis=-2``) float32 array.
 
     ``partner``: the other operand of the product ((B, K, N) for the rows of A, (B, M, K) for the columns of
-    B), whose lines the BF16 schemes classify these against (:func:`meta_from_stats`); FP16 schemes ignore it.
+    B), whose lines these are classified against (:func:`meta_from_stats`: BF16 schemes; FP16 schemes where
+    :func:`fp16_rule_applies`).
     """
-    other = None
-    if partner is not None and get_scheme(scheme).format.name == "bf16":
+    other, k = None, x.shape[axis]
+    if partner is not None and (get_scheme(scheme).format.name == "bf16"
+                                or fp16_rule_applies(scheme, scale, k, arithmetic)):
         other = line_stats(partner, -2 if axis == -1 else -1)
     return meta_from_stats(line_stats(x, axis), scheme=scheme, sb=sb, scale=scale, fixup=fixup,
-                           arithmetic=arithmetic, partner=other)
+                           arithmetic=arithmetic, partner=other, k=k)
 
 
 class BF16Summary(NamedTuple):
@@ -317,13 +334,75 @@ def bf16_rule(own: BF16Summary, partner: BF16Summary, *, scale="auto") -> BF16Ru
     return narrow
 
 
+class FP16Summary(NamedTuple):
+    """What an FP16 operand's lines tell its partner's (:func:`fp16_summary`): integers, every batch together."""
+
+    wide: int   # lines with a nonzero entry below the split's range once scaled (listed on their own)
+    loose: int  # lines neither SPECIAL nor empty that hold a zero or span more than 23 binades
+    lines: int  # how many lines it has
+
+
+class FP16Rule(NamedTuple):
+    """How an FP16 operand's lines are classified beside its partner's (:func:`fp16_rule`)."""
+
+    takes_wide: bool  # its wide lines are emulated
+    list_loose: bool  # its loose lines are listed (the partner takes its wide lines)
+
+
+def fp16_rule_applies(scheme: str, scale, k: int | None, arithmetic=None) -> bool:
+    """Whether an FP16 scheme's lines are classified beside the partner's (:func:`fp16_rule`): under
+    ``scale`` "auto" or "rows" (a wide line scaled to the top), from K = 16, on hardware that keeps FP16
+    subnormals and rounds to nearest (CUDA, the CPU; not the NPU's designed-for arithmetic)."""
+    arith = as_arithmetic(arithmetic)
+    return (get_scheme(scheme).format.name == "fp16" and scale in ("auto", "rows") and k is not None
+            and k >= _FP16_RULE_MIN_K and arith.subnormals == "gradual" and arith.cast == "rint")
+
+
+def _fp16_classes(stats: LineStats, rng: LineRange, scale):
+    """(t, special, wide, loose) per line of an FP16 operand, before any partner rule."""
+    t = _exponents(stats, rng, scale)
+    has = stats.small < np.inf
+    special = (np.ldexp(stats.big, t) >= rng.upper) | stats.bad
+    wide = has & ~special & (np.ldexp(np.where(has, stats.small, 1.0), t) < rng.lower)
+    span = _floor_log2(stats.big) - _floor_log2(np.where(has, stats.small, 1.0))
+    loose = has & ~special & (stats.zero | (span > _FP16_TIGHT_SPAN))
+    return t, special, wide, loose
+
+
+def fp16_summary(stats: LineStats, *, sb: int = 12, scale="auto") -> FP16Summary:
+    """:class:`FP16Summary` of an operand's lines under an FP16 scheme (default arithmetic).  The CUDA
+    split computes the same integers (per block of lines, then summed)."""
+    _, _, wide, loose = _fp16_classes(stats, line_range("fp16x3", sb), scale)
+    return FP16Summary(int(np.count_nonzero(wide)), int(np.count_nonzero(loose)), int(wide.size))
+
+
+def fp16_rule(own: FP16Summary, partner: FP16Summary) -> FP16Rule:
+    """Whether an FP16 operand emulates its wide lines beside ``partner``, or lists its loose ones.
+
+    A wide line (an entry below the split's ``lower`` once scaled) may be emulated against every *tight*
+    line of the other operand, one with no zero and its nonzero entries within 23 binades (module
+    comment at ``_FP16_TIGHT_SPAN``): its outputs stay within a sixteenth of SGEMM's bound of the
+    emulation's own.  So one operand may take its wide lines while the other lists its loose lines (its
+    wide lines among them).  Of the three choices, none, this operand or the partner, the one that lists
+    the fewest outputs is taken (the listed fractions of both operands' lines, compared exactly as
+    integers); none on a tie.  (Vandermonde features against random normal columns: every row emulated.)
+    """
+    own_cost = partner.loose * own.lines          # this operand takes: the partner's loose lines listed
+    given_cost = own.loose * partner.lines        # the partner takes: this operand's loose lines listed
+    none_cost = own.wide * partner.lines + partner.wide * own.lines
+    return FP16Rule(own_cost < none_cost and own_cost < given_cost,
+                    given_cost < none_cost and given_cost < own_cost)
+
+
 def meta_from_stats(stats: LineStats, *, scheme: str = "fp16x3", sb: int = 12, scale="auto",
-                    fixup: bool = True, arithmetic=None, partner: LineStats | None = None) -> LineMeta:
+                    fixup: bool = True, arithmetic=None, partner: LineStats | None = None,
+                    k: int | None = None) -> LineMeta:
     """:class:`LineMeta` of lines from their :class:`LineStats` (shape (B, L)); see the module docstring.
 
     ``arithmetic``: the hardware arithmetic whose split range (:func:`line_range`) classifies the lines.
     ``partner``: the statistics of the other operand's lines (BF16 schemes: :func:`bf16_rule`; without
-    them a BF16 line is emulated only within 99 binades of its top).  BF16 schemes scale every line
+    them a BF16 line is emulated only within 99 binades of its top; FP16 schemes: :func:`fp16_rule`
+    where :func:`fp16_rule_applies` for ``k``, the product's K).  BF16 schemes scale every line
     under ``scale="auto"``.
     """
     if scale not in SCALES:
@@ -338,6 +417,12 @@ def meta_from_stats(stats: LineStats, *, scheme: str = "fp16x3", sb: int = 12, s
             if rule.list_sparse:
                 loses = (small < np.inf) & stats.zero
         scale = _bf16_scale(scale)
+    elif partner is not None and fp16_rule_applies(scheme, scale, k, arithmetic):
+        rule = fp16_rule(fp16_summary(stats, sb=sb, scale=scale), fp16_summary(partner, sb=sb, scale=scale))
+        if rule.takes_wide:
+            lower = 0.0
+        if rule.list_loose:
+            loses = _fp16_classes(stats, rng, scale)[3]
     t = _exponents(stats, rng, scale)
     cls = np.where((np.ldexp(small, t) < lower) | loses, LineClass.LOSES_BITS, LineClass.SPLIT)
     cls = np.where((np.ldexp(big, t) >= rng.upper) | bad, LineClass.SPECIAL, cls).astype(np.int32)

@@ -54,7 +54,7 @@ __all__ = ["GENERATORS", "FINITE", "SPECIAL", "OVERFLOWING", "U", "OVERFLOW", "U
            "seed_for", "rng_for", "References", "references", "sequential_fp32", "fp32_matmul", "fp32_autograd_matmul", "check_guarantee", "frobenius_errors",
            "ieee_special_values", "issue_64x64", "half_scaled", "padded_issue_case", "nextafter_2_64",
            "special_case", "overflow_case", "same_bits_any_zero", "OPTIONS", "option_id", "native_overflow_ok",
-           "cancelling_huge_terms", "silent_answer_cases", "exact_fp32", "bf16_pair_cases"]
+           "cancelling_huge_terms", "silent_answer_cases", "exact_fp32", "bf16_pair_cases", "fp16_pair_cases"]
 
 U = 2.0 ** -24                            #: FP32 unit roundoff
 OVERFLOW = 2.0 ** 128 * (1 - 2.0 ** -25)  #: smallest magnitude that rounds to infinity in FP32
@@ -459,8 +459,10 @@ def cancelling_huge_terms(rng, m, k, n):
     or beyond it (about half each).  A float64 sum absorbs the ~1e38 terms into the ~1e63 ones (where
     they fall between a pair in its order) and can return anything from 0 to the wrong infinity; native
     FP32's products overflow (NaN).  Every column of B is a fix-up line (its ~1e25 and ~1 entries span
-    about 83 binades); the rows of A are scaled and split, so every output is the fix-up's.  Works for any
-    m, k, n >= 1 (pairs from k = 4).
+    about 83 binades); the rows of A are scaled and split, so every output is the fix-up's.  Every row of A
+    holds a zero (from k = 2), so the columns are not emulated beside them (``guard.fp16_rule``: an FP16
+    line spanning 83 binades is emulated beside partners holding no zero).  Works for any m, k, n >= 1
+    (pairs from k = 4).
 
     Without the ~1 entries a column is scaled and split instead, and the emulated sum of the scaled
     products errs by up to about ``K 2**-24 |A||B|`` (~2**190 here) before unscaling: a 70 x 96 x 150 draw
@@ -477,11 +479,13 @@ def cancelling_huge_terms(rng, m, k, n):
         b[p, :] = b[q, :] = rng.uniform(0.5, 2.0, n) * 1e25
     rest = pos[2 * pairs:]
     a[:, rest] = _signs(rng, (m, rest.size)) * rng.uniform(0.2, 1.0, (m, rest.size)) * fmax
+    if pairs or rest.size > 1:
+        a[:, pos[-1]] = 0  # a zero in every row
     # about four terms ~1e38 per output (exact results around FP32's largest value), at least one per column:
     # a column of only the ~1e25 entries would not be a fix-up line but scaled and split (see below)
     used = rng.random((rest.size, n)) < min(1.0, 4.0 / max(1, rest.size))
     if rest.size:
-        used[rng.integers(0, rest.size, n), np.arange(n)] = True
+        used[rng.integers(0, max(1, rest.size - 1), n), np.arange(n)] = True  # not the zero's k (from 2)
     b[rest, :] = np.where(used, _signs(rng, (rest.size, n)) * rng.uniform(0.3, 2.0, (rest.size, n)), 0.0)
     return _f32(a, b)
 
@@ -577,6 +581,47 @@ def bf16_pair_cases(rng):
             ("very wide rows", very, b, no_rows, no_cols),
             ("very wide rows, a zero", very, holed, no_rows, np.arange(n) == 3),
             ("half very wide, zeros everywhere", half_very, zeros, np.arange(m) % 2 == 0, no_cols)]
+
+
+def fp16_pair_cases(rng):
+    """``[(name, a, b, rows_listed, cols_listed)]``: FP16 lines reaching below the split's range beside
+    partners that let them be emulated (``guard.fp16_rule``), and which lines fp16x3 must list (boolean per
+    row of ``a``, per column of ``b``).  24 x 64 x 10; the rows are polynomial features ``x**p``,
+    p = 0..63, x or 1/x uniform in [1.4, 2) (31-63 binades within a row: every row wide), the columns
+    random normal:
+
+    * "wide rows": nothing listed (every column is tight: no zero, its nonzero entries within 23 binades);
+    * "wide columns": the same transposed: nothing listed;
+    * "tight at the limit": column 7 spans exactly 23 binades (floor(log2) 0 and -22): its entries are
+      +-1.5 * 2**-22 but for +-1 at p = 0..3, so the rows growing with p meet it with their largest entries
+      at its smallest and their entries below the split's range (p <= 2) at its largest, the ratio the rule
+      allows: nothing listed, and the guarantee holds there;
+    * "a zero and a wide span": column 3 holds a zero, column 6 spans 24 binades: both listed (computed
+      exactly), the rows are not;
+    * "zeros everywhere": every column holds a zero and half the rows are wide: listing every column
+      would cost more than listing those rows, so they are listed, as without the rule.
+    """
+    m, k, n = 24, 64, 10
+    x = rng.uniform(1.4, 2.0, (m, 1)) ** np.where(rng.random((m, 1)) < 0.5, -1.0, 1.0)
+    a = (x ** np.arange(k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    b = np.where(np.abs(b) < 2.0 ** -8, np.float32(0.5), b)  # random columns within 12 binades, no zero
+    none_rows, none_cols = np.zeros(m, bool), np.zeros(n, bool)
+    limit = b.copy()
+    limit[:, 7] = (1.5 * 2.0 ** -22 * _signs(rng, k)).astype(np.float32)
+    limit[:4, 7] = _signs(rng, 4)
+    loose = b.copy()
+    loose[5, 3] = 0
+    loose[0, 6], loose[1, 6] = np.float32(1.5), np.float32(1.5 * 2.0 ** -23)
+    zeros = b.copy()
+    zeros[9, :] = 0
+    half = a.copy()
+    half[1::2] = rng.uniform(1, 2, (m // 2, k)).astype(np.float32)  # narrow rows
+    return [("wide rows", a, b, none_rows, none_cols),
+            ("wide columns", np.ascontiguousarray(b.T), np.ascontiguousarray(a.T), none_cols, none_rows),
+            ("tight at the limit", a, limit, none_rows, none_cols),
+            ("a zero and a wide span", a, loose, none_rows, np.isin(np.arange(n), (3, 6))),
+            ("zeros everywhere", half, zeros, np.arange(m) % 2 == 0, none_cols)]
 
 
 def silent_answer_cases():

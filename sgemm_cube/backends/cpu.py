@@ -174,7 +174,7 @@ def _line_metas(a: np.ndarray, b: np.ndarray, plan: Plan):
     operand's lines classified beside the other's)."""
     sa, sb = _line_stats(a, -1), _line_stats(b, -2)
     return tuple(meta_from_stats(own, scheme=plan.scheme, sb=plan.sb, scale=plan.scale, fixup=plan.fixup,
-                                 partner=other) for own, other in ((sa, sb), (sb, sa)))
+                                 partner=other, k=a.shape[-1]) for own, other in ((sa, sb), (sb, sa)))
 
 
 def _unscaled(c, ta, tb, room: int, alpha: float):

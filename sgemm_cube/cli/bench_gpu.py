@@ -787,7 +787,7 @@ def fixup_fractions(a, b, *, fixup: bool = True, scheme: str = "fp16x3", margin:
     sa, sb = stats(a, -1), stats(b, -2)
 
     def fractions(name):
-        listed = [torch.from_numpy(meta_from_stats(own, scheme=name, fixup=fixup, partner=other).cls
+        listed = [torch.from_numpy(meta_from_stats(own, scheme=name, fixup=fixup, partner=other, k=a.shape[-1]).cls
                                    >= int(fixup_min_class(fixup))).double() for own, other in ((sa, sb), (sb, sa))]
         fr, fc = listed[0].mean(-1), listed[1].mean(-1)  # per batch
         return {"rows": float(fr.mean()), "cols": float(fc.mean()), "outputs": float((fr + fc - fr * fc).mean()),

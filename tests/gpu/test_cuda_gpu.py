@@ -33,13 +33,13 @@ pytestmark = pytest.mark.gpu
 
 from sgemm_cube import cpu_fallback  # noqa: E402
 import sgemm_cube  # noqa: E402
-from sgemm_cube.cpu_fallback.guard import line_meta, line_range, pack_meta, unpack_meta  # noqa: E402
+from sgemm_cube.cpu_fallback.guard import choose_scheme, line_meta, line_range, pack_meta, unpack_meta  # noqa: E402
 from sgemm_cube.backends import cuda  # noqa: E402
 from sgemm_cube.backends.cuda import launch  # noqa: E402
 from sgemm_cube.backends.cuda.gemm_tiles import VARIANTS  # noqa: E402
 
 from tests.conftest import draw  # noqa: E402
-from tests.guarantee_data import bf16_pair_cases, check_guarantee  # noqa: E402
+from tests.guarantee_data import bf16_pair_cases, check_guarantee, fp16_pair_cases  # noqa: E402
 
 
 def _rel(c, ref):
@@ -164,10 +164,12 @@ def test_special_values_through_the_api(rng):
 
 def test_class_1_lines_are_computed_in_fp32(rng):
     """Rows and columns with an entry 40 binades under the rest (class 1 even scaled), scattered over
-    many blocks: the fix-up programs compute their outputs in FP32; fixup=False keeps the paper's split."""
+    many blocks: the fix-up programs compute their outputs in FP32; fixup=False keeps the paper's split.
+    (Every line holds a zero, so neither operand's are emulated beside the other's: ``guard.fp16_rule``.)"""
     a, b = draw(rng, "normal", (1, 1000, 700)), draw(rng, "normal", (1, 700, 900))
     a[0, ::7, 3] = 2.0 ** -40
     b[0, 5, ::5] = 2.0 ** -40
+    a[0, :, 0], b[0, 0, :] = 0, 0
     a, b = _gpu(a), _gpu(b)
     ops = launch.split_operands(a, b)
     assert int(ops.a_lines.counts.sum()) == 143 and int(ops.b_lines.counts.sum()) == 180
@@ -273,10 +275,14 @@ def test_bf16x9_keeps_the_smallest_levels():
 @pytest.mark.parametrize("n", [1000, 3000])
 def test_auto_scheme_on_wide_rows(rng, n):
     """scheme="auto" (the default) on rows spanning 80 binades (class 1 for fp16x3: no power of two brings
-    them into its split's range; BF16 slices hold them).  Below launch.AUTO_MIN_FLOPS (n = 1000) it is
-    fp16x3, and those rows are computed in FP32, accurately; from it on (n = 3000) the GPU chooses bf16x6,
-    whose result it gives bit for bit, and on normal data fp16x3's."""
+    them into its split's range; BF16 slices hold them) beside columns holding a zero (so fp16x3 lists the
+    rows: ``guard.fp16_rule``).  Below launch.AUTO_MIN_FLOPS (n = 1000) it is fp16x3, and those rows are
+    computed in FP32, accurately; from it on (n = 3000) the GPU chooses bf16x6, whose result it gives bit
+    for bit, and on normal data fp16x3's.  Beside random normal columns (tight) fp16x3 emulates the wide
+    rows, lists nothing, and is chosen."""
     a, b = _gpu(_wide_rows(rng, (n, n))), _gpu(draw(rng, "normal", (n, n)))
+    tight = b.clone()
+    b[0] = 0
     plan = sgemm_cube.explain(a, b, backend="cuda")
     big = 2.0 * n ** 3 >= launch.AUTO_MIN_FLOPS
     assert (plan.scheme, plan.backend, plan.scale) == ("auto" if big else "fp16x3", "cuda", "auto"), plan
@@ -288,6 +294,12 @@ def test_auto_scheme_on_wide_rows(rng, n):
         normal = _gpu(draw(rng, "normal", (n, n)))
         assert torch.equal(sgemm_cube.matmul(normal, b).view(torch.int32),
                            sgemm_cube.matmul(normal, b, scheme="fp16x3").view(torch.int32))
+    ops = launch.split_operands(a[None], tight[None])
+    assert int(ops.a_lines.counts.sum()) == 0 and int(ops.b_lines.counts.sum()) == 0
+    c = sgemm_cube.matmul(a, tight, backend="cuda")
+    bound = 3 * n * 2.0 ** -24 * torch.matmul(a.double().abs(), tight.double().abs())  # SGEMM's componentwise
+    assert ((c.double() - torch.matmul(a.double(), tight.double())).abs() <= bound).all()
+    assert torch.equal(c.view(torch.int32), sgemm_cube.matmul(a, tight, scheme="fp16x3").view(torch.int32))
 
 
 @pytest.mark.parametrize("scheme", BF16_SCHEMES)
@@ -318,3 +330,27 @@ def test_bf16_lines_beside_their_partners(rng, scheme):
         assert np.array_equal(unpack_meta(ops.b_lines.meta.cpu().numpy()).cls[0] > 0, cols), name
         c = sgemm_cube.matmul(ag, bg, scheme=scheme).cpu().numpy()
         assert check_guarantee(c, a, b) == "", name
+
+
+@pytest.mark.parametrize("scheme", ["fp16x3", "auto"])
+def test_fp16_lines_beside_their_partners(rng, monkeypatch, scheme):
+    """Issue 33: FP16 lines reaching below the split's range beside tight partners (``fp16_pair_cases``,
+    ``guard.fp16_rule``): the compiled split lists exactly the lines ``guard.line_meta`` lists beside the
+    other operand, and the product keeps the componentwise guarantee on the tensor cores (FP16 subnormal
+    inputs kept); ``scheme="auto"`` (its threshold lowered to 0) chooses fp16x3 there, whose wide lines
+    are no longer listed."""
+    monkeypatch.setattr(launch, "AUTO_MIN_FLOPS", 0.0)
+    for name, a, b, rows, cols in fp16_pair_cases(rng):
+        ag, bg = _gpu(a), _gpu(b)
+        ops = launch.split_operands(ag[None], bg[None])
+        _check_lines(ops.a_lines, a[None], -1, b[None])
+        _check_lines(ops.b_lines, b[None], -2, a[None])
+        assert np.array_equal(unpack_meta(ops.a_lines.meta.cpu().numpy()).cls[0] > 0, rows), name
+        assert np.array_equal(unpack_meta(ops.b_lines.meta.cpu().numpy()).cls[0] > 0, cols), name
+        c = sgemm_cube.matmul(ag, bg, backend="cuda", scheme=scheme)
+        assert check_guarantee(c.cpu().numpy(), a, b, frobenius=False) == "", name
+        if scheme == "auto":
+            want = choose_scheme(a[None], b[None], margin=launch.AUTO_MARGIN)
+            assert want == "fp16x3" or name == "zeros everywhere", (name, want)
+            chosen = sgemm_cube.matmul(ag, bg, backend="cuda", scheme=want)
+            assert torch.equal(c.view(torch.int32), chosen.view(torch.int32)), name

@@ -3,12 +3,13 @@
 Importing this package needs neither torch nor triton nor a GPU; the kernels
 are imported on first use.  One entry point runs a product: :func:`run`, which reads
 a :class:`~sgemm_cube.plan.Plan` only (:func:`matmul`, the checked entry of
-benchmarks and tests, makes the plan and calls it).  A product is five launches (:mod:`.launch`): the
+benchmarks and tests, makes the plan and calls it).  A product is five or six launches (:mod:`.launch`): the
 statistics of both operands; their line meta and fix-up lists; the scaled
 split; the GEMM with its fix-up programs; the recheck of outputs that overflowed where the emulation's
-error bound cannot tell whether the exact ones do (a BF16 scheme's six: its line meta follows a summary
-of both operands' lines).  A plan of scheme ``"auto"`` (the default's from
-``launch.AUTO_MIN_FLOPS`` on) is nine: both schemes' line meta, the GPU's choice, the split in the
+error bound cannot tell whether the exact ones do (six where the line meta follows a summary of both
+operands' lines: BF16 schemes, and FP16 schemes from K = 16 under ``scale`` "auto" or "rows",
+:func:`sgemm_cube.cpu_fallback.guard.fp16_rule`).  A plan of scheme ``"auto"`` (the default's from
+``launch.AUTO_MIN_FLOPS`` on) is ten: both schemes' line meta, the GPU's choice, the split in the
 chosen scheme, both GEMMs (the one not chosen returns at once), the recheck.  Layers, one per module:
 
 * :mod:`.split_kernel` -- FP32 -> padded buffer of FP16 (hi, lo) or three

@@ -5,8 +5,9 @@ operands where it reads them, and reads nothing back to the host:
 
 1. :func:`.split_kernel.tile_stats_kernel` -- the statistics of both operands;
 2. :func:`.split_kernel.line_meta_kernel` -- their line meta and fix-up lists
-   (BF16 schemes: after :func:`.split_kernel.line_summary_kernel`, the summaries of both
-   operands' lines that decide how far below its top each line may reach);
+   (BF16 schemes, and FP16 schemes from K = 16 under ``scale`` "auto" or "rows": after
+   :func:`.split_kernel.line_summary_kernel`, the summaries of both operands' lines that decide
+   how far below its top each line may reach: six launches);
 3. :func:`.split_kernel.split_scaled_kernel` -- the scaled split (FP16 or BF16 slices);
 4. :func:`.gemm_kernel.gemm_kernel` -- the GEMM of the scheme's slice products
    (three or four FP16 products for fp16x3, fp16x4; nine or six BF16 products
@@ -18,8 +19,8 @@ operands where it reads them, and reads nothing back to the host:
    one does (returns at once where none did: every product but those with huge
    cancelling terms).
 
-``scheme="auto"`` (:func:`_auto_problem`) runs nine: the line meta under both
-schemes' ranges (bf16x6's after its summaries), the GPU's choice (:func:`.split_kernel.scheme_choice_kernel`),
+``scheme="auto"`` (:func:`_auto_problem`) runs ten: the line meta under both
+schemes' ranges (each after its summaries), the GPU's choice (:func:`.split_kernel.scheme_choice_kernel`),
 the split in the chosen scheme, and the GEMMs of fp16x3 and bf16x6, of which the
 one not chosen returns at once.
 
@@ -51,15 +52,16 @@ import triton
 
 from sgemm_cube.cpu_fallback import get_scheme
 from sgemm_cube.cpu_fallback.guard import fixup_min_class as _fixup_min_class
-from sgemm_cube.cpu_fallback.guard import emulated_error_bound, line_range
+from sgemm_cube.cpu_fallback.guard import emulated_error_bound, fp16_rule_applies, line_range
 
 from . import configs as _configs
 from .fixup_kernel import RECHECK_ENTRY, fixup_shape, overflow_recheck_kernel
 from .gemm_kernel import gemm_kernel
 from .gemm_tiles import VARIANTS
 from .hybrid import device_key, interpreter_active, load_device_table
-from .split_kernel import (SCALE_MODES, SUMMARY_WORDS, line_meta_kernel, line_summary_kernel, scheme_choice_kernel,
-                           split_scaled_kernel, tile_stats_kernel)
+from .line_meta import FP16_TIGHT_SPAN, NO_BOTTOM
+from .split_kernel import (PAIR_BF16, PAIR_FP16, PAIR_NONE, SCALE_MODES, SUMMARY_WORDS, line_meta_kernel,
+                           line_summary_kernel, scheme_choice_kernel, split_scaled_kernel, tile_stats_kernel)
 
 __all__ = ["run", "check_operands", "split_operands", "resolve_config", "plan_config", "flush_steps",
            "SplitOperands", "LineOutputs", "DEFAULT_FLUSH_K"]
@@ -379,19 +381,23 @@ def _two_sided(kernel, a: _SplitSide, b: _SplitSide, programs_a: int, programs_b
     return _Launch(kernel, (programs_a + programs_b,), kwargs, num_warps, 1)
 
 
-def _line_meta_launch(a: _SplitSide, b: _SplitSide, *, scheme: str, scale, rng, fixup_min_class: int,
+def _line_meta_launch(a: _SplitSide, b: _SplitSide, *, scheme: str, scale, k: int, rng, fixup_min_class: int,
                       block: tuple[int, int], num_warps: int) -> tuple[_Launch, ...]:
     """Split pass 2 over both operands: their line meta and fix-up lists under ``rng``, ``scheme``'s
-    :func:`line_range`.  A BF16 scheme's is two launches, the lines' summaries first, and scales every
-    line under ``scale="auto"`` (:func:`sgemm_cube.cpu_fallback.guard.meta_from_stats`)."""
-    pair = get_scheme(scheme).format.name == "bf16"
-    mode = SCALE_MODES["rows" if pair and scale == "auto" else scale]
+    :func:`line_range`.  Where the lines are classified beside the other operand's (BF16 schemes; FP16
+    schemes where :func:`sgemm_cube.cpu_fallback.guard.fp16_rule_applies` for ``k``) two launches, the
+    lines' summaries first; a BF16 scheme scales every line under ``scale="auto"``
+    (:func:`sgemm_cube.cpu_fallback.guard.meta_from_stats`)."""
+    bf16 = get_scheme(scheme).format.name == "bf16"
+    pair = (PAIR_BF16 if bf16 else PAIR_FP16 if fp16_rule_applies(scheme, scale, k) else PAIR_NONE).value
+    mode = SCALE_MODES["rows" if bf16 and scale == "auto" else scale]
     blocks = dict(A_BLOCK_L=block[0], B_BLOCK_L=block[0], BLOCK_T=block[1])
-    summary = (_two_sided(line_summary_kernel, a, b, a.line_programs, b.line_programs,
-                          dict(TOP=rng.top, SCALE_MODE=mode, **blocks), num_warps),) if pair else ()
+    ranges = dict(LOWER=rng.lower, UPPER=rng.upper, TOP=rng.top, SCALE_MODE=mode, PAIR=pair)
+    summary = (_two_sided(line_summary_kernel, a, b, a.line_programs, b.line_programs, dict(**ranges, **blocks),
+                          num_warps),) if pair != PAIR_NONE.value else ()
     lines = _two_sided(line_meta_kernel, a, b, a.line_programs, b.line_programs,
-                       dict(LOWER=rng.lower, UPPER=rng.upper, TOP=rng.top, SCALE_MODE=mode,
-                            FIXUP_MIN_CLASS=fixup_min_class, PAIR=pair, **blocks),
+                       dict(**ranges, FIXUP_MIN_CLASS=fixup_min_class,
+                            LOOSE_SPAN=(FP16_TIGHT_SPAN if pair == PAIR_FP16.value else NO_BOTTOM).value, **blocks),
                        num_warps)
     return (*summary, lines)
 
@@ -408,7 +414,7 @@ def _split_launches(a: _SplitSide, b: _SplitSide, *, sb: int, scheme: str, scale
     tiles = dict(A_BLOCK_L=a.tile[0], A_BLOCK_K=a.tile[1], B_BLOCK_L=b.tile[0], B_BLOCK_K=b.tile[1])
     stats = _two_sided(tile_stats_kernel, a, b, a.stats_programs, b.stats_programs,
                        dict(recheck=recheck, STATS_STEPS=STATS_STEPS, **tiles), 4)
-    lines = _line_meta_launch(a, b, scheme=scheme, scale=scale, rng=rng, fixup_min_class=fixup_min_class,
+    lines = _line_meta_launch(a, b, scheme=scheme, scale=scale, k=a.args["K"], rng=rng, fixup_min_class=fixup_min_class,
                               block=block, num_warps=num_warps)
     scaled = _two_sided(split_scaled_kernel, a, b, a.tile_programs, b.tile_programs,
                         dict(SB_SCALE=float(2.0 ** sb), BF16=get_scheme(scheme).format.name == "bf16",
@@ -522,8 +528,8 @@ def _auto_problem(a_shape, a_strides, b_shape, b_strides, out_strides, device, *
                   fixup_min_class: int, flush_k: int | None, config: dict | None) -> _LaunchPlan:
     """``scheme="auto"``: the launches of fp16x3 and of bf16x6 over one split, the device choosing.
 
-    Nine launches, no sync: the statistics; the line meta under each scheme's range (bf16x6's after its
-    summaries); the choice (:func:`.split_kernel.scheme_choice_kernel`); the split in the chosen scheme;
+    Ten launches, no sync: the statistics; the line meta under each scheme's range (each after its
+    summaries; fp16x3's without them below K = 16); the choice (:func:`.split_kernel.scheme_choice_kernel`); the split in the chosen scheme;
     both GEMMs, of which the one not chosen returns at once; the overflow recheck, with the chosen
     scheme's line meta.  Both GEMMs read one padding (the larger of their tiles) and one buffer of three
     16-bit planes per operand (FP16 fills two).
@@ -548,11 +554,11 @@ def _auto_problem(a_shape, a_strides, b_shape, b_strides, out_strides, device, *
     b16, bbf, offset = _with_bf16_ints(side_b, offset)
     choice, offset = _ws_piece(offset, torch.int32, (1,))
     recheck, offset = _recheck_piece(batch, m, n, [(c["BLOCK_M"], c["BLOCK_N"]) for c in cfgs.values()], offset)
-    stats, lines16, scaled = _split_launches(a16, b16, sb=sb, scheme=AUTO_SCHEMES[0], scale=scale,
+    stats, *lines16, scaled = _split_launches(a16, b16, sb=sb, scheme=AUTO_SCHEMES[0], scale=scale,
                                              rng=line_range(AUTO_SCHEMES[0], sb), fixup_min_class=fixup_min_class,
                                              block=block, num_warps=cfg16["split_warps"], recheck=recheck,
                                              choice=choice)
-    lines_bf = _line_meta_launch(abf, bbf, scheme=AUTO_SCHEMES[1], scale=scale,
+    lines_bf = _line_meta_launch(abf, bbf, scheme=AUTO_SCHEMES[1], scale=scale, k=k,
                                  rng=line_range(AUTO_SCHEMES[1], sb), fixup_min_class=fixup_min_class, block=block,
                                  num_warps=cfg16["split_warps"])
     decide = _Launch(scheme_choice_kernel, (1,),
@@ -565,7 +571,7 @@ def _auto_problem(a_shape, a_strides, b_shape, b_strides, out_strides, device, *
                                strides=(a_strides, b_strides, out_strides), block_k=steps[s][0], flush=steps[s][1],
                                sms=sms, recheck=recheck, run_if=(choice, value))
                   for value, (s, sa, sb_) in enumerate(((AUTO_SCHEMES[0], a16, b16), (AUTO_SCHEMES[1], abf, bbf))))
-    return _LaunchPlan((stats, lines16, *lines_bf, decide, scaled, *gemms, _recheck_launch(gemms, sms)), offset,
+    return _LaunchPlan((stats, *lines16, *lines_bf, decide, scaled, *gemms, _recheck_launch(gemms, sms)), offset,
                        (a16.ints, block[0]), (b16.ints, block[0]), (side_a.slices, side_b.slices), m, n, k, batch, 0)
 
 
@@ -810,14 +816,14 @@ def check_operands(a, b, out) -> None:
 
 def run(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *, sb: int, order: str, scheme: str, scale,
         fixup: bool, flush_k: int | None = None, config: dict | tuple | None = None, alpha: float = 1.0) -> None:
-    """Five launches, no sync: the product of a plan (:func:`sgemm_cube.backends.cuda.run` passes its fields;
+    """Five or six launches, no sync: the product of a plan (:func:`sgemm_cube.backends.cuda.run` passes its fields;
     the options were checked when the plan was made, :func:`sgemm_cube.plan.make_request`).
 
     ``alpha``: ``out = alpha * (a @ b)``, each output rounded once (``alpha`` taken as float32).
 
     The launches of a product are prepared once per (shapes, strides, operand
     alignment, options, device) and replayed with new addresses afterwards
-    (:class:`_Cached`): a call then costs one allocation and five launches of host work.
+    (:class:`_Cached`): a call then costs one allocation and five or six launches of host work.
 
     ``config``: the launch configuration or overrides of it (:func:`resolve_config`), as a dict or as
     the sorted pairs a plan carries (:func:`plan_config`).

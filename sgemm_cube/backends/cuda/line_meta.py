@@ -21,7 +21,7 @@ from sgemm_cube.cpu_fallback import guard
 from sgemm_cube.cpu_fallback.guard import LineClass
 
 __all__ = ["SPLIT", "LOSES_BITS", "SPECIAL", "META_CLS_BITS", "META_CLS_MASK", "META_T_BIAS", "META_T_MASK",
-           "PAD_META", "NO_BOTTOM", "BF16_NARROW_LOW", "BF16_FLOOR", "BF16_PAIR_FLOOR", "BF16_EVERY_LINE",
+           "PAD_META", "NO_BOTTOM", "BF16_NARROW_LOW", "BF16_FLOOR", "BF16_PAIR_FLOOR", "BF16_EVERY_LINE", "FP16_TIGHT_SPAN",
            "encode_meta", "decode_meta"]
 
 # The line classes (guard.LineClass), as the kernels compare them.
@@ -43,6 +43,9 @@ BF16_FLOOR = tl.constexpr(guard._BF16_FLOOR)
 BF16_PAIR_FLOOR = tl.constexpr(guard._BF16_PAIR_FLOOR)
 #: The lowest binade of an operand that emulates every line (``2**-1022``: below every scaled FP32 value).
 BF16_EVERY_LINE = tl.constexpr(guard._EVERY_LINE)
+#: A partner line of the FP16 rule (guard.fp16_rule) is tight where its nonzero entries' floor(log2) lie at
+#: most this far apart (and it holds no zero).
+FP16_TIGHT_SPAN = tl.constexpr(guard._FP16_TIGHT_SPAN)
 
 _CLS_BITS = 2
 _T_BIAS = 1024

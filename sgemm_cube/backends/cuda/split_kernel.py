@@ -25,7 +25,9 @@ A BF16 scheme's lines are classified beside the other operand's
 (:func:`sgemm_cube.cpu_fallback.guard.bf16_summary`: the lowest binade of the narrow
 lines, how many lines are wide, very wide, or narrow and holding a zero), and
 :func:`line_meta_kernel` (2b) has every program sum both operands' summaries
-(a few hundred integers) before it classifies its lines.
+(a few hundred integers) before it classifies its lines.  So are an FP16 scheme's where
+:func:`sgemm_cube.cpu_fallback.guard.fp16_rule_applies` (``scale`` "auto" or "rows", K >= 16):
+its summary counts the wide and the loose lines (:func:`sgemm_cube.cpu_fallback.guard.fp16_summary`).
 
 One read for the statistics, one read and one write for the split, whatever
 the scaling.  (Owning whole lines in one program and re-reading the scaled
@@ -53,18 +55,20 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .line_meta import (BF16_EVERY_LINE, BF16_FLOOR, BF16_NARROW_LOW, BF16_PAIR_FLOOR, LOSES_BITS, NO_BOTTOM,
-                        PAD_META, SPECIAL, SPLIT, decode_meta, encode_meta)
+from .line_meta import (BF16_EVERY_LINE, BF16_FLOOR, BF16_NARROW_LOW, BF16_PAIR_FLOOR, FP16_TIGHT_SPAN, LOSES_BITS,
+                        NO_BOTTOM, PAD_META, SPECIAL, SPLIT, decode_meta, encode_meta)
 
 __all__ = ["tile_stats_kernel", "line_summary_kernel", "line_meta_kernel", "split_scaled_kernel", "scheme_choice_kernel",
-           "SCALE_MODES", "floor_log2", "pow2_f64", "SUMMARY_WORDS"]
+           "SCALE_MODES", "floor_log2", "pow2_f64", "SUMMARY_WORDS", "PAIR_NONE", "PAIR_BF16", "PAIR_FP16"]
 
 #: ``scale`` option -> the line-meta pass's SCALE_MODE.
 SCALE_MODES = {None: 0, "auto": 1, "rows": 2, "matrix": 3}
 # The same modes, as the kernel compares them.
 SCALE_NONE, SCALE_AUTO, SCALE_ROWS = (tl.constexpr(SCALE_MODES[s]) for s in (None, "auto", "rows"))
-#: int32 words per block of lines in a BF16 operand's summary (:func:`_bf16_summary`).
+#: int32 words per block of lines in an operand's summary (:func:`_bf16_summary`, :func:`_fp16_summary`).
 SUMMARY_WORDS = tl.constexpr(4)
+#: The line-meta pass's PAIR: how an operand's lines are classified beside the other's (none, BF16's, FP16's).
+PAIR_NONE, PAIR_BF16, PAIR_FP16 = tl.constexpr(0), tl.constexpr(1), tl.constexpr(2)
 # The float64 format: 52 fraction bits under an 11-bit exponent field biased by 1023.
 _F64_FRACTION_BITS = tl.constexpr(52)
 _F64_EXP_MASK = tl.constexpr(0x7FF)
@@ -215,6 +219,34 @@ def _bf16_summary(pid_l, bidx, n_blocks, part_ptr, n_kt, summary_ptr, mat_t_ptr,
 
 
 @triton.jit
+def _fp16_summary(pid_l, bidx, n_blocks, part_ptr, n_kt, summary_ptr, mat_t_ptr, L, L_PAD, LOWER, UPPER,
+                  TOP: tl.constexpr, SCALE_MODE: tl.constexpr, BLOCK_L: tl.constexpr, BLOCK_T: tl.constexpr):
+    """The FP16 summary of lines ``pid_l * BLOCK_L ...`` of batch bidx (guard's ``fp16_summary``, per block):
+    the numbers of its wide lines (words 1) and of its loose lines (word 2; neither SPECIAL nor empty,
+    holding a zero or spanning more than FP16_TIGHT_SPAN + 1 binades) to ``summary[b, pid_l, :]`` (int32;
+    words 0 and 3 unused)."""
+    offs_l, line_in, big, small, bad, zero = _line_stats(pid_l, bidx, part_ptr, n_kt, L, L_PAD, BLOCK_L, BLOCK_T)
+    scale = pow2_f64(_exponents(big, small, bidx, mat_t_ptr, LOWER, UPPER, TOP, SCALE_MODE))
+    has = line_in & (small < float("inf"))
+    special = (big.to(tl.float64) * scale >= UPPER) | (bad > 0)
+    wide = has & ~special & (small.to(tl.float64) * scale < LOWER)
+    loose = has & ~special & _loose(big, small, zero, FP16_TIGHT_SPAN)
+    at = summary_ptr + (bidx.to(tl.int64) * n_blocks + pid_l) * SUMMARY_WORDS
+    tl.store(at, NO_BOTTOM)
+    tl.store(at + 1, tl.sum(wide.to(tl.int32), axis=0))
+    tl.store(at + 2, tl.sum(loose.to(tl.int32), axis=0))
+    tl.store(at + 3, 0)
+
+
+@triton.jit
+def _loose(big, small, zero, SPAN: tl.constexpr):
+    """Whether a line with a nonzero entry holds a zero or spans more than ``SPAN + 1`` binades (its largest and
+    smallest nonzero entries' floor(log2) more than SPAN apart)."""
+    span = floor_log2(big) - floor_log2(tl.where(small < float("inf"), small, 1.0))
+    return (zero > 0) | (span > SPAN)
+
+
+@triton.jit
 def _summary_totals(summary_ptr, n, BLOCK: tl.constexpr):
     """(lowest narrow binade, wide lines, very wide lines, narrow lines holding a zero; the counts int64)
     over an operand's ``n`` block summaries."""
@@ -252,9 +284,22 @@ def _bf16_rule(own_summary, own_n, own_lines, other_summary, other_n, other_line
 
 
 @triton.jit
+def _fp16_rule(own_summary, own_n, own_lines, other_summary, other_n, other_lines, BLOCK: tl.constexpr):
+    """How an operand's FP16 lines are classified beside the other's (guard's ``fp16_rule``): (it takes its
+    wide lines, its loose lines are listed).  Of none, this operand and the other, the one listing the
+    fewest outputs takes the wide lines (none on a tie)."""
+    _, own_wide, own_loose, _ = _summary_totals(own_summary, own_n, BLOCK)
+    _, other_wide, other_loose, _ = _summary_totals(other_summary, other_n, BLOCK)
+    own_cost = other_loose * own_lines
+    given_cost = own_loose * other_lines
+    none_cost = own_wide * other_lines + other_wide * own_lines
+    return (own_cost < none_cost) & (own_cost < given_cost), (given_cost < none_cost) & (given_cost < own_cost)
+
+
+@triton.jit
 def _line_meta(pid_l, bidx, n_blocks, part_ptr, n_kt, meta_ptr, list_ptr, count_ptr, mat_t_ptr,
-               L, L_PAD, LOWER, UPPER, lowest, list_sparse,
-               TOP: tl.constexpr, SCALE_MODE: tl.constexpr, FIXUP_MIN_CLASS: tl.constexpr,
+               L, L_PAD, LOWER, UPPER, lowest, list_loose,
+               TOP: tl.constexpr, SCALE_MODE: tl.constexpr, FIXUP_MIN_CLASS: tl.constexpr, LOOSE_SPAN: tl.constexpr,
                BLOCK_L: tl.constexpr, BLOCK_T: tl.constexpr):
     """Pass 2 for lines ``pid_l * BLOCK_L ...`` of batch bidx (``n_blocks`` blocks of lines per batch).
 
@@ -266,14 +311,18 @@ def _line_meta(pid_l, bidx, n_blocks, part_ptr, n_kt, meta_ptr, list_ptr, count_
         (within ``L``) from the segment's end, the q-th at ``list[b, p * BLOCK_L + BLOCK_L - 1 - q]``.
     mat_t : (batch,) int32, the matrix's exponent (``scale="matrix"`` only).
     LOWER, UPPER, TOP : :func:`sgemm_cube.cpu_fallback.guard.line_range` of the scheme.
-    lowest, list_sparse : the smallest magnitude a line's entries may have once scaled (``LOWER``, or
-        BF16's from :func:`_bf16_rule`), and whether a line holding a zero is listed (BF16's).
+    lowest, list_loose : the smallest magnitude a line's entries may have once scaled (``LOWER``, BF16's
+        from :func:`_bf16_rule`, 0 where an FP16 operand takes its wide lines, :func:`_fp16_rule`), and
+        whether a loose line is listed: one holding a zero (BF16's, LOOSE_SPAN past every span), or also
+        spanning more than LOOSE_SPAN + 1 binades (FP16's).
     SCALE_MODE : SCALE_NONE, SCALE_AUTO, SCALE_ROWS or "matrix" (:data:`SCALE_MODES`).
     """
     offs_l, line_in, big, small, bad, zero = _line_stats(pid_l, bidx, part_ptr, n_kt, L, L_PAD, BLOCK_L, BLOCK_T)
     t = _exponents(big, small, bidx, mat_t_ptr, LOWER, UPPER, TOP, SCALE_MODE)
     scale = pow2_f64(t)
-    loses = (small.to(tl.float64) * scale < lowest) | ((zero > 0) & (small < float("inf")) & list_sparse)
+    loose = (small < float("inf")) & _loose(big, small, zero, LOOSE_SPAN)
+    loses = (small.to(tl.float64) * scale < lowest) | tl.where(list_loose, loose, False)  # (bool & a scalar
+    # bool is int32 or float32 under Triton 3.6's interpreter)
     cls = tl.where(loses, LOSES_BITS, SPLIT)
     cls = tl.where((big.to(tl.float64) * scale >= UPPER) | (bad > 0), SPECIAL, cls)
     # Fix-up lines take the exponent that brings their largest entry into [1, 2).
@@ -343,32 +392,48 @@ def tile_stats_kernel(programs_a, recheck,
 def line_summary_kernel(programs_a,
                         a_part, a_n_kt, a_summary, a_mat_t, a_n_blocks, a_L, a_L_PAD,
                         b_part, b_n_kt, b_summary, b_mat_t, b_n_blocks, b_L, b_L_PAD,
-                        TOP: tl.constexpr, SCALE_MODE: tl.constexpr,
+                        LOWER, UPPER, TOP: tl.constexpr, SCALE_MODE: tl.constexpr, PAIR: tl.constexpr,
                         A_BLOCK_L: tl.constexpr, B_BLOCK_L: tl.constexpr, BLOCK_T: tl.constexpr):
-    """Pass 2a of a BF16 scheme, both operands (:func:`_bf16_summary`): A's blocks of lines, then B's."""
+    """Pass 2a where lines are classified beside the other operand's (PAIR: PAIR_BF16, :func:`_bf16_summary`;
+    PAIR_FP16, :func:`_fp16_summary`), both operands: A's blocks of lines, then B's."""
     pid = tl.program_id(0)
     if pid < programs_a:
-        _bf16_summary(pid % a_n_blocks, pid // a_n_blocks, a_n_blocks, a_part, a_n_kt, a_summary, a_mat_t, a_L,
-                      a_L_PAD, TOP, SCALE_MODE, A_BLOCK_L, BLOCK_T)
+        _summary(pid % a_n_blocks, pid // a_n_blocks, a_n_blocks, a_part, a_n_kt, a_summary, a_mat_t, a_L,
+                 a_L_PAD, LOWER, UPPER, TOP, SCALE_MODE, PAIR, A_BLOCK_L, BLOCK_T)
     else:
         q = pid - programs_a
-        _bf16_summary(q % b_n_blocks, q // b_n_blocks, b_n_blocks, b_part, b_n_kt, b_summary, b_mat_t, b_L,
-                      b_L_PAD, TOP, SCALE_MODE, B_BLOCK_L, BLOCK_T)
+        _summary(q % b_n_blocks, q // b_n_blocks, b_n_blocks, b_part, b_n_kt, b_summary, b_mat_t, b_L,
+                 b_L_PAD, LOWER, UPPER, TOP, SCALE_MODE, PAIR, B_BLOCK_L, BLOCK_T)
+
+
+@triton.jit
+def _summary(pid_l, bidx, n_blocks, part_ptr, n_kt, summary_ptr, mat_t_ptr, L, L_PAD, LOWER, UPPER,
+             TOP: tl.constexpr, SCALE_MODE: tl.constexpr, PAIR: tl.constexpr, BLOCK_L: tl.constexpr,
+             BLOCK_T: tl.constexpr):
+    if PAIR == PAIR_FP16:
+        _fp16_summary(pid_l, bidx, n_blocks, part_ptr, n_kt, summary_ptr, mat_t_ptr, L, L_PAD, LOWER, UPPER, TOP,
+                      SCALE_MODE, BLOCK_L, BLOCK_T)
+    else:
+        _bf16_summary(pid_l, bidx, n_blocks, part_ptr, n_kt, summary_ptr, mat_t_ptr, L, L_PAD, TOP, SCALE_MODE,
+                      BLOCK_L, BLOCK_T)
 
 
 @triton.jit
 def _lowest_binade(own_summary, own_n, own_lines, other_summary, other_n, other_lines, LOWER,
                    SCALE_MODE: tl.constexpr, PAIR: tl.constexpr):
-    """(the smallest magnitude an operand's emulated lines may reach, whether its lines holding a zero are
-    listed too): beside the other operand's summaries under a BF16 scheme (PAIR, :func:`_bf16_rule`), else
-    the split's LOWER."""
-    if PAIR:
-        exponent, list_sparse = _bf16_rule(own_summary, own_n, own_lines, other_summary, other_n, other_lines,
-                                           SCALE_MODE == SCALE_ROWS, 256)
+    """(the smallest magnitude an operand's emulated lines may reach, whether its loose lines are listed
+    too): beside the other operand's summaries (PAIR_BF16, :func:`_bf16_rule`; PAIR_FP16,
+    :func:`_fp16_rule`), else the split's LOWER."""
+    if PAIR == PAIR_BF16:
+        exponent, list_loose = _bf16_rule(own_summary, own_n, own_lines, other_summary, other_n, other_lines,
+                                          SCALE_MODE == SCALE_ROWS, 256)
         lowest = pow2_f64(exponent)
+    elif PAIR == PAIR_FP16:
+        takes, list_loose = _fp16_rule(own_summary, own_n, own_lines, other_summary, other_n, other_lines, 256)
+        lowest = tl.where(takes, 0.0, LOWER)
     else:
-        lowest, list_sparse = LOWER, False
-    return lowest, list_sparse
+        lowest, list_loose = LOWER, False
+    return lowest, list_loose
 
 
 @triton.jit
@@ -379,26 +444,28 @@ def line_meta_kernel(programs_a,
                      b_summary, b_n_summary, b_lines,
                      LOWER, UPPER,
                      TOP: tl.constexpr, SCALE_MODE: tl.constexpr, FIXUP_MIN_CLASS: tl.constexpr,
-                     PAIR: tl.constexpr, A_BLOCK_L: tl.constexpr, B_BLOCK_L: tl.constexpr, BLOCK_T: tl.constexpr):
+                     PAIR: tl.constexpr, LOOSE_SPAN: tl.constexpr, A_BLOCK_L: tl.constexpr, B_BLOCK_L: tl.constexpr, BLOCK_T: tl.constexpr):
     """Pass 2 of both operands (:func:`_line_meta`): A's blocks of lines, then B's.
 
-    PAIR (BF16 schemes): each operand's lowest binade from both operands' summaries (pass 2a,
-    ``summary``: ``n_summary`` blocks of ``lines`` lines, every batch; :func:`_bf16_rule`); otherwise LOWER.
+    PAIR (PAIR_BF16, PAIR_FP16): each operand's lowest binade and whether its loose lines are listed, from
+    both operands' summaries (pass 2a, ``summary``: ``n_summary`` blocks of ``lines`` lines, every batch;
+    :func:`_bf16_rule`, :func:`_fp16_rule`); PAIR_NONE: LOWER.
+    LOOSE_SPAN: FP16_TIGHT_SPAN under PAIR_FP16, NO_BOTTOM otherwise (a loose line is one holding a zero).
     """
     pid = tl.program_id(0)
     if pid < programs_a:
-        lowest, list_sparse = _lowest_binade(a_summary, a_n_summary, a_lines, b_summary, b_n_summary, b_lines,
+        lowest, list_loose = _lowest_binade(a_summary, a_n_summary, a_lines, b_summary, b_n_summary, b_lines,
                                              LOWER, SCALE_MODE, PAIR)
         _line_meta(pid % a_n_blocks, pid // a_n_blocks, a_n_blocks, a_part, a_n_kt, a_meta, a_list, a_count,
-                   a_mat_t, a_L, a_L_PAD, LOWER, UPPER, lowest, list_sparse, TOP, SCALE_MODE, FIXUP_MIN_CLASS,
-                   A_BLOCK_L, BLOCK_T)
+                   a_mat_t, a_L, a_L_PAD, LOWER, UPPER, lowest, list_loose, TOP, SCALE_MODE, FIXUP_MIN_CLASS,
+                   LOOSE_SPAN, A_BLOCK_L, BLOCK_T)
     else:
         q = pid - programs_a
-        lowest, list_sparse = _lowest_binade(b_summary, b_n_summary, b_lines, a_summary, a_n_summary, a_lines,
+        lowest, list_loose = _lowest_binade(b_summary, b_n_summary, b_lines, a_summary, a_n_summary, a_lines,
                                              LOWER, SCALE_MODE, PAIR)
         _line_meta(q % b_n_blocks, q // b_n_blocks, b_n_blocks, b_part, b_n_kt, b_meta, b_list, b_count,
-                   b_mat_t, b_L, b_L_PAD, LOWER, UPPER, lowest, list_sparse, TOP, SCALE_MODE, FIXUP_MIN_CLASS,
-                   B_BLOCK_L, BLOCK_T)
+                   b_mat_t, b_L, b_L_PAD, LOWER, UPPER, lowest, list_loose, TOP, SCALE_MODE, FIXUP_MIN_CLASS,
+                   LOOSE_SPAN, B_BLOCK_L, BLOCK_T)
 
 
 @triton.jit

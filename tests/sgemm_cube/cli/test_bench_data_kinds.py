@@ -110,7 +110,9 @@ def test_fixup_fractions_count_listed_rows_columns_and_outputs():
     a = torch.randn(8, 32)
     b = torch.randn(32, 4)
     assert bench_gpu.fixup_fractions(a, b) == {"rows": 0.0, "cols": 0.0, "outputs": 0.0, "scheme": "fp16x3"}
-    a[3, ::2] *= 2.0 ** -40  # a row mixing 1 and 2^-40: loses bits in the split
+    a[3, ::2] *= 2.0 ** -40  # a row mixing 1 and 2^-40: loses bits in the split...
+    assert bench_gpu.fixup_fractions(a, b)["rows"] == 0.0  # ...emulated beside tight columns (guard.fp16_rule)
+    b[0] = 0  # ...listed beside columns holding a zero
     b[5, 1] = float("nan")   # a special column: listed even with fixup=False
     f = bench_gpu.fixup_fractions(a, b)
     assert f["rows"] == 1 / 8 and f["cols"] == 1 / 4
@@ -123,10 +125,15 @@ def test_fixup_fractions_count_listed_rows_columns_and_outputs():
 
 
 def test_fixup_fractions_of_the_wide_range_kinds():
-    """Lines past the split's ~29 binades are listed; one scale per line (Gram) or a narrow one (graph) is not."""
+    """Lines past the split's ~29 binades are emulated beside random normal columns (no zero, within 23
+    binades: ``guard.fp16_rule``) and listed beside log-normal ones; one scale per line (Gram) or a narrow one
+    (graph) is not listed."""
     listed = {kind: bench_gpu.fixup_fractions(*_data(kind, 256, 64, 256)) for kind in WIDE_RANGE_KINDS}
-    assert listed["laplace h=0.01"]["rows"] == 1.0 and listed["vandermonde"]["rows"] >= 0.5
-    assert listed["gram X^T X"]["outputs"] == 0.0 and listed["power-law graph"]["outputs"] == 0.0
+    a, b = _data("laplace h=0.01", 256, 64, 256)
+    assert (_span(a, -1) > 29).all() and (_span(_data("vandermonde", 256, 64, 96)[0], -1) > 29).float().mean() > 0.5
+    assert all(listed[kind]["outputs"] == 0.0 for kind in ("laplace h=0.01", "laplace h=0.05", "vandermonde",
+                                                             "log-normal s=3", "gram X^T X", "power-law graph"))
+    assert listed["log-normal both s=3"]["rows"] > 0 and listed["log-normal both s=3"]["cols"] > 0
     assert all(f["cols"] == 0.0 for kind, f in listed.items() if kind != "log-normal both s=3")
     # BF16 slices hold lines up to 99 binades: the log-normal rows and one variable's Vandermonde features
     # (K = 96: x^0..x^95, x in [0.5, 2)) are not listed there; the Laplacian rows (spanning 100-150 binades)
@@ -135,10 +142,10 @@ def test_fixup_fractions_of_the_wide_range_kinds():
                                             scheme="bf16x6")
             for kind in ("vandermonde", "log-normal both s=3", "laplace h=0.01")}
     assert all(f["outputs"] == 0.0 for f in bf16.values()), bf16
-    a, b = _data("laplace h=0.01", 256, 64, 256)
     assert (_span(a, -1) > 99).all()  # listed without the columns' summary (the range alone)
     # scheme="auto": the one the GPU chooses (bf16x6 where fp16x3 lists 35% more of the outputs)
-    assert bench_gpu.fixup_fractions(a, b, scheme="auto")["scheme"] == "bf16x6"
+    assert bench_gpu.fixup_fractions(a, b, scheme="auto")["scheme"] == "fp16x3"
+    assert bench_gpu.fixup_fractions(*_data("log-normal both s=3", 256, 256, 1024), scheme="auto")["scheme"] == "bf16x6"
     assert bench_gpu.fixup_fractions(*_data("gram X^T X", 256, 64, 256), scheme="auto")["scheme"] == "fp16x3"
 
 

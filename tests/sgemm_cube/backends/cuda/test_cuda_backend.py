@@ -66,7 +66,7 @@ from sgemm_cube.backends.cuda import hybrid, launch  # noqa: E402
 from sgemm_cube.backends.cuda.gemm_tiles import VARIANTS  # noqa: E402
 
 from tests.conftest import draw  # noqa: E402
-from tests.guarantee_data import bf16_pair_cases, fp32_matmul  # noqa: E402
+from tests.guarantee_data import bf16_pair_cases, check_guarantee, fp16_pair_cases, fp32_matmul  # noqa: E402
 
 # NumPy and the interpreter warn on the NaN/Inf and overflow some of these data are made of.
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
@@ -221,6 +221,21 @@ def test_bf16_lines_beside_their_partners_are_the_guards(rng):
         _check_split(ops, at, bt, scheme="bf16x6")
         assert np.array_equal(unpack_meta(ops.a_lines.meta.numpy()).cls[0] > 0, rows), name
         assert np.array_equal(unpack_meta(ops.b_lines.meta.numpy()).cls[0] > 0, cols), name
+
+
+def test_fp16_lines_beside_their_partners_are_the_guards(rng):
+    """Issue 33: the FP16 lines' summaries (pass 2a: wide and loose lines per block of 16) and the rule that
+    emulates one operand's wide lines beside the other's tight ones (``guard.fp16_rule``): on
+    ``fp16_pair_cases`` the split's line meta, lists and slices are the guard's, bit for bit, the lines
+    listed are the cases' own, and the product keeps the componentwise guarantee."""
+    for name, a, b, rows, cols in fp16_pair_cases(rng):
+        at, bt = _t(a)[None], _t(b)[None]
+        ops = launch.split_operands(at, bt, config=SMALL)
+        _check_split(ops, at, bt)
+        assert np.array_equal(unpack_meta(ops.a_lines.meta.numpy()).cls[0] > 0, rows), name
+        assert np.array_equal(unpack_meta(ops.b_lines.meta.numpy()).cls[0] > 0, cols), name
+        c = _run(a, b, config=SMALL)[0]
+        assert check_guarantee(c, a, b, frobenius=False) == "", name
 
 
 def _line_zoo(rng, batch=2, lines=37, k=29):
@@ -399,8 +414,10 @@ def test_fixup_lines_across_blocks_are_fp32(rng, fixup, row_step, col_step):
     a, b = draw(rng, "normal", (m, k)), draw(rng, "normal", (k, n))
     a[::row_step, 7] = 2.0 ** -40  # below the split's range, 40 binades under the row: class 1 even scaled
     b[11, ::col_step] = 2.0 ** -40
+    a[:, 0], b[0, :] = 0, 0  # every line holds a zero: neither operand's wide lines are emulated (guard.fp16_rule)
     rows, cols = len(range(0, m, row_step)), len(range(0, n, col_step))
-    assert (line_meta(a[None], -1).cls == 1).sum() == rows and (line_meta(b[None], -2).cls == 1).sum() == cols
+    assert (line_meta(a[None], -1, partner=b[None]).cls == 1).sum() == rows
+    assert (line_meta(b[None], -2, partner=a[None]).cls == 1).sum() == cols
     ops = launch.split_operands(_t(a)[None], _t(b)[None], fixup_min_class=1 if fixup else 2)
     assert ops.a_lines.blocks >= 4 and ops.a_lines.counts.sum() == (rows if fixup else 0)
     c = _run(a, b, fixup=fixup)[0]
@@ -423,8 +440,9 @@ def test_tile_programs_leave_the_fixup_outputs_alone(rng, monkeypatch):
     b[5, 40:43] = 2.0 ** -40  # fix-up columns in one column block only
     a[1::9] *= np.float32(2.0 ** 100)  # scaled rows (t < 0): the epilogue's factor
     b[:, 70:] *= np.float32(2.0 ** -90)  # scaled columns (t > 0)
-    rows = line_meta(a[None], -1).cls[0] >= 1
-    cols = line_meta(b[None], -2).cls[0] >= 1
+    a[:, 0], b[0, :] = 0, 0  # every line holds a zero: neither operand's wide lines are emulated (guard.fp16_rule)
+    rows = line_meta(a[None], -1, partner=b[None]).cls[0] >= 1
+    cols = line_meta(b[None], -2, partner=a[None]).cls[0] >= 1
     assert rows.sum() == len(range(0, m, 9)) and cols.sum() == 3
     full = _run(a, b)[0]
     assert np.isfinite(full).all()
@@ -533,12 +551,12 @@ def _problem(a, b, out, **options):
 
 @pytest.mark.parametrize("scheme, variant", [("fp16x3", "tma"), ("bf16x6", "ptr")])
 def test_every_launch_names_every_kernel_parameter(scheme, variant):
-    """A product is five launches (a BF16 scheme's six: the lines' summaries first), each with exactly its
-    kernel's parameters (the cached replay passes them positionally in that order)."""
+    """A product is six launches here (the lines' summaries first: a BF16 scheme, and an FP16 scheme from
+    K = 16), each with exactly its kernel's parameters (the cached replay passes them positionally in that
+    order)."""
     a, b, out = torch.ones(2, 20, 30), torch.ones(2, 30, 25), torch.empty(2, 20, 25)
     prob = _problem(a, b, out, scheme=scheme, config={"variant": variant})
-    summary = [launch.line_summary_kernel] if scheme.startswith("bf16") else []
-    kernels = [launch.tile_stats_kernel, *summary, launch.line_meta_kernel, launch.split_scaled_kernel,
+    kernels = [launch.tile_stats_kernel, launch.line_summary_kernel, launch.line_meta_kernel, launch.split_scaled_kernel,
                launch.gemm_kernel, launch.overflow_recheck_kernel]
     assert [x.kernel for x in prob.launches] == kernels
     for x in prob.launches:
@@ -862,13 +880,18 @@ def test_bf16_through_the_public_api(rng, scheme):
 
 def test_auto_scheme_is_fp16x3_and_wide_rows_are_computed_in_fp32(rng):
     """scheme="auto" once ran bf16x9 on rows spanning 80 binades; it is fp16x3 now, and such rows
-    (class 1: no power of two brings them into the split's range) are plain FP32: accurate."""
+    (class 1: no power of two brings them into the split's range) are plain FP32 beside columns holding
+    a zero, and emulated beside random normal columns (``guard.fp16_rule``): the model's either way."""
     a, b = _wide_rows(rng, (24, 36)), draw(rng, "normal", (36, 10))
-    assert (line_meta(a[None], -1).cls == 1).all()
-    plan = sgemm_cube.explain(_t(a), _t(b), backend="cuda", scheme="auto")
-    assert (plan.scheme, plan.backend, plan.scale) == ("fp16x3", "cuda", "auto"), plan
-    c = sgemm_cube.matmul(_t(a), _t(b), backend="cuda", scheme="auto").numpy()
-    _check_against_model(a, b, c)
+    sparse = b.copy()
+    sparse[0] = 0
+    assert (line_meta(a[None], -1, partner=sparse[None]).cls == 1).all()
+    assert (line_meta(a[None], -1, partner=b[None]).cls == 0).all()
+    for partner in (sparse, b):
+        plan = sgemm_cube.explain(_t(a), _t(partner), backend="cuda", scheme="auto")
+        assert (plan.scheme, plan.backend, plan.scale) == ("fp16x3", "cuda", "auto"), plan
+        c = sgemm_cube.matmul(_t(a), _t(partner), backend="cuda", scheme="auto").numpy()
+        _check_against_model(a, partner, c)
 
 
 def _lognormal_rows(rng, shape, sigma=6.0):
@@ -876,18 +899,22 @@ def _lognormal_rows(rng, shape, sigma=6.0):
     return np.exp(sigma * rng.standard_normal(shape)).astype(np.float32)
 
 
-@pytest.mark.parametrize("kind", ["normal", "wide_a", "wide_both", "specials", "broadcast"])
+@pytest.mark.parametrize("kind", ["normal", "wide_a", "wide_a_tight_b", "wide_both", "specials", "broadcast"])
 def test_auto_scheme_runs_the_scheme_the_rule_chooses(rng, monkeypatch, kind):
     """scheme="auto" from launch.AUTO_MIN_FLOPS on: the GPU chooses between fp16x3 and bf16x6 from the lines
     each would list (split_kernel.scheme_choice_kernel), with no host synchronisation; the result is that
-    scheme's, bit for bit, and guard.choose_scheme predicts which."""
+    scheme's, bit for bit, and guard.choose_scheme predicts which.  Wide rows of A beside columns of B that
+    hold a zero are listed by fp16x3 (bf16x6 chosen); beside random normal columns fp16x3 emulates them
+    (``guard.fp16_rule``) and is chosen."""
     from sgemm_cube.cpu_fallback.guard import choose_scheme
 
     monkeypatch.setattr(launch, "AUTO_MIN_FLOPS", 0.0)
     batch, m, k, n = (2, 33, 40, 20) if kind == "broadcast" else (1, 37, 45, 26)
     a, b = draw(rng, "normal", (batch, m, k)), draw(rng, "normal", (batch, k, n))
-    if kind in ("wide_a", "wide_both", "broadcast"):
+    if kind in ("wide_a", "wide_a_tight_b", "wide_both", "broadcast"):
         a = _lognormal_rows(rng, a.shape)
+    if kind in ("wide_a", "broadcast"):
+        b[..., 0, :] = 0  # every column holds a zero: not tight beside A's wide rows
     if kind == "wide_both":
         b = _lognormal_rows(rng, b.shape)
     if kind == "specials":  # NaN/Inf lines are listed by both schemes: no reason to leave fp16x3
@@ -925,6 +952,7 @@ def test_choose_scheme_margin_is_a_fraction_of_the_outputs(rng):
 
     a, b = draw(rng, "normal", (1, 16, 32)), draw(rng, "normal", (1, 32, 8))
     a[0, :4] = _lognormal_rows(rng, (4, 32))
+    b[0, 0, :] = 0  # every column holds a zero: fp16x3 lists A's wide rows (guard.fp16_rule)
     assert choose_scheme(a, b, margin=0.2499) == "bf16x6"
     assert choose_scheme(a, b, margin=0.25) == "fp16x3"
     assert choose_scheme(a, b, margin=0.2499, fixup=False) == "fp16x3"  # fixup=False lists the specials only
