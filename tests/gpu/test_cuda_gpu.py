@@ -278,8 +278,9 @@ def test_auto_scheme_on_wide_rows(rng, n):
     them into its split's range; BF16 slices hold them) beside columns holding a zero (so fp16x3 lists the
     rows: ``guard.fp16_rule``).  Below launch.AUTO_MIN_FLOPS (n = 1000) it is fp16x3, and those rows are
     computed in FP32, accurately; from it on (n = 3000) the GPU chooses bf16x6, whose result it gives bit
-    for bit, and on normal data fp16x3's.  Beside random normal columns (tight) fp16x3 emulates the wide
-    rows, lists nothing, and is chosen."""
+    for bit, and on normal data fp16x3's.  Beside random normal columns fp16x3 emulates the wide rows and
+    lists only the few columns that are not tight (spanning more than 23 binades: about one in 2,000
+    columns of 1,000 normal entries), as the guard does, and is chosen."""
     a, b = _gpu(_wide_rows(rng, (n, n))), _gpu(draw(rng, "normal", (n, n)))
     tight = b.clone()
     b[0] = 0
@@ -295,7 +296,8 @@ def test_auto_scheme_on_wide_rows(rng, n):
         assert torch.equal(sgemm_cube.matmul(normal, b).view(torch.int32),
                            sgemm_cube.matmul(normal, b, scheme="fp16x3").view(torch.int32))
     ops = launch.split_operands(a[None], tight[None])
-    assert int(ops.a_lines.counts.sum()) == 0 and int(ops.b_lines.counts.sum()) == 0
+    loose = line_meta(tight.cpu().numpy()[None], -2, partner=a.cpu().numpy()[None]).cls >= 1
+    assert int(ops.a_lines.counts.sum()) == 0 and int(ops.b_lines.counts.sum()) == int(loose.sum()) <= n // 100
     c = sgemm_cube.matmul(a, tight, backend="cuda")
     bound = 3 * n * 2.0 ** -24 * torch.matmul(a.double().abs(), tight.double().abs())  # SGEMM's componentwise
     assert ((c.double() - torch.matmul(a.double(), tight.double())).abs() <= bound).all()
