@@ -301,7 +301,8 @@ def test_auto_scheme_on_wide_rows(rng, n):
     c = sgemm_cube.matmul(a, tight, backend="cuda")
     bound = 3 * n * 2.0 ** -24 * torch.matmul(a.double().abs(), tight.double().abs())  # SGEMM's componentwise
     assert ((c.double() - torch.matmul(a.double(), tight.double())).abs() <= bound).all()
-    assert torch.equal(c.view(torch.int32), sgemm_cube.matmul(a, tight, scheme="fp16x3").view(torch.int32))
+    fp16x3 = sgemm_cube.matmul(a, tight, backend="cuda", scheme="fp16x3")
+    assert torch.equal(c.view(torch.int32), fp16x3.view(torch.int32))
 
 
 @pytest.mark.parametrize("scheme", BF16_SCHEMES)

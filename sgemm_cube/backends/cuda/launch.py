@@ -414,8 +414,8 @@ def _split_launches(a: _SplitSide, b: _SplitSide, *, sb: int, scheme: str, scale
     tiles = dict(A_BLOCK_L=a.tile[0], A_BLOCK_K=a.tile[1], B_BLOCK_L=b.tile[0], B_BLOCK_K=b.tile[1])
     stats = _two_sided(tile_stats_kernel, a, b, a.stats_programs, b.stats_programs,
                        dict(recheck=recheck, STATS_STEPS=STATS_STEPS, **tiles), 4)
-    lines = _line_meta_launch(a, b, scheme=scheme, scale=scale, k=a.args["K"], rng=rng, fixup_min_class=fixup_min_class,
-                              block=block, num_warps=num_warps)
+    lines = _line_meta_launch(a, b, scheme=scheme, scale=scale, k=a.args["K"], rng=rng,
+                              fixup_min_class=fixup_min_class, block=block, num_warps=num_warps)
     scaled = _two_sided(split_scaled_kernel, a, b, a.tile_programs, b.tile_programs,
                         dict(SB_SCALE=float(2.0 ** sb), BF16=get_scheme(scheme).format.name == "bf16",
                              CHOOSE=choice is not None, choice=a.args["meta"] if choice is None else choice, **tiles),
@@ -529,7 +529,8 @@ def _auto_problem(a_shape, a_strides, b_shape, b_strides, out_strides, device, *
     """``scheme="auto"``: the launches of fp16x3 and of bf16x6 over one split, the device choosing.
 
     Ten launches, no sync: the statistics; the line meta under each scheme's range (each after its
-    summaries; fp16x3's without them below K = 16); the choice (:func:`.split_kernel.scheme_choice_kernel`); the split in the chosen scheme;
+    summaries; fp16x3's without them below K = 16); the choice (:func:`.split_kernel.scheme_choice_kernel`);
+    the split in the chosen scheme;
     both GEMMs, of which the one not chosen returns at once; the overflow recheck, with the chosen
     scheme's line meta.  Both GEMMs read one padding (the larger of their tiles) and one buffer of three
     16-bit planes per operand (FP16 fills two).

@@ -21,8 +21,8 @@ from sgemm_cube.cpu_fallback import guard
 from sgemm_cube.cpu_fallback.guard import LineClass
 
 __all__ = ["SPLIT", "LOSES_BITS", "SPECIAL", "META_CLS_BITS", "META_CLS_MASK", "META_T_BIAS", "META_T_MASK",
-           "PAD_META", "NO_BOTTOM", "BF16_NARROW_LOW", "BF16_FLOOR", "BF16_PAIR_FLOOR", "BF16_EVERY_LINE", "FP16_TIGHT_SPAN",
-           "encode_meta", "decode_meta"]
+           "PAD_META", "NO_BOTTOM", "BF16_NARROW_LOW", "BF16_FLOOR", "BF16_PAIR_FLOOR", "BF16_EVERY_LINE",
+           "FP16_TIGHT_SPAN", "encode_meta", "decode_meta"]
 
 # The line classes (guard.LineClass), as the kernels compare them.
 #: Every nonzero entry keeps 22 bits in the split: the line is emulated.

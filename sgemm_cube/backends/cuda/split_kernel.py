@@ -222,7 +222,7 @@ def _bf16_summary(pid_l, bidx, n_blocks, part_ptr, n_kt, summary_ptr, mat_t_ptr,
 def _fp16_summary(pid_l, bidx, n_blocks, part_ptr, n_kt, summary_ptr, mat_t_ptr, L, L_PAD, LOWER, UPPER,
                   TOP: tl.constexpr, SCALE_MODE: tl.constexpr, BLOCK_L: tl.constexpr, BLOCK_T: tl.constexpr):
     """The FP16 summary of lines ``pid_l * BLOCK_L ...`` of batch bidx (guard's ``fp16_summary``, per block):
-    the numbers of its wide lines (words 1) and of its loose lines (word 2; neither SPECIAL nor empty,
+    the numbers of its wide lines (word 1) and of its loose lines (word 2; neither SPECIAL nor empty,
     holding a zero or spanning more than FP16_TIGHT_SPAN + 1 binades) to ``summary[b, pid_l, :]`` (int32;
     words 0 and 3 unused)."""
     offs_l, line_in, big, small, bad, zero = _line_stats(pid_l, bidx, part_ptr, n_kt, L, L_PAD, BLOCK_L, BLOCK_T)
@@ -299,8 +299,8 @@ def _fp16_rule(own_summary, own_n, own_lines, other_summary, other_n, other_line
 @triton.jit
 def _line_meta(pid_l, bidx, n_blocks, part_ptr, n_kt, meta_ptr, list_ptr, count_ptr, mat_t_ptr,
                L, L_PAD, LOWER, UPPER, lowest, list_loose,
-               TOP: tl.constexpr, SCALE_MODE: tl.constexpr, FIXUP_MIN_CLASS: tl.constexpr, LOOSE_SPAN: tl.constexpr,
-               BLOCK_L: tl.constexpr, BLOCK_T: tl.constexpr):
+               TOP: tl.constexpr, SCALE_MODE: tl.constexpr, FIXUP_MIN_CLASS: tl.constexpr,
+               LOOSE_SPAN: tl.constexpr, BLOCK_L: tl.constexpr, BLOCK_T: tl.constexpr):
     """Pass 2 for lines ``pid_l * BLOCK_L ...`` of batch bidx (``n_blocks`` blocks of lines per batch).
 
     part, n_kt : pass 1's statistics, (batch, 2, n_kt, L_PAD) float32, read BLOCK_T tiles at a time.
@@ -410,6 +410,7 @@ def line_summary_kernel(programs_a,
 def _summary(pid_l, bidx, n_blocks, part_ptr, n_kt, summary_ptr, mat_t_ptr, L, L_PAD, LOWER, UPPER,
              TOP: tl.constexpr, SCALE_MODE: tl.constexpr, PAIR: tl.constexpr, BLOCK_L: tl.constexpr,
              BLOCK_T: tl.constexpr):
+    """One block's summary: the FP16 rule's counts (PAIR_FP16) or the BF16 rule's."""
     if PAIR == PAIR_FP16:
         _fp16_summary(pid_l, bidx, n_blocks, part_ptr, n_kt, summary_ptr, mat_t_ptr, L, L_PAD, LOWER, UPPER, TOP,
                       SCALE_MODE, BLOCK_L, BLOCK_T)
@@ -444,7 +445,8 @@ def line_meta_kernel(programs_a,
                      b_summary, b_n_summary, b_lines,
                      LOWER, UPPER,
                      TOP: tl.constexpr, SCALE_MODE: tl.constexpr, FIXUP_MIN_CLASS: tl.constexpr,
-                     PAIR: tl.constexpr, LOOSE_SPAN: tl.constexpr, A_BLOCK_L: tl.constexpr, B_BLOCK_L: tl.constexpr, BLOCK_T: tl.constexpr):
+                     PAIR: tl.constexpr, LOOSE_SPAN: tl.constexpr, A_BLOCK_L: tl.constexpr, B_BLOCK_L: tl.constexpr,
+                     BLOCK_T: tl.constexpr):
     """Pass 2 of both operands (:func:`_line_meta`): A's blocks of lines, then B's.
 
     PAIR (PAIR_BF16, PAIR_FP16): each operand's lowest binade and whether its loose lines are listed, from
