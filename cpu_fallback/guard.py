@@ -358,22 +358,25 @@ def fp16_rule_applies(scheme: str, scale, k: int | None, arithmetic=None) -> boo
             and k >= _FP16_RULE_MIN_K and arith.subnormals == "gradual" and arith.cast == "rint")
 
 
-def _fp16_classes(stats: LineStats, rng: LineRange, scale):
-    """(t, special, wide, loose) per line of an FP16 operand, before any partner rule."""
+def _fp16_lines(stats: LineStats, rng: LineRange, scale):
+    """(wide, loose) per line of an FP16 operand, before any partner rule (:class:`FP16Summary`)."""
     t = _exponents(stats, rng, scale)
     has = stats.small < np.inf
     special = (np.ldexp(stats.big, t) >= rng.upper) | stats.bad
     wide = has & ~special & (np.ldexp(np.where(has, stats.small, 1.0), t) < rng.lower)
     span = _floor_log2(stats.big) - _floor_log2(np.where(has, stats.small, 1.0))
     loose = has & ~special & (stats.zero | (span > _FP16_TIGHT_SPAN))
-    return t, special, wide, loose
+    return wide, loose
+
+
+def _fp16_counts(wide: np.ndarray, loose: np.ndarray) -> FP16Summary:
+    return FP16Summary(int(np.count_nonzero(wide)), int(np.count_nonzero(loose)), int(wide.size))
 
 
 def fp16_summary(stats: LineStats, *, sb: int = 12, scale="auto") -> FP16Summary:
     """:class:`FP16Summary` of an operand's lines under an FP16 scheme (default arithmetic).  The CUDA
     split computes the same integers (per block of lines, then summed)."""
-    _, _, wide, loose = _fp16_classes(stats, line_range("fp16x3", sb), scale)
-    return FP16Summary(int(np.count_nonzero(wide)), int(np.count_nonzero(loose)), int(wide.size))
+    return _fp16_counts(*_fp16_lines(stats, line_range("fp16x3", sb), scale))
 
 
 def fp16_rule(own: FP16Summary, partner: FP16Summary) -> FP16Rule:
@@ -418,11 +421,12 @@ def meta_from_stats(stats: LineStats, *, scheme: str = "fp16x3", sb: int = 12, s
                 loses = (small < np.inf) & stats.zero
         scale = _bf16_scale(scale)
     elif partner is not None and fp16_rule_applies(scheme, scale, k, arithmetic):
-        rule = fp16_rule(fp16_summary(stats, sb=sb, scale=scale), fp16_summary(partner, sb=sb, scale=scale))
+        wide, loose = _fp16_lines(stats, rng, scale)
+        rule = fp16_rule(_fp16_counts(wide, loose), fp16_summary(partner, sb=sb, scale=scale))
         if rule.takes_wide:
             lower = 0.0
         if rule.list_loose:
-            loses = _fp16_classes(stats, rng, scale)[3]
+            loses = loose
     t = _exponents(stats, rng, scale)
     cls = np.where((np.ldexp(small, t) < lower) | loses, LineClass.LOSES_BITS, LineClass.SPLIT)
     cls = np.where((np.ldexp(big, t) >= rng.upper) | bad, LineClass.SPECIAL, cls).astype(np.int32)

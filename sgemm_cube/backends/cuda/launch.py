@@ -59,7 +59,6 @@ from .fixup_kernel import RECHECK_ENTRY, fixup_shape, overflow_recheck_kernel
 from .gemm_kernel import gemm_kernel
 from .gemm_tiles import VARIANTS
 from .hybrid import device_key, interpreter_active, load_device_table
-from .line_meta import FP16_TIGHT_SPAN, NO_BOTTOM
 from .split_kernel import (PAIR_BF16, PAIR_FP16, PAIR_NONE, SCALE_MODES, SUMMARY_WORDS, line_meta_kernel,
                            line_summary_kernel, scheme_choice_kernel, split_scaled_kernel, tile_stats_kernel)
 
@@ -396,8 +395,7 @@ def _line_meta_launch(a: _SplitSide, b: _SplitSide, *, scheme: str, scale, k: in
     summary = (_two_sided(line_summary_kernel, a, b, a.line_programs, b.line_programs, dict(**ranges, **blocks),
                           num_warps),) if pair != PAIR_NONE.value else ()
     lines = _two_sided(line_meta_kernel, a, b, a.line_programs, b.line_programs,
-                       dict(**ranges, FIXUP_MIN_CLASS=fixup_min_class,
-                            LOOSE_SPAN=(FP16_TIGHT_SPAN if pair == PAIR_FP16.value else NO_BOTTOM).value, **blocks),
+                       dict(**ranges, FIXUP_MIN_CLASS=fixup_min_class, **blocks),
                        num_warps)
     return (*summary, lines)
 

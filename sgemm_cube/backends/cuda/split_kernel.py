@@ -230,7 +230,7 @@ def _fp16_summary(pid_l, bidx, n_blocks, part_ptr, n_kt, summary_ptr, mat_t_ptr,
     has = line_in & (small < float("inf"))
     special = (big.to(tl.float64) * scale >= UPPER) | (bad > 0)
     wide = has & ~special & (small.to(tl.float64) * scale < LOWER)
-    loose = has & ~special & _loose(big, small, zero, FP16_TIGHT_SPAN)
+    loose = has & ~special & _fp16_loose(big, small, zero)
     at = summary_ptr + (bidx.to(tl.int64) * n_blocks + pid_l) * SUMMARY_WORDS
     tl.store(at, NO_BOTTOM)
     tl.store(at + 1, tl.sum(wide.to(tl.int32), axis=0))
@@ -239,11 +239,11 @@ def _fp16_summary(pid_l, bidx, n_blocks, part_ptr, n_kt, summary_ptr, mat_t_ptr,
 
 
 @triton.jit
-def _loose(big, small, zero, SPAN: tl.constexpr):
-    """Whether a line with a nonzero entry holds a zero or spans more than ``SPAN + 1`` binades (its largest and
-    smallest nonzero entries' floor(log2) more than SPAN apart)."""
+def _fp16_loose(big, small, zero):
+    """Whether a line with a nonzero entry is loose for the FP16 rule: it holds a zero or spans more than
+    FP16_TIGHT_SPAN + 1 binades (its largest and smallest nonzero entries' floor(log2) further apart)."""
     span = floor_log2(big) - floor_log2(tl.where(small < float("inf"), small, 1.0))
-    return (zero > 0) | (span > SPAN)
+    return (zero > 0) | (span > FP16_TIGHT_SPAN)
 
 
 @triton.jit
@@ -300,7 +300,7 @@ def _fp16_rule(own_summary, own_n, own_lines, other_summary, other_n, other_line
 def _line_meta(pid_l, bidx, n_blocks, part_ptr, n_kt, meta_ptr, list_ptr, count_ptr, mat_t_ptr,
                L, L_PAD, LOWER, UPPER, lowest, list_loose,
                TOP: tl.constexpr, SCALE_MODE: tl.constexpr, FIXUP_MIN_CLASS: tl.constexpr,
-               LOOSE_SPAN: tl.constexpr, BLOCK_L: tl.constexpr, BLOCK_T: tl.constexpr):
+               PAIR: tl.constexpr, BLOCK_L: tl.constexpr, BLOCK_T: tl.constexpr):
     """Pass 2 for lines ``pid_l * BLOCK_L ...`` of batch bidx (``n_blocks`` blocks of lines per batch).
 
     part, n_kt : pass 1's statistics, (batch, 2, n_kt, L_PAD) float32, read BLOCK_T tiles at a time.
@@ -313,14 +313,18 @@ def _line_meta(pid_l, bidx, n_blocks, part_ptr, n_kt, meta_ptr, list_ptr, count_
     LOWER, UPPER, TOP : :func:`sgemm_cube.cpu_fallback.guard.line_range` of the scheme.
     lowest, list_loose : the smallest magnitude a line's entries may have once scaled (``LOWER``, BF16's
         from :func:`_bf16_rule`, 0 where an FP16 operand takes its wide lines, :func:`_fp16_rule`), and
-        whether a loose line is listed: one holding a zero (BF16's, LOOSE_SPAN past every span), or also
-        spanning more than LOOSE_SPAN + 1 binades (FP16's).
+        whether a loose line is listed: one holding a zero (BF16's), or also spanning more than
+        FP16_TIGHT_SPAN + 1 binades (FP16's, PAIR_FP16).
     SCALE_MODE : SCALE_NONE, SCALE_AUTO, SCALE_ROWS or "matrix" (:data:`SCALE_MODES`).
     """
     offs_l, line_in, big, small, bad, zero = _line_stats(pid_l, bidx, part_ptr, n_kt, L, L_PAD, BLOCK_L, BLOCK_T)
     t = _exponents(big, small, bidx, mat_t_ptr, LOWER, UPPER, TOP, SCALE_MODE)
     scale = pow2_f64(t)
-    loose = (small < float("inf")) & _loose(big, small, zero, LOOSE_SPAN)
+    if PAIR == PAIR_FP16:
+        loose = _fp16_loose(big, small, zero)
+    else:
+        loose = zero > 0
+    loose = (small < float("inf")) & loose
     loses = (small.to(tl.float64) * scale < lowest) | tl.where(list_loose, loose, False)  # (bool & a scalar
     # bool is int32 or float32 under Triton 3.6's interpreter)
     cls = tl.where(loses, LOSES_BITS, SPLIT)
@@ -445,14 +449,12 @@ def line_meta_kernel(programs_a,
                      b_summary, b_n_summary, b_lines,
                      LOWER, UPPER,
                      TOP: tl.constexpr, SCALE_MODE: tl.constexpr, FIXUP_MIN_CLASS: tl.constexpr,
-                     PAIR: tl.constexpr, LOOSE_SPAN: tl.constexpr, A_BLOCK_L: tl.constexpr, B_BLOCK_L: tl.constexpr,
-                     BLOCK_T: tl.constexpr):
+                     PAIR: tl.constexpr, A_BLOCK_L: tl.constexpr, B_BLOCK_L: tl.constexpr, BLOCK_T: tl.constexpr):
     """Pass 2 of both operands (:func:`_line_meta`): A's blocks of lines, then B's.
 
     PAIR (PAIR_BF16, PAIR_FP16): each operand's lowest binade and whether its loose lines are listed, from
     both operands' summaries (pass 2a, ``summary``: ``n_summary`` blocks of ``lines`` lines, every batch;
     :func:`_bf16_rule`, :func:`_fp16_rule`); PAIR_NONE: LOWER.
-    LOOSE_SPAN: FP16_TIGHT_SPAN under PAIR_FP16, NO_BOTTOM otherwise (a loose line is one holding a zero).
     """
     pid = tl.program_id(0)
     if pid < programs_a:
@@ -460,14 +462,14 @@ def line_meta_kernel(programs_a,
                                              LOWER, SCALE_MODE, PAIR)
         _line_meta(pid % a_n_blocks, pid // a_n_blocks, a_n_blocks, a_part, a_n_kt, a_meta, a_list, a_count,
                    a_mat_t, a_L, a_L_PAD, LOWER, UPPER, lowest, list_loose, TOP, SCALE_MODE, FIXUP_MIN_CLASS,
-                   LOOSE_SPAN, A_BLOCK_L, BLOCK_T)
+                   PAIR, A_BLOCK_L, BLOCK_T)
     else:
         q = pid - programs_a
         lowest, list_loose = _lowest_binade(b_summary, b_n_summary, b_lines, a_summary, a_n_summary, a_lines,
                                              LOWER, SCALE_MODE, PAIR)
         _line_meta(q % b_n_blocks, q // b_n_blocks, b_n_blocks, b_part, b_n_kt, b_meta, b_list, b_count,
                    b_mat_t, b_L, b_L_PAD, LOWER, UPPER, lowest, list_loose, TOP, SCALE_MODE, FIXUP_MIN_CLASS,
-                   LOOSE_SPAN, B_BLOCK_L, BLOCK_T)
+                   PAIR, B_BLOCK_L, BLOCK_T)
 
 
 @triton.jit
