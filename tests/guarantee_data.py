@@ -624,6 +624,46 @@ def fp16_pair_cases(rng):
             ("zeros everywhere", half, zeros, np.arange(m) % 2 == 0, none_cols)]
 
 
+def unscale_cases(rng):
+    """``[(name, a, b)]``: products whose scaled sums are exact, so that the one rounding of the unscaling is
+    the output's only one and every backend must give ``exact_fp32(a, b)`` bit for bit.  8 x 16 x 8; each
+    row of ``a`` is ``2**top`` at k = 0 and integers 1..7 times ``2**low`` elsewhere (scaled, the row's
+    entries are FP16 integers), the columns of ``b`` odd multiples of 1/32 under a zero at k = 0, or
+    integers 1..31.  The unscaling factor ``2**-(t_a + t_b)`` of each case:
+
+    * "subnormal factor, subnormal outputs": 2**-149 (t_a = 149), every output subnormal and rounded: an
+      FP32 multiply that flushed subnormals would give zeros;
+    * "subnormal factor, outputs around 2**-126": 2**-142, outputs on both sides of FP32's smallest normal;
+    * "factor below FP32's range": 2**-154, outputs subnormal;
+    * "huge rows, normal outputs": 2**78;
+    * "rows up, columns down": 2**-83 (t_a = 113, t_b = -30);
+    * "near overflow, some beyond": 2**106, outputs up to 2**131 (the infinity of their sign).
+    """
+    m, k, n = 8, 16, 8
+
+    def ints(shape, top):
+        return rng.integers(1, top + 1, shape) * _signs(rng, shape)
+
+    def rows(top, low):
+        a = ints((m, k), 7) * 2.0 ** low
+        a[:, 0] = 2.0 ** top
+        return a.astype(np.float32)
+
+    fractions = (2 * ints((k, n), 15) - _signs(rng, (k, n))) / 32.0  # odd multiples of 1/32
+    fractions[0] = 0
+    fractions = fractions.astype(np.float32)
+    integers = ints((k, n), 31).astype(np.float32)
+    beyond_a, beyond_b = rows(120, 118), integers.copy()
+    beyond_a[0] = np.abs(beyond_a[0]) * 2
+    beyond_b[:, 0] = 31  # 16 * 7 * 31 * 2**119 = 2**130.8 at (0, 0)
+    return [("subnormal factor, subnormal outputs", rows(-135, -149), fractions),
+            ("subnormal factor, outputs around 2**-126", rows(-128, -135), integers),
+            ("factor below FP32's range", rows(-140, -149), fractions),
+            ("huge rows, normal outputs", rows(92, 80), fractions),
+            ("rows up, columns down", rows(-99, -110), integers * np.float32(2.0 ** 40)),
+            ("near overflow, some beyond", beyond_a, beyond_b)]
+
+
 def silent_answer_cases():
     """Issue 33's two silent answers, ``[(name, a, b, exact)]`` with ``exact`` the float32 rounding of the
     exact product (1 x 1).  "finite came out -inf" (K = 31): exact 2.0057e38, the float64 sum

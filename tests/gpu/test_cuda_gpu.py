@@ -39,7 +39,8 @@ from sgemm_cube.backends.cuda import launch  # noqa: E402
 from sgemm_cube.backends.cuda.gemm_tiles import VARIANTS  # noqa: E402
 
 from tests.conftest import draw  # noqa: E402
-from tests.guarantee_data import bf16_pair_cases, check_guarantee, fp16_pair_cases  # noqa: E402
+from tests.guarantee_data import (bf16_pair_cases, check_guarantee, exact_fp32, fp16_pair_cases,  # noqa: E402
+                                  same_bits_any_zero, unscale_cases)
 
 
 def _rel(c, ref):
@@ -179,6 +180,15 @@ def test_class_1_lines_are_computed_in_fp32(rng):
         c = _emulate(a, b, fixup=fixup)
         _check(a, b, c)
         assert ((c.double() - ref).abs() <= bound).all()
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_unscaling_rounds_once(rng, variant):
+    """The compiled epilogue's unscaling, both paths: the exact product rounded once where the scaled sums
+    are exact, subnormal outputs of a subnormal FP32 factor included (no flush to zero)."""
+    for name, a, b in unscale_cases(rng):
+        c = _emulate(_gpu(a[None]), _gpu(b[None]), config={"variant": variant})
+        assert same_bits_any_zero(c[0].cpu().numpy(), exact_fp32(a, b)), name
 
 
 def test_auto_uses_native_for_tiny_problems(rng):

@@ -49,6 +49,14 @@ from .split_kernel import pow2_f64
 
 __all__ = ["VARIANTS", "GemmOperand", "GemmOutput", "tile_position", "load_tile", "tile_line_meta", "store_tile"]
 
+
+@triton.jit
+def pow2_f32(shift):
+    """``2.0 ** shift`` as float32 for integer ``shift`` in [-149, 127], subnormals included, exactly."""
+    biased = shift + 127
+    return tl.where(biased >= 1, biased << 23, 1 << (tl.minimum(biased, 0) + 22)).to(tl.float32, bitcast=True)
+
+
 #: Kernel variant -> (use tensor descriptors, persistent tile programs).
 VARIANTS = {"ptr": (False, False), "tma": (True, False), "tma_persistent": (True, True)}
 
@@ -151,23 +159,34 @@ def store_tile(acc, c, bidx, row0, col0, offs_m, offs_n, m_in, n_in, cls_a, t_a,
     7-10% slower on an H100, fp16x3 at 4096^3 and 8192^3, even where it never ran.)
     """
     keep = (m_in & (cls_a < FIXUP_MIN_CLASS))[:, None] & (n_in & (cls_b < FIXUP_MIN_CLASS))[None, :]
-    # Undo the lines' power-of-two scaling and multiply by alpha, rounding once (float64 holds every
-    # factor and their product exactly: 24 bits of acc, 24 of alpha).  The scaled sums never overflow:
-    # only this rounding can.  Unscaled lines (t = 0) with alpha 1 cannot overflow (|acc| < K upper**2).
+    # Undo the lines' power-of-two scaling and multiply by alpha, rounding once.  The scaled sums never
+    # overflow: only this rounding can.  Unscaled lines (t = 0) with alpha 1 cannot overflow (|acc| < K upper**2).
     if (tl.max(tl.abs(t_a), axis=0) + tl.max(tl.abs(t_b), axis=0) > 0) | (c.alpha != 1.0):
-        factor = pow2_f64(-(t_a[:, None] + t_b[None, :])) * tl.cast(c.alpha, tl.float64)
-        acc64 = acc.to(tl.float64)
-        value = acc64 * factor
-        low = (tl.abs(acc64) - tl.cast(c.error_bound, tl.float64)) * tl.abs(factor)
-        # (a non-finite alpha is left to IEEE arithmetic: its factors are infinite or NaN, the others < 1e300)
-        undecided = keep & (tl.abs(value) >= FP32_OVERFLOW) & (low < FP32_OVERFLOW) & (tl.abs(factor) < 1e300)
-        if tl.max(undecided.to(tl.int32)) > 0:
-            entry = c.recheck + 1 + tl.atomic_add(c.recheck, 1) * RECHECK_ENTRY
-            tl.store(entry, bidx)
-            tl.store(entry + 1, row0)
-            tl.store(entry + 2, col0)
-            tl.store(entry + 3, (BLOCK_M << 16) | BLOCK_N)
-        acc = value.to(tl.float32)
+        # |acc| < K upper**2 + error_bound / 2 < error_bound * 2**20 (guard.emulated_error_bound), so
+        # |acc| < 2**acc_exp: a tile whose every factor 2**-(t_a + t_b) is an FP32 number (subnormal
+        # ones included) and whose products stay below 2**127 unscales with one FP32 multiply, the exact
+        # product rounded once: the FP64 path's bits without its conversions, which took a fifth of the
+        # GEMM at K = 128 where every tile is scaled (docs/speed.md).
+        acc_exp = (tl.cast(c.error_bound, tl.float32).to(tl.int32, bitcast=True) >> 23) - 127 + 23
+        smallest_shift = -(tl.max(t_a, axis=0) + tl.max(t_b, axis=0))
+        largest_shift = -(tl.min(t_a, axis=0) + tl.min(t_b, axis=0))
+        if (c.alpha == 1.0) & (smallest_shift >= -149) & (largest_shift + acc_exp <= 127):
+            acc = acc * pow2_f32((-t_a)[:, None] - t_b[None, :])
+        else:
+            # float64 holds every factor and their product exactly: 24 bits of acc, 24 of alpha
+            factor = pow2_f64(-(t_a[:, None] + t_b[None, :])) * tl.cast(c.alpha, tl.float64)
+            acc64 = acc.to(tl.float64)
+            value = acc64 * factor
+            low = (tl.abs(acc64) - tl.cast(c.error_bound, tl.float64)) * tl.abs(factor)
+            # (a non-finite alpha is left to IEEE arithmetic: its factors are infinite or NaN, the others < 1e300)
+            undecided = keep & (tl.abs(value) >= FP32_OVERFLOW) & (low < FP32_OVERFLOW) & (tl.abs(factor) < 1e300)
+            if tl.max(undecided.to(tl.int32)) > 0:
+                entry = c.recheck + 1 + tl.atomic_add(c.recheck, 1) * RECHECK_ENTRY
+                tl.store(entry, bidx)
+                tl.store(entry + 1, row0)
+                tl.store(entry + 2, col0)
+                tl.store(entry + 3, (BLOCK_M << 16) | BLOCK_N)
+            acc = value.to(tl.float32)
     c_tile = c.ptr + bidx.to(tl.int64) * c.stride_batch
     c_ptrs = c_tile + offs_m[:, None].to(tl.int64) * c.stride_m + offs_n[None, :]
     fixup_rows = tl.max((cls_a >= FIXUP_MIN_CLASS).to(tl.int32), axis=0)

@@ -66,7 +66,8 @@ from sgemm_cube.backends.cuda import hybrid, launch  # noqa: E402
 from sgemm_cube.backends.cuda.gemm_tiles import VARIANTS  # noqa: E402
 
 from tests.conftest import draw  # noqa: E402
-from tests.guarantee_data import bf16_pair_cases, check_guarantee, fp16_pair_cases, fp32_matmul  # noqa: E402
+from tests.guarantee_data import (bf16_pair_cases, check_guarantee, exact_fp32, fp16_pair_cases, fp32_matmul,  # noqa: E402
+                                  same_bits_any_zero, unscale_cases)
 
 # NumPy and the interpreter warn on the NaN/Inf and overflow some of these data are made of.
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
@@ -466,6 +467,14 @@ def test_results_beyond_fp32s_range_are_infinities_of_their_sign(rng):
     c = _run(a, b)[0]
     assert np.all(c[:, 1] == -np.inf) and np.all(c[:, 2:] == np.inf)
     assert np.all(np.abs(c[:, 0] - ref[:, 0]) <= 16 * 2.0 ** -24 * np.abs(ref[:, 0]))
+
+
+def test_unscaling_rounds_once(rng):
+    """The epilogue's unscaling, both of its paths (one FP32 multiply where the tile's factors are FP32
+    numbers and its products cannot overflow, FP64 elsewhere): on products whose scaled sums are exact, the
+    output is the exact product rounded once, subnormal and infinite outputs included."""
+    for name, a, b in unscale_cases(rng):
+        assert same_bits_any_zero(_run(a, b)[0], exact_fp32(a, b)), name
 
 
 @pytest.mark.parametrize("gen", ["full_range_rows", "full_range_cols", "special_vs_extremes"])
