@@ -469,12 +469,14 @@ def test_results_beyond_fp32s_range_are_infinities_of_their_sign(rng):
     assert np.all(np.abs(c[:, 0] - ref[:, 0]) <= 16 * 2.0 ** -24 * np.abs(ref[:, 0]))
 
 
-def test_unscaling_rounds_once(rng):
+@pytest.mark.parametrize("scheme", ["fp16x3", "bf16x6", "bf16x9"])
+def test_unscaling_rounds_once(rng, scheme):
     """The epilogue's unscaling, both of its paths (one FP32 multiply where the tile's factors are FP32
     numbers and its products cannot overflow, FP64 elsewhere): on products whose scaled sums are exact, the
-    output is the exact product rounded once, subnormal and infinite outputs included."""
+    output is the exact product rounded once, subnormal and infinite outputs included.  (The cases' scaled
+    entries are exact in BF16 slices too.)"""
     for name, a, b in unscale_cases(rng):
-        assert same_bits_any_zero(_run(a, b)[0], exact_fp32(a, b)), name
+        assert same_bits_any_zero(_run(a, b, scheme=scheme)[0], exact_fp32(a, b)), name
 
 
 @pytest.mark.parametrize("gen", ["full_range_rows", "full_range_cols", "special_vs_extremes"])
