@@ -228,7 +228,7 @@ def _fp16_summary(pid_l, bidx, n_blocks, part_ptr, n_kt, summary_ptr, mat_t_ptr,
     offs_l, line_in, big, small, bad, zero = _line_stats(pid_l, bidx, part_ptr, n_kt, L, L_PAD, BLOCK_L, BLOCK_T)
     scale = pow2_f64(_exponents(big, small, bidx, mat_t_ptr, LOWER, UPPER, TOP, SCALE_MODE))
     has = line_in & (small < float("inf"))
-    special = (big.to(tl.float64) * scale >= UPPER) | (bad > 0)
+    special = _special(big, bad, scale, UPPER)
     wide = has & ~special & (small.to(tl.float64) * scale < LOWER)
     loose = has & ~special & _fp16_loose(big, small, zero)
     at = summary_ptr + (bidx.to(tl.int64) * n_blocks + pid_l) * SUMMARY_WORDS
@@ -236,6 +236,12 @@ def _fp16_summary(pid_l, bidx, n_blocks, part_ptr, n_kt, summary_ptr, mat_t_ptr,
     tl.store(at + 1, tl.sum(wide.to(tl.int32), axis=0))
     tl.store(at + 2, tl.sum(loose.to(tl.int32), axis=0))
     tl.store(at + 3, 0)
+
+
+@triton.jit
+def _special(big, bad, scale, UPPER):
+    """Whether a line is SPECIAL: NaN/Inf, or its largest entry at or above UPPER once scaled (float64 ``scale``)."""
+    return (big.to(tl.float64) * scale >= UPPER) | (bad > 0)
 
 
 @triton.jit
@@ -325,10 +331,11 @@ def _line_meta(pid_l, bidx, n_blocks, part_ptr, n_kt, meta_ptr, list_ptr, count_
     else:
         loose = zero > 0
     loose = (small < float("inf")) & loose
-    loses = (small.to(tl.float64) * scale < lowest) | tl.where(list_loose, loose, False)  # (bool & a scalar
-    # bool is int32 or float32 under Triton 3.6's interpreter)
+    # tl.where, not `loose & list_loose`: under Triton 3.6's interpreter, a bool block & a bool
+    # scalar is int32 or float32
+    loses = (small.to(tl.float64) * scale < lowest) | tl.where(list_loose, loose, False)
     cls = tl.where(loses, LOSES_BITS, SPLIT)
-    cls = tl.where((big.to(tl.float64) * scale >= UPPER) | (bad > 0), SPECIAL, cls)
+    cls = tl.where(_special(big, bad, scale, UPPER), SPECIAL, cls)
     # Fix-up lines take the exponent that brings their largest entry into [1, 2).
     t = tl.where(cls >= FIXUP_MIN_CLASS, tl.where(big > 0, -floor_log2(big), 0), t)
     tl.store(meta_ptr + bidx * L + offs_l, encode_meta(cls, t), mask=line_in)
