@@ -10,7 +10,7 @@ choosing exactly that, but for changes made on purpose since, each with its meas
   Hopper GPUs without a file of their own (H800, H20) read too: the fp16x3 products from K = 128 to 2048
   ran 1.07-1.7x faster through the public API on an H100 (the entry's ``source`` and ``note``);
 * 2026-11-27, ``h100.json``'s ``K <= 2048`` entry for bf16x6 (the same config ``'o'``, against 128 x 64 tiles
-  with eight warps): log-normal data on both operands (bf16x6 under ``scheme="auto"``) ran 1.17-1.21x faster
+  with eight warps): log-normal data on both operands (bf16x6 under ``scheme="auto"``) ran 1.18-1.22x faster
   from K = 1024 to 2048 on an H100, the same bits (its ``source`` and ``note``).
 """
 import itertools
