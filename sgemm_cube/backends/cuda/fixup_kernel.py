@@ -121,8 +121,9 @@ _EXACT_COLS = tl.constexpr(16)
 _LIMBS = tl.constexpr(32)
 
 
-def fixup_shape(k: int, sms: int) -> tuple[tuple[int, int, int], int]:
-    """The fix-up's ``(GROUP, BLOCK_O, BLOCK_K)`` FP64 dot tiles and its number of programs, for K.
+def fixup_shape(k: int, sms: int, num_warps: int) -> tuple[tuple[int, int, int], int]:
+    """The fix-up's ``(GROUP, BLOCK_O, BLOCK_K)`` FP64 dot tiles and its number of programs, for K and the
+    launch's warps per program (the GEMM's config: the fix-up programs run in the same launch).
 
     Measured on an H200 (2026-11-24, every row listed, x cuBLAS SGEMM at 8192^3 / RBF 8192x1024 k8192 /
     softmax 16x2048x1024 k2048): (64, 128, 16) x 1 SM 0.85 / 0.78 / 0.46; (64, 128, 32) x 4 SMs 0.92 /
@@ -134,12 +135,21 @@ def fixup_shape(k: int, sms: int) -> tuple[tuple[int, int, int], int]:
     x 4 SMs 0.38, (64, 256, 32) x 4 0.44, x 2 0.43, (64, 256, 16) x 4 0.45, (128, 128, 32) x 2 0.29; the
     same bits from each.
 
+    Four warps (the short-K entries' GEMM tiles) take 64 x 64 tiles from :data:`SHORT_K` to :data:`LONG_K`:
+    measured on an H100 (2026-11-28, log-normal sigma 3 on both operands, 8192^2 x K, about 1% of the rows
+    and of the columns listed, through the public API, x cuBLAS SGEMM): K = 512 0.96 -> 1.03x, K = 128
+    0.99x with either (``fixup_first_h100_20261128-001600.json``); with the fix-up programs after the tiles
+    (the order before that day), K = 128 531 -> 468 us.  The same bits.  Not measured: four warps below
+    :data:`SHORT_K` (they keep the wide tiles), and the H200's four-warp entries (1024^3 and 2048^3 buckets).
+
     A list shorter than ``GROUP`` takes smaller tiles of its own (:data:`_SMALL_GROUP`, :data:`_SMALL_O`).
     """
     if k >= LONG_K:
         return (64, 256, 32), 2 * sms
     if k < SHORT_K:
         return (64, 256, 32), 4 * sms
+    if num_warps <= 4:
+        return (64, 64, 32), 4 * sms
     return (64, 128, 32), 4 * sms
 
 

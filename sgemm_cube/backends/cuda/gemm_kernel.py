@@ -91,8 +91,9 @@ def gemm_kernel(
         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
     """C[b] = alpha * the emulated FP32 product A[b] @ B[b], every output rounded once.
 
-    Programs ``0 .. tile_programs - 1`` compute output tiles (:func:`_gemm_tile`); the
-    ``fixup_programs`` after them the outputs of the fix-up lines (:mod:`.gemm_tiles`).
+    Programs ``0 .. fixup_programs - 1`` compute the outputs of the fix-up lines, the
+    ``tile_programs`` after them output tiles (:func:`_gemm_tile`; :mod:`.gemm_tiles` says why in
+    this order).
 
     a_slices, b_slices : the split buffers as 2-D row-major matrices (row strides Kp and Np);
         tensor descriptors (USE_TMA) with blocks [BLOCK_M, BLOCK_K] and [BLOCK_K, BLOCK_N].
@@ -135,16 +136,16 @@ def gemm_kernel(
         chosen = tl.load(choice) == RUN_IF
     if not chosen:
         pass
-    elif pid >= tile_programs:
-        fixup_program(pid - tile_programs, fixup_programs, a, b, c, batch, M, N, K,
+    elif pid < fixup_programs:
+        fixup_program(pid, fixup_programs, a, b, c, batch, M, N, K,
                       FIXUP_MIN_CLASS, BLOCK_L, FIX_GROUP, FIX_BLOCK_O, FIX_BLOCK_K)
     elif PERSISTENT:
-        for tile in tl.range(pid, num_pid_m * num_pid_n * batch, tile_programs):
+        for tile in tl.range(pid - fixup_programs, num_pid_m * num_pid_n * batch, tile_programs):
             _gemm_tile(tile, a, b, c, M, N, k_steps, num_pid_m, num_pid_n,
                        FIXUP_MIN_CLASS, SLICES, SCALE, TOP_LEVEL, TERMWISE, FLUSH_STEPS, SPLIT_CORR, MERGE_LEVELS,
                        USE_TMA, UPCAST, WARP_SPECIALIZE, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M)
     else:
-        _gemm_tile(pid, a, b, c, M, N, k_steps, num_pid_m, num_pid_n,
+        _gemm_tile(pid - fixup_programs, a, b, c, M, N, k_steps, num_pid_m, num_pid_n,
                    FIXUP_MIN_CLASS, SLICES, SCALE, TOP_LEVEL, TERMWISE, FLUSH_STEPS, SPLIT_CORR, MERGE_LEVELS,
                    USE_TMA, UPCAST, WARP_SPECIALIZE, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M)
 

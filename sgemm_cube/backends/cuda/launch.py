@@ -447,7 +447,7 @@ def _gemm_launch(cfg: dict, a: _SplitSide, b: _SplitSide, *, scheme: str, order:
         b_slices = b.slices._replace(shape=b2d, dtype=dtype)
     num_tiles = triton.cdiv(m, block_m) * triton.cdiv(n, block_n) * batch
     tile_programs = min(num_tiles, sms) if persistent else num_tiles
-    fix_tile, fixup_programs = fixup_shape(k, sms)
+    fix_tile, fixup_programs = fixup_shape(k, sms, cfg["num_warps"])
     (a_meta, a_lists, a_counts), (b_meta, b_lists, b_counts) = a.ints, b.ints
     kwargs = dict(
         a_slices=a_slices, a_plane_rows=ba * mp, a_batch_rows=mp if ba > 1 else 0,

@@ -62,7 +62,7 @@ from sgemm_cube import cpu_fallback  # noqa: E402
 import sgemm_cube  # noqa: E402
 from sgemm_cube.cpu_fallback.guard import line_meta, line_range, pack_meta, scale_lines, unpack_meta  # noqa: E402
 from sgemm_cube.backends import cuda  # noqa: E402
-from sgemm_cube.backends.cuda import hybrid, launch  # noqa: E402
+from sgemm_cube.backends.cuda import fixup_kernel, hybrid, launch  # noqa: E402
 from sgemm_cube.backends.cuda.gemm_tiles import VARIANTS  # noqa: E402
 
 from tests.conftest import draw  # noqa: E402
@@ -403,14 +403,23 @@ def test_nonfinite_inputs_give_native_special_values(rng, fixup):
         assert np.all(np.abs(c - model)[finite] <= bound[finite])
 
 
-@pytest.mark.parametrize("fixup, row_step, col_step", [(True, 2, 4), (True, 10, 2), (False, 2, 4)])
-def test_fixup_lines_across_blocks_are_fp32(rng, fixup, row_step, col_step):
+#: The FP64 tiles :func:`.fixup_kernel.fixup_shape` gives the fix-up (short, medium, long K; four or eight warps).
+FIXUP_TILES = sorted({fixup_kernel.fixup_shape(k, 1, w)[0] for k in (24, 128, 4096) for w in (4, 8)})
+
+
+@pytest.mark.parametrize("fixup, row_step, col_step, tile", [
+    (True, 2, 4, FIXUP_TILES[0]), (True, 10, 2, FIXUP_TILES[1]), (True, 2, 4, FIXUP_TILES[2]), (False, 2, 4, None)])
+def test_fixup_lines_across_blocks_are_fp32(rng, monkeypatch, fixup, row_step, col_step, tile):
     """Class-1 lines scattered over several blocks of A's rows and B's columns, some of both: with
     fixup=True their outputs are plain FP32 (fix-up programs gather the per-block lists); with
     fixup=False they keep the paper's split, as in the CPU backend.  A list of 64 lines or more goes
-    in groups of 64 (75 rows: a whole group and 11 lines), a shorter one in groups of 16 against
-    blocks of 64 other lines (:data:`.fixup_kernel._SMALL_GROUP`; 35 columns against the 75 rows left
-    open, 15 rows against every column)."""
+    in groups of 64 (75 rows: a whole group and 11 lines; 70 columns against the 135 rows left open), a
+    shorter one in groups of 16 against blocks of 64 other lines (:data:`.fixup_kernel._SMALL_GROUP`;
+    35 columns against the 75 rows left open, 15 rows against every column).  Each of the fix-up's FP64
+    tiles (:data:`FIXUP_TILES`) runs in one case, whatever K chooses."""
+    if tile is not None:
+        shape = launch.fixup_shape
+        monkeypatch.setattr(launch, "fixup_shape", lambda k, sms, num_warps: (tile, shape(k, sms, num_warps)[1]))
     m, k, n = 150, 24, 140
     a, b = draw(rng, "normal", (m, k)), draw(rng, "normal", (k, n))
     a[::row_step, 7] = 2.0 ** -40  # below the split's range, 40 binades under the row: class 1 even scaled
@@ -448,7 +457,7 @@ def test_tile_programs_leave_the_fixup_outputs_alone(rng, monkeypatch):
     full = _run(a, b)[0]
     assert np.isfinite(full).all()
     shape = launch.fixup_shape
-    monkeypatch.setattr(launch, "fixup_shape", lambda k, sms: (shape(k, sms)[0], 0))
+    monkeypatch.setattr(launch, "fixup_shape", lambda k, sms, num_warps: (shape(k, sms, num_warps)[0], 0))
     tiles_only = _run(a, b)[0]
     fixup_outputs = rows[:, None] | cols[None, :]
     assert np.isnan(tiles_only[fixup_outputs]).all()
