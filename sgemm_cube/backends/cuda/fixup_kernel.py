@@ -91,8 +91,10 @@ __all__ = ["fixup_dot", "exact_dot", "fixup_program", "fixup_shape", "overflow_r
 LONG_K = 4096
 #: Below this K, the larger tiles with as many programs as at medium K (:func:`fixup_shape`).
 SHORT_K = 128
-#: Per-block counts of fix-up lines read per step while compacting a batch's lists.
-_COUNTS_CHUNK = tl.constexpr(256)
+#: Per-block counts of fix-up lines read per step while compacting a batch's lists.  The gathers hold
+#: (rows x this) integer tiles: 32 spills least in the fused GEMM kernel and ran fastest on an H100 (16,
+#: 64 and 256 slower at 8192^2 x 128; docs/speed.md, the fix-up's line gathers).
+_COUNTS_CHUNK = tl.constexpr(32)
 #: The smallest magnitude that rounds to infinity in FP32 (halfway between its largest value and 2**128).
 FP32_OVERFLOW = tl.constexpr(2.0 ** 128 * (1 - 2.0 ** -25))
 #: A bound on ``big * 2**t`` of a line that is not a fix-up line (guard.meta_from_stats; a fix-up line has
