@@ -87,11 +87,15 @@ STATS_STEPS = 2
 #: Workspace pieces start at multiples of this many bytes (at least the 16 that TMA descriptors and
 #: Triton's specialization of pointer arguments need).
 _WS_ALIGN = 256
-#: "SMs" of the CPU under Triton's interpreter (programs of the persistent and fix-up grids).  Every
-#: interpreted fix-up program costs about 45 ms even with nothing listed (its lists' counts, through
-#: nested jit calls); with 2, a tiny product takes 0.53 s instead of 0.91 s with 4, and items still
-#: go round-robin to several programs.
+#: "SMs" of the CPU under Triton's interpreter (programs of the persistent and recheck grids): two, so
+#: that a persistent program strides over tiles.
 _INTERPRETER_SMS = 2
+#: The same for the fix-up programs (:func:`.fixup_kernel.fixup_shape`: 2-4 programs per "SM").  Every
+#: interpreted fix-up program costs about 45 ms even with nothing listed (its lists' counts, through
+#: nested jit calls); with one "SM", 4 programs (2 from LONG_K), items still go round-robin to several
+#: programs, and the CUDA backend's interpreted tests took a fifth less time than with two (246 -> 202 s,
+#: pytest -n 2 on two cores: tests/sgemm_cube/backends/cuda, test_guarantee.py, test_accuracy_studies.py).
+_INTERPRETER_FIXUP_SMS = 1
 #: (max K, config): up to this K, on a GPU, the hi*hi partial is flushed every 32 elements
 #: (``configs/default.json``, key ``small_k``, says why).
 SMALL_K_FLUSH = (_DEFAULTS["small_k"]["max_k"], dict(_DEFAULTS["small_k"]["config"]))
@@ -447,7 +451,8 @@ def _gemm_launch(cfg: dict, a: _SplitSide, b: _SplitSide, *, scheme: str, order:
         b_slices = b.slices._replace(shape=b2d, dtype=dtype)
     num_tiles = triton.cdiv(m, block_m) * triton.cdiv(n, block_n) * batch
     tile_programs = min(num_tiles, sms) if persistent else num_tiles
-    fix_tile, fixup_programs = fixup_shape(k, sms, cfg["num_warps"])
+    fix_tile, fixup_programs = fixup_shape(k, _INTERPRETER_FIXUP_SMS if interpreter_active() else sms,
+                                           cfg["num_warps"])
     (a_meta, a_lists, a_counts), (b_meta, b_lists, b_counts) = a.ints, b.ints
     kwargs = dict(
         a_slices=a_slices, a_plane_rows=ba * mp, a_batch_rows=mp if ba > 1 else 0,
