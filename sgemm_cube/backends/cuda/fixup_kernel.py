@@ -1,17 +1,19 @@
 """The fix-up inside the GEMM launch: the outputs of the fix-up lines, from the unscaled operands.
 
-The split pass lists, per block of ``BLOCK_L`` lines, the rows of A and
-columns of B whose outputs are not computed from the split, the fix-up lines
-(:mod:`sgemm_cube.cpu_fallback.guard`: an entry the split would round to fewer
-than 22 bits, NaN, infinity).  The GEMM's tiles leave those outputs alone, and
-``fixup_programs`` extra programs of the same launch compute them
+The split pass lists the rows of A and columns of B whose outputs are not
+computed from the split, the fix-up lines (:mod:`sgemm_cube.cpu_fallback.guard`:
+an entry the split would round to fewer than 22 bits, NaN, infinity), per
+batch in rank order, then the other lines
+(:func:`.split_kernel._compact_lists`).  The GEMM's tiles leave those outputs
+alone, and ``fixup_programs`` extra programs of the same launch compute them
 (:func:`fixup_program`):
 
-* every fix-up program reads the per-block counts (a few hundred integers)
-  and compacts the fix-up lines on the fly into groups of ``GROUP`` lines
-  (rank ``r`` of a batch's list sits in the block whose running count first
-  passes ``r``), so that a group reads the other operand once for up to
-  ``GROUP`` lines however scattered they are;
+* the fix-up lines go in groups of ``GROUP`` consecutive ranks, each found
+  with one load (:func:`_gather_group`), so that a group reads the other
+  operand once for up to ``GROUP`` lines however scattered they are.  (The
+  programs scanned per-block counts for them before 2026-11-28: on an H200,
+  8192^2 x 128 log-normal on both operands, half the fix-up programs' time;
+  docs/speed.md, the fix-up's compacted lists);
 * work items (group, block of the other dimension, output batch) are dealt
   round-robin to the fix-up programs; with empty lists they return at once;
 * a list shorter than ``GROUP`` goes in groups of :data:`_SMALL_GROUP` (16)
@@ -91,10 +93,6 @@ __all__ = ["fixup_dot", "exact_dot", "fixup_program", "fixup_shape", "overflow_r
 LONG_K = 4096
 #: Below this K, the larger tiles with as many programs as at medium K (:func:`fixup_shape`).
 SHORT_K = 128
-#: Per-block counts of fix-up lines read per step while compacting a batch's lists.  The gathers hold
-#: (rows x this) integer tiles: 32 spills least in the fused GEMM kernel and ran fastest on an H100 (16,
-#: 64 and 256 slower at 8192^2 x 128; docs/speed.md, the fix-up's line gathers).
-_COUNTS_CHUNK = tl.constexpr(32)
 #: The smallest magnitude that rounds to infinity in FP32 (halfway between its largest value and 2**128).
 FP32_OVERFLOW = tl.constexpr(2.0 ** 128 * (1 - 2.0 ** -25))
 #: A bound on ``big * 2**t`` of a line that is not a fix-up line (guard.meta_from_stats; a fix-up line has
@@ -335,54 +333,35 @@ def exact_dot(x_ptr, x_off, x_valid, stride_xk, y_ptr, y_off, y_valid, stride_yk
 
 
 @triton.jit
-def _batch_total(count_ptr, n_blocks, NB_CHUNK: tl.constexpr):
-    total = tl.zeros([], dtype=tl.int32)  # a tensor: loop-carried values keep their type
-    for c0 in range(0, n_blocks, NB_CHUNK):
-        offs = c0 + tl.arange(0, NB_CHUNK)
-        total += tl.sum(tl.load(count_ptr + offs, mask=offs < n_blocks, other=0), axis=0)
-    return total
-
-
-@triton.jit
-def _gather_group(count_ptr, list_ptr, n_blocks, first_rank, total,
-                  BLOCK_L: tl.constexpr, GROUP: tl.constexpr, NB_CHUNK: tl.constexpr):
-    """Line indices of ranks first_rank ... first_rank + GROUP - 1 of one batch's lists, and which exist."""
+def _gather_group(lists, first_rank, total, GROUP: tl.constexpr):
+    """Line indices of ranks first_rank ... first_rank + GROUP - 1 of one batch's fix-up lines (``lists``:
+    that batch's row of the compacted order, :func:`.split_kernel._compact_lists`), and which exist."""
     ranks = first_rank + tl.arange(0, GROUP)
     valid = ranks < total
-    block = tl.zeros([GROUP], dtype=tl.int32)   # blocks whose lines all rank below r
-    before = tl.zeros([GROUP], dtype=tl.int32)  # lines in those blocks
-    running = tl.zeros([], dtype=tl.int32)
-    for c0 in range(0, n_blocks, NB_CHUNK):
-        offs = c0 + tl.arange(0, NB_CHUNK)
-        cnt = tl.load(count_ptr + offs, mask=offs < n_blocks, other=0)
-        ends = running + tl.cumsum(cnt, axis=0)
-        passed = (ends[None, :] <= ranks[:, None]) & (offs[None, :] < n_blocks)
-        block += tl.sum(passed.to(tl.int32), axis=1)
-        before += tl.sum(tl.where(passed, cnt[None, :], 0), axis=1)
-        running += tl.sum(cnt, axis=0)
-    lines = tl.load(list_ptr + block.to(tl.int64) * BLOCK_L + (ranks - before), mask=valid, other=0)
-    return lines, valid
+    return tl.load(lists + ranks, mask=valid, other=0), valid
 
 
 @triton.jit
 def _fix_lines(p, num_programs, item_base,
-               count_ptr, list_ptr, n_blocks, line_batched,
+               order_ptr, total_ptr, line_batched,
                x_ptr, stride_xb, stride_xl, stride_xk,
                y_ptr, stride_yb, stride_yk, stride_yo,
                c_ptr, stride_cb, stride_cl, stride_co,
                x_meta, n_lines, y_meta, y_batched, n_batch, n_other, K, alpha,
-               o_count_ptr, o_list_ptr, o_blocks, SKIP_LISTED: tl.constexpr,
-               FIXUP_MIN_CLASS: tl.constexpr, BLOCK_L: tl.constexpr, GROUP: tl.constexpr, BLOCK_O: tl.constexpr,
-               BLOCK_K: tl.constexpr, NB_CHUNK: tl.constexpr):
+               o_order_ptr, o_total_ptr, SKIP_LISTED: tl.constexpr,
+               FIXUP_MIN_CLASS: tl.constexpr, GROUP: tl.constexpr, BLOCK_O: tl.constexpr, BLOCK_K: tl.constexpr):
     """Outputs c[b, l, o] = sum_k x[b, l, k] y[b, k, o] of the fix-up lines l (c seen through strides).
 
     ``line_batched``/``y_batched`` are 0 for an operand broadcast over the
     batch; ``x_meta`` (.., n_lines) and ``y_meta`` (.., n_other) hold the
-    lines' packed integers.  With SKIP_LISTED, the ``o`` are y's lines that
-    are *not* fix-up lines, compacted from y's lists (``o_count_ptr``,
-    ``o_list_ptr``, ``o_blocks``: :func:`_other_lines`): the outputs of two
-    fix-up lines are the other pass's, and are not computed here at all.
-    Returns the next item number (items are dealt round-robin across the passes).
+    lines' packed integers; ``order_ptr`` (.., n_lines) and ``total_ptr`` the
+    fix-up lines compacted in rank order and their number, per batch
+    (:func:`.split_kernel._compact_lists`).  With SKIP_LISTED, the ``o`` are
+    y's lines that are *not* fix-up lines, from y's compacted order
+    (``o_order_ptr``, ``o_total_ptr``: they follow its fix-up lines): the
+    outputs of two fix-up lines are the other pass's, and are not computed
+    here at all.  Returns the next item number (items are dealt round-robin
+    across the passes).
 
     The items of a batch (:func:`_batch_work`): groups of GROUP fix-up lines times blocks of BLOCK_O
     other lines, or for a list shorter than GROUP, groups of :data:`_SMALL_GROUP` times blocks of
@@ -401,9 +380,9 @@ def _fix_lines(p, num_programs, item_base,
         item_base = base
         for bo in range(0, n_batch):
             bl = bo * line_batched
-            counts, lists, total, o_counts, o_lists, n_open, n_ob, n_items = _batch_work(
-                bo, bl, count_ptr, list_ptr, n_blocks, y_batched, o_count_ptr, o_list_ptr, o_blocks, n_other,
-                SKIP_LISTED, BLOCK_L, GROUP, BLOCK_O, NB_CHUNK)
+            lists, total, o_open, n_open, n_ob, n_items = _batch_work(
+                bo, bl, order_ptr, total_ptr, n_lines, y_batched, o_order_ptr, o_total_ptr, n_other,
+                SKIP_LISTED, GROUP, BLOCK_O)
             x_base = x_ptr + tl.cast(bl, tl.int64) * stride_xb
             y_base = y_ptr + tl.cast(bo, tl.int64) * stride_yb
             c = c_ptr + tl.cast(bo, tl.int64) * stride_cb
@@ -412,97 +391,109 @@ def _fix_lines(p, num_programs, item_base,
             first = (p - item_base % num_programs + num_programs) % num_programs
             if total < GROUP:  # a short list: small groups
                 for j in range(first, n_items, num_programs):
-                    _fix_tile(phase, (j // n_ob) * _SMALL_GROUP, (j % n_ob) * _SMALL_O, counts, lists, n_blocks,
-                              total, x_base, stride_xl, stride_xk, y_base, stride_yk, stride_yo, c, stride_cl,
-                              stride_co, xm, ym, n_other, n_open, o_counts, o_lists, o_blocks, K, alpha, SKIP_LISTED,
-                              FIXUP_MIN_CLASS, BLOCK_L, _SMALL_GROUP, _SMALL_O, BLOCK_K, NB_CHUNK)
+                    _fix_tile(phase, (j // n_ob) * _SMALL_GROUP, (j % n_ob) * _SMALL_O, lists, total,
+                              x_base, stride_xl, stride_xk, y_base, stride_yk, stride_yo, c, stride_cl, stride_co,
+                              xm, ym, n_open, o_open, K, alpha, SKIP_LISTED,
+                              FIXUP_MIN_CLASS, _SMALL_GROUP, _SMALL_O, BLOCK_K)
             else:
                 for j in range(first, n_items, num_programs):
-                    _fix_tile(phase, (j // n_ob) * GROUP, (j % n_ob) * BLOCK_O, counts, lists, n_blocks, total,
+                    _fix_tile(phase, (j // n_ob) * GROUP, (j % n_ob) * BLOCK_O, lists, total,
                               x_base, stride_xl, stride_xk, y_base, stride_yk, stride_yo, c, stride_cl, stride_co,
-                              xm, ym, n_other, n_open, o_counts, o_lists, o_blocks, K, alpha, SKIP_LISTED,
-                              FIXUP_MIN_CLASS, BLOCK_L, GROUP, BLOCK_O, BLOCK_K, NB_CHUNK)
+                              xm, ym, n_open, o_open, K, alpha, SKIP_LISTED,
+                              FIXUP_MIN_CLASS, GROUP, BLOCK_O, BLOCK_K)
             item_base += n_items
     return item_base
 
 
 @triton.jit
-def _fix_tile(phase: tl.constexpr, first_rank, first_o, counts, lists, n_blocks, total,
+def _fix_tile(phase: tl.constexpr, first_rank, first_o, lists, total,
               x_base, stride_xl, stride_xk, y_base, stride_yk, stride_yo, c, stride_cl, stride_co,
-              x_meta, y_meta, n_other, n_open, o_counts, o_lists, o_blocks, K, alpha, SKIP_LISTED: tl.constexpr,
-              FIXUP_MIN_CLASS: tl.constexpr, BLOCK_L: tl.constexpr, ROWS: tl.constexpr, COLS: tl.constexpr,
-              BLOCK_K: tl.constexpr, NB_CHUNK: tl.constexpr):
+              x_meta, y_meta, n_open, o_open, K, alpha, SKIP_LISTED: tl.constexpr,
+              FIXUP_MIN_CLASS: tl.constexpr, ROWS: tl.constexpr, COLS: tl.constexpr, BLOCK_K: tl.constexpr):
     """One item of :func:`_fix_lines`: the fix-up lines of ranks ``first_rank ...`` (ROWS of them, fewer at
     the end of the list) against the other lines of ranks ``first_o ...`` (COLS).  Phase 0 stores their FP64
     sums rounded once; phase 1 reads them back and checks them, and computes again carefully a tile it
     cannot clear."""
-    offs_o, o_in = _other_lines(first_o, n_open, o_counts, o_lists, o_blocks, n_other, SKIP_LISTED,
-                                BLOCK_L, COLS, NB_CHUNK)
-    lines, valid = _gather_group(counts, lists, n_blocks, first_rank, total, BLOCK_L, ROWS, NB_CHUNK)
     if phase == 0:
-        acc = fixup_dot(x_base, lines.to(tl.int64) * stride_xl, valid, stride_xk, y_base,
-                        offs_o.to(tl.int64) * stride_yo, o_in, stride_yk, K, alpha, ROWS, COLS, BLOCK_K)
+        acc = _listed_rows_dot(lists, first_rank, total, x_base, stride_xl, stride_xk, y_base, stride_yk,
+                               stride_yo, first_o, n_open, o_open, K, alpha, SKIP_LISTED, ROWS, COLS, BLOCK_K)
+        offs_o, o_in = _other_lines(first_o, n_open, o_open, SKIP_LISTED, COLS)
+        lines, valid = _gather_group(lists, first_rank, total, ROWS)
         tl.store(c + lines[:, None].to(tl.int64) * stride_cl + offs_o[None, :].to(tl.int64) * stride_co,
                  acc.to(tl.float32), mask=valid[:, None] & o_in[None, :])
     else:
+        offs_o, o_in = _other_lines(first_o, n_open, o_open, SKIP_LISTED, COLS)
+        lines, valid = _gather_group(lists, first_rank, total, ROWS)
         if _check_tile(lines, valid, offs_o, o_in, c, stride_cl, stride_co, x_meta, y_meta, K, alpha,
                        FIXUP_MIN_CLASS):
             _careful_tile(first_rank, tl.minimum(total - first_rank, ROWS), first_o,
-                          tl.minimum(n_open - first_o, COLS), counts, lists, n_blocks, total,
+                          tl.minimum(n_open - first_o, COLS), lists, total,
                           x_base, stride_xl, stride_xk, y_base, stride_yk, stride_yo, c, stride_cl, stride_co,
-                          x_meta, n_other, n_open, o_counts, o_lists, o_blocks, K, alpha,
-                          SKIP_LISTED, BLOCK_L, ROWS, BLOCK_K, NB_CHUNK)
+                          x_meta, n_open, o_open, K, alpha, SKIP_LISTED, ROWS, BLOCK_K)
 
 
 @triton.jit
-def _batch_work(bo, bl, count_ptr, list_ptr, n_blocks, y_batched, o_count_ptr, o_list_ptr, o_blocks, n_other,
-                SKIP_LISTED: tl.constexpr, BLOCK_L: tl.constexpr, GROUP: tl.constexpr, BLOCK_O: tl.constexpr,
-                NB_CHUNK: tl.constexpr):
+def _listed_rows_dot(lists, first_rank, total, x_base, stride_xl, stride_xk, y_base, stride_yk, stride_yo,
+                     first_o, n_open, o_open, K, alpha, SKIP_LISTED: tl.constexpr,
+                     ROWS: tl.constexpr, COLS: tl.constexpr, BLOCK_K: tl.constexpr):
+    """:func:`fixup_dot` of the fix-up lines of ranks ``first_rank ...`` against the pass's other lines of
+    ranks ``first_o ...``, reading the line indices again in every step of K.
+
+    Why again: this code shares one kernel, and so one register allocation, with the GEMM's tiles.  Line
+    indices read once and held across the K loop (as :func:`fixup_dot` takes them) made the tiles spill
+    more and run 3% slower on normal data (H200, 8192^3); read in each step (from L1) they cost no more
+    than the scans of the per-block lists did before (docs/speed.md, the fix-up's compacted lists)."""
+    acc = tl.zeros((ROWS, COLS), dtype=tl.float64)
+    for k0 in range(0, K, BLOCK_K):
+        # k0 // K is 0; it ties the load to the loop so the compiler cannot hoist it (a volatile load does
+        # too, but goes to L2 every step: 8% slower at K = 512)
+        offs_o, o_in = _other_lines(first_o, n_open, o_open, SKIP_LISTED, COLS)
+        ranks = first_rank + tl.arange(0, ROWS)
+        valid = ranks < total
+        lines = tl.load(lists + ranks + k0 // K, mask=valid, other=0)
+        offs_k = k0 + tl.arange(0, BLOCK_K)
+        k_in = offs_k < K
+        x = tl.load(x_base + lines.to(tl.int64)[:, None] * stride_xl + offs_k[None, :].to(tl.int64) * stride_xk,
+                    mask=valid[:, None] & k_in[None, :], other=0.0)
+        y = tl.load(y_base + offs_o.to(tl.int64)[None, :] * stride_yo + offs_k[:, None].to(tl.int64) * stride_yk,
+                    mask=k_in[:, None] & o_in[None, :], other=0.0)
+        acc = tl.dot(x.to(tl.float64), y.to(tl.float64), acc, input_precision="ieee", out_dtype=tl.float64)
+    return acc * tl.cast(alpha, tl.float64)
+
+
+@triton.jit
+def _batch_work(bo, bl, order_ptr, total_ptr, n_lines, y_batched, o_order_ptr, o_total_ptr, n_other,
+                SKIP_LISTED: tl.constexpr, GROUP: tl.constexpr, BLOCK_O: tl.constexpr):
     """Output batch ``bo``'s work in one pass of :func:`_fix_lines` (both phases walk the same items): its
-    fix-up lines' counts and lists (batch ``bl`` of x), their number, the other operand's counts and lists,
-    the other lines the pass walks (all, or with SKIP_LISTED those not listed), their blocks, and the items
-    (groups of fix-up lines times blocks of other lines: GROUP times BLOCK_O, or for a list shorter than
-    GROUP, :data:`_SMALL_GROUP` times :data:`_SMALL_O`)."""
-    counts = count_ptr + tl.cast(bl, tl.int64) * n_blocks
-    lists = list_ptr + tl.cast(bl, tl.int64) * n_blocks * BLOCK_L
-    total = _batch_total(counts, n_blocks, NB_CHUNK)
-    o_counts = o_count_ptr + tl.cast(bo * y_batched, tl.int64) * o_blocks
-    o_lists = o_list_ptr + tl.cast(bo * y_batched, tl.int64) * o_blocks * BLOCK_L
+    fix-up lines in rank order (batch ``bl`` of x) and their number, the other lines the pass walks (all,
+    ``o_open`` unused; or with SKIP_LISTED those not listed, from ``o_open``) and their number, their
+    blocks, and the items (groups of fix-up lines times blocks of other lines: GROUP times BLOCK_O, or for
+    a list shorter than GROUP, :data:`_SMALL_GROUP` times :data:`_SMALL_O`)."""
+    lists = order_ptr + tl.cast(bl, tl.int64) * n_lines
+    total = tl.load(total_ptr + bl)
+    o_batch = tl.cast(bo * y_batched, tl.int64)
     n_open = n_other + tl.zeros([], dtype=tl.int32)
+    o_open = o_order_ptr + o_batch * n_other
     if SKIP_LISTED:
-        n_open -= _batch_total(o_counts, o_blocks, NB_CHUNK)
+        o_total = tl.load(o_total_ptr + o_batch)
+        n_open -= o_total
+        o_open += o_total
     short = total < GROUP
     n_ob = tl.where(short, tl.cdiv(n_open, _SMALL_O), tl.cdiv(n_open, BLOCK_O))
-    return counts, lists, total, o_counts, o_lists, n_open, n_ob, tl.cdiv(total, tl.where(short, _SMALL_GROUP, GROUP)) * n_ob
+    return lists, total, o_open, n_open, n_ob, tl.cdiv(total, tl.where(short, _SMALL_GROUP, GROUP)) * n_ob
 
 
 @triton.jit
-def _other_lines(first, n_open, o_counts, o_lists, o_blocks, n_other, SKIP_LISTED: tl.constexpr,
-                 BLOCK_L: tl.constexpr, WIDTH: tl.constexpr, NB_CHUNK: tl.constexpr):
+def _other_lines(first, n_open, o_open, SKIP_LISTED: tl.constexpr, WIDTH: tl.constexpr):
     """The other operand's lines ``first ... first + WIDTH - 1`` of a pass, and which exist: consecutive
-    lines, or (SKIP_LISTED) the lines of those ranks among the ones not listed, which the split pass stores
-    from the end of each block's list segment (:func:`.split_kernel._line_meta`)."""
+    lines, or (SKIP_LISTED) those of the lines not listed, in order from ``o_open`` (the other operand's
+    compacted order past its fix-up lines)."""
     ranks = first + tl.arange(0, WIDTH)
+    valid = ranks < n_open
     if SKIP_LISTED:
-        valid = ranks < n_open
-        block = tl.zeros([WIDTH], dtype=tl.int32)   # blocks whose open lines all rank below r
-        before = tl.zeros([WIDTH], dtype=tl.int32)  # open lines in those blocks
-        running = tl.zeros([], dtype=tl.int32)
-        for c0 in range(0, o_blocks, NB_CHUNK):
-            offs = c0 + tl.arange(0, NB_CHUNK)
-            in_b = offs < o_blocks
-            in_block = tl.maximum(tl.minimum(n_other - offs * BLOCK_L, BLOCK_L), 0)  # blocks past the lines: 0
-            cnt = tl.where(in_b, in_block - tl.load(o_counts + offs, mask=in_b, other=0), 0)
-            ends = running + tl.cumsum(cnt, axis=0)
-            passed = (ends[None, :] <= ranks[:, None]) & in_b[None, :]
-            block += tl.sum(passed.to(tl.int32), axis=1)
-            before += tl.sum(tl.where(passed, cnt[None, :], 0), axis=1)
-            running += tl.sum(cnt, axis=0)
-        lines = tl.load(o_lists + block.to(tl.int64) * BLOCK_L + BLOCK_L - 1 - (ranks - before), mask=valid,
-                        other=0)
+        lines = tl.load(o_open + ranks, mask=valid, other=0)
     else:
         lines = ranks
-        valid = ranks < n_other
     return lines, valid
 
 
@@ -547,22 +538,21 @@ def _meta_size_other(y_cls, y_t, keep_o, FIXUP_MIN_CLASS: tl.constexpr):
 
 
 @triton.jit(noinline=True)  # a cold path: its registers must not weigh on the tile's
-def _careful_tile(first_rank, n_rows, first_o, n_cols, counts, lists, n_blocks, total,
+def _careful_tile(first_rank, n_rows, first_o, n_cols, lists, total,
                   x_base, stride_xl, stride_xk, y_base, stride_yk, stride_yo, c, stride_cl, stride_co,
-                  x_meta, n_other, n_open, o_counts, o_lists, o_blocks, K, alpha, SKIP_LISTED: tl.constexpr,
-                  BLOCK_L: tl.constexpr, GROUP: tl.constexpr, BLOCK_K: tl.constexpr, NB_CHUNK: tl.constexpr):
+                  x_meta, n_open, o_open, K, alpha, SKIP_LISTED: tl.constexpr,
+                  GROUP: tl.constexpr, BLOCK_K: tl.constexpr):
     """Store the outputs of a tile the meta check left undecided, by pieces of :data:`_PIECE_COLS` columns:
     the FP64 sum again, checked with the other lines' actual maxima (a pass of loads,
     :func:`_col_maxima`); where that does not decide, with ``sum_k |x y|`` itself (one more FP64 dot,
     :func:`_abs_dot`); a piece still undecided is computed exactly (:func:`_exact_tile`).  Scalar
     arguments only (a function Triton does not inline); ``first_o``, ``n_cols``: ranks among the pass's
     other lines (:func:`_other_lines`)."""
-    lines, valid = _gather_group(counts, lists, n_blocks, first_rank, total, BLOCK_L, GROUP, NB_CHUNK)
+    lines, valid = _gather_group(lists, first_rank, total, GROUP)
     _, x_t = decode_meta(tl.load(x_meta + lines, mask=valid, other=PAD_META))
     x_size = _meta_size(x_t, valid, alpha, K)
     for c0 in range(0, n_cols, _PIECE_COLS):
-        offs_o, o_in = _other_lines(first_o + c0, n_open, o_counts, o_lists, o_blocks, n_other, SKIP_LISTED,
-                                    BLOCK_L, _PIECE_COLS, NB_CHUNK)
+        offs_o, o_in = _other_lines(first_o + c0, n_open, o_open, SKIP_LISTED, _PIECE_COLS)
         o_in = o_in & (c0 + tl.arange(0, _PIECE_COLS) < n_cols)
         keep_o = o_in
         keep = valid[:, None] & keep_o[None, :]
@@ -576,28 +566,25 @@ def _careful_tile(first_rank, n_rows, first_o, n_cols, counts, lists, n_blocks, 
             mag = tl.abs(acc)
             near = (tl.abs(mag - FP32_OVERFLOW) - mag * 2.0 ** -51 <= size * _error_scale(alpha, K, size)) & keep
         if tl.max(near.to(tl.int32)) > 0:
-            _exact_tile(first_rank, n_rows, first_o + c0, tl.minimum(n_cols - c0, _PIECE_COLS), counts, lists,
-                        n_blocks, total, x_base, stride_xl, stride_xk, y_base, stride_yk, stride_yo,
-                        c, stride_cl, stride_co, n_other, n_open, o_counts, o_lists, o_blocks, K, alpha,
-                        SKIP_LISTED, BLOCK_L, NB_CHUNK)
+            _exact_tile(first_rank, n_rows, first_o + c0, tl.minimum(n_cols - c0, _PIECE_COLS), lists, total,
+                        x_base, stride_xl, stride_xk, y_base, stride_yk, stride_yo, c, stride_cl, stride_co,
+                        n_open, o_open, K, alpha, SKIP_LISTED)
         else:
             tl.store(c + lines[:, None].to(tl.int64) * stride_cl + offs_o[None, :].to(tl.int64) * stride_co,
                      acc.to(tl.float32), mask=keep)
 
 
 @triton.jit(noinline=True)  # a cold path: its registers must not weigh on the tile's
-def _exact_tile(first_rank, n_rows, first_o, n_cols, counts, lists, n_blocks, total,
+def _exact_tile(first_rank, n_rows, first_o, n_cols, lists, total,
                 x_base, stride_xl, stride_xk, y_base, stride_yk, stride_yo, c, stride_cl, stride_co,
-                n_other, n_open, o_counts, o_lists, o_blocks, K, alpha, SKIP_LISTED: tl.constexpr,
-                BLOCK_L: tl.constexpr, NB_CHUNK: tl.constexpr):
+                n_open, o_open, K, alpha, SKIP_LISTED: tl.constexpr):
     """Store the outputs of ``n_rows`` fix-up lines from rank ``first_rank`` and ``n_cols`` others from
     ``first_o``, each computed by :func:`exact_dot`, in pieces of (_EXACT_ROWS, _EXACT_COLS)."""
     for r0 in range(0, n_rows, _EXACT_ROWS):
-        lines, valid = _gather_group(counts, lists, n_blocks, first_rank + r0, total, BLOCK_L, _EXACT_ROWS, NB_CHUNK)
+        lines, valid = _gather_group(lists, first_rank + r0, total, _EXACT_ROWS)
         valid = valid & (r0 + tl.arange(0, _EXACT_ROWS) < n_rows)
         for c0 in range(0, n_cols, _EXACT_COLS):
-            offs_o, o_in = _other_lines(first_o + c0, n_open, o_counts, o_lists, o_blocks, n_other, SKIP_LISTED,
-                                        BLOCK_L, _EXACT_COLS, NB_CHUNK)
+            offs_o, o_in = _other_lines(first_o + c0, n_open, o_open, SKIP_LISTED, _EXACT_COLS)
             o_in = o_in & (c0 + tl.arange(0, _EXACT_COLS) < n_cols)
             out = exact_dot(x_base, lines.to(tl.int64) * stride_xl, valid, stride_xk,
                             y_base, offs_o.to(tl.int64) * stride_yo, o_in, stride_yk, K, alpha,
@@ -609,36 +596,34 @@ def _exact_tile(first_rank, n_rows, first_o, n_cols, counts, lists, n_blocks, to
 
 @triton.jit
 def fixup_program(p, num_programs, a, b, c, batch, M, N, K,
-                  FIXUP_MIN_CLASS: tl.constexpr, BLOCK_L: tl.constexpr,
-                  GROUP: tl.constexpr, BLOCK_O: tl.constexpr, BLOCK_K: tl.constexpr):
+                  FIXUP_MIN_CLASS: tl.constexpr, GROUP: tl.constexpr, BLOCK_O: tl.constexpr,
+                  BLOCK_K: tl.constexpr):
     """Fix-up program ``p`` of ``num_programs``: the fix-up rows of A, then the fix-up columns of B.
 
     a, b : :class:`.gemm_tiles.GemmOperand` -- of each operand, the FP32 operand (A (Ba, M, K),
-        B (Bb, K, N) through their strides), its line meta and the split pass's fix-up lists (per
-        block of ``BLOCK_L`` lines).  A broadcast operand (``meta_batch`` 0) has its lines, counts
-        and lists for batch 0 only.
+        B (Bb, K, N) through their strides), its line meta and the split pass's compacted fix-up lines
+        (:func:`.split_kernel._compact_lists`).  A broadcast operand (``meta_batch`` 0) has its lines
+        for batch 0 only.
     c : :class:`.gemm_tiles.GemmOutput` -- the (batch, M, N) output and alpha.
     GROUP, BLOCK_O, BLOCK_K : the FP64 dot tiles (:func:`fixup_shape`).
     """
     a_batched = (a.meta_batch > 0).to(tl.int32)
     b_batched = (b.meta_batch > 0).to(tl.int32)
     item = _fix_lines(p, num_programs, p * 0,
-                      a.fix_counts, a.fix_lists, a.fix_blocks, a_batched,
+                      a.fix_order, a.fix_total, a_batched,
                       a.ptr, a.stride_batch, a.stride_line, a.stride_k,
                       b.ptr, b.stride_batch, b.stride_k, b.stride_line,
                       c.ptr, c.stride_batch, c.stride_m, 1,
                       a.meta, M, b.meta, b_batched, batch, N, K, c.alpha,
-                      b.fix_counts, b.fix_lists, b.fix_blocks, False,
-                      FIXUP_MIN_CLASS, BLOCK_L, GROUP, BLOCK_O, BLOCK_K, _COUNTS_CHUNK)
+                      b.fix_order, b.fix_total, False, FIXUP_MIN_CLASS, GROUP, BLOCK_O, BLOCK_K)
     # Columns of B: c^T = b^T a^T, over the rows of A the first pass did not write.
     _fix_lines(p, num_programs, item,
-               b.fix_counts, b.fix_lists, b.fix_blocks, b_batched,
+               b.fix_order, b.fix_total, b_batched,
                b.ptr, b.stride_batch, b.stride_line, b.stride_k,
                a.ptr, a.stride_batch, a.stride_k, a.stride_line,
                c.ptr, c.stride_batch, 1, c.stride_m,
                b.meta, N, a.meta, a_batched, batch, M, K, c.alpha,
-               a.fix_counts, a.fix_lists, a.fix_blocks, True,
-               FIXUP_MIN_CLASS, BLOCK_L, GROUP, BLOCK_O, BLOCK_K, _COUNTS_CHUNK)
+               a.fix_order, a.fix_total, True, FIXUP_MIN_CLASS, GROUP, BLOCK_O, BLOCK_K)
 
 
 

@@ -71,9 +71,8 @@ def gemm_kernel(
         # the unscaled FP32 operands A (Ba, M, K) and B (Bb, K, N), read by the fix-up programs
         a_ptr, a_stride_batch, a_stride_m, a_stride_k,
         b_ptr, b_stride_batch, b_stride_k, b_stride_n,
-        # their fix-up lists
-        a_fix_counts, a_fix_lists, a_fix_blocks,
-        b_fix_counts, b_fix_lists, b_fix_blocks,
+        # their fix-up lines, compacted
+        a_fix_order, a_fix_total, b_fix_order, b_fix_total,
         # the output C (batch, M, N) float32, the factor of every output, the scaled sums' error bound, the
         # list of tiles to recheck
         c_ptr, c_stride_batch, c_stride_m, alpha, c_error_bound, c_recheck,
@@ -81,7 +80,7 @@ def gemm_kernel(
         # the device's choice of scheme (int32), read where RUN_IF >= 0
         choice, RUN_IF: tl.constexpr,
         # the fix-up (:func:`.fixup_kernel.fixup_program`)
-        FIXUP_MIN_CLASS: tl.constexpr, BLOCK_L: tl.constexpr,
+        FIXUP_MIN_CLASS: tl.constexpr,
         FIX_GROUP: tl.constexpr, FIX_BLOCK_O: tl.constexpr, FIX_BLOCK_K: tl.constexpr,
         # the scheme and order
         SLICES: tl.constexpr, SCALE: tl.constexpr, TOP_LEVEL: tl.constexpr, TERMWISE: tl.constexpr,
@@ -105,7 +104,8 @@ def gemm_kernel(
         of two), for the epilogue's overflow check (:func:`.gemm_tiles.store_tile`).
     c_recheck : int32, the tiles that check could not decide (count, then entries), for
         :func:`.fixup_kernel.overflow_recheck_kernel`.
-    a_fix_counts, a_fix_lists, a_fix_blocks (and b_*) : the split pass's fix-up lines per block of BLOCK_L lines.
+    a_fix_order, a_fix_total (and b_*) : the split pass's fix-up lines, (Ba, M) int32 per batch in rank order
+        then the other lines, and (Ba,) int32 their number (:func:`.split_kernel._compact_lists`).
     FIXUP_MIN_CLASS : smallest line class of the fix-up lines (LOSES_BITS, or SPECIAL with fixup=False).
     FIX_GROUP, FIX_BLOCK_O, FIX_BLOCK_K : the fix-up's FP64 dot tiles (:func:`.fixup_kernel.fixup_shape`).
     SLICES : slices per operand, 2 (FP16 schemes) or 3 (BF16 schemes).
@@ -126,9 +126,9 @@ def gemm_kernel(
     num_pid_n = tl.cdiv(N, BLOCK_N)
     k_steps = Kp // BLOCK_K
     a = GemmOperand(a_slices, a_plane_rows, a_batch_rows, Kp, a_meta, a_meta_batch,
-                    a_ptr, a_stride_batch, a_stride_m, a_stride_k, a_fix_counts, a_fix_lists, a_fix_blocks)
+                    a_ptr, a_stride_batch, a_stride_m, a_stride_k, a_fix_order, a_fix_total)
     b = GemmOperand(b_slices, b_plane_rows, b_batch_rows, Np, b_meta, b_meta_batch,
-                    b_ptr, b_stride_batch, b_stride_n, b_stride_k, b_fix_counts, b_fix_lists, b_fix_blocks)
+                    b_ptr, b_stride_batch, b_stride_n, b_stride_k, b_fix_order, b_fix_total)
     c = GemmOutput(c_ptr, c_stride_batch, c_stride_m, alpha, c_error_bound, c_recheck)
     pid = tl.program_id(0)
     chosen = True
@@ -138,7 +138,7 @@ def gemm_kernel(
         pass
     elif pid < fixup_programs:
         fixup_program(pid, fixup_programs, a, b, c, batch, M, N, K,
-                      FIXUP_MIN_CLASS, BLOCK_L, FIX_GROUP, FIX_BLOCK_O, FIX_BLOCK_K)
+                      FIXUP_MIN_CLASS, FIX_GROUP, FIX_BLOCK_O, FIX_BLOCK_K)
     elif PERSISTENT:
         for tile in tl.range(pid - fixup_programs, num_pid_m * num_pid_n * batch, tile_programs):
             _gemm_tile(tile, a, b, c, M, N, k_steps, num_pid_m, num_pid_n,

@@ -85,9 +85,8 @@ class GemmOperand(NamedTuple):
     stride_batch: object
     stride_line: object
     stride_k: object
-    fix_counts: object    # (Bx, fix_blocks) int32: the split pass's fix-up lines per block of BLOCK_L lines
-    fix_lists: object     # (Bx, fix_blocks * BLOCK_L) int32: the block's fix-up lines, first fix_counts of its segment
-    fix_blocks: object
+    fix_order: object     # (Bx, L) int32: the fix-up lines in rank order, then the others (split pass 3)
+    fix_total: object     # (Bx,) int32: the number of fix-up lines
 
 
 class GemmOutput(NamedTuple):

@@ -134,12 +134,16 @@ class LineOutputs(NamedTuple):
 
     ``meta`` (Bx, L) int32 packed line meta (:func:`sgemm_cube.cpu_fallback.guard.unpack_meta`);
     ``lists`` (Bx, blocks * block_l) and ``counts`` (Bx, blocks) int32, the
-    fix-up lines of each block of ``block_l`` lines.
+    fix-up lines of each block of ``block_l`` lines; ``order`` (Bx, L) int32, the
+    same lines compacted per batch in rank order, then the other lines (ascending),
+    and ``totals`` (Bx,) int32 their number (what the fix-up programs read).
     """
 
     meta: torch.Tensor
     lists: torch.Tensor
     counts: torch.Tensor
+    order: torch.Tensor
+    totals: torch.Tensor
     block_l: int
 
     @property
@@ -329,7 +333,7 @@ class _SplitSide(NamedTuple):
     line_programs: int    # programs of the line-meta pass
     tile: tuple           # (lines, K elements) of a program of the tiled passes
     slices: _Ref
-    ints: tuple           # (meta, lists, counts) refs
+    ints: tuple           # (meta, lists, counts, order, totals) refs
 
 
 def _split_side(x_role: str, x_shape, x_strides, *, lines_axis: int, rows_pad: int, cols_pad: int,
@@ -360,17 +364,21 @@ def _split_side(x_role: str, x_shape, x_strides, *, lines_axis: int, rows_pad: i
     meta, offset = _ws_piece(offset, torch.int32, (bx, n_lines))
     lists, offset = _ws_piece(offset, torch.int32, (bx, n_blocks * block_l))
     counts, offset = _ws_piece(offset, torch.int32, (bx, n_blocks))
+    order, offset = _ws_piece(offset, torch.int32, (bx, n_lines))
+    totals, offset = _ws_piece(offset, torch.int32, (bx,))
     summary, offset = _ws_piece(offset, torch.int32, (bx, n_blocks, SUMMARY_WORDS.value))  # BF16 schemes
     args = dict(x=_Ref(x_role), stride_xb=x_strides[0], stride_xl=s_xl, stride_xk=s_xk,
                 L=n_lines, K=n_k, L_PAD=lines_pad, K_PAD=k_pad, n_lt=n_lt, n_kt=n_st, n_kt_split=n_kt,
                 n_blocks=n_blocks,
-                part=parts, meta=meta, list=lists, count=counts,
+                part=parts, meta=meta, list=lists, count=counts, order=order, total=totals,
                 summary=summary, n_summary=bx * n_blocks, lines=bx * n_lines,
                 mat_t=_Ref("mat_t", 0 if lines_axis == 1 else 1) if scale == "matrix" else meta,
-                meta_bf=meta,  # scheme="auto": the BF16 line meta (:func:`_with_bf16_ints`)
+                # scheme="auto": the BF16 line meta and lists (:func:`_with_bf16_ints`)
+                meta_bf=meta, list_bf=lists, count_bf=counts, order_bf=order, total_bf=totals,
                 out=slices, stride_oplane=bx * rows_pad * cols_pad, stride_ob=rows_pad * cols_pad,
                 stride_ol=s_ol, stride_ok=s_ok)
-    side = _SplitSide(args, n_lt * n_kt * bx, n_lt * n_st * bx, n_blocks * bx, tile, slices, (meta, lists, counts))
+    side = _SplitSide(args, n_lt * n_kt * bx, n_lt * n_st * bx, n_blocks * bx, tile, slices,
+                      (meta, lists, counts, order, totals))
     return side, offset
 
 
@@ -419,14 +427,14 @@ def _split_launches(a: _SplitSide, b: _SplitSide, *, sb: int, scheme: str, scale
     lines = _line_meta_launch(a, b, scheme=scheme, scale=scale, k=a.args["K"], rng=rng,
                               fixup_min_class=fixup_min_class, block=block, num_warps=num_warps)
     scaled = _two_sided(split_scaled_kernel, a, b, a.tile_programs, b.tile_programs,
-                        dict(SB_SCALE=float(2.0 ** sb), BF16=get_scheme(scheme).format.name == "bf16",
+                        dict(SB_SCALE=float(2.0 ** sb), BF16=get_scheme(scheme).format.name == "bf16", LIST_BLOCK=block[0],
                              CHOOSE=choice is not None, choice=a.args["meta"] if choice is None else choice, **tiles),
                         4)
     return stats, *lines, scaled
 
 
 def _gemm_launch(cfg: dict, a: _SplitSide, b: _SplitSide, *, scheme: str, order: str, sb: int,
-                 fixup_min_class: int, block_l: int, batch: int, m: int, n: int, k: int, batches: tuple,
+                 fixup_min_class: int, batch: int, m: int, n: int, k: int, batches: tuple,
                  padded: tuple, strides: tuple, block_k: int, flush: int, sms: int, recheck: _Ref,
                  run_if: tuple[_Ref, int] | None = None) -> _Launch:
     """The GEMM launch (:func:`.gemm_kernel.gemm_kernel`), its arguments by name.
@@ -453,20 +461,19 @@ def _gemm_launch(cfg: dict, a: _SplitSide, b: _SplitSide, *, scheme: str, order:
     tile_programs = min(num_tiles, sms) if persistent else num_tiles
     fix_tile, fixup_programs = fixup_shape(k, _INTERPRETER_FIXUP_SMS if interpreter_active() else sms,
                                            cfg["num_warps"])
-    (a_meta, a_lists, a_counts), (b_meta, b_lists, b_counts) = a.ints, b.ints
+    (a_meta, _, _, a_order, a_totals), (b_meta, _, _, b_order, b_totals) = a.ints, b.ints
     kwargs = dict(
         a_slices=a_slices, a_plane_rows=ba * mp, a_batch_rows=mp if ba > 1 else 0,
         b_slices=b_slices, b_plane_rows=bb * kp, b_batch_rows=kp if bb > 1 else 0,
         a_meta=a_meta, a_meta_batch=m if ba > 1 else 0, b_meta=b_meta, b_meta_batch=n if bb > 1 else 0,
         a_ptr=_Ref("a"), a_stride_batch=a_strides[0], a_stride_m=a_strides[1], a_stride_k=a_strides[2],
         b_ptr=_Ref("b"), b_stride_batch=b_strides[0], b_stride_k=b_strides[1], b_stride_n=b_strides[2],
-        a_fix_counts=a_counts, a_fix_lists=a_lists, a_fix_blocks=a_counts.shape[1],
-        b_fix_counts=b_counts, b_fix_lists=b_lists, b_fix_blocks=b_counts.shape[1],
+        a_fix_order=a_order, a_fix_total=a_totals, b_fix_order=b_order, b_fix_total=b_totals,
         c_ptr=_Ref("out"), c_stride_batch=out_strides[0], c_stride_m=out_strides[1], alpha=_Ref("alpha"),
         c_error_bound=emulated_error_bound(k, line_range(scheme, sb)), c_recheck=recheck,
         M=m, N=n, K=k, Kp=kp, Np=np_, batch=batch, tile_programs=tile_programs, fixup_programs=fixup_programs,
         choice=a_meta if run_if is None else run_if[0], RUN_IF=-1 if run_if is None else run_if[1],
-        FIXUP_MIN_CLASS=fixup_min_class, BLOCK_L=block_l,
+        FIXUP_MIN_CLASS=fixup_min_class,
         FIX_GROUP=fix_tile[0], FIX_BLOCK_O=fix_tile[1], FIX_BLOCK_K=fix_tile[2],
         SLICES=sch.slices, SCALE=sch.level_scale(sb), TOP_LEVEL=max(i + j for i, j in sch.products),
         TERMWISE=order == "termwise", FLUSH_STEPS=flush, SPLIT_CORR=bool(cfg["split_corr"]),
@@ -503,7 +510,7 @@ class _LaunchPlan(NamedTuple):
 
     launches: tuple       # the _Launch of a product, the GEMM(s) and the overflow recheck last (module docstring)
     ws_bytes: int
-    a_lines: tuple        # (meta, lists, counts) refs, block_l
+    a_lines: tuple        # (meta, lists, counts, order, totals) refs, block_l
     b_lines: tuple
     slices: tuple         # (a, b) refs
     m: int
@@ -521,9 +528,14 @@ def _with_bf16_ints(side: _SplitSide, offset: int) -> tuple[_SplitSide, _SplitSi
     meta, offset = _ws_piece(offset, torch.int32, (bx, lines))
     lists, offset = _ws_piece(offset, torch.int32, (bx, n_list))
     counts, offset = _ws_piece(offset, torch.int32, (bx, n_blocks))
-    fp16 = side._replace(args={**side.args, "meta_bf": meta})  # the chosen split reads both metas
-    bf16 = side._replace(args={**side.args, "meta": meta, "list": lists, "count": counts, "mat_t": meta},
-                         ints=(meta, lists, counts))
+    order, offset = _ws_piece(offset, torch.int32, (bx, lines))
+    totals, offset = _ws_piece(offset, torch.int32, (bx,))
+    # the chosen split reads both metas and compacts the chosen lists
+    fp16 = side._replace(args={**side.args, "meta_bf": meta, "list_bf": lists, "count_bf": counts,
+                               "order_bf": order, "total_bf": totals})
+    bf16 = side._replace(args={**side.args, "meta": meta, "list": lists, "count": counts, "order": order,
+                               "total": totals, "mat_t": meta},
+                         ints=(meta, lists, counts, order, totals))
     return fp16, bf16, offset
 
 
@@ -571,7 +583,7 @@ def _auto_problem(a_shape, a_strides, b_shape, b_strides, out_strides, device, *
                           b_n_counts=math.prod(b16.ints[2].shape), a_lines=ba * m, b_lines=bb * n,
                           MARGIN=AUTO_MARGIN, BLOCK=256), 4, 1)
     gemms = tuple(_gemm_launch(cfgs[s], sa, sb_, scheme=s, order="termwise", sb=sb, fixup_min_class=fixup_min_class,
-                               block_l=block[0], batch=batch, m=m, n=n, k=k, batches=(ba, bb), padded=(mp, np_, kp),
+                               batch=batch, m=m, n=n, k=k, batches=(ba, bb), padded=(mp, np_, kp),
                                strides=(a_strides, b_strides, out_strides), block_k=steps[s][0], flush=steps[s][1],
                                sms=sms, recheck=recheck, run_if=(choice, value))
                   for value, (s, sa, sb_) in enumerate(((AUTO_SCHEMES[0], a16, b16), (AUTO_SCHEMES[1], abf, bbf))))
@@ -603,7 +615,7 @@ def _problem(a_shape, a_strides, b_shape, b_strides, out_strides, device, *, sb:
                                      fixup_min_class=fixup_min_class, block=block, num_warps=cfg["split_warps"],
                                      recheck=recheck)
     gemm = _gemm_launch(cfg, side_a, side_b, scheme=scheme, order=order, sb=sb, fixup_min_class=fixup_min_class,
-                        block_l=block[0], batch=batch, m=m, n=n, k=k, batches=(ba, bb), padded=(mp, np_, kp),
+                        batch=batch, m=m, n=n, k=k, batches=(ba, bb), padded=(mp, np_, kp),
                         strides=(a_strides, b_strides, out_strides), block_k=block_k, flush=steps, sms=sms,
                         recheck=recheck)
     return _LaunchPlan((*split_launches, gemm, _recheck_launch((gemm,), sms)), offset, (side_a.ints, block[0]),

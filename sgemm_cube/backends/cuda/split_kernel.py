@@ -14,10 +14,13 @@ each operand's branch is compiled with its own tile shape):
    per line (:mod:`.line_meta`), and appends the fix-up lines (whose
    outputs are not computed from the split) to the block's segment of a
    list, with their number in a per-block count (no atomics and no zeroed
-   memory: the GEMM's fix-up programs compact the segments themselves);
+   memory);
 3. :func:`split_scaled_kernel`, tiled: the split of ``x * 2**t`` (float64,
    rounded once to float32: exact unless it underflows, as
-   :func:`sgemm_cube.cpu_fallback.guard.scale_lines`).
+   :func:`sgemm_cube.cpu_fallback.guard.scale_lines`); its first tile of
+   each block of lines along K also compacts pass 2's segments into one
+   list per batch in rank order (:func:`_compact_lists`), so that the
+   GEMM's fix-up programs find the line of any rank with one load.
 
 A BF16 scheme's lines are classified beside the other operand's
 (:func:`sgemm_cube.cpu_fallback.guard.bf16_rule`), so its pass 2 is two launches:
@@ -61,6 +64,8 @@ from .line_meta import (BF16_EVERY_LINE, BF16_FLOOR, BF16_NARROW_LOW, BF16_PAIR_
 __all__ = ["tile_stats_kernel", "line_summary_kernel", "line_meta_kernel", "split_scaled_kernel", "scheme_choice_kernel",
            "SCALE_MODES", "floor_log2", "pow2_f64", "SUMMARY_WORDS", "PAIR_NONE", "PAIR_BF16", "PAIR_FP16"]
 
+#: Per-block counts of fix-up lines summed per step while compacting the lists (:func:`_compact_lists`).
+_COUNTS_CHUNK = tl.constexpr(256)
 #: ``scale`` option -> the line-meta pass's SCALE_MODE.
 SCALE_MODES = {None: 0, "auto": 1, "rows": 2, "matrix": 3}
 # The same modes, as the kernel compares them.
@@ -370,6 +375,46 @@ def _split_scaled(pid_l, pid_k, bidx, x_ptr, out_ptr, meta_ptr,
 
 
 @triton.jit
+def _compact_lists(pl, pb, lists, n_blocks, L, TILE_L: tl.constexpr, LIST_BLOCK: tl.constexpr):
+    """Pass 3's compaction, for the blocks of pass 2 (``LIST_BLOCK`` lines each) that start in split tile
+    ``pl`` (``TILE_L`` lines) of batch ``pb``.  ``lists``: the pointers (list, count, order, total).
+    ``order`` (batch, L) int32 receives, per batch, the fix-up
+    lines in rank order (block by block, each block's as pass 2 listed them: ascending), then the other
+    lines, ascending; ``total`` (batch,) the number of fix-up lines (written by tile 0).
+
+    The rank of a line is what the per-block segments gave it before (the fix-up programs scanned the
+    counts for it on every item; docs/speed.md, the fix-up's compacted lists), so the fix-up computes
+    the same outputs in the same tiles.  Every block before the last holding lines is full, so the
+    other lines of the blocks before ``p`` number ``p * LIST_BLOCK`` minus the fix-up lines there.
+    """
+    list_ptr, count_ptr, order_ptr, total_ptr = lists
+    counts = count_ptr + pb.to(tl.int64) * n_blocks
+    first = tl.cdiv(pl * TILE_L, LIST_BLOCK)
+    last = tl.minimum(tl.cdiv((pl + 1) * TILE_L, LIST_BLOCK), n_blocks)
+    before = tl.zeros([], dtype=tl.int32)  # fix-up lines in the blocks before `first` (a tensor: loop-carried)
+    total = tl.zeros([], dtype=tl.int32)
+    for c0 in range(0, n_blocks, _COUNTS_CHUNK):
+        offs = c0 + tl.arange(0, _COUNTS_CHUNK)
+        cnt = tl.load(counts + offs, mask=offs < n_blocks, other=0)
+        total += tl.sum(cnt, axis=0)
+        before += tl.sum(tl.where(offs < first, cnt, 0), axis=0)
+    if pl == 0:
+        tl.store(total_ptr + pb, total)
+    order = order_ptr + pb.to(tl.int64) * L
+    segments = list_ptr + pb.to(tl.int64) * n_blocks * LIST_BLOCK
+    q = tl.arange(0, LIST_BLOCK)
+    for p in range(first, last):
+        seg = segments + p * LIST_BLOCK
+        n_fix = tl.load(counts + p)
+        n_open = tl.minimum(tl.maximum(L - p * LIST_BLOCK, 0), LIST_BLOCK) - n_fix  # lines past L: none
+        tl.store(order + before + q, tl.load(seg + q, mask=q < n_fix, other=0), mask=q < n_fix)
+        # pass 2 wrote the block's q-th other line at the segment's end, LIST_BLOCK - 1 - q
+        tl.store(order + total + (p * LIST_BLOCK - before) + q,
+                 tl.load(seg + LIST_BLOCK - 1 - q, mask=q < n_open, other=0), mask=q < n_open)
+        before += n_fix
+
+
+@triton.jit
 def _tile_coords(pid, n_lt, n_kt):
     """(line tile, K tile, batch) of program ``pid`` of a tiled pass."""
     return pid % n_lt, (pid // n_lt) % n_kt, pid // (n_lt * n_kt)
@@ -481,10 +526,21 @@ def line_meta_kernel(programs_a,
 
 @triton.jit
 def _split_chosen(pl, pk, pb, x, out, meta, meta_bf, choice, L, K, L_PAD, K_PAD, stride_xb, stride_xl, stride_xk,
-                  stride_oplane, stride_ob, stride_ol, stride_ok, SB_SCALE: tl.constexpr, BF16: tl.constexpr,
-                  CHOOSE: tl.constexpr, BLOCK_L: tl.constexpr, BLOCK_K: tl.constexpr):
+                  stride_oplane, stride_ob, stride_ol, stride_ok, lists, lists_bf, n_blocks,
+                  SB_SCALE: tl.constexpr, BF16: tl.constexpr, CHOOSE: tl.constexpr, BLOCK_L: tl.constexpr,
+                  BLOCK_K: tl.constexpr, LIST_BLOCK: tl.constexpr):
     """Pass 3 of one operand's tile; with CHOOSE, the scheme the device chose (:func:`scheme_choice_kernel`):
-    BF16 slices from the BF16 line meta ``meta_bf``, or FP16 hi and lo (as bits into the 16-bit buffer)."""
+    BF16 slices from the BF16 line meta ``meta_bf``, or FP16 hi and lo (as bits into the 16-bit buffer).
+    The first tile along K of each block of lines also compacts the fix-up lists (:func:`_compact_lists`)
+    of that scheme: ``lists`` and ``lists_bf`` are (list, count, order, total) pointers."""
+    if pk == 0:
+        if CHOOSE:
+            if tl.load(choice) != 0:
+                _compact_lists(pl, pb, lists_bf, n_blocks, L, BLOCK_L, LIST_BLOCK)
+            else:
+                _compact_lists(pl, pb, lists, n_blocks, L, BLOCK_L, LIST_BLOCK)
+        else:
+            _compact_lists(pl, pb, lists, n_blocks, L, BLOCK_L, LIST_BLOCK)
     if CHOOSE:
         if tl.load(choice) != 0:
             _split_scaled(pl, pk, pb, x, out, meta_bf, L, K, L_PAD, K_PAD, stride_xb, stride_xl, stride_xk,
@@ -504,26 +560,32 @@ def split_scaled_kernel(programs_a, choice,
                         a_stride_xb, a_stride_xl, a_stride_xk, a_stride_oplane, a_stride_ob, a_stride_ol, a_stride_ok,
                         b_x, b_out, b_meta, b_meta_bf, b_n_lt, b_n_kt_split, b_L, b_K, b_L_PAD, b_K_PAD,
                         b_stride_xb, b_stride_xl, b_stride_xk, b_stride_oplane, b_stride_ob, b_stride_ol, b_stride_ok,
+                        a_list, a_count, a_order, a_total, a_list_bf, a_count_bf, a_order_bf, a_total_bf, a_n_blocks,
+                        b_list, b_count, b_order, b_total, b_list_bf, b_count_bf, b_order_bf, b_total_bf, b_n_blocks,
                         SB_SCALE: tl.constexpr, BF16: tl.constexpr, CHOOSE: tl.constexpr,
                         A_BLOCK_L: tl.constexpr, A_BLOCK_K: tl.constexpr,
-                        B_BLOCK_L: tl.constexpr, B_BLOCK_K: tl.constexpr):
-    """Pass 3 of both operands (:func:`_split_scaled`): a 1-D grid of A's tiles, then B's.
+                        B_BLOCK_L: tl.constexpr, B_BLOCK_K: tl.constexpr, LIST_BLOCK: tl.constexpr):
+    """Pass 3 of both operands (:func:`_split_scaled`): a 1-D grid of A's tiles, then B's; the tiles of the
+    first K columns of each operand also compact pass 2's fix-up lists (``list``, ``count``: ``n_blocks``
+    segments of LIST_BLOCK lines per batch) into ``order`` and ``total`` (:func:`_compact_lists`).
 
     CHOOSE: the scheme is the device's choice, ``*choice`` (int32: 0 fp16x3, 1 bf16x6, from
-    :func:`scheme_choice_kernel`), each with its own line meta (``meta``, ``meta_bf``); otherwise
-    BF16 says which, and ``choice`` and ``meta_bf`` are not read.
+    :func:`scheme_choice_kernel`), each with its own line meta (``meta``, ``meta_bf``) and lists
+    (``list``, ``list_bf``, ...); otherwise BF16 says which, and ``choice`` and the ``*_bf`` are not read.
     """
     pid = tl.program_id(0)
     if pid < programs_a:
         pl, pk, pb = _tile_coords(pid, a_n_lt, a_n_kt_split)
         _split_chosen(pl, pk, pb, a_x, a_out, a_meta, a_meta_bf, choice, a_L, a_K, a_L_PAD, a_K_PAD,
                       a_stride_xb, a_stride_xl, a_stride_xk, a_stride_oplane, a_stride_ob, a_stride_ol, a_stride_ok,
-                      SB_SCALE, BF16, CHOOSE, A_BLOCK_L, A_BLOCK_K)
+                      (a_list, a_count, a_order, a_total), (a_list_bf, a_count_bf, a_order_bf, a_total_bf),
+                      a_n_blocks, SB_SCALE, BF16, CHOOSE, A_BLOCK_L, A_BLOCK_K, LIST_BLOCK)
     else:
         pl, pk, pb = _tile_coords(pid - programs_a, b_n_lt, b_n_kt_split)
         _split_chosen(pl, pk, pb, b_x, b_out, b_meta, b_meta_bf, choice, b_L, b_K, b_L_PAD, b_K_PAD,
                       b_stride_xb, b_stride_xl, b_stride_xk, b_stride_oplane, b_stride_ob, b_stride_ol, b_stride_ok,
-                      SB_SCALE, BF16, CHOOSE, B_BLOCK_L, B_BLOCK_K)
+                      (b_list, b_count, b_order, b_total), (b_list_bf, b_count_bf, b_order_bf, b_total_bf),
+                      b_n_blocks, SB_SCALE, BF16, CHOOSE, B_BLOCK_L, B_BLOCK_K, LIST_BLOCK)
 
 
 @triton.jit

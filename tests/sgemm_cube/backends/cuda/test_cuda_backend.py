@@ -168,6 +168,11 @@ def _check_lines(x, slices, lines, *, axis, partner, scheme="fp16x3", sb=12, sca
             assert counts[i, p] == listed.size
             assert np.array_equal(lists[i, p * bl:p * bl + listed.size], listed)
             assert np.array_equal(lists[i, (p + 1) * bl - rest.size:(p + 1) * bl][::-1], rest)
+    # Compacted (what the fix-up programs read): per batch the listed lines in rank order, then the others.
+    for i in range(xn.shape[0]):
+        listed = np.flatnonzero(want.cls[i] >= fixup_min_class)
+        assert lines.totals[i] == listed.size
+        assert np.array_equal(lines.order[i].numpy(), np.concatenate([listed, np.flatnonzero(want.cls[i] < fixup_min_class)]))
 
 
 def _check_split(ops, a, b, **kw):
@@ -317,6 +322,7 @@ def test_line_classes_say_what_the_split_holds():
             assert np.array_equal(lines.meta.numpy(), pack_meta(line_meta(x, -1, fixup=fixup_min_class == 1)))
             assert lines.counts.numpy().tolist() == [[len(listed)]]
             assert lines.lists.numpy()[0, :len(listed)].tolist() == listed
+            assert lines.totals.tolist() == [len(listed)] and lines.order[0, :len(listed)].tolist() == listed
 
 
 # ---------------------------------------------------------------- the GEMM
