@@ -533,16 +533,16 @@ def _split_chosen(pl, pk, pb, x, out, meta, meta_bf, choice, L, K, L_PAD, K_PAD,
     BF16 slices from the BF16 line meta ``meta_bf``, or FP16 hi and lo (as bits into the 16-bit buffer).
     The first tile along K of each block of lines also compacts the fix-up lists (:func:`_compact_lists`)
     of that scheme: ``lists`` and ``lists_bf`` are (list, count, order, total) pointers."""
+    bf16_chosen = False  # without CHOOSE: the one scheme's lists, `lists`
+    if CHOOSE:
+        bf16_chosen = tl.load(choice) != 0
     if pk == 0:
-        if CHOOSE:
-            if tl.load(choice) != 0:
-                _compact_lists(pl, pb, lists_bf, n_blocks, L, BLOCK_L, LIST_BLOCK)
-            else:
-                _compact_lists(pl, pb, lists, n_blocks, L, BLOCK_L, LIST_BLOCK)
+        if bf16_chosen:
+            _compact_lists(pl, pb, lists_bf, n_blocks, L, BLOCK_L, LIST_BLOCK)
         else:
             _compact_lists(pl, pb, lists, n_blocks, L, BLOCK_L, LIST_BLOCK)
     if CHOOSE:
-        if tl.load(choice) != 0:
+        if bf16_chosen:
             _split_scaled(pl, pk, pb, x, out, meta_bf, L, K, L_PAD, K_PAD, stride_xb, stride_xl, stride_xk,
                           stride_oplane, stride_ob, stride_ol, stride_ok, SB_SCALE, True, BLOCK_L, BLOCK_K)
         else:
