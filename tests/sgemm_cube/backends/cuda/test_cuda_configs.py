@@ -11,7 +11,13 @@ choosing exactly that, but for changes made on purpose since, each with its meas
   ran 1.07-1.7x faster through the public API on an H100 (the entry's ``source`` and ``note``);
 * 2026-11-27, ``h100.json``'s ``K <= 2048`` entry for bf16x6 (the same config ``'o'``, against 128 x 64 tiles
   with eight warps): log-normal data on both operands (bf16x6 under ``scheme="auto"``) ran 1.18-1.22x faster
-  from K = 1024 to 2048 on an H100, the same bits (its ``source`` and ``note``).
+  from K = 1024 to 2048 on an H100, the same bits (its ``source`` and ``note``);
+* 2026-11-28, ``h200.json``'s shape buckets ``[8192, 8192, K]`` for K = 128 to 2048 (config ``'p'``: 64 x 128
+  tiles, four warps, four stages), which the nearest-bucket rule also gives 4096 x 4096 x 1000 / 1024 and the
+  small K of the 1000 / 4096 shapes below, and its ``K <= 2048`` bf16x6 entry (config ``'o'``, as the H100's),
+  which an H200 NVL reads too: through the public API on an H200, log-normal data on both operands ran
+  0.995 -> 1.25x SGEMM at 8192^2 x 128, 1.14 -> 1.30x at x 512, 1.33 -> 1.59x at x 1024 (bf16x6), normal data
+  1.48 -> 1.78x at x 128, the same bits (``benchmarks/results/shortk_configs_h200_20261128-113000.json``).
 """
 import itertools
 import json
@@ -196,18 +202,19 @@ CONFIGS = [('tma', 128, 128, 32, 8, 8, 3, False, False, None, 4, 32, False),
  ('ptr', 64, 128, 64, 8, 8, 3, False, False, None, 4, 64, False),
  ('ptr', 128, 64, 32, 8, 8, 2, False, False, None, 4, 32, False),
  ('ptr', 128, 64, 64, 8, 8, 2, False, False, None, 4, 64, False),
- ('tma', 64, 128, 32, 8, 4, 3, False, False, None, 4, 32, False)]
+ ('tma', 64, 128, 32, 8, 4, 3, False, False, None, 4, 32, False),
+ ('tma', 64, 128, 32, 8, 4, 4, False, False, None, 4, 32, False)]
 #: (GPU name, order, scheme) -> the config letter of each shape of SHAPES, in order.
 TODAY = {('NVIDIA H100 80GB HBM3', 'termwise', 'fp16x3'): 'ooooobbbbooooobbbbooooobbbbooooobbbbooooobbbbooooobbbbooooobbbbooooobbbb',
  ('NVIDIA H100 80GB HBM3', 'elementwise', 'fp16x3'): 'aaaaabbbbaaaaabbbbaaaaabbbbaaaaabbbbaaaaabbbbaaaaabbbbaaaaabbbbaaaaabbbb',
  ('NVIDIA H100 80GB HBM3', 'termwise', 'fp16x4'): 'cccccddddcccccddddcccccddddcccccddddcccccddddcccccddddcccccddddcccccdddd',
  ('NVIDIA H100 80GB HBM3', 'elementwise', 'bf16x9'): 'eeeeeffffeeeeeffffeeeeeffffeeeeeffffeeeeeffffeeeeeffffeeeeeffffeeeeeffff',
  ('NVIDIA H100 80GB HBM3', 'termwise', 'bf16x6'): 'oooooffffoooooffffoooooffffoooooffffoooooffffoooooffffoooooffffoooooffff',
- ('NVIDIA H200', 'termwise', 'fp16x3'): 'ggggghhhhgggggbbbbgggggbbbbaaaaabbbbggggghhhhgggggbbbbgggggbbbbaaaaabbbb',
+ ('NVIDIA H200', 'termwise', 'fp16x3'): 'ggggghhhhppgggbbbbppgggbbbbppppabbbbggggghhhhppgggbbbbppgggbbbbppppabbbb',
  ('NVIDIA H200', 'elementwise', 'fp16x3'): 'aaaaabbbbaaaaabbbbaaaaabbbbaaaaabbbbaaaaabbbbaaaaabbbbaaaaabbbbaaaaabbbb',
  ('NVIDIA H200', 'termwise', 'fp16x4'): 'cccccddddcccccddddcccccddddcccccddddcccccddddcccccddddcccccddddcccccdddd',
  ('NVIDIA H200', 'elementwise', 'bf16x9'): 'eeeeeffffeeeeeffffeeeeeffffeeeeeffffeeeeeffffeeeeeffffeeeeeffffeeeeeffff',
- ('NVIDIA H200', 'termwise', 'bf16x6'): 'eeeeeffffeeeeeffffeeeeeffffeeeeeffffeeeeeffffeeeeeffffeeeeeffffeeeeeffff',
+ ('NVIDIA H200', 'termwise', 'bf16x6'): 'oooooffffoooooffffoooooffffoooooffffoooooffffoooooffffoooooffffoooooffff',
  ('NVIDIA H800', 'termwise', 'fp16x3'): 'ooooobbbbooooobbbbooooobbbbooooobbbbooooobbbbooooobbbbooooobbbbooooobbbb',
  ('NVIDIA H800', 'elementwise', 'fp16x3'): 'aaaaabbbbaaaaabbbbaaaaabbbbaaaaabbbbaaaaabbbbaaaaabbbbaaaaabbbbaaaaabbbb',
  ('NVIDIA H800', 'termwise', 'fp16x4'): 'cccccddddcccccddddcccccddddcccccddddcccccddddcccccddddcccccddddcccccdddd',
@@ -232,7 +239,7 @@ TODAY = {('NVIDIA H100 80GB HBM3', 'termwise', 'fp16x3'): 'ooooobbbbooooobbbbooo
  ('NVIDIA H200 NVL', 'elementwise', 'fp16x3'): 'aaaaabbbbaaaaabbbbaaaaabbbbaaaaabbbbaaaaabbbbaaaaabbbbaaaaabbbbaaaaabbbb',
  ('NVIDIA H200 NVL', 'termwise', 'fp16x4'): 'cccccddddcccccddddcccccddddcccccddddcccccddddcccccddddcccccddddcccccdddd',
  ('NVIDIA H200 NVL', 'elementwise', 'bf16x9'): 'eeeeeffffeeeeeffffeeeeeffffeeeeeffffeeeeeffffeeeeeffffeeeeeffffeeeeeffff',
- ('NVIDIA H200 NVL', 'termwise', 'bf16x6'): 'eeeeeffffeeeeeffffeeeeeffffeeeeeffffeeeeeffffeeeeeffffeeeeeffffeeeeeffff'}
+ ('NVIDIA H200 NVL', 'termwise', 'bf16x6'): 'oooooffffoooooffffoooooffffoooooffffoooooffffoooooffffoooooffffoooooffff'}
 #: native_rule per GPU name.
 RULES = {'NVIDIA H100 80GB HBM3': {'min_flops': 5000000000.0,
                            'min_flops_per_matrix': 1000000000.0,
