@@ -27,8 +27,12 @@ Choice for a mode (:func:`choose`), later layers overriding earlier ones key by
 key: the first unbucketed entry whose limits hold, then the entry of the
 problem's shape bucket (:func:`bucket`), else the nearest bucket in log2
 distance (ties: the larger).  Bucket entries apply only on the GPU named by
-the file's ``device`` (measurements do not transfer to a sibling GPU).  Entries may carry ``source``, ``note`` and
-``measured`` (free-form records of how they were obtained).
+the file's ``device`` (measurements do not transfer to a sibling GPU).  So on that GPU
+a list with buckets always ends with a bucket's keys: an unbucketed ``max_k`` entry
+there sets only the keys no bucket sets, and a choice that must hold for a range
+of K is written as buckets (``h200.json``'s ``[8192, 8192, K]``).  Entries may
+carry ``source``, ``note`` and ``measured`` (free-form records of how they were
+obtained).
 
 Key ranges are those the kernels accept (``gemm_kernel.py``, ``split_kernel.py``):
 
