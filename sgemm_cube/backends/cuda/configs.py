@@ -45,7 +45,10 @@ Key ranges are those the kernels accept (``gemm_kernel.py``, ``split_kernel.py``
   launcher ignores it otherwise, so a table entry of an FP16 mode saying
   ``true`` is rejected as a mistake, while ``config=`` overrides may carry it;
 * ``split_block``: ``null`` (the launcher's default) or two powers of two;
-* ``variant``: one of ``gemm_tiles.VARIANTS``.
+* ``variant``: one of ``gemm_tiles.VARIANTS``;
+* ``row_chunks``, ``col_chunks``: integers >= 1, the chunks of A's rows and of B's columns whose
+  split planes a product holds one at a time (1, 1: the whole operands; a single product only,
+  :func:`.launch._chunked_launches` says how and what it costs).
 """
 from __future__ import annotations
 
@@ -117,6 +120,8 @@ KEYS: dict[str, tuple[Any, str]] = {
     "flush_k": (lambda v: _is_int(v) and v >= 0 and v % 16 == 0,
                 "0 (never flush) or a positive multiple of 16"),
     "merge_levels": (lambda v: isinstance(v, bool), "true or false"),
+    "row_chunks": (lambda v: _is_int(v) and 1 <= v <= 1024, "an integer in [1, 1024]"),
+    "col_chunks": (lambda v: _is_int(v) and 1 <= v <= 1024, "an integer in [1, 1024]"),
 }
 
 

@@ -75,7 +75,7 @@ def gemm_kernel(
         a_fix_order, a_fix_total, b_fix_order, b_fix_total,
         # the output C (batch, M, N) float32, the factor of every output, the scaled sums' error bound, the
         # list of tiles to recheck
-        c_ptr, c_stride_batch, c_stride_m, alpha, c_error_bound, c_recheck,
+        c_ptr, c_stride_batch, c_stride_m, alpha, c_error_bound, c_recheck, c_row_base, c_col_base,
         M, N, K, Kp, Np, batch, tile_programs, fixup_programs,
         # the device's choice of scheme (int32), read where RUN_IF >= 0
         choice, RUN_IF: tl.constexpr,
@@ -104,6 +104,9 @@ def gemm_kernel(
         of two), for the epilogue's overflow check (:func:`.gemm_tiles.store_tile`).
     c_recheck : int32, the tiles that check could not decide (count, then entries), for
         :func:`.fixup_kernel.overflow_recheck_kernel`.
+    c_row_base, c_col_base : where this launch's outputs start in the whole product (0, 0; a chunk of a
+        chunked product, :func:`.launch._chunked_launches`, has the operands, line meta and output
+        from there on): the recheck's entries are the whole product's.
     a_fix_order, a_fix_total (and b_*) : the split pass's fix-up lines, (Ba, M) int32 per batch in rank order
         then the other lines, and (Ba,) int32 their number (:func:`.split_kernel._compact_lists`).
     FIXUP_MIN_CLASS : smallest line class of the fix-up lines (LOSES_BITS, or SPECIAL with fixup=False).
@@ -129,7 +132,7 @@ def gemm_kernel(
                     a_ptr, a_stride_batch, a_stride_m, a_stride_k, a_fix_order, a_fix_total)
     b = GemmOperand(b_slices, b_plane_rows, b_batch_rows, Np, b_meta, b_meta_batch,
                     b_ptr, b_stride_batch, b_stride_n, b_stride_k, b_fix_order, b_fix_total)
-    c = GemmOutput(c_ptr, c_stride_batch, c_stride_m, alpha, c_error_bound, c_recheck)
+    c = GemmOutput(c_ptr, c_stride_batch, c_stride_m, alpha, c_error_bound, c_recheck, c_row_base, c_col_base)
     pid = tl.program_id(0)
     chosen = True
     if RUN_IF >= 0:

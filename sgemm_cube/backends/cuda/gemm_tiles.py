@@ -98,6 +98,8 @@ class GemmOutput(NamedTuple):
     alpha: object         # float32, applied before each output's one rounding (1.0: the product)
     error_bound: object   # float32 power of two: guard.emulated_error_bound of the scaled sums (overflow check)
     recheck: object       # int32: the tiles with an undecided overflow (fixup_kernel.overflow_recheck_kernel)
+    row_base: object      # the launch's first row and column in the whole product (a chunk's; else 0): the
+    col_base: object      # recheck's list holds whole-product coordinates
 
 
 @triton.jit
@@ -188,8 +190,8 @@ def store_tile(acc, c, bidx, row0, col0, offs_m, offs_n, m_in, n_in, cls_a, t_a,
             if tl.max(undecided.to(tl.int32)) > 0:
                 entry = c.recheck + 1 + tl.atomic_add(c.recheck, 1) * RECHECK_ENTRY
                 tl.store(entry, bidx)
-                tl.store(entry + 1, row0)
-                tl.store(entry + 2, col0)
+                tl.store(entry + 1, row0 + c.row_base)
+                tl.store(entry + 2, col0 + c.col_base)
                 tl.store(entry + 3, (BLOCK_M << 16) | BLOCK_N)
             acc = value.to(tl.float32)
     c_tile = c.ptr + bidx.to(tl.int64) * c.stride_batch

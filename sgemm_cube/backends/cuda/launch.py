@@ -19,6 +19,9 @@ operands where it reads them, and reads nothing back to the host:
    one does (returns at once where none did: every product but those with huge
    cancelling terms).
 
+A chunked product (config keys ``row_chunks``, ``col_chunks``) splits and multiplies its operands a
+block at a time after passes 1 and 2, to hold less memory (:func:`_chunked_launches`).
+
 ``scheme="auto"`` (:func:`_auto_problem`) runs ten: the line meta under both
 schemes' ranges (each after its summaries), the GPU's choice (:func:`.split_kernel.scheme_choice_kernel`),
 the split in the chosen scheme, and the GEMMs of fp16x3 and bf16x6, of which the
@@ -275,8 +278,8 @@ def _unique_batch(x: torch.Tensor) -> torch.Tensor:
 class _Ref(NamedTuple):
     """A kernel argument that is memory of one call: the operands, ``out``, or a piece of the workspace.
 
-    ``role``: ``"a"``, ``"b"``, ``"out"``, ``"ws"`` (``offset`` bytes into the
-    workspace, ``dtype`` and ``shape`` of the piece), ``"desc"`` (a TMA
+    ``role``: ``"a"``, ``"b"``, ``"out"`` (``offset`` elements into the tensor: a chunk's first line),
+    ``"ws"`` (``offset`` bytes into the workspace, ``dtype`` and ``shape`` of the piece), ``"desc"`` (a TMA
     descriptor of a workspace piece, ``block`` its block shape) or
     ``"mat_t"`` (per-call exponents of ``scale="matrix"``, ``offset`` 0 for A, 1 for B) or ``"alpha"``
     (the call's float32 factor of the outputs).
@@ -337,8 +340,11 @@ class _SplitSide(NamedTuple):
 
 
 def _split_side(x_role: str, x_shape, x_strides, *, lines_axis: int, rows_pad: int, cols_pad: int,
-                scheme: str, scale, block_l: int, offset: int):
+                scheme: str, scale, block_l: int, offset: int, slice_lines: int | None = None):
     """One operand's arguments of the split launches and its workspace pieces; returns (side, next offset).
+
+    ``slice_lines``: the slice buffer holds this many (padded) lines, a chunk's (:func:`_chunked_launches`);
+    ``None``: every line.
 
     Passes 1 and 3 use tiles of :data:`SPLIT_TILE_A` for A (rows contiguous along K) and
     :data:`SPLIT_TILE_B` for B (columns contiguous across the lines): coalesced either way; a program
@@ -347,8 +353,9 @@ def _split_side(x_role: str, x_shape, x_strides, *, lines_axis: int, rows_pad: i
     """
     sch = get_scheme(scheme)
     bx = x_shape[0]
+    held = (rows_pad if lines_axis == 1 else cols_pad) if slice_lines is None else slice_lines
     slices, offset = _ws_piece(offset, torch.int16 if sch.format.name == "bf16" else torch.float16,
-                               (sch.slices, bx, rows_pad, cols_pad))
+                               (sch.slices, bx, *((held, cols_pad) if lines_axis == 1 else (rows_pad, held))))
     if lines_axis == 1:
         n_lines, n_k, lines_pad, k_pad = x_shape[1], x_shape[2], rows_pad, cols_pad
         s_xl, s_xk, s_ol, s_ok = x_strides[1], x_strides[2], cols_pad, 1
@@ -412,36 +419,123 @@ def _line_meta_launch(a: _SplitSide, b: _SplitSide, *, scheme: str, scale, k: in
     return (*summary, lines)
 
 
+def _scaled_launch(a: _SplitSide, b: _SplitSide, programs_a: int, programs_b: int, *, sb: int, scheme: str,
+                   block: tuple[int, int], choice: _Ref | None, compact: bool = True, split: bool = True) -> _Launch:
+    """Split pass 3 (:func:`.split_kernel.split_scaled_kernel`) over ``programs_a`` tiles of A and
+    ``programs_b`` of B: the compaction of the fix-up lists (``compact``) and the scaled split (``split``)."""
+    tiles = dict(A_BLOCK_L=a.tile[0], A_BLOCK_K=a.tile[1], B_BLOCK_L=b.tile[0], B_BLOCK_K=b.tile[1])
+    return _two_sided(split_scaled_kernel, a, b, programs_a, programs_b,
+                      dict(SB_SCALE=float(2.0 ** sb), BF16=get_scheme(scheme).format.name == "bf16", LIST_BLOCK=block[0],
+                           CHOOSE=choice is not None, choice=a.args["meta"] if choice is None else choice,
+                           COMPACT=compact, SPLIT=split, **tiles), 4)
+
+
+def _compact_only(side: _SplitSide) -> tuple[_SplitSide, int]:
+    """A side as the compaction alone reads it (one program per tile of lines: K tiles 1), and its programs."""
+    programs = side.tile_programs // side.args["n_kt_split"]
+    return side._replace(args={**side.args, "n_kt_split": 1}), programs
+
+
 def _split_launches(a: _SplitSide, b: _SplitSide, *, sb: int, scheme: str, scale, rng, fixup_min_class: int,
                     block: tuple[int, int], num_warps: int, recheck: _Ref,
-                    choice: _Ref | None = None) -> tuple[_Launch, ...]:
+                    choice: _Ref | None = None, chunked: bool = False) -> tuple[_Launch, ...]:
     """The split launches, each over both operands (three; a BF16 scheme's four); ``rng`` is the scheme's
     :func:`line_range`.
 
     ``choice`` (``scheme="auto"``): the split runs in the scheme the GPU chose there, fp16x3 from the sides'
     ``meta``, bf16x6 from their ``meta_bf`` (:func:`_with_bf16_ints`); ``scheme`` is then fp16x3's.
+    ``chunked``: the last launch only compacts the fix-up lists; :func:`_chunked_launches` splits the chunks.
     """
     tiles = dict(A_BLOCK_L=a.tile[0], A_BLOCK_K=a.tile[1], B_BLOCK_L=b.tile[0], B_BLOCK_K=b.tile[1])
     stats = _two_sided(tile_stats_kernel, a, b, a.stats_programs, b.stats_programs,
                        dict(recheck=recheck, STATS_STEPS=STATS_STEPS, **tiles), 4)
     lines = _line_meta_launch(a, b, scheme=scheme, scale=scale, k=a.args["K"], rng=rng,
                               fixup_min_class=fixup_min_class, block=block, num_warps=num_warps)
-    scaled = _two_sided(split_scaled_kernel, a, b, a.tile_programs, b.tile_programs,
-                        dict(SB_SCALE=float(2.0 ** sb), BF16=get_scheme(scheme).format.name == "bf16", LIST_BLOCK=block[0],
-                             CHOOSE=choice is not None, choice=a.args["meta"] if choice is None else choice, **tiles),
-                        4)
+    if chunked:
+        (a, programs_a), (b, programs_b) = _compact_only(a), _compact_only(b)
+        scaled = _scaled_launch(a, b, programs_a, programs_b, sb=sb, scheme=scheme, block=block, choice=choice,
+                                split=False)
+    else:
+        scaled = _scaled_launch(a, b, a.tile_programs, b.tile_programs, sb=sb, scheme=scheme, block=block,
+                                choice=choice)
     return stats, *lines, scaled
+
+
+def _chunk_lines(cfg: dict, batch: int, m: int, n: int, block_m: int, block_n: int) -> tuple[int, int] | None:
+    """(A's rows, B's columns) per chunk under ``cfg``'s ``row_chunks`` and ``col_chunks``, whole tiles of
+    (``block_m``, ``block_n``); ``None`` where the product is not chunked (one chunk each way, or a batch)."""
+    if batch != 1:
+        return None
+    rows = _cdiv_up(triton.cdiv(m, cfg["row_chunks"]), block_m)
+    cols = _cdiv_up(triton.cdiv(n, cfg["col_chunks"]), block_n)
+    return None if rows >= m and cols >= n else (min(rows, _cdiv_up(m, block_m)), min(cols, _cdiv_up(n, block_n)))
+
+
+def _chunk_side(side: _SplitSide, lines_axis: int, first: int, lines: int, lines_pad: int) -> _SplitSide:
+    """The side of one chunk: lines ``first .. first + lines - 1`` of the operand, split into its slice
+    buffer (``lines_pad`` lines, :func:`_split_side`'s ``slice_lines``), with their line meta."""
+    args = side.args
+    k_pad = args["K_PAD"]
+
+    def shifted(ref: _Ref) -> _Ref:  # int32 per line, one batch
+        return ref._replace(offset=ref.offset + 4 * first, shape=(1, lines))
+
+    n_lt = triton.cdiv(lines_pad, side.tile[0])
+    planes = dict(stride_oplane=lines_pad * k_pad, stride_ob=lines_pad * k_pad,
+                  **(dict(stride_ol=k_pad, stride_ok=1) if lines_axis == 1 else dict(stride_ol=1, stride_ok=lines_pad)))
+    args = {**args, **planes, "x": _Ref(args["x"].role, first * args["stride_xl"]), "L": lines, "L_PAD": lines_pad,
+            "n_lt": n_lt, "meta": shifted(args["meta"]), "meta_bf": shifted(args["meta_bf"])}
+    return side._replace(args=args, tile_programs=n_lt * args["n_kt_split"], ints=(shifted(side.ints[0]), *side.ints[1:]))
+
+
+def _chunked_launches(a_views: tuple, b_views: tuple, *, m: int, n: int, k_pad: int, chunk: tuple[int, int],
+                      split, gemms) -> list:
+    """The launches after the split's statistics, line meta and compaction of a chunked product.
+
+    A chunked product (``row_chunks`` or ``col_chunks`` above 1, a single product) holds the slices of one
+    chunk of A's rows and one of B's columns at a time: its workspace is that of the chunks' slices plus the
+    whole operands' line meta, so that the memory beyond the inputs is about ``1 + planes / row_chunks +
+    planes / col_chunks`` FP32 outputs (planes: 1.0 for FP16 schemes, 1.5 for ``"auto"`` and BF16, at
+    M = N = K) instead of ``1 + 2 planes``.  The line meta and fix-up lists are the whole operands', computed
+    once before, so every output has the bits of the product unchunked.  Launches: the fix-up programs over
+    the whole product (``gemms(..., "fixup")``), then for each chunk of B's columns its split, and for each
+    chunk of A's rows under it the split of that chunk (once only where A is one chunk) and the GEMM's tile
+    programs for the (rows, columns) block.  What it costs: A is split ``col_chunks`` times (where
+    ``row_chunks`` > 1), and the fix-up no longer overlaps the tiles (docs/speed.md measures it).
+
+    ``a_views``, ``b_views``: each operand's sides (one; ``scheme="auto"``: fp16x3's and bf16x6's, which
+    share the slices); ``split(a, b, programs_a, programs_b)`` makes a split launch of chunk sides;
+    ``gemms(a_views, b_views, m, n, padded, origin, programs)`` the GEMM launch(es).
+    """
+    rows, cols = chunk
+    launches = list(gemms(a_views, b_views, m, n, (rows, cols, k_pad), (0, 0), "fixup"))
+    a_chunks = [(r0, min(rows, m - r0)) for r0 in range(0, m, rows)]
+    for j, c0 in enumerate(range(0, n, cols)):
+        nc = min(cols, n - c0)
+        b_chunk = tuple(_chunk_side(v, 2, c0, nc, cols) for v in b_views)
+        for i, (r0, mr) in enumerate(a_chunks):
+            a_chunk = tuple(_chunk_side(v, 1, r0, mr, rows) for v in a_views)
+            split_a = a_chunk[0].tile_programs if (j == 0 or len(a_chunks) > 1) else 0
+            split_b = b_chunk[0].tile_programs if i == 0 else 0
+            if split_a + split_b:
+                launches.append(split(a_chunk[0], b_chunk[0], split_a, split_b))
+            launches.extend(gemms(a_chunk, b_chunk, mr, nc, (rows, cols, k_pad), (r0, c0), "tiles"))
+    return launches
 
 
 def _gemm_launch(cfg: dict, a: _SplitSide, b: _SplitSide, *, scheme: str, order: str, sb: int,
                  fixup_min_class: int, batch: int, m: int, n: int, k: int, batches: tuple,
                  padded: tuple, strides: tuple, block_k: int, flush: int, sms: int, recheck: _Ref,
-                 run_if: tuple[_Ref, int] | None = None) -> _Launch:
+                 run_if: tuple[_Ref, int] | None = None, origin: tuple[int, int] = (0, 0),
+                 programs: str = "both") -> _Launch:
     """The GEMM launch (:func:`.gemm_kernel.gemm_kernel`), its arguments by name.
 
     ``batches`` (Ba, Bb): 1 for a broadcast operand; ``padded`` (Mp, Np, Kp); ``strides`` of A, B
     and ``out``; ``flush`` the K steps between flushes (:func:`flush_steps`); ``run_if`` (choice, value):
     the launch computes only where the device's choice (``scheme="auto"``) is ``value``.
+    ``origin``: the first row and column of the launch's outputs (a chunk's, :func:`_chunked_launches`;
+    ``m`` and ``n`` are then the chunk's); ``programs``: ``"both"``, or only the ``"tiles"`` or only
+    the ``"fixup"`` programs.
     """
     sch = get_scheme(scheme)
     bf16 = sch.format.name == "bf16"
@@ -458,19 +552,25 @@ def _gemm_launch(cfg: dict, a: _SplitSide, b: _SplitSide, *, scheme: str, order:
         a_slices = a.slices._replace(shape=a2d, dtype=dtype)
         b_slices = b.slices._replace(shape=b2d, dtype=dtype)
     num_tiles = triton.cdiv(m, block_m) * triton.cdiv(n, block_n) * batch
-    tile_programs = min(num_tiles, sms) if persistent else num_tiles
+    tile_programs = 0 if programs == "fixup" else min(num_tiles, sms) if persistent else num_tiles
     fix_tile, fixup_programs = fixup_shape(k, _INTERPRETER_FIXUP_SMS if interpreter_active() else sms,
                                            cfg["num_warps"])
+    if programs == "tiles":
+        fixup_programs = 0
+    row0, col0 = origin
     (a_meta, _, _, a_order, a_totals), (b_meta, _, _, b_order, b_totals) = a.ints, b.ints
     kwargs = dict(
         a_slices=a_slices, a_plane_rows=ba * mp, a_batch_rows=mp if ba > 1 else 0,
         b_slices=b_slices, b_plane_rows=bb * kp, b_batch_rows=kp if bb > 1 else 0,
         a_meta=a_meta, a_meta_batch=m if ba > 1 else 0, b_meta=b_meta, b_meta_batch=n if bb > 1 else 0,
-        a_ptr=_Ref("a"), a_stride_batch=a_strides[0], a_stride_m=a_strides[1], a_stride_k=a_strides[2],
-        b_ptr=_Ref("b"), b_stride_batch=b_strides[0], b_stride_k=b_strides[1], b_stride_n=b_strides[2],
+        a_ptr=_Ref("a", row0 * a_strides[1]), a_stride_batch=a_strides[0], a_stride_m=a_strides[1],
+        a_stride_k=a_strides[2],
+        b_ptr=_Ref("b", col0 * b_strides[2]), b_stride_batch=b_strides[0], b_stride_k=b_strides[1],
+        b_stride_n=b_strides[2],
         a_fix_order=a_order, a_fix_total=a_totals, b_fix_order=b_order, b_fix_total=b_totals,
-        c_ptr=_Ref("out"), c_stride_batch=out_strides[0], c_stride_m=out_strides[1], alpha=_Ref("alpha"),
-        c_error_bound=emulated_error_bound(k, line_range(scheme, sb)), c_recheck=recheck,
+        c_ptr=_Ref("out", row0 * out_strides[1] + col0), c_stride_batch=out_strides[0], c_stride_m=out_strides[1],
+        alpha=_Ref("alpha"), c_error_bound=emulated_error_bound(k, line_range(scheme, sb)), c_recheck=recheck,
+        c_row_base=row0, c_col_base=col0,
         M=m, N=n, K=k, Kp=kp, Np=np_, batch=batch, tile_programs=tile_programs, fixup_programs=fixup_programs,
         choice=a_meta if run_if is None else run_if[0], RUN_IF=-1 if run_if is None else run_if[1],
         FIXUP_MIN_CLASS=fixup_min_class,
@@ -540,7 +640,7 @@ def _with_bf16_ints(side: _SplitSide, offset: int) -> tuple[_SplitSide, _SplitSi
 
 
 def _auto_problem(a_shape, a_strides, b_shape, b_strides, out_strides, device, *, sb: int, scale,
-                  fixup_min_class: int, flush_k: int | None, config: dict | None) -> _LaunchPlan:
+                  fixup_min_class: int, flush_k: int | None, config: dict | None, chunked: bool = True) -> _LaunchPlan:
     """``scheme="auto"``: the launches of fp16x3 and of bf16x6 over one split, the device choosing.
 
     Ten launches, no sync: the statistics; the line meta under each scheme's range (each after its
@@ -562,10 +662,14 @@ def _auto_problem(a_shape, a_strides, b_shape, b_strides, out_strides, device, *
     sms = _num_sms(device)
     cfg16 = cfgs[AUTO_SCHEMES[0]]
     block = tuple(cfg16["split_block"] or (_INTERPRETER_LINE_BLOCK if interpreter_active() else LINE_BLOCK))
+    chunk = _chunk_lines(cfg16, batch, m, n, max(c["BLOCK_M"] for c in cfgs.values()),
+                         max(c["BLOCK_N"] for c in cfgs.values())) if chunked else None
     side_a, offset = _split_side("a", (ba, m, k), a_strides, lines_axis=1, rows_pad=mp, cols_pad=kp,
-                                 scheme="bf16x6", scale=scale, block_l=block[0], offset=0)
+                                 scheme="bf16x6", scale=scale, block_l=block[0], offset=0,
+                                 slice_lines=chunk and chunk[0])
     side_b, offset = _split_side("b", (bb, k, n), b_strides, lines_axis=2, rows_pad=kp, cols_pad=np_,
-                                 scheme="bf16x6", scale=scale, block_l=block[0], offset=offset)
+                                 scheme="bf16x6", scale=scale, block_l=block[0], offset=offset,
+                                 slice_lines=chunk and chunk[1])
     a16, abf, offset = _with_bf16_ints(side_a, offset)
     b16, bbf, offset = _with_bf16_ints(side_b, offset)
     choice, offset = _ws_piece(offset, torch.int32, (1,))
@@ -573,7 +677,7 @@ def _auto_problem(a_shape, a_strides, b_shape, b_strides, out_strides, device, *
     stats, *lines16, scaled = _split_launches(a16, b16, sb=sb, scheme=AUTO_SCHEMES[0], scale=scale,
                                              rng=line_range(AUTO_SCHEMES[0], sb), fixup_min_class=fixup_min_class,
                                              block=block, num_warps=cfg16["split_warps"], recheck=recheck,
-                                             choice=choice)
+                                             choice=choice, chunked=chunk is not None)
     lines_bf = _line_meta_launch(abf, bbf, scheme=AUTO_SCHEMES[1], scale=scale, k=k,
                                  rng=line_range(AUTO_SCHEMES[1], sb), fixup_min_class=fixup_min_class, block=block,
                                  num_warps=cfg16["split_warps"])
@@ -582,20 +686,33 @@ def _auto_problem(a_shape, a_strides, b_shape, b_strides, out_strides, device, *
                           b_count_bf=bbf.ints[2], a_n_counts=math.prod(a16.ints[2].shape),
                           b_n_counts=math.prod(b16.ints[2].shape), a_lines=ba * m, b_lines=bb * n,
                           MARGIN=AUTO_MARGIN, BLOCK=256), 4, 1)
-    gemms = tuple(_gemm_launch(cfgs[s], sa, sb_, scheme=s, order="termwise", sb=sb, fixup_min_class=fixup_min_class,
-                               batch=batch, m=m, n=n, k=k, batches=(ba, bb), padded=(mp, np_, kp),
-                               strides=(a_strides, b_strides, out_strides), block_k=steps[s][0], flush=steps[s][1],
-                               sms=sms, recheck=recheck, run_if=(choice, value))
-                  for value, (s, sa, sb_) in enumerate(((AUTO_SCHEMES[0], a16, b16), (AUTO_SCHEMES[1], abf, bbf))))
-    return _LaunchPlan((stats, *lines16, *lines_bf, decide, scaled, *gemms, _recheck_launch(gemms, sms)), offset,
+
+    def gemm_launches(a_views, b_views, m_, n_, padded, origin, programs):  # fp16x3's, then bf16x6's
+        return tuple(_gemm_launch(cfgs[s], sa, sb_, scheme=s, order="termwise", sb=sb, fixup_min_class=fixup_min_class,
+                                  batch=batch, m=m_, n=n_, k=k, batches=(ba, bb), padded=padded,
+                                  strides=(a_strides, b_strides, out_strides), block_k=steps[s][0], flush=steps[s][1],
+                                  sms=sms, recheck=recheck, run_if=(choice, value), origin=origin, programs=programs)
+                     for value, (s, sa, sb_) in enumerate(zip(AUTO_SCHEMES, a_views, b_views)))
+
+    head = (stats, *lines16, *lines_bf, decide, scaled)
+    if chunk is None:
+        gemms = gemm_launches((a16, abf), (b16, bbf), m, n, (mp, np_, kp), (0, 0), "both")
+        body = gemms
+    else:
+        body = _chunked_launches((a16, abf), (b16, bbf), m=m, n=n, k_pad=kp, chunk=chunk, split=functools.partial(
+            _scaled_launch, sb=sb, scheme=AUTO_SCHEMES[0], block=block, choice=choice), gemms=gemm_launches)
+        gemms = body[:2]  # the fix-up programs over the whole product: what the recheck reads
+    return _LaunchPlan((*head, *body, _recheck_launch(gemms, sms)), offset,
                        (a16.ints, block[0]), (b16.ints, block[0]), (side_a.slices, side_b.slices), m, n, k, batch, 0)
 
 
 def _problem(a_shape, a_strides, b_shape, b_strides, out_strides, device, *, sb: int, order: str, scheme: str,
-             scale, fixup_min_class: int, flush_k: int | None, config: dict | None) -> _LaunchPlan:
+             scale, fixup_min_class: int, flush_k: int | None, config: dict | None,
+             chunked: bool = True) -> _LaunchPlan:
+    """The launches of one product; ``chunked=False`` ignores the config's chunks (:func:`split_operands`)."""
     if scheme == "auto":
         return _auto_problem(a_shape, a_strides, b_shape, b_strides, out_strides, device, sb=sb, scale=scale,
-                             fixup_min_class=fixup_min_class, flush_k=flush_k, config=config)
+                             fixup_min_class=fixup_min_class, flush_k=flush_k, config=config, chunked=chunked)
     batch, m, k = a_shape
     n = b_shape[2]
     cfg = resolve_config(batch, m, n, k, device, order=order, config=config, scheme=scheme)
@@ -606,19 +723,30 @@ def _problem(a_shape, a_strides, b_shape, b_strides, out_strides, device, *, sb:
     sms = _num_sms(device)
     rng = line_range(scheme, sb)  # the split's range, and the top binade of a scaled line
     block = tuple(cfg["split_block"] or (_INTERPRETER_LINE_BLOCK if interpreter_active() else LINE_BLOCK))
+    chunk = _chunk_lines(cfg, batch, m, n, cfg["BLOCK_M"], cfg["BLOCK_N"]) if chunked else None
     side_a, offset = _split_side("a", (ba, m, k), a_strides, lines_axis=1, rows_pad=mp, cols_pad=kp,
-                                 scheme=scheme, scale=scale, block_l=block[0], offset=0)
+                                 scheme=scheme, scale=scale, block_l=block[0], offset=0,
+                                 slice_lines=chunk and chunk[0])
     side_b, offset = _split_side("b", (bb, k, n), b_strides, lines_axis=2, rows_pad=kp, cols_pad=np_,
-                                 scheme=scheme, scale=scale, block_l=block[0], offset=offset)
+                                 scheme=scheme, scale=scale, block_l=block[0], offset=offset,
+                                 slice_lines=chunk and chunk[1])
     recheck, offset = _recheck_piece(batch, m, n, [(cfg["BLOCK_M"], cfg["BLOCK_N"])], offset)
     split_launches = _split_launches(side_a, side_b, sb=sb, scheme=scheme, scale=scale, rng=rng,
                                      fixup_min_class=fixup_min_class, block=block, num_warps=cfg["split_warps"],
-                                     recheck=recheck)
-    gemm = _gemm_launch(cfg, side_a, side_b, scheme=scheme, order=order, sb=sb, fixup_min_class=fixup_min_class,
-                        batch=batch, m=m, n=n, k=k, batches=(ba, bb), padded=(mp, np_, kp),
-                        strides=(a_strides, b_strides, out_strides), block_k=block_k, flush=steps, sms=sms,
-                        recheck=recheck)
-    return _LaunchPlan((*split_launches, gemm, _recheck_launch((gemm,), sms)), offset, (side_a.ints, block[0]),
+                                     recheck=recheck, chunked=chunk is not None)
+
+    def gemm_launches(a_views, b_views, m_, n_, padded, origin, programs):
+        return (_gemm_launch(cfg, a_views[0], b_views[0], scheme=scheme, order=order, sb=sb,
+                             fixup_min_class=fixup_min_class, batch=batch, m=m_, n=n_, k=k, batches=(ba, bb),
+                             padded=padded, strides=(a_strides, b_strides, out_strides), block_k=block_k, flush=steps,
+                             sms=sms, recheck=recheck, origin=origin, programs=programs),)
+
+    if chunk is None:
+        body = gemm_launches((side_a,), (side_b,), m, n, (mp, np_, kp), (0, 0), "both")
+    else:
+        body = _chunked_launches((side_a,), (side_b,), m=m, n=n, k_pad=kp, chunk=chunk, split=functools.partial(
+            _scaled_launch, sb=sb, scheme=scheme, block=block, choice=None), gemms=gemm_launches)
+    return _LaunchPlan((*split_launches, *body, _recheck_launch(body[:1], sms)), offset, (side_a.ints, block[0]),
                        (side_b.ints, block[0]), (side_a.slices, side_b.slices), m, n, k, batch, rng.top)
 
 
@@ -634,6 +762,9 @@ class _Memory:
         self.a, self.b, self.out, self.ws, self.mat_t, self.alpha = a, b, out, ws, mat_t, alpha
 
     def tensor(self, ref: _Ref):
+        if ref.role in ("a", "b", "out") and ref.offset:  # a chunk's first line: a view starting there
+            t = getattr(self, ref.role)
+            return t.as_strided((1,), (1,), t.storage_offset() + ref.offset)
         if ref.role in ("a", "b", "out", "alpha"):
             return getattr(self, ref.role)
         if ref.role == "mat_t":
@@ -758,7 +889,8 @@ class _Cached:
                                                           strides, list(ref.block))
             desc.base = _Address(ws_ptr + ref.offset, ref.dtype)
             return desc
-        return (a if ref.role == "a" else b if ref.role == "b" else out).data_ptr()
+        t = a if ref.role == "a" else b if ref.role == "b" else out
+        return t.data_ptr() + ref.offset * t.element_size()
 
     def __call__(self, a, b, out, alpha: float = 1.0):
         ws = torch.empty(self.prob.ws_bytes, dtype=torch.uint8, device=a.device)
@@ -797,7 +929,8 @@ def split_operands(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = 
     if scheme not in _configs.SCHEMES:
         raise ValueError(f"split_operands takes one of the schemes {list(_configs.SCHEMES)}, not {scheme!r}")
     prob = _problem(tuple(a.shape), a.stride(), tuple(b.shape), b.stride(), (0, 0), a.device, sb=sb, order=order,
-                    scheme=scheme, scale=scale, fixup_min_class=fixup_min_class, flush_k=flush_k, config=config)
+                    scheme=scheme, scale=scale, fixup_min_class=fixup_min_class, flush_k=flush_k, config=config,
+                    chunked=False)
     mem = _memory(prob, a, b, out, scale)
     for launch in prob.launches[:-2]:  # not the GEMM and the overflow recheck
         _launch_public(launch, mem)

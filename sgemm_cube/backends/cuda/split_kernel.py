@@ -527,21 +527,25 @@ def line_meta_kernel(programs_a,
 @triton.jit
 def _split_chosen(pl, pk, pb, x, out, meta, meta_bf, choice, L, K, L_PAD, K_PAD, stride_xb, stride_xl, stride_xk,
                   stride_oplane, stride_ob, stride_ol, stride_ok, lists, lists_bf, n_blocks,
-                  SB_SCALE: tl.constexpr, BF16: tl.constexpr, CHOOSE: tl.constexpr, BLOCK_L: tl.constexpr,
-                  BLOCK_K: tl.constexpr, LIST_BLOCK: tl.constexpr):
+                  SB_SCALE: tl.constexpr, BF16: tl.constexpr, CHOOSE: tl.constexpr, COMPACT: tl.constexpr,
+                  SPLIT: tl.constexpr, BLOCK_L: tl.constexpr, BLOCK_K: tl.constexpr, LIST_BLOCK: tl.constexpr):
     """Pass 3 of one operand's tile; with CHOOSE, the scheme the device chose (:func:`scheme_choice_kernel`):
     BF16 slices from the BF16 line meta ``meta_bf``, or FP16 hi and lo (as bits into the 16-bit buffer).
     The first tile along K of each block of lines also compacts the fix-up lists (:func:`_compact_lists`)
-    of that scheme: ``lists`` and ``lists_bf`` are (list, count, order, total) pointers."""
+    of that scheme: ``lists`` and ``lists_bf`` are (list, count, order, total) pointers.  COMPACT and
+    SPLIT switch the two jobs (a chunked product compacts the whole operand's lists once, then splits
+    chunks of its lines: :func:`.launch._chunked_launches`)."""
     bf16_chosen = False  # without CHOOSE: the one scheme's lists, `lists`
     if CHOOSE:
         bf16_chosen = tl.load(choice) != 0
-    if pk == 0:
+    if COMPACT and pk == 0:
         if bf16_chosen:
             _compact_lists(pl, pb, lists_bf, n_blocks, L, BLOCK_L, LIST_BLOCK)
         else:
             _compact_lists(pl, pb, lists, n_blocks, L, BLOCK_L, LIST_BLOCK)
-    if CHOOSE:
+    if not SPLIT:
+        pass
+    elif CHOOSE:
         if bf16_chosen:
             _split_scaled(pl, pk, pb, x, out, meta_bf, L, K, L_PAD, K_PAD, stride_xb, stride_xl, stride_xk,
                           stride_oplane, stride_ob, stride_ol, stride_ok, SB_SCALE, True, BLOCK_L, BLOCK_K)
@@ -563,11 +567,14 @@ def split_scaled_kernel(programs_a, choice,
                         a_list, a_count, a_order, a_total, a_list_bf, a_count_bf, a_order_bf, a_total_bf, a_n_blocks,
                         b_list, b_count, b_order, b_total, b_list_bf, b_count_bf, b_order_bf, b_total_bf, b_n_blocks,
                         SB_SCALE: tl.constexpr, BF16: tl.constexpr, CHOOSE: tl.constexpr,
+                        COMPACT: tl.constexpr, SPLIT: tl.constexpr,
                         A_BLOCK_L: tl.constexpr, A_BLOCK_K: tl.constexpr,
                         B_BLOCK_L: tl.constexpr, B_BLOCK_K: tl.constexpr, LIST_BLOCK: tl.constexpr):
     """Pass 3 of both operands (:func:`_split_scaled`): a 1-D grid of A's tiles, then B's; the tiles of the
     first K columns of each operand also compact pass 2's fix-up lists (``list``, ``count``: ``n_blocks``
     segments of LIST_BLOCK lines per batch) into ``order`` and ``total`` (:func:`_compact_lists`).
+
+    COMPACT, SPLIT: which of the two jobs the launch does (both, but for a chunked product).
 
     CHOOSE: the scheme is the device's choice, ``*choice`` (int32: 0 fp16x3, 1 bf16x6, from
     :func:`scheme_choice_kernel`), each with its own line meta (``meta``, ``meta_bf``) and lists
@@ -579,13 +586,13 @@ def split_scaled_kernel(programs_a, choice,
         _split_chosen(pl, pk, pb, a_x, a_out, a_meta, a_meta_bf, choice, a_L, a_K, a_L_PAD, a_K_PAD,
                       a_stride_xb, a_stride_xl, a_stride_xk, a_stride_oplane, a_stride_ob, a_stride_ol, a_stride_ok,
                       (a_list, a_count, a_order, a_total), (a_list_bf, a_count_bf, a_order_bf, a_total_bf),
-                      a_n_blocks, SB_SCALE, BF16, CHOOSE, A_BLOCK_L, A_BLOCK_K, LIST_BLOCK)
+                      a_n_blocks, SB_SCALE, BF16, CHOOSE, COMPACT, SPLIT, A_BLOCK_L, A_BLOCK_K, LIST_BLOCK)
     else:
         pl, pk, pb = _tile_coords(pid - programs_a, b_n_lt, b_n_kt_split)
         _split_chosen(pl, pk, pb, b_x, b_out, b_meta, b_meta_bf, choice, b_L, b_K, b_L_PAD, b_K_PAD,
                       b_stride_xb, b_stride_xl, b_stride_xk, b_stride_oplane, b_stride_ob, b_stride_ol, b_stride_ok,
                       (b_list, b_count, b_order, b_total), (b_list_bf, b_count_bf, b_order_bf, b_total_bf),
-                      b_n_blocks, SB_SCALE, BF16, CHOOSE, B_BLOCK_L, B_BLOCK_K, LIST_BLOCK)
+                      b_n_blocks, SB_SCALE, BF16, CHOOSE, COMPACT, SPLIT, B_BLOCK_L, B_BLOCK_K, LIST_BLOCK)
 
 
 @triton.jit

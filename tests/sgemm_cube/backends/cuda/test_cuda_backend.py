@@ -594,12 +594,15 @@ def test_every_launch_names_every_kernel_parameter(scheme, variant):
         launch._positional(broken)
 
 
-@pytest.mark.parametrize("variant", ["ptr", "tma"])
-def test_cached_replay_passes_the_call_memory_in_parameter_order(monkeypatch, variant):
+@pytest.mark.parametrize("variant, chunks", [("ptr", 1), ("tma", 1), ("tma", 2)])
+def test_cached_replay_passes_the_call_memory_in_parameter_order(monkeypatch, variant, chunks):
     """What the private launcher receives on a cached call (GPU only, so checked here with a stand-in launcher):
-    every kernel argument in parameter order, this call's addresses and alpha in place of the memory refs."""
-    a, b, out = torch.ones(1, 20, 30), torch.ones(1, 30, 25), torch.empty(1, 20, 25)
-    prob = _problem(a, b, out, config={"variant": variant})
+    every kernel argument in parameter order, this call's addresses and alpha in place of the memory refs
+    (a chunk's operands and output from its first line on)."""
+    a, b, out = torch.ones(1, 70, 30), torch.ones(1, 30, 65), torch.empty(1, 70, 65)
+    prob = _problem(a, b, out, config={"variant": variant, "row_chunks": chunks, "col_chunks": chunks})
+    assert any(isinstance(x, launch._Ref) and x.role == "out" and x.offset
+               for launch_ in prob.launches for x in launch_.kwargs.values()) == (chunks > 1)
     seen = []
     launchers = [lambda stream, args, kernel=x.kernel: seen.append((kernel, stream, list(args))) for x in prob.launches]
     monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda device: 7, raising=False)
@@ -614,7 +617,8 @@ def test_cached_replay_passes_the_call_memory_in_parameter_order(monkeypatch, va
             elif given.role == "desc":
                 assert value.base.data_ptr() == ws.data_ptr() + given.offset and value.block_shape == list(given.block)
             else:
-                expected = {"a": a.data_ptr(), "b": b.data_ptr(), "out": out.data_ptr(), "alpha": 0.5,
+                expected = {"a": a.data_ptr() + 4 * given.offset, "b": b.data_ptr() + 4 * given.offset,
+                            "out": out.data_ptr() + 4 * given.offset, "alpha": 0.5,
                             "ws": ws.data_ptr() + given.offset}[given.role]
                 assert value == expected, name
 

@@ -163,6 +163,20 @@ def test_chosen_configs_are_those_of_before_the_move(fake_gpus):
             assert not bad, (gpu, order, scheme, bad[:3])
 
 
+def test_chunked_planes_where_measured(fake_gpus):
+    """Only the H200 chunks the split planes (its 16384^3 bucket, measured: docs/speed.md), for every size in
+    (8192, 16384] of its termwise products, the device's ``"auto"`` choice included (it reads fp16x3's config)."""
+    launch, hybrid, torch = fake_gpus
+    chunks = lambda gpu, *shape, **kw: (lambda c: (c["row_chunks"], c["col_chunks"]))(  # noqa: E731
+        launch.resolve_config(1, *shape, torch.device("cuda", GPUS.index(gpu)), **kw))
+    assert chunks("NVIDIA H200", 16384, 16384, 16384) == (8, 2)
+    assert chunks("NVIDIA H200", 12288, 12288, 12288) == (8, 2)
+    assert chunks("NVIDIA H200", 8192, 8192, 8192) == (1, 1)
+    assert chunks("NVIDIA H200", 16384, 16384, 16384, scheme="bf16x6") == (1, 1)
+    for gpu in ("NVIDIA H100 80GB HBM3", "NVIDIA H200 NVL", "NVIDIA A100-SXM4-80GB"):
+        assert chunks(gpu, 16384, 16384, 16384) == (1, 1), gpu
+
+
 def test_interpreter_config_is_that_of_before_the_move(monkeypatch):
     pytest.importorskip("torch")
     pytest.importorskip("triton")
@@ -186,24 +200,26 @@ CONFIG_KEYS = ('variant',
  'split_block',
  'split_warps',
  'flush_k',
- 'merge_levels')
+ 'merge_levels',
+ 'row_chunks',
+ 'col_chunks')
 #: Every distinct config chosen before the move to configs/*.json, in CONFIG_KEYS order; TODAY's letters index it.
-CONFIGS = [('tma', 128, 128, 32, 8, 8, 3, False, False, None, 4, 32, False),
- ('tma', 128, 128, 64, 8, 8, 3, False, False, None, 4, 64, False),
- ('tma', 64, 128, 32, 8, 8, 3, False, False, None, 4, 32, False),
- ('tma', 64, 128, 64, 8, 8, 3, False, False, None, 4, 64, False),
- ('tma', 128, 64, 32, 8, 8, 3, False, False, None, 4, 32, False),
- ('tma', 128, 64, 64, 8, 8, 3, False, False, None, 4, 64, False),
- ('ptr', 64, 128, 32, 8, 4, 4, False, False, None, 4, 32, False),
- ('ptr', 64, 128, 64, 8, 4, 4, False, False, None, 4, 64, False),
- ('ptr', 128, 128, 32, 8, 8, 3, False, False, None, 4, 32, False),
- ('ptr', 128, 128, 64, 8, 8, 3, False, False, None, 4, 64, False),
- ('ptr', 64, 128, 32, 8, 8, 3, False, False, None, 4, 32, False),
- ('ptr', 64, 128, 64, 8, 8, 3, False, False, None, 4, 64, False),
- ('ptr', 128, 64, 32, 8, 8, 2, False, False, None, 4, 32, False),
- ('ptr', 128, 64, 64, 8, 8, 2, False, False, None, 4, 64, False),
- ('tma', 64, 128, 32, 8, 4, 3, False, False, None, 4, 32, False),
- ('tma', 64, 128, 32, 8, 4, 4, False, False, None, 4, 32, False)]
+CONFIGS = [('tma', 128, 128, 32, 8, 8, 3, False, False, None, 4, 32, False, 1, 1),
+ ('tma', 128, 128, 64, 8, 8, 3, False, False, None, 4, 64, False, 1, 1),
+ ('tma', 64, 128, 32, 8, 8, 3, False, False, None, 4, 32, False, 1, 1),
+ ('tma', 64, 128, 64, 8, 8, 3, False, False, None, 4, 64, False, 1, 1),
+ ('tma', 128, 64, 32, 8, 8, 3, False, False, None, 4, 32, False, 1, 1),
+ ('tma', 128, 64, 64, 8, 8, 3, False, False, None, 4, 64, False, 1, 1),
+ ('ptr', 64, 128, 32, 8, 4, 4, False, False, None, 4, 32, False, 1, 1),
+ ('ptr', 64, 128, 64, 8, 4, 4, False, False, None, 4, 64, False, 1, 1),
+ ('ptr', 128, 128, 32, 8, 8, 3, False, False, None, 4, 32, False, 1, 1),
+ ('ptr', 128, 128, 64, 8, 8, 3, False, False, None, 4, 64, False, 1, 1),
+ ('ptr', 64, 128, 32, 8, 8, 3, False, False, None, 4, 32, False, 1, 1),
+ ('ptr', 64, 128, 64, 8, 8, 3, False, False, None, 4, 64, False, 1, 1),
+ ('ptr', 128, 64, 32, 8, 8, 2, False, False, None, 4, 32, False, 1, 1),
+ ('ptr', 128, 64, 64, 8, 8, 2, False, False, None, 4, 64, False, 1, 1),
+ ('tma', 64, 128, 32, 8, 4, 3, False, False, None, 4, 32, False, 1, 1),
+ ('tma', 64, 128, 32, 8, 4, 4, False, False, None, 4, 32, False, 1, 1)]
 #: (GPU name, order, scheme) -> the config letter of each shape of SHAPES, in order.
 TODAY = {('NVIDIA H100 80GB HBM3', 'termwise', 'fp16x3'): 'ooooobbbbooooobbbbooooobbbbooooobbbbooooobbbbooooobbbbooooobbbbooooobbbb',
  ('NVIDIA H100 80GB HBM3', 'elementwise', 'fp16x3'): 'aaaaabbbbaaaaabbbbaaaaabbbbaaaaabbbbaaaaabbbbaaaaabbbbaaaaabbbbaaaaabbbb',
@@ -289,4 +305,6 @@ INTERPRETER = {'variant': 'ptr',
  'split_block': None,
  'split_warps': 4,
  'flush_k': 64,
- 'merge_levels': False}
+ 'merge_levels': False,
+ 'row_chunks': 1,
+ 'col_chunks': 1}

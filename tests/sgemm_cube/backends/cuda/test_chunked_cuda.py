@@ -1,0 +1,143 @@
+"""Chunked products of the CUDA backend (config keys ``row_chunks``, ``col_chunks``) under TRITON_INTERPRET=1.
+
+A chunked product holds the split slices of one chunk of A's rows and one chunk of B's columns at a time
+(:func:`sgemm_cube.backends.cuda.launch._chunked_launches`), so that its workspace shrinks towards the
+whole operands' line meta.  The line meta, the fix-up lists and the scheme ``"auto"`` chooses are the
+whole operands', computed once, so what is claimed and checked here is:
+
+* every output has the bits of the product unchunked, for fp16x3, bf16x6 and ``"auto"``, on normal,
+  log-normal and special data (NaN, Inf, listed rows and columns, near-overflow entries), with chunks
+  that do not divide the shape, transposed operands and an output with a wider row stride;
+* the overflow recheck of a tile in a chunk away from the origin finds its outputs (the list holds
+  whole-product coordinates): the exact 0s of cancelling huge terms, as unchunked;
+* the workspace shrinks as the plan says (slices of a chunk per operand), and a batch is not chunked;
+* the keys are checked like every config key.
+
+The compiled kernels on a GPU, and the cached replay there: ``tests/gpu/test_cuda_gpu.py``.
+"""
+import os
+import sys
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+if os.environ.get("TRITON_INTERPRET", "0") != "1":
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present: tests/gpu/test_cuda_gpu.py runs the compiled kernels", allow_module_level=True)
+    if "triton" in sys.modules:
+        pytest.fail("triton was imported before this module could set TRITON_INTERPRET=1; "
+                    "set it in the environment", pytrace=False)
+    os.environ["TRITON_INTERPRET"] = "1"
+pytest.importorskip("triton")
+
+from sgemm_cube.backends.cuda import configs, launch  # noqa: E402
+
+from tests.guarantee_data import check_emulated_overflow, emulated_overflow_cases  # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+
+def _run(a, b, scheme, chunks=None, out=None):
+    """``launch.run`` (default options otherwise) on 3-D CPU tensors, chunked as ``chunks`` (rows, cols)."""
+    if out is None:
+        out = torch.full((a.shape[0], a.shape[1], b.shape[2]), float("nan"))
+    cfg = None if chunks is None else {"row_chunks": chunks[0], "col_chunks": chunks[1]}
+    launch.run(a, b, out, sb=12, order="termwise", scheme=scheme, scale="auto", fixup=True, config=cfg)
+    return out
+
+
+def _data(kind, m, k, n):
+    gen = torch.Generator().manual_seed(3)
+    a, b = torch.randn(1, m, k, generator=gen), torch.randn(1, k, n, generator=gen)
+    if kind == "log-normal":
+        a, b = torch.exp(3 * a), torch.exp(3 * b)
+    elif kind == "special":
+        a[0, 5, 3] = 1e-30          # a row the FP16 split cannot hold: listed (fp16x3)
+        a[0, 70, :] *= 1e20         # a row scaled down
+        b[0, 7, 60] = float("inf")  # a column of NaN/Inf outputs
+        b[0, :, 33] *= 2.0 ** -60   # a column scaled up
+        a[0, 90, 1], a[0, 90, 2] = 3e38, -3e38
+    return a, b
+
+
+def _same_bits(x, y):
+    return torch.equal(x.view(torch.int32), y.view(torch.int32))
+
+
+@pytest.mark.parametrize("kind", ["normal", "log-normal", "special"])
+@pytest.mark.parametrize("scheme", ["fp16x3", "bf16x6", "auto"])
+def test_chunked_products_have_the_bits_of_the_whole(kind, scheme):
+    """100 x 40 x 90 (the interpreter's 32 x 32 tiles): 2 x 2 chunks of 64 lines (the last short), one chunk
+    of rows with 3 of columns, and 4 x 1."""
+    a, b = _data(kind, 100, 40, 90)
+    whole = _run(a, b, scheme)
+    for chunks in ((3, 2), (1, 3), (4, 1)):
+        assert _same_bits(_run(a, b, scheme, chunks), whole), (kind, scheme, chunks)
+
+
+def test_chunked_strided_operands_and_output():
+    """A transposed (its rows strided), B a column slice of a wider matrix, the output a block of a wider
+    buffer: the chunks' first lines are found through the strides."""
+    a, b = _data("special", 100, 40, 90)
+    at = a[0].T.contiguous().T[None]                    # (1, 100, 40), strides (., 1, 100)
+    wide_b = torch.zeros(1, 40, 130)
+    wide_b[:, :, 20:110] = b
+    bv = wide_b[:, :, 20:110]                           # row stride 130
+    whole = _run(at, bv, "fp16x3")
+    buffer = torch.full((1, 100, 120), 7.0)
+    got = _run(at, bv, "fp16x3", (3, 2), out=buffer[:, :, 10:100])
+    assert _same_bits(got, whole)
+    assert (buffer[:, :, :10] == 7).all() and (buffer[:, :, 100:] == 7).all()  # nothing written outside
+
+
+def test_overflow_recheck_of_a_chunk_away_from_the_origin():
+    """The "cancelling" rows (huge terms whose exact sums are 0, some of whose emulated sums overflow) placed
+    at rows 64.. of A, their column at column 40 of B, among normal lines; chunks of 64 rows and 32 columns:
+    the recheck computes the infinite outputs again there (exact 0s), as the product unchunked does."""
+    name, ra, rb = emulated_overflow_cases(np.random.default_rng(1))[0]   # (64, 96) @ (96, 1)
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((128, 96)).astype(np.float32)
+    b = rng.standard_normal((96, 70)).astype(np.float32)
+    a[64:], b[:, 40] = ra, rb[:, 0]
+    ta, tb = torch.from_numpy(a)[None], torch.from_numpy(b)[None]
+    whole = _run(ta, tb, "fp16x3")
+    got = _run(ta, tb, "fp16x3", (2, 3))
+    assert _same_bits(got, whole)
+    c = got[0].numpy()
+    assert (msg := check_emulated_overflow(name, c[64:, 40:41], ra, rb)) == "", msg
+
+
+def _plan(m, k, n, batch=1, scheme="fp16x3", chunks=(1, 1)):
+    a, b, out = torch.empty(batch, m, k), torch.empty(batch, k, n), torch.empty(batch, m, n)
+    return launch._problem(tuple(a.shape), a.stride(), tuple(b.shape), b.stride(), out.stride(), a.device, sb=12,
+                           order="termwise", scheme=scheme, scale="auto", fixup_min_class=1, flush_k=None,
+                           config={"row_chunks": chunks[0], "col_chunks": chunks[1]})
+
+
+@pytest.mark.parametrize("scheme, planes", [("fp16x3", 2), ("bf16x6", 3), ("auto", 3)])
+def test_workspace_holds_a_chunk_of_each_operand(scheme, planes):
+    """At 2048^3 (no launch: the plan alone) the workspace is the slices of one chunk per operand plus
+    the line meta, lists and statistics, which the whole product has too."""
+    n = 2048
+    whole = _plan(n, n, n, scheme=scheme).ws_bytes
+    slices = planes * 2 * n * n  # bytes of one operand's slices
+    rest = whole - 2 * slices
+    assert 0 < rest < 0.05 * slices
+    for rows, cols in ((4, 2), (16, 2), (1, 8)):
+        chunked = _plan(n, n, n, scheme=scheme, chunks=(rows, cols))
+        assert chunked.ws_bytes - rest == pytest.approx(slices / rows + slices / cols, rel=0.01), (rows, cols)
+        gemms = [x for x in chunked.launches if x.kernel is launch.gemm_kernel]
+        assert len(gemms) == (2 if scheme == "auto" else 1) * (1 + rows * cols)  # the fix-up, then the blocks
+
+
+def test_batches_and_single_chunks_are_not_chunked():
+    assert _plan(256, 64, 256, batch=2, chunks=(4, 4)).ws_bytes == _plan(256, 64, 256, batch=2).ws_bytes
+    assert _plan(100, 64, 30, chunks=(1, 4)).ws_bytes == _plan(100, 64, 30).ws_bytes  # 30 columns: one tile
+
+
+@pytest.mark.parametrize("value", [0, -1, 1.5, True, "2"])
+def test_chunk_keys_are_checked(value):
+    for key in ("row_chunks", "col_chunks"):
+        with pytest.raises(configs.ConfigError, match=key):
+            configs.validate_config({key: value})
