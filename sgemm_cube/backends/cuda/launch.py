@@ -847,8 +847,22 @@ def _matrix_exponents(x: torch.Tensor, top: int) -> torch.Tensor:
     return torch.where(big > 0, top - e, torch.zeros_like(e)).to(torch.int32)
 
 
+#: What the caching allocator raises where a CUDA allocation does not fit (``torch.OutOfMemoryError`` from
+#: torch 2.5; ``torch.cuda.OutOfMemoryError`` before).
+_OUT_OF_MEMORY = getattr(torch, "OutOfMemoryError", None) or torch.cuda.OutOfMemoryError
+#: (row_chunks, col_chunks) tried in turn, each holding less, where a product's workspace does not fit in the
+#: GPU's memory (:func:`_chunked_to_fit`): at M = N = K the memory beyond the inputs falls from about 4 FP32
+#: outputs (``"auto"``) to about 2.0 (8 x 2) and towards 1.1.
+OOM_CHUNKS = ((2, 2), (4, 2), (8, 2), (8, 4), (16, 4), (16, 8), (32, 16), (64, 32))
+
+
+def _allocate_workspace(nbytes: int, device) -> torch.Tensor:
+    """The workspace of one call: one ``torch.empty`` (tests replace it to play a full GPU)."""
+    return torch.empty(nbytes, dtype=torch.uint8, device=device)
+
+
 def _memory(prob: _LaunchPlan, a, b, out, scale, alpha: float = 1.0) -> _Memory:
-    ws = torch.empty(prob.ws_bytes, dtype=torch.uint8, device=a.device)
+    ws = _allocate_workspace(prob.ws_bytes, a.device)
     mat_t = None
     if scale == "matrix":
         mat_t = (_matrix_exponents(_unique_batch(a), prob.top), _matrix_exponents(_unique_batch(b), prob.top))
@@ -893,7 +907,7 @@ class _Cached:
         return t.data_ptr() + ref.offset * t.element_size()
 
     def __call__(self, a, b, out, alpha: float = 1.0):
-        ws = torch.empty(self.prob.ws_bytes, dtype=torch.uint8, device=a.device)
+        ws = _allocate_workspace(self.prob.ws_bytes, a.device)
         ws_ptr = ws.data_ptr()
         stream = torch._C._cuda_getCurrentRawStream(a.get_device())  # what Triton's own dispatch reads
         for launcher, args, patches in self.steps:
@@ -963,6 +977,30 @@ def check_operands(a, b, out) -> None:
         raise ValueError("out must have a last stride of 1")
 
 
+def _chunked_to_fit(plan, config, prob: _LaunchPlan, err: Exception, a, b, out, scale,
+                    alpha: float) -> tuple[_LaunchPlan, _Memory]:
+    """Where the workspace of ``prob`` did not fit in the GPU's memory (``err``): the first plan of
+    :data:`OOM_CHUNKS` holding less whose workspace fits, and its memory, with a warning that says so
+    (the outputs are the same bits: :func:`_chunked_launches`).  ``plan(config=...)`` makes a plan of the
+    product.  Raises ``err`` again where none fits or the product is a batch (not chunked)."""
+    if prob.batch == 1:
+        for rows, cols in OOM_CHUNKS:
+            smaller = plan(config={**dict(config or ()), "row_chunks": rows, "col_chunks": cols})
+            if smaller.ws_bytes >= prob.ws_bytes:
+                continue
+            try:
+                mem = _memory(smaller, a, b, out, scale, alpha)
+            except _OUT_OF_MEMORY:
+                continue
+            warnings.warn(f"sgemm_cube: the {prob.m} x {prob.k} x {prob.n} product's CUDA workspace "
+                          f"({prob.ws_bytes / 2**30:.3g} GiB) did not fit in the GPU's free memory; its split "
+                          f"planes are held in {rows} x {cols} chunks ({smaller.ws_bytes / 2**30:.3g} GiB; the same "
+                          f"results, a few percent slower) by this and later calls of this shape",
+                          stacklevel=2)
+            return smaller, mem
+    raise err
+
+
 def run(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *, sb: int, order: str, scheme: str, scale,
         fixup: bool, flush_k: int | None = None, config: dict | tuple | None = None, alpha: float = 1.0) -> None:
     """Five or six launches, no sync: the product of a plan (:func:`sgemm_cube.backends.cuda.run` passes its fields;
@@ -996,12 +1034,19 @@ def run(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *, sb: int, order: 
         except TypeError:  # a config value no config takes (resolve_config's check below says which)
             fast, cached = False, None
         if cached is not None:
-            cached(a, b, out, alpha)
-            return
-    prob = _problem(tuple(a.shape), a.stride(), tuple(b.shape), b.stride(), out.stride(), a.device, sb=sb,
-                    order=order, scheme=scheme, scale=scale, fixup_min_class=fix, flush_k=flush_k,
-                    config=None if config is None else dict(config))
-    mem = _memory(prob, a, b, out, scale, alpha)
+            try:
+                cached(a, b, out, alpha)  # allocates the workspace before it launches anything
+                return
+            except _OUT_OF_MEMORY:
+                del _CACHE[key]  # plan again: chunks where the workspace does not fit now
+    plan = functools.partial(_problem, tuple(a.shape), a.stride(), tuple(b.shape), b.stride(), out.stride(),
+                             a.device, sb=sb, order=order, scheme=scheme, scale=scale, fixup_min_class=fix,
+                             flush_k=flush_k)
+    prob = plan(config=None if config is None else dict(config))
+    try:
+        mem = _memory(prob, a, b, out, scale, alpha)
+    except _OUT_OF_MEMORY as err:
+        prob, mem = _chunked_to_fit(plan, config, prob, err, a, b, out, scale, alpha)
     compiled = [_launch_public(launch, mem) for launch in prob.launches]
     if fast:
         launchers = [_private_launcher(kernel, launch.grid) for kernel, launch in zip(compiled, prob.launches)]

@@ -11,7 +11,10 @@ whole operands', computed once, so what is claimed and checked here is:
 * the overflow recheck of a tile in a chunk away from the origin finds its outputs (the list holds
   whole-product coordinates): the exact 0s of cancelling huge terms, as unchunked;
 * the workspace shrinks as the plan says (slices of a chunk per operand), and a batch is not chunked;
-* the keys are checked like every config key.
+* the keys are checked like every config key;
+* a workspace that does not fit in the GPU's memory (played here: the allocation raises PyTorch's OOM
+  error above a limit) runs in the first chunks of ``launch.OOM_CHUNKS`` that fit, with a warning and the
+  same bits; a batch, or too little memory for any chunks, keeps the error.
 
 The compiled kernels on a GPU, and the cached replay there: ``tests/gpu/test_cuda_gpu.py``.
 """
@@ -141,3 +144,43 @@ def test_chunk_keys_are_checked(value):
     for key in ("row_chunks", "col_chunks"):
         with pytest.raises(configs.ConfigError, match=key):
             configs.validate_config({key: value})
+
+
+def _full_gpu(monkeypatch, limit):
+    """Play a GPU with ``limit`` bytes free for the workspace: larger allocations raise PyTorch's OOM error."""
+    allocate = launch._allocate_workspace
+
+    def allocate_or_fail(nbytes, device):
+        if nbytes > limit:
+            raise launch._OUT_OF_MEMORY(f"CUDA out of memory (played: {nbytes} bytes asked, {limit} free)")
+        return allocate(nbytes, device)
+
+    monkeypatch.setattr(launch, "_allocate_workspace", allocate_or_fail)
+
+
+@pytest.mark.parametrize("scheme", ["fp16x3", "auto"])
+def test_a_workspace_that_does_not_fit_is_chunked(monkeypatch, scheme):
+    """Where the workspace does not fit, the product runs in the first chunks of ``launch.OOM_CHUNKS`` that fit
+    (here 4 x 2: 2 x 2 is still too large), with a warning that says so, and the outputs are the bits of the
+    product unchunked."""
+    a, b = _data("special", 100, 40, 90)
+    whole = _run(a, b, scheme)
+    assert launch.OOM_CHUNKS[:2] == ((2, 2), (4, 2))
+    sizes = {chunks: _plan(100, 40, 90, scheme=scheme, chunks=chunks).ws_bytes for chunks in ((1, 1), (2, 2), (4, 2))}
+    assert sizes[(1, 1)] > sizes[(2, 2)] > sizes[(4, 2)]
+    _full_gpu(monkeypatch, sizes[(4, 2)])
+    with pytest.warns(UserWarning, match=r"did not fit in the GPU's free memory; .* 4 x 2 chunks .* the same results"):
+        got = _run(a, b, scheme)
+    assert _same_bits(got, whole)
+
+
+def test_out_of_memory_stays_an_error_where_chunks_cannot_help(monkeypatch):
+    """A batch is not chunked, and where even the smallest chunks do not fit: PyTorch's OOM error, as for
+    any allocation that does not fit."""
+    a, b = _data("normal", 100, 40, 90)
+    _full_gpu(monkeypatch, 1000)
+    with pytest.raises(launch._OUT_OF_MEMORY, match="out of memory"):
+        _run(a, b, "fp16x3")
+    _full_gpu(monkeypatch, _plan(100, 40, 90, batch=2).ws_bytes - 1)
+    with pytest.raises(launch._OUT_OF_MEMORY, match="out of memory"):
+        _run(a.repeat(2, 1, 1), b.repeat(2, 1, 1), "fp16x3")
