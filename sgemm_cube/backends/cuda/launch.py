@@ -468,7 +468,7 @@ def _chunk_lines(cfg: dict, batch: int, m: int, n: int, block_m: int, block_n: i
         return None
     rows = _cdiv_up(triton.cdiv(m, cfg["row_chunks"]), block_m)
     cols = _cdiv_up(triton.cdiv(n, cfg["col_chunks"]), block_n)
-    return None if rows >= m and cols >= n else (min(rows, _cdiv_up(m, block_m)), min(cols, _cdiv_up(n, block_n)))
+    return None if rows >= m and cols >= n else (rows, cols)
 
 
 def _chunk_side(side: _SplitSide, lines_axis: int, first: int, lines: int, lines_pad: int) -> _SplitSide:
@@ -640,7 +640,7 @@ def _with_bf16_ints(side: _SplitSide, offset: int) -> tuple[_SplitSide, _SplitSi
 
 
 def _auto_problem(a_shape, a_strides, b_shape, b_strides, out_strides, device, *, sb: int, scale,
-                  fixup_min_class: int, flush_k: int | None, config: dict | None, chunked: bool = True) -> _LaunchPlan:
+                  fixup_min_class: int, flush_k: int | None, config: dict | None) -> _LaunchPlan:
     """``scheme="auto"``: the launches of fp16x3 and of bf16x6 over one split, the device choosing.
 
     Ten launches, no sync: the statistics; the line meta under each scheme's range (each after its
@@ -663,7 +663,7 @@ def _auto_problem(a_shape, a_strides, b_shape, b_strides, out_strides, device, *
     cfg16 = cfgs[AUTO_SCHEMES[0]]
     block = tuple(cfg16["split_block"] or (_INTERPRETER_LINE_BLOCK if interpreter_active() else LINE_BLOCK))
     chunk = _chunk_lines(cfg16, batch, m, n, max(c["BLOCK_M"] for c in cfgs.values()),
-                         max(c["BLOCK_N"] for c in cfgs.values())) if chunked else None
+                         max(c["BLOCK_N"] for c in cfgs.values()))
     side_a, offset = _split_side("a", (ba, m, k), a_strides, lines_axis=1, rows_pad=mp, cols_pad=kp,
                                  scheme="bf16x6", scale=scale, block_l=block[0], offset=0,
                                  slice_lines=chunk and chunk[0])
@@ -701,18 +701,16 @@ def _auto_problem(a_shape, a_strides, b_shape, b_strides, out_strides, device, *
     else:
         body = _chunked_launches((a16, abf), (b16, bbf), m=m, n=n, k_pad=kp, chunk=chunk, split=functools.partial(
             _scaled_launch, sb=sb, scheme=AUTO_SCHEMES[0], block=block, choice=choice), gemms=gemm_launches)
-        gemms = body[:2]  # the fix-up programs over the whole product: what the recheck reads
+        gemms = body[:len(AUTO_SCHEMES)]  # the fix-up programs over the whole product: what the recheck reads
     return _LaunchPlan((*head, *body, _recheck_launch(gemms, sms)), offset,
                        (a16.ints, block[0]), (b16.ints, block[0]), (side_a.slices, side_b.slices), m, n, k, batch, 0)
 
 
 def _problem(a_shape, a_strides, b_shape, b_strides, out_strides, device, *, sb: int, order: str, scheme: str,
-             scale, fixup_min_class: int, flush_k: int | None, config: dict | None,
-             chunked: bool = True) -> _LaunchPlan:
-    """The launches of one product; ``chunked=False`` ignores the config's chunks (:func:`split_operands`)."""
+             scale, fixup_min_class: int, flush_k: int | None, config: dict | None) -> _LaunchPlan:
     if scheme == "auto":
         return _auto_problem(a_shape, a_strides, b_shape, b_strides, out_strides, device, sb=sb, scale=scale,
-                             fixup_min_class=fixup_min_class, flush_k=flush_k, config=config, chunked=chunked)
+                             fixup_min_class=fixup_min_class, flush_k=flush_k, config=config)
     batch, m, k = a_shape
     n = b_shape[2]
     cfg = resolve_config(batch, m, n, k, device, order=order, config=config, scheme=scheme)
@@ -723,7 +721,7 @@ def _problem(a_shape, a_strides, b_shape, b_strides, out_strides, device, *, sb:
     sms = _num_sms(device)
     rng = line_range(scheme, sb)  # the split's range, and the top binade of a scaled line
     block = tuple(cfg["split_block"] or (_INTERPRETER_LINE_BLOCK if interpreter_active() else LINE_BLOCK))
-    chunk = _chunk_lines(cfg, batch, m, n, cfg["BLOCK_M"], cfg["BLOCK_N"]) if chunked else None
+    chunk = _chunk_lines(cfg, batch, m, n, cfg["BLOCK_M"], cfg["BLOCK_N"])
     side_a, offset = _split_side("a", (ba, m, k), a_strides, lines_axis=1, rows_pad=mp, cols_pad=kp,
                                  scheme=scheme, scale=scale, block_l=block[0], offset=0,
                                  slice_lines=chunk and chunk[0])
@@ -942,9 +940,9 @@ def split_operands(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = 
     ``scheme`` names one scheme: ``"auto"``'s split depends on the GPU's choice (:func:`_auto_problem`)."""
     if scheme not in _configs.SCHEMES:
         raise ValueError(f"split_operands takes one of the schemes {list(_configs.SCHEMES)}, not {scheme!r}")
+    whole = {**(config or {}), "row_chunks": 1, "col_chunks": 1}  # the slices of every line, in one buffer
     prob = _problem(tuple(a.shape), a.stride(), tuple(b.shape), b.stride(), (0, 0), a.device, sb=sb, order=order,
-                    scheme=scheme, scale=scale, fixup_min_class=fixup_min_class, flush_k=flush_k, config=config,
-                    chunked=False)
+                    scheme=scheme, scale=scale, fixup_min_class=fixup_min_class, flush_k=flush_k, config=whole)
     mem = _memory(prob, a, b, out, scale)
     for launch in prob.launches[:-2]:  # not the GEMM and the overflow recheck
         _launch_public(launch, mem)
@@ -982,22 +980,21 @@ def _chunked_to_fit(plan, config, prob: _LaunchPlan, err: Exception, a, b, out, 
     """Where the workspace of ``prob`` did not fit in the GPU's memory (``err``): the first plan of
     :data:`OOM_CHUNKS` holding less whose workspace fits, and its memory, with a warning that says so
     (the outputs are the same bits: :func:`_chunked_launches`).  ``plan(config=...)`` makes a plan of the
-    product.  Raises ``err`` again where none fits or the product is a batch (not chunked)."""
-    if prob.batch == 1:
-        for rows, cols in OOM_CHUNKS:
-            smaller = plan(config={**dict(config or ()), "row_chunks": rows, "col_chunks": cols})
-            if smaller.ws_bytes >= prob.ws_bytes:
-                continue
-            try:
-                mem = _memory(smaller, a, b, out, scale, alpha)
-            except _OUT_OF_MEMORY:
-                continue
-            warnings.warn(f"sgemm_cube: the {prob.m} x {prob.k} x {prob.n} product's CUDA workspace "
-                          f"({prob.ws_bytes / 2**30:.3g} GiB) did not fit in the GPU's free memory; its split "
-                          f"planes are held in {rows} x {cols} chunks ({smaller.ws_bytes / 2**30:.3g} GiB; the same "
-                          f"results, a few percent slower) by this and later calls of this shape",
-                          stacklevel=2)
-            return smaller, mem
+    product.  Raises ``err`` again where none fits, or none holds less (a batch: :func:`_chunk_lines`)."""
+    for rows, cols in OOM_CHUNKS:
+        smaller = plan(config={**dict(config or ()), "row_chunks": rows, "col_chunks": cols})
+        if smaller.ws_bytes >= prob.ws_bytes:
+            continue
+        try:
+            mem = _memory(smaller, a, b, out, scale, alpha)
+        except _OUT_OF_MEMORY:
+            continue
+        warnings.warn(f"sgemm_cube: the {prob.m} x {prob.k} x {prob.n} product's CUDA workspace "
+                      f"({prob.ws_bytes / 2**30:.3g} GiB) did not fit in the GPU's free memory; its split "
+                      f"planes are held in {rows} x {cols} chunks ({smaller.ws_bytes / 2**30:.3g} GiB; the same "
+                      f"results, a few percent slower) by this and later calls of this shape",
+                      stacklevel=2)
+        return smaller, mem
     raise err
 
 
