@@ -20,8 +20,12 @@ covers under the interpreter, on the compiled kernels, plus large sizes:
   most half SGEMM's error (with both accumulator layouts); an exact
   cancellation that only bf16x9 resolves; ``scheme="auto"`` (the default) is fp16x3 below
   ``launch.AUTO_MIN_FLOPS``, where rows spanning 80 binades (class 1) are computed in FP32,
-  accurately, and from it on the GPU's choice: bf16x6 on those rows, fp16x3 on normal data.
+  accurately, and from it on the GPU's choice: bf16x6 on those rows, fp16x3 on normal data;
+* chunked split planes keep the whole product's bits, and a workspace over the free memory (a per-process
+  memory cap) runs in chunks with them.
 """
+
+import warnings
 
 import numpy as np
 import pytest
@@ -398,3 +402,41 @@ def test_chunked_planes_have_the_bits_of_the_whole(rng, scheme, variant):
     if scheme == "fp16x3":  # where those rows are emulated and some of their sums overflow
         c = whole[0].cpu().numpy()
         assert (msg := check_emulated_overflow(name, c[256:320, 300:301], ra, rb)) == "", msg
+
+
+def test_a_workspace_over_the_free_memory_runs_in_chunks():
+    """A product whose workspace does not fit runs in the first chunks of ``launch.OOM_CHUNKS`` that fit, with a
+    warning, on the compiled kernels (the allocator's own out-of-memory error, from a per-process memory cap of
+    this worker only), with the bits of the whole product: where a cached plan of the whole no longer fits, and
+    then from the chunked plan that call cached."""
+    n = 2048
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    a = torch.randn(n, n, device="cuda", generator=gen)
+    b = torch.exp(3.0 * torch.randn(n, n, device="cuda", generator=gen))  # listed, scaled lines too
+    a[5] *= 2.0 ** 40
+    opts = dict(sb=12, order="termwise", scheme="auto", scale="auto", fixup=True)
+    whole = torch.empty(n, n, device="cuda")
+    launch.run(a[None], b[None], whole[None], **opts)  # cached: the next call replays it
+    torch.cuda.synchronize()
+    out = torch.full_like(whole, float("nan"))
+    out_bytes = out.numel() * 4
+    torch.cuda.empty_cache()
+    total = torch.cuda.get_device_properties(0).total_memory
+    cap = torch.cuda.memory_reserved() + int(2.0 * out_bytes)  # the whole workspace needs about 3 outputs
+    try:
+        torch.cuda.set_per_process_memory_fraction(cap / total)
+        with pytest.raises(torch.OutOfMemoryError):
+            torch.empty(int(3.0 * out_bytes), dtype=torch.uint8, device="cuda")  # the cap binds
+        with pytest.warns(UserWarning, match="did not fit in the GPU's free memory"):
+            launch.run(a[None], b[None], out[None], **opts)  # the cached whole plan fails, chunks fit
+        torch.cuda.synchronize()
+        assert torch.equal(out.view(torch.int32), whole.view(torch.int32))
+        out.fill_(float("nan"))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # the chunked plan is cached now: no second warning
+            launch.run(a[None], b[None], out[None], **opts)
+        torch.cuda.synchronize()
+        assert torch.equal(out.view(torch.int32), whole.view(torch.int32))
+    finally:
+        torch.cuda.set_per_process_memory_fraction(1.0)
+        torch.cuda.empty_cache()
