@@ -2,9 +2,13 @@
 writer of their records, ``<out>/<prefix>_<gpu>_<time>.json``."""
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import pathlib
+import shutil
+import statistics
+import subprocess
 import sys
 
 #: Where the records go unless ``--out`` says otherwise.
@@ -29,6 +33,42 @@ def best_ms(fn, *, runs: int, rep: int) -> float:
     import triton.testing
 
     return min(triton.testing.do_bench(fn, warmup=10, rep=rep) for _ in range(runs))
+
+
+@contextlib.contextmanager
+def gpu_clocks(period_ms: int = 50):
+    """Sample the current GPU's SM clock (MHz) and power draw (W) with ``nvidia-smi`` while the block runs;
+    yields a dict that holds, after the block, their medians and minima and the number of samples (empty where
+    ``nvidia-smi`` is missing or fails).  ``power.draw`` is what the driver reports, an average over about a
+    second on recent drivers, so a block shorter than that under-reads it; the SM clock is instantaneous.  An
+    H200 running 8192^3 products back to back sits at its 700 W limit at about 1400-1480 MHz of 1980
+    (docs/speed.md), so a ceiling measured in one run is a power-capped rate."""
+    import torch
+
+    found: dict = {}
+    uuid = str(getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "uuid", "") or "")
+    if shutil.which("nvidia-smi") is None:
+        yield found
+        return
+    gpu = ["-i", uuid if uuid.startswith("GPU-") else f"GPU-{uuid}"] if uuid else []
+    command = ["nvidia-smi", "--query-gpu=clocks.sm,power.draw", "--format=csv,noheader,nounits",
+               "-lms", str(period_ms), *gpu]
+    sampler = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        yield found
+    finally:
+        sampler.terminate()
+        lines = sampler.communicate()[0].strip().splitlines()
+        samples = []
+        for line in lines:
+            try:
+                samples.append([float(x) for x in line.split(",")])
+            except ValueError:
+                continue
+        if samples:
+            clocks, watts = [s[0] for s in samples], [s[1] for s in samples]
+            found.update(sm_mhz_median=statistics.median(clocks), sm_mhz_min=min(clocks),
+                         power_w_median=statistics.median(watts), samples=len(samples))
 
 
 def write_record(out: pathlib.Path, prefix: str, rows: list, **fields) -> pathlib.Path:

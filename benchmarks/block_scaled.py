@@ -207,8 +207,9 @@ def main(argv=None) -> int:
                        all_finite=finite, rel_err=relative_error(c, ref) if finite else None,
                        bound_used_where_fit=bound_used(c, a_fits, b_fits))
             row["variants"][name] = var
+            err = f"{var['rel_err']:.2e}" if finite else "not finite"
             print(f"    {name}: {ms:.3f} ms = {var['x_sgemm']:.2f}x SGEMM ({var['of_ceiling']:.3f} of the ceiling); "
-                  f"rows / cols fit {a_fit:.3f} / {b_fit:.3f} (outputs not: {var['outputs_not_fit']:.3f}); err {var['rel_err'] if finite else 'not finite'}, "
+                  f"rows / cols fit {a_fit:.3f} / {b_fit:.3f} (outputs not: {var['outputs_not_fit']:.3f}); err {err}, "
                   f"bound used where they fit {var['bound_used_where_fit']:.3f}", flush=True)
         rows.append(row)
     print(f"wrote {write_record(args.out, 'block_scaled', rows, method=METHOD)}")

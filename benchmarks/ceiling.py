@@ -8,6 +8,8 @@ medians):
 * cuBLAS SGEMM (TF32 off);
 * ``sgemm_cube.matmul(a, b)`` with default options, called eagerly, and the same call captured in a CUDA
   graph and replayed (the difference is host time the GPU waits for);
+* the SM clock and power draw while the ceiling and the call were timed (``nvidia-smi``, medians: the H200
+  runs both at its power limit);
 * per launch, the GPU time of one call (``torch.profiler``, mean of 10 calls): the split passes
   (statistics, line meta, scaled split) and the GEMM.
 
@@ -25,12 +27,13 @@ import pathlib
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-from benchmarks._record import add_out_argument, best_ms, cuda_setup, write_record  # noqa: E402
+from benchmarks._record import add_out_argument, best_ms, cuda_setup, gpu_clocks, write_record  # noqa: E402
 
 METHOD = ("ceiling_ms = 3 x cuBLAS FP16xFP16->FP32 on random FP16 data of the same shape; api_ms = "
           "sgemm_cube.matmul(a, b) default options on random normal FP32 data; fraction = ceiling_ms / api_ms; "
           "each time the best of three triton.testing.do_bench medians, in the same process; per-launch times "
-          "from torch.profiler (CUDA activity), mean of 10 calls")
+          "from torch.profiler (CUDA activity), mean of 10 calls; SM clock and power medians from nvidia-smi every "
+          "50 ms while the ceiling and the call were timed")
 
 
 def main(argv=None) -> int:
@@ -82,8 +85,12 @@ def main(argv=None) -> int:
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
             call()
-        row = dict(n=n, fp16_fp32_ms=timed(lambda: torch.mm(a16, b16, out_dtype=torch.float32)),
-                   sgemm_ms=timed(lambda: torch.matmul(a, b)), api_ms=timed(call), graph_ms=timed(graph.replay))
+        with gpu_clocks() as fp16_clocks:
+            fp16_ms = timed(lambda: torch.mm(a16, b16, out_dtype=torch.float32))
+        with gpu_clocks() as api_clocks:
+            api_ms = timed(call)
+        row = dict(n=n, fp16_fp32_ms=fp16_ms, sgemm_ms=timed(lambda: torch.matmul(a, b)), api_ms=api_ms,
+                   graph_ms=timed(graph.replay), clocks=dict(fp16_fp32=fp16_clocks, api=api_clocks))
         row["ceiling_ms"] = 3 * row["fp16_fp32_ms"]
         row["fraction"] = row["ceiling_ms"] / row["api_ms"]
         row["speedup"] = row["sgemm_ms"] / row["api_ms"]
@@ -99,7 +106,9 @@ def main(argv=None) -> int:
               f"({row['sgemm_ms']:.3f}), {row['fraction']:.3f} of the ceiling ({row['ceiling_ms']:.3f} ms, "
               f"{2 * n ** 3 / row['fp16_fp32_ms'] * 1e-9:.0f} TFLOP/s FP16->FP32); split {row['split_us']:.0f} us, "
               f"GEMM {row['gemm_us']:.0f} us ({row['ceiling_ms'] * 1e3 / row['gemm_us']:.3f} of the ceiling alone); "
-              f"err {row['rel_err']:.1e} (sgemm {row['rel_err_sgemm']:.1e})", flush=True)
+              f"err {row['rel_err']:.1e} (sgemm {row['rel_err_sgemm']:.1e}); SM clock (MHz) / power (W) medians: "
+              f"FP16 {fp16_clocks.get('sm_mhz_median')} / {fp16_clocks.get('power_w_median')}, "
+              f"sgemm_cube {api_clocks.get('sm_mhz_median')} / {api_clocks.get('power_w_median')}", flush=True)
     print(f"wrote {write_record(args.out, 'ceiling', rows, method=METHOD)}")
     return 0
 

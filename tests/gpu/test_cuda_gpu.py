@@ -440,3 +440,38 @@ def test_a_workspace_over_the_free_memory_runs_in_chunks():
     finally:
         torch.cuda.set_per_process_memory_fraction(1.0)
         torch.cuda.empty_cache()
+
+
+def test_a_batch_over_the_free_memory_runs_in_slices():
+    """A batch whose workspace does not fit (a per-process memory cap of this worker only) runs in slices of its
+    matrices, with a warning, each matrix with the bits of its product called alone; the next call replays the
+    slices from the cache, without a warning.  B broadcast (a stride-0 batch)."""
+    n = 2048
+    gen = torch.Generator(device="cuda").manual_seed(1)
+    a = torch.randn(3, n, n, device="cuda", generator=gen)
+    a[1] = torch.exp(3.0 * a[1])
+    b = torch.randn(1, n, n, device="cuda", generator=gen).expand(3, -1, -1)
+    opts = dict(sb=12, order="termwise", scheme="auto", scale="auto", fixup=True)
+    alone = torch.empty(3, n, n, device="cuda")
+    for i in range(3):
+        launch.run(a[i:i + 1], b[i:i + 1], alone[i:i + 1], **opts)
+    out = torch.full_like(alone, float("nan"))
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    total = torch.cuda.get_device_properties(0).total_memory
+    cap = torch.cuda.memory_reserved() + int(4.0 * n * n * 4)  # one matrix's workspace (about 4 outputs) fits
+    try:
+        torch.cuda.set_per_process_memory_fraction(cap / total)
+        with pytest.warns(UserWarning, match="slices of at most 2 matrices"):
+            launch.run(a, b, out, **opts)
+        torch.cuda.synchronize()
+        assert torch.equal(out.view(torch.int32), alone.view(torch.int32))
+        out.fill_(float("nan"))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            launch.run(a, b, out, **opts)
+        torch.cuda.synchronize()
+        assert torch.equal(out.view(torch.int32), alone.view(torch.int32))
+    finally:
+        torch.cuda.set_per_process_memory_fraction(1.0)
+        torch.cuda.empty_cache()

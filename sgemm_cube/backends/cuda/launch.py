@@ -932,6 +932,13 @@ _CACHE: dict = {}
 _CACHE_LIMIT = 1024
 
 
+def _remember(key, entry) -> None:
+    """Cache ``entry`` (a :class:`_Cached` plan, or :class:`_BatchSlices`) for ``key``, emptying a full cache."""
+    if len(_CACHE) >= _CACHE_LIMIT:
+        _CACHE.clear()
+    _CACHE[key] = entry
+
+
 def split_operands(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None, *, sb: int = 12,
                    order: str = "termwise", scheme: str = "fp16x3", scale="auto", fixup_min_class: int = 1,
                    config: dict | None = None, flush_k: int | None = None) -> SplitOperands:
@@ -975,12 +982,42 @@ def check_operands(a, b, out) -> None:
         raise ValueError("out must have a last stride of 1")
 
 
+class _BatchSlices:
+    """A batch whose workspace did not fit, as the products of consecutive slices of ``size`` matrices, each a
+    call of :func:`run` of its own (which slices again, or chunks a single matrix, where a slice does not fit
+    either): what the cache holds for its key afterwards.  ``options``: the keyword arguments of :func:`run`."""
+
+    def __init__(self, size: int, options: dict):
+        self.size = size
+        self.options = options
+
+    def __call__(self, a, b, out, alpha: float = 1.0):
+        for first in range(0, a.shape[0], self.size):
+            end = first + self.size
+            run(a[first:end], b[first:end], out[first:end], alpha=alpha, **self.options)
+
+
+def _sliced_to_fit(prob: _LaunchPlan, a, b, out, alpha: float, options: dict) -> _BatchSlices:
+    """Where the workspace of the batched ``prob`` did not fit in the GPU's memory: the product in slices of
+    half the batch (:class:`_BatchSlices`, run here), with a warning that says so; returns the slicing."""
+    batch, m, k = a.shape
+    sliced = _BatchSlices(-(-batch // 2), options)
+    sliced(a, b, out, alpha)
+    warnings.warn(f"sgemm_cube: the workspace of the batch of {batch} {m} x {k} x {b.shape[2]} products "
+                  f"({prob.ws_bytes / 2**30:.3g} GiB) did not fit in the GPU's free memory; this and later calls of "
+                  f"this shape run it in slices of at most {sliced.size} "
+                  f"{'matrix' if sliced.size == 1 else 'matrices'}, each a call of its own (the same guarantee; the "
+                  f"device's choice of scheme and its line rules see the slice, not the whole batch)", stacklevel=2)
+    return sliced
+
+
 def _chunked_to_fit(plan, config, prob: _LaunchPlan, err: Exception, a, b, out, scale,
                     alpha: float) -> tuple[_LaunchPlan, _Memory]:
     """Where the workspace of ``prob`` did not fit in the GPU's memory (``err``): the first plan of
     :data:`OOM_CHUNKS` holding less whose workspace fits, and its memory, with a warning that says so
     (the outputs are the same bits: :func:`_chunked_launches`).  ``plan(config=...)`` makes a plan of the
-    product.  Raises ``err`` again where none fits, or none holds less (a batch: :func:`_chunk_lines`)."""
+    product.  Raises ``err`` again where none fits, or none holds less (a batch: :func:`_chunk_lines`; :func:`run`
+    slices a batch instead, :class:`_BatchSlices`)."""
     for rows, cols in OOM_CHUNKS:
         smaller = plan(config={**dict(config or ()), "row_chunks": rows, "col_chunks": cols})
         if smaller.ws_bytes >= prob.ws_bytes:
@@ -1011,6 +1048,11 @@ def run(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *, sb: int, order: 
 
     ``config``: the launch configuration or overrides of it (:func:`resolve_config`), as a dict or as
     the sorted pairs a plan carries (:func:`plan_config`).
+
+    Where the workspace does not fit in the GPU's free memory (PyTorch's out-of-memory error, raised before
+    anything is launched), a single product runs in chunks (:func:`_chunked_to_fit`: the same bits) and a
+    batch in slices of half the batch (:class:`_BatchSlices`, again where a slice does not fit), with a
+    warning; where even the smallest chunks of one matrix do not fit, the error stays.
     """
     batch, m, k = a.shape
     n = b.shape[2]
@@ -1043,11 +1085,15 @@ def run(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *, sb: int, order: 
     try:
         mem = _memory(prob, a, b, out, scale, alpha)
     except _OUT_OF_MEMORY as err:
+        if batch > 1:
+            sliced = _sliced_to_fit(prob, a, b, out, alpha, dict(sb=sb, order=order, scheme=scheme, scale=scale,
+                                                                  fixup=fixup, flush_k=flush_k, config=config))
+            if fast:
+                _remember(key, sliced)
+            return
         prob, mem = _chunked_to_fit(plan, config, prob, err, a, b, out, scale, alpha)
     compiled = [_launch_public(launch, mem) for launch in prob.launches]
     if fast:
         launchers = [_private_launcher(kernel, launch.grid) for kernel, launch in zip(compiled, prob.launches)]
         if all(launchers):
-            if len(_CACHE) >= _CACHE_LIMIT:
-                _CACHE.clear()
-            _CACHE[key] = _Cached(prob, launchers)
+            _remember(key, _Cached(prob, launchers))

@@ -14,7 +14,8 @@ whole operands', computed once, so what is claimed and checked here is:
 * the keys are checked like every config key;
 * a workspace that does not fit in the GPU's memory (played here: the allocation raises PyTorch's OOM
   error above a limit) runs in the first chunks of ``launch.OOM_CHUNKS`` that fit, with a warning and the
-  same bits; a batch, or too little memory for any chunks, keeps the error.
+  same bits; a batch runs in slices of its matrices, each with the bits of that matrix called alone; too
+  little memory for any chunks of one matrix keeps the error.
 
 The compiled kernels on a GPU, and the cached replay there: ``tests/gpu/test_cuda_gpu.py``.
 """
@@ -175,12 +176,29 @@ def test_a_workspace_that_does_not_fit_is_chunked(monkeypatch, scheme):
 
 
 def test_out_of_memory_stays_an_error_where_chunks_cannot_help(monkeypatch):
-    """A batch is not chunked, and where even the smallest chunks do not fit: PyTorch's OOM error, as for
-    any allocation that does not fit."""
+    """Where even the smallest chunks of one matrix do not fit: PyTorch's OOM error, as for any allocation that
+    does not fit, for a single product and for a batch (its slices end in single products)."""
     a, b = _data("normal", 100, 40, 90)
     _full_gpu(monkeypatch, 1000)
     with pytest.raises(launch._OUT_OF_MEMORY, match="out of memory"):
         _run(a, b, "fp16x3")
-    _full_gpu(monkeypatch, _plan(100, 40, 90, batch=2).ws_bytes - 1)
     with pytest.raises(launch._OUT_OF_MEMORY, match="out of memory"):
         _run(a.repeat(2, 1, 1), b.repeat(2, 1, 1), "fp16x3")
+
+
+@pytest.mark.parametrize("broadcast", [False, True])
+@pytest.mark.parametrize("scheme", ["fp16x3", "auto"])
+def test_a_batch_that_does_not_fit_runs_in_slices(monkeypatch, scheme, broadcast):
+    """A batch is not chunked: where its workspace does not fit it runs in slices of half the batch, again
+    where a slice does not fit (here a batch of 3: slices of 2, which do not fit either, then of 1), with a
+    warning; every matrix's outputs are the bits of that matrix's product called alone.  B broadcast (a
+    stride-0 batch) too."""
+    a, b = _data("special", 100, 40, 90)
+    a3 = torch.cat([a, a * 2.0 ** 30, torch.exp(3 * a)])  # special; scaled rows; wide rows
+    b3 = b.expand(3, -1, -1) if broadcast else torch.cat([b, b.flip(-1), torch.exp(3 * b)])
+    alone = [_run(a3[i:i + 1], b3[i:i + 1], scheme) for i in range(3)]
+    _full_gpu(monkeypatch, _plan(100, 40, 90, batch=1, scheme=scheme).ws_bytes)  # one matrix fits, two do not
+    with pytest.warns(UserWarning, match=r"batch of 3 100 x 40 x 90 products .* slices of at most 2 matrices"):
+        got = _run(a3, b3, scheme)
+    for i in range(3):
+        assert _same_bits(got[i:i + 1], alone[i]), i
