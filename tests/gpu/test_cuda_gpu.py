@@ -404,11 +404,37 @@ def test_chunked_planes_have_the_bits_of_the_whole(rng, scheme, variant):
         assert (msg := check_emulated_overflow(name, c[256:320, 300:301], ra, rb)) == "", msg
 
 
+def _twice_under_a_memory_cap(call, out, expected, headroom: int, warning: str):
+    """Under a per-process memory cap (this worker only) of ``headroom`` bytes beyond what the worker holds:
+    the cap binds (the allocator's own out-of-memory error), ``call()`` warns (``warning``) and writes
+    ``expected``'s bits to ``out``, and a second call, from the plan the first cached, writes them without a
+    warning."""
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    total = torch.cuda.get_device_properties(0).total_memory
+    try:
+        torch.cuda.set_per_process_memory_fraction((torch.cuda.memory_reserved() + headroom) / total)
+        with pytest.raises(torch.OutOfMemoryError):
+            torch.empty(headroom + 2 ** 22, dtype=torch.uint8, device="cuda")
+        with pytest.warns(UserWarning, match=warning):
+            call()
+        torch.cuda.synchronize()
+        assert torch.equal(out.view(torch.int32), expected.view(torch.int32))
+        out.fill_(float("nan"))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # the plan the first call cached: no second warning
+            call()
+        torch.cuda.synchronize()
+        assert torch.equal(out.view(torch.int32), expected.view(torch.int32))
+    finally:
+        torch.cuda.set_per_process_memory_fraction(1.0)
+        torch.cuda.empty_cache()
+
+
 def test_a_workspace_over_the_free_memory_runs_in_chunks():
     """A product whose workspace does not fit runs in the first chunks of ``launch.OOM_CHUNKS`` that fit, with a
-    warning, on the compiled kernels (the allocator's own out-of-memory error, from a per-process memory cap of
-    this worker only), with the bits of the whole product: where a cached plan of the whole no longer fits, and
-    then from the chunked plan that call cached."""
+    warning, on the compiled kernels, with the bits of the whole product: where a cached plan of the whole no
+    longer fits, and then from the chunked plan that call cached."""
     n = 2048
     gen = torch.Generator(device="cuda").manual_seed(0)
     a = torch.randn(n, n, device="cuda", generator=gen)
@@ -417,35 +443,16 @@ def test_a_workspace_over_the_free_memory_runs_in_chunks():
     opts = dict(sb=12, order="termwise", scheme="auto", scale="auto", fixup=True)
     whole = torch.empty(n, n, device="cuda")
     launch.run(a[None], b[None], whole[None], **opts)  # cached: the next call replays it
-    torch.cuda.synchronize()
     out = torch.full_like(whole, float("nan"))
-    out_bytes = out.numel() * 4
-    torch.cuda.empty_cache()
-    total = torch.cuda.get_device_properties(0).total_memory
-    cap = torch.cuda.memory_reserved() + int(2.0 * out_bytes)  # the whole workspace needs about 3 outputs
-    try:
-        torch.cuda.set_per_process_memory_fraction(cap / total)
-        with pytest.raises(torch.OutOfMemoryError):
-            torch.empty(int(3.0 * out_bytes), dtype=torch.uint8, device="cuda")  # the cap binds
-        with pytest.warns(UserWarning, match="did not fit in the GPU's free memory"):
-            launch.run(a[None], b[None], out[None], **opts)  # the cached whole plan fails, chunks fit
-        torch.cuda.synchronize()
-        assert torch.equal(out.view(torch.int32), whole.view(torch.int32))
-        out.fill_(float("nan"))
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")  # the chunked plan is cached now: no second warning
-            launch.run(a[None], b[None], out[None], **opts)
-        torch.cuda.synchronize()
-        assert torch.equal(out.view(torch.int32), whole.view(torch.int32))
-    finally:
-        torch.cuda.set_per_process_memory_fraction(1.0)
-        torch.cuda.empty_cache()
+    _twice_under_a_memory_cap(lambda: launch.run(a[None], b[None], out[None], **opts), out, whole,
+                              headroom=2 * n * n * 4,  # the whole workspace needs about 3 outputs
+                              warning="did not fit in the GPU's free memory")
 
 
 def test_a_batch_over_the_free_memory_runs_in_slices():
-    """A batch whose workspace does not fit (a per-process memory cap of this worker only) runs in slices of its
-    matrices, with a warning, each matrix with the bits of its product called alone; the next call replays the
-    slices from the cache, without a warning.  B broadcast (a stride-0 batch)."""
+    """A batch whose workspace does not fit runs in slices of its matrices, with a warning, each matrix with the
+    bits of its product called alone; the next call replays the slices from the cache, without a warning.
+    B broadcast (a stride-0 batch)."""
     n = 2048
     gen = torch.Generator(device="cuda").manual_seed(1)
     a = torch.randn(3, n, n, device="cuda", generator=gen)
@@ -456,22 +463,6 @@ def test_a_batch_over_the_free_memory_runs_in_slices():
     for i in range(3):
         launch.run(a[i:i + 1], b[i:i + 1], alone[i:i + 1], **opts)
     out = torch.full_like(alone, float("nan"))
-    torch.cuda.synchronize()
-    torch.cuda.empty_cache()
-    total = torch.cuda.get_device_properties(0).total_memory
-    cap = torch.cuda.memory_reserved() + int(4.0 * n * n * 4)  # one matrix's workspace (about 4 outputs) fits
-    try:
-        torch.cuda.set_per_process_memory_fraction(cap / total)
-        with pytest.warns(UserWarning, match="slices of at most 2 matrices"):
-            launch.run(a, b, out, **opts)
-        torch.cuda.synchronize()
-        assert torch.equal(out.view(torch.int32), alone.view(torch.int32))
-        out.fill_(float("nan"))
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")
-            launch.run(a, b, out, **opts)
-        torch.cuda.synchronize()
-        assert torch.equal(out.view(torch.int32), alone.view(torch.int32))
-    finally:
-        torch.cuda.set_per_process_memory_fraction(1.0)
-        torch.cuda.empty_cache()
+    _twice_under_a_memory_cap(lambda: launch.run(a, b, out, **opts), out, alone,
+                              headroom=4 * n * n * 4,  # one matrix's workspace (about 4 outputs) fits
+                              warning="slices of at most 2 matrices")

@@ -1013,11 +1013,10 @@ def _sliced_to_fit(prob: _LaunchPlan, a, b, out, alpha: float, options: dict) ->
 
 def _chunked_to_fit(plan, config, prob: _LaunchPlan, err: Exception, a, b, out, scale,
                     alpha: float) -> tuple[_LaunchPlan, _Memory]:
-    """Where the workspace of ``prob`` did not fit in the GPU's memory (``err``): the first plan of
-    :data:`OOM_CHUNKS` holding less whose workspace fits, and its memory, with a warning that says so
+    """Where the workspace of the single product ``prob`` did not fit in the GPU's memory (``err``): the first
+    plan of :data:`OOM_CHUNKS` holding less whose workspace fits, and its memory, with a warning that says so
     (the outputs are the same bits: :func:`_chunked_launches`).  ``plan(config=...)`` makes a plan of the
-    product.  Raises ``err`` again where none fits, or none holds less (a batch: :func:`_chunk_lines`; :func:`run`
-    slices a batch instead, :class:`_BatchSlices`)."""
+    product.  Raises ``err`` again where none fits or none holds less."""
     for rows, cols in OOM_CHUNKS:
         smaller = plan(config={**dict(config or ()), "row_chunks": rows, "col_chunks": cols})
         if smaller.ws_bytes >= prob.ws_bytes:

@@ -19,21 +19,12 @@ whole operands', computed once, so what is claimed and checked here is:
 
 The compiled kernels on a GPU, and the cached replay there: ``tests/gpu/test_cuda_gpu.py``.
 """
-import os
-import sys
-
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
-if os.environ.get("TRITON_INTERPRET", "0") != "1":
-    if torch.cuda.is_available():
-        pytest.skip("a GPU is present: tests/gpu/test_cuda_gpu.py runs the compiled kernels", allow_module_level=True)
-    if "triton" in sys.modules:
-        pytest.fail("triton was imported before this module could set TRITON_INTERPRET=1; "
-                    "set it in the environment", pytrace=False)
-    os.environ["TRITON_INTERPRET"] = "1"
-pytest.importorskip("triton")
+from tests.sgemm_cube.backends.cuda import require_interpreter
+
+torch = require_interpreter("tests/gpu/test_cuda_gpu.py")
 
 from sgemm_cube.backends.cuda import configs, launch  # noqa: E402
 

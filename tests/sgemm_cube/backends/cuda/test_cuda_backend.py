@@ -40,23 +40,12 @@ What is claimed and checked here:
 On a machine with a GPU the module is skipped unless the interpreter was
 asked for: run ``tests/gpu/`` there instead.
 """
-import os
-import sys
-
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
-if os.environ.get("TRITON_INTERPRET", "0") != "1":
-    if torch.cuda.is_available():
-        pytest.skip("a GPU is present: the kernels run natively in tests/gpu/", allow_module_level=True)
-    if "triton" in sys.modules:
-        pytest.fail("triton was imported before this module could set TRITON_INTERPRET=1; "
-                    "set it in the environment", pytrace=False)
-    # Must precede the first import of triton: it picks the interpreter when
-    # its own and our @triton.jit functions are defined.
-    os.environ["TRITON_INTERPRET"] = "1"
-pytest.importorskip("triton")
+from tests.sgemm_cube.backends.cuda import require_interpreter
+
+torch = require_interpreter("tests/gpu/")
 
 from sgemm_cube import cpu_fallback  # noqa: E402
 import sgemm_cube  # noqa: E402

@@ -17,22 +17,13 @@ limbs, one rounding).  Checked here against the exact value from Python integers
 * ordinary fix-up data (lines over FP32's whole range, near-overflow, NaN/Inf) never leave the FP64 path
   (neither the extra pass nor the exact one runs) and meet the guarantee.
 """
-import os
-import sys
-
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
-if os.environ.get("TRITON_INTERPRET", "0") != "1":
-    if torch.cuda.is_available():
-        pytest.skip("a GPU is present: tests/gpu/test_fixup_exact_gpu.py runs the compiled kernels",
-                    allow_module_level=True)
-    if "triton" in sys.modules:
-        pytest.fail("triton was imported before this module could set TRITON_INTERPRET=1; "
-                    "set it in the environment", pytrace=False)
-    os.environ["TRITON_INTERPRET"] = "1"
-triton = pytest.importorskip("triton")
+from tests.sgemm_cube.backends.cuda import require_interpreter
+
+torch = require_interpreter("tests/gpu/test_fixup_exact_gpu.py")
+import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
 import sgemm_cube  # noqa: E402
