@@ -1,0 +1,231 @@
+"""Feasibility, not a feature: fp16x3 on wide lines whose few smallest entries are added exactly, as sparse tails.
+
+A line (a row of A, a column of B) is emulated in FP16 when every nonzero entry, once the line is scaled
+so that its largest lies in ``[2**14, 2**15)``, is at or above ``2**lower`` (``2**-15`` at ``sb = 12``:
+about 29 binades).  Log-normal data (sigma 3) on both operands misses that by a few entries a line (at
+8192^3 about 15 of 8192), so today it runs on BF16 slices (bf16x6, six products, 1.67-1.74x SGEMM on an
+H200).  Here those entries (the line's *tail*) are taken out of the split planes (zero there) and added
+in FP32 after the GEMM, the partition exact:
+
+    A B = A' B' + A_tail B' + A B_tail,
+
+``A'``, ``B'`` the operands with their tails zeroed (the fp16x3 GEMM's input), ``A_tail``, ``B_tail`` the
+tails.  ``A_tail B'`` gathers the rows of ``B'`` that a row's tail entries select (contiguous along
+``j``); ``A B_tail`` gathers the columns of ``A`` a column's tail entries select, which are contiguous in
+``A``'s transpose (a copy, timed).  Each output gets one more FP32 FMA per tail entry of its row and
+column, in its own order, so its error stays within the componentwise bound (within
+``(K + 14 + tails) 2**-24 |A||B|`` against the guarantee's ``3K``): no partner rule is needed.
+
+Timed per data kind (``sgemm_cube.cli.bench_gpu`` kinds, seeded on the device) next to cuBLAS SGEMM (TF32
+off) and the default ``sgemm_cube.matmul`` in the same process (best of three ``do_bench`` medians):
+
+* ``gemm``: the fp16x3 K loop of ``benchmarks/block_scaled.py`` (one scale per line) on the tail-free planes;
+* ``tails``: one kernel that unscales the GEMM's output and adds both operands' tails;
+* ``transpose``: ``A``'s transposed copy;
+* ``projected``: gemm + tails + transpose + the default call's own cost beyond the same GEMM on normal
+  data in the same process (its split passes, line meta and epilogue: what production adds).
+
+The split and the tail lists are made on the host with torch (not timed; production would make them in
+its split passes, whose cost the projection carries).  Also reported: how many tail entries the lines
+hold (largest, mean, and the mean over blocks of 128 lines of the block's largest: the tails kernel's
+iterations) and the fraction of lines within caps of 8, 16, 32 and 64; the relative Frobenius
+error against float64 and the largest fraction of the componentwise bound ``K 2**-24 |A||B|`` used.
+The tails kernel loops to the largest tail of a row (column) block, so
+one long tail costs its whole block; kinds with a line of more than 2048 tail entries are reported without
+times.
+
+    python benchmarks/sparse_tails.py [--size 4096] [--kinds "log-normal both s=3" normal ...]
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import pathlib
+import sys
+
+import triton
+import triton.language as tl
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+from benchmarks._record import add_out_argument, best_ms, cuda_setup, write_record  # noqa: E402
+from benchmarks.block_scaled import LOWER, SB, TOP, block_scaled_gemm  # noqa: E402
+
+METHOD = ("fp16x3 GEMM-only Triton kernel (benchmarks/block_scaled.py 'line': 128 x 128 x 64 tiles, 8 warps, "
+          "3 stages, TMA) on planes split by torch on the host with each line's tail entries (nonzero, below "
+          "2**-15 once the line's largest is in [2**14, 2**15)) zeroed, then one Triton kernel unscaling the output "
+          "and adding the tails in FP32 (gathers of B's rows and of A's transposed copy); cuBLAS SGEMM (TF32 off) "
+          "and sgemm_cube.matmul default options in the same process; best of three triton.testing.do_bench "
+          "medians (rep 100 ms); errors against float64")
+CAPS = (8, 16, 32, 64)
+#: Kinds with a line of more tail entries than this are reported without times.
+MOST = 2048
+
+
+@triton.jit
+def add_tails(c_ptr, fa_ptr, fb_ptr, b_free_ptr, at_ptr, a_idx, a_val, a_most, b_idx, b_val, b_most, M, N,
+              CAP_A: tl.constexpr, CAP_B: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """C = fa fb C_scaled + A_tail B' + A B_tail for one BLOCK_M x BLOCK_N tile: the row tails of the tile's
+    rows (their entries' indices and FP32 values, padded with value 0) each gather a row of B' (B with its
+    tails zeroed); the column tails each gather a row of A's transpose."""
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    fa = tl.load(fa_ptr + offs_m)
+    fb = tl.load(fb_ptr + offs_n)
+    c_offs = offs_m[:, None].to(tl.int64) * N + offs_n[None, :]
+    acc = tl.load(c_ptr + c_offs) * (fa[:, None] * fb[None, :])
+    for r in range(0, tl.load(a_most + pid_m)):  # the most tail entries of a row in this row block
+        k = tl.load(a_idx + offs_m * CAP_A + r)
+        v = tl.load(a_val + offs_m * CAP_A + r)
+        acc = tl.fma(v[:, None], tl.load(b_free_ptr + k[:, None].to(tl.int64) * N + offs_n[None, :]), acc)
+    for r in range(0, tl.load(b_most + pid_n)):
+        k = tl.load(b_idx + offs_n * CAP_B + r)
+        v = tl.load(b_val + offs_n * CAP_B + r)
+        acc = tl.fma(tl.load(at_ptr + k[None, :].to(tl.int64) * M + offs_m[:, None]), v[None, :], acc)
+    tl.store(c_ptr + c_offs, acc)
+
+
+def split_tails(x, lines_axis: int, cap: int):
+    """(hi, lo, factors, counts, idx, val, freed) of ``x`` scaled per line (its largest in
+    [2**TOP, 2**(TOP + 1))) with the line's tail (nonzero entries below 2**LOWER once scaled) zeroed before
+    the split: hi, lo in x's layout; factors (lines,) 2**-shift; counts (lines,) the tail sizes; idx, val
+    (lines, cap) the first ``cap`` tail entries' K indices and unscaled values (padding: 0, 0.0); freed: x
+    with its tails zeroed (float32, x's layout)."""
+    import torch
+
+    xk = x if lines_axis == 0 else x.t()  # (lines, K)
+    lines, _ = xk.shape
+    mag = xk.abs()
+    _, e_big = torch.frexp(mag.amax(-1))
+    shift = (TOP + 1 - e_big).to(torch.float32)
+    scaled = torch.ldexp(xk, shift[:, None])
+    tail = (scaled != 0) & (scaled.abs() < 2.0 ** LOWER)
+    counts = tail.sum(-1)
+    kept = torch.where(tail, 0.0, scaled)
+    hi = kept.half()
+    lo = ((kept - hi.float()) * 2.0 ** SB).half()
+    line, k = tail.nonzero(as_tuple=True)  # sorted by line, then k
+    slot = torch.arange(line.numel(), device=x.device) - (torch.cumsum(counts, 0) - counts)[line]
+    keep = slot < cap
+    idx = torch.zeros(lines, cap, dtype=torch.int32, device=x.device)
+    val = torch.zeros(lines, cap, dtype=torch.float32, device=x.device)
+    idx[line[keep], slot[keep]] = k[keep].to(torch.int32)
+    val[line[keep], slot[keep]] = xk[line[keep], k[keep]]
+    freed = torch.where(tail, 0.0, xk)
+    factors = torch.ldexp(torch.ones_like(shift), -shift)
+    if lines_axis == 1:
+        hi, lo, freed = hi.t(), lo.t(), freed.t()
+    return hi.contiguous(), lo.contiguous(), factors, counts, idx, val, freed.contiguous()
+
+
+def tail_counts(x, lines_axis: int):
+    """The number of tail entries of each line of ``x`` (as :func:`split_tails` finds them)."""
+    return split_tails(x, lines_axis, 1)[3]
+
+
+def tails_product(a, b, cap: int):
+    """Launchers of A's transpose, the GEMM and the tails kernel on a's and b's split (each line's first
+    ``cap`` tail entries), in the order they run, and the output they write (the tails kernel updates it
+    in place: run the three again before reading it)."""
+    import torch
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    tile_m, tile_n, tile_k = 128, 128, 64
+    m, k = a.shape
+    n = b.shape[1]
+    a_hi, a_lo, fa, a_counts, a_idx, a_val, _ = split_tails(a, 0, cap)
+    b_hi, b_lo, fb, b_counts, b_idx, b_val, b_free = split_tails(b, 1, cap)
+    a_most = a_counts.clamp(max=cap).reshape(-1, tile_m).amax(-1).to(torch.int32)
+    b_most = b_counts.clamp(max=cap).reshape(-1, tile_n).amax(-1).to(torch.int32)
+    descs = [TensorDescriptor(t, list(t.shape), list(t.stride()), blk) for t, blk in
+             ((a_hi, [tile_m, tile_k]), (a_lo, [tile_m, tile_k]), (b_hi, [tile_k, tile_n]), (b_lo, [tile_k, tile_n]))]
+    c = torch.empty(m, n, device=a.device)
+    at = torch.empty(k, m, device=a.device)
+
+    def gemm():
+        block_scaled_gemm[(triton.cdiv(m, tile_m) * triton.cdiv(n, tile_n),)](
+            *descs, fa, fb, c, m, n, k, BLOCK_STEPS=0, BLOCK_M=tile_m, BLOCK_N=tile_n, BLOCK_K=tile_k, GROUP_M=8,
+            num_warps=8, num_stages=3)
+
+    def tails():
+        add_tails[(m // tile_m, n // tile_n)](c, fa, fb, b_free, at, a_idx, a_val, a_most, b_idx, b_val, b_most, m, n,
+                                             CAP_A=cap, CAP_B=cap, BLOCK_M=tile_m, BLOCK_N=tile_n, num_warps=8)
+
+    def transpose():
+        at.copy_(a.t())
+
+    return dict(transpose=transpose, gemm=gemm, tails=tails), c
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--size", type=int, default=4096, help="m = n = k (a multiple of 128; default 4096)")
+    parser.add_argument("--kinds", nargs="+", default=None,
+                        help="data kinds: normal and sgemm_cube.cli.bench_gpu.WIDE_RANGE_KINDS (default all)")
+    add_out_argument(parser)
+    args = parser.parse_args(argv)
+
+    import torch
+
+    import sgemm_cube
+    from sgemm_cube.cli.bench_gpu import WIDE_RANGE_KINDS, make_wide_range
+    from sgemm_cube.metrics import relative_error
+
+    gen = cuda_setup()
+    n = args.size
+    kinds = args.kinds or ["normal", *WIDE_RANGE_KINDS]
+    if "normal" in kinds:  # the projection's production overhead comes from normal data
+        kinds = ["normal", *(kind for kind in kinds if kind != "normal")]
+    timed = lambda fn: best_ms(fn, runs=3, rep=100)  # noqa: E731
+    rows, overhead_ms = [], None
+    for kind in kinds:
+        if kind == "normal":
+            a, b = (torch.randn(n, n, device="cuda", generator=gen) for _ in range(2))
+        else:
+            a, b = make_wide_range(kind, (n, n), (n, n), generator=gen)
+        ref = a.double() @ b.double()
+        bound = (a.double().abs() @ b.double().abs()) * (n * 2.0 ** -24)
+
+        def bound_used(c):
+            return ((c.double() - ref).abs() / bound).nan_to_num(nan=math.inf).max().item()
+
+        sgemm_ms = timed(lambda: a @ b)
+        api_ms = timed(lambda: sgemm_cube.matmul(a, b))
+        api = sgemm_cube.matmul(a, b)
+        row = dict(kind=kind, n=n, sgemm_ms=sgemm_ms, api_ms=api_ms, api_x=sgemm_ms / api_ms,
+                   rel_err=dict(sgemm=relative_error(a @ b, ref), api=relative_error(api, ref)),
+                   bound_used=dict(sgemm=bound_used(a @ b), api=bound_used(api)))
+        most = 0
+        for name, counts in (("rows", tail_counts(a, 0)), ("cols", tail_counts(b, 1))):
+            row[f"{name}_tail"] = dict(most=int(counts.max()), mean=counts.float().mean().item(),
+                                       block_most_mean=counts.reshape(-1, 128).amax(-1).float().mean().item(),
+                                       **{f"within_{cap}": (counts <= cap).float().mean().item() for cap in CAPS})
+            most = max(most, int(counts.max()))
+        print(f"  {kind}: SGEMM {sgemm_ms:.3f} ms (err {row['rel_err']['sgemm']:.1e}, bound used "
+              f"{row['bound_used']['sgemm']:.3f}); sgemm_cube.matmul {row['api_x']:.2f}x (err "
+              f"{row['rel_err']['api']:.1e}, bound used {row['bound_used']['api']:.3f}); tails: rows "
+              f"{row['rows_tail']}, cols {row['cols_tail']}", flush=True)
+        if most <= MOST:
+            launchers, c = tails_product(a, b, cap=max(1, most))
+            times = {name: timed(fn) for name, fn in launchers.items()}
+            for launch in launchers.values():  # the output of one call, after the timing's repeated updates
+                launch()
+            if kind == "normal":
+                overhead_ms = api_ms - times["gemm"]
+            total = sum(times.values())
+            row.update(times_ms=times, total_ms=total, total_x=sgemm_ms / total, rel_err_tails=relative_error(c, ref),
+                       bound_used_tails=bound_used(c))
+            if overhead_ms is not None:
+                row.update(overhead_ms=overhead_ms, projected_ms=total + overhead_ms,
+                           projected_x=sgemm_ms / (total + overhead_ms))
+            print(f"    gemm {times['gemm']:.3f} + tails {times['tails']:.3f} + transpose {times['transpose']:.3f} ms = "
+                  f"{row['total_x']:.2f}x SGEMM; projected {row.get('projected_x', float('nan')):.2f}x; err "
+                  f"{row['rel_err_tails']:.2e}, bound used {row['bound_used_tails']:.4f}", flush=True)
+        rows.append(row)
+    print(f"wrote {write_record(args.out, 'sparse_tails', rows, method=METHOD)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
