@@ -20,7 +20,10 @@ Timed per data kind (``sgemm_cube.cli.bench_gpu`` kinds, seeded on the device) n
 off) and the default ``sgemm_cube.matmul`` in the same process (best of three ``do_bench`` medians):
 
 * ``gemm``: the fp16x3 K loop of ``benchmarks/block_scaled.py`` (one scale per line) on the tail-free planes;
-* ``tails``: one kernel that unscales the GEMM's output and adds both operands' tails;
+* ``tails``: the kernel that unscales the GEMM's output and adds both operands' tails, in one launch over
+  consecutive lines (``consecutive``), or in two launches, A's row tails over A's rows ordered by the
+  length of their tail, then B's column tails over B's columns so ordered (``sorted``: a tile's lines then
+  have tails of about one length, and it writes the output's columns out of order);
 * ``transpose``: ``A``'s transposed copy;
 * ``projected``: gemm + tails + transpose + the default call's own cost beyond the same GEMM on normal
   data in the same process (its split passes, line meta and epilogue: what production adds).
@@ -57,32 +60,48 @@ METHOD = ("fp16x3 GEMM-only Triton kernel (benchmarks/block_scaled.py 'line': 12
           "and sgemm_cube.matmul default options in the same process; best of three triton.testing.do_bench "
           "medians (rep 100 ms); errors against float64")
 CAPS = (8, 16, 32, 64)
+#: How the tails kernel walks the lines: one launch over consecutive lines, or a launch per operand over its
+#: lines ordered by tail length (:func:`tails_product`).
+VARIANTS = ("consecutive", "sorted")
 #: Kinds with a line of more tail entries than this are reported without times.
 MOST = 2048
 
 
 @triton.jit
-def add_tails(c_ptr, fa_ptr, fb_ptr, b_free_ptr, at_ptr, a_idx, a_val, a_most, b_idx, b_val, b_most, M, N,
-              CAP_A: tl.constexpr, CAP_B: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    """C = fa fb C_scaled + A_tail B' + A B_tail for one BLOCK_M x BLOCK_N tile: the row tails of the tile's
-    rows (their entries' indices and FP32 values, padded with value 0) each gather a row of B' (B with its
-    tails zeroed); the column tails each gather a row of A's transpose."""
+def add_tails(c_ptr, fa_ptr, fb_ptr, b_free_ptr, at_ptr, a_idx, a_val, a_most, b_idx, b_val, b_most, rows_ptr,
+              cols_ptr, M, N, CAP_A: tl.constexpr, CAP_B: tl.constexpr, BLOCK_M: tl.constexpr,
+              BLOCK_N: tl.constexpr, UNSCALE: tl.constexpr, ROW_TAILS: tl.constexpr, COL_TAILS: tl.constexpr,
+              ROWS_SORTED: tl.constexpr, COLS_SORTED: tl.constexpr):
+    """C = fa fb C_scaled + A_tail B' + A B_tail for one BLOCK_M x BLOCK_N tile (each term where asked): the
+    row tails of the tile's rows (their entries' indices and FP32 values, padded with value 0) each gather a
+    row of B' (B with its tails zeroed); the column tails each gather a row of A's transpose.  A tile's rows
+    (columns) are consecutive, or, where sorted, the ones ``rows_ptr`` (``cols_ptr``) lists for its block
+    (the lines ordered by the length of their tail, so that a tile's lines have tails of about one length);
+    ``a_most`` (``b_most``) hold each block's longest tail, the loop's length."""
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
-    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    fa = tl.load(fa_ptr + offs_m)
-    fb = tl.load(fb_ptr + offs_n)
+    if ROWS_SORTED:
+        offs_m = tl.load(rows_ptr + pid_m * BLOCK_M + tl.arange(0, BLOCK_M))
+    else:
+        offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    if COLS_SORTED:
+        offs_n = tl.load(cols_ptr + pid_n * BLOCK_N + tl.arange(0, BLOCK_N))
+    else:
+        offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     c_offs = offs_m[:, None].to(tl.int64) * N + offs_n[None, :]
-    acc = tl.load(c_ptr + c_offs) * (fa[:, None] * fb[None, :])
-    for r in range(0, tl.load(a_most + pid_m)):  # the most tail entries of a row in this row block
-        k = tl.load(a_idx + offs_m * CAP_A + r)
-        v = tl.load(a_val + offs_m * CAP_A + r)
-        acc = tl.fma(v[:, None], tl.load(b_free_ptr + k[:, None].to(tl.int64) * N + offs_n[None, :]), acc)
-    for r in range(0, tl.load(b_most + pid_n)):
-        k = tl.load(b_idx + offs_n * CAP_B + r)
-        v = tl.load(b_val + offs_n * CAP_B + r)
-        acc = tl.fma(tl.load(at_ptr + k[None, :].to(tl.int64) * M + offs_m[:, None]), v[None, :], acc)
+    acc = tl.load(c_ptr + c_offs)
+    if UNSCALE:
+        acc = acc * (tl.load(fa_ptr + offs_m)[:, None] * tl.load(fb_ptr + offs_n)[None, :])
+    if ROW_TAILS:
+        for r in range(0, tl.load(a_most + pid_m)):
+            k = tl.load(a_idx + offs_m * CAP_A + r)
+            v = tl.load(a_val + offs_m * CAP_A + r)
+            acc = tl.fma(v[:, None], tl.load(b_free_ptr + k[:, None].to(tl.int64) * N + offs_n[None, :]), acc)
+    if COL_TAILS:
+        for r in range(0, tl.load(b_most + pid_n)):
+            k = tl.load(b_idx + offs_n * CAP_B + r)
+            v = tl.load(b_val + offs_n * CAP_B + r)
+            acc = tl.fma(tl.load(at_ptr + k[None, :].to(tl.int64) * M + offs_m[:, None]), v[None, :], acc)
     tl.store(c_ptr + c_offs, acc)
 
 
@@ -124,10 +143,12 @@ def tail_counts(x, lines_axis: int):
     return split_tails(x, lines_axis, 1)[3]
 
 
-def tails_product(a, b, cap: int):
-    """Launchers of A's transpose, the GEMM and the tails kernel on a's and b's split (each line's first
-    ``cap`` tail entries), in the order they run, and the output they write (the tails kernel updates it
-    in place: run the three again before reading it)."""
+def tails_product(a, b, cap: int, sort: bool = False):
+    """Launchers of A's transpose, the GEMM and the tails on a's and b's split (each line's first ``cap``
+    tail entries), in the order they run, and the output they write (the tails update it in place: run
+    them all again before reading it).  ``sort``: the tails in two launches, rows then columns, each over
+    its lines ordered by tail length (the output's columns then written out of order); else one launch
+    over consecutive lines."""
     import torch
     from triton.tools.tensor_descriptor import TensorDescriptor
 
@@ -136,8 +157,11 @@ def tails_product(a, b, cap: int):
     n = b.shape[1]
     a_hi, a_lo, fa, a_counts, a_idx, a_val, _ = split_tails(a, 0, cap)
     b_hi, b_lo, fb, b_counts, b_idx, b_val, b_free = split_tails(b, 1, cap)
-    a_most = a_counts.clamp(max=cap).reshape(-1, tile_m).amax(-1).to(torch.int32)
-    b_most = b_counts.clamp(max=cap).reshape(-1, tile_n).amax(-1).to(torch.int32)
+    a_counts, b_counts = a_counts.clamp(max=cap), b_counts.clamp(max=cap)
+    rows = torch.argsort(a_counts).to(torch.int32) if sort else torch.arange(m, device=a.device, dtype=torch.int32)
+    cols = torch.argsort(b_counts).to(torch.int32) if sort else torch.arange(n, device=a.device, dtype=torch.int32)
+    a_most = a_counts[rows].reshape(-1, tile_m).amax(-1).to(torch.int32)
+    b_most = b_counts[cols].reshape(-1, tile_n).amax(-1).to(torch.int32)
     descs = [TensorDescriptor(t, list(t.shape), list(t.stride()), blk) for t, blk in
              ((a_hi, [tile_m, tile_k]), (a_lo, [tile_m, tile_k]), (b_hi, [tile_k, tile_n]), (b_lo, [tile_k, tile_n]))]
     c = torch.empty(m, n, device=a.device)
@@ -148,9 +172,17 @@ def tails_product(a, b, cap: int):
             *descs, fa, fb, c, m, n, k, BLOCK_STEPS=0, BLOCK_M=tile_m, BLOCK_N=tile_n, BLOCK_K=tile_k, GROUP_M=8,
             num_warps=8, num_stages=3)
 
+    def tails_kernel(**passes):
+        add_tails[(m // tile_m, n // tile_n)](c, fa, fb, b_free, at, a_idx, a_val, a_most, b_idx, b_val, b_most, rows,
+                                             cols, m, n, CAP_A=cap, CAP_B=cap, BLOCK_M=tile_m, BLOCK_N=tile_n,
+                                             num_warps=8, **passes)
+
     def tails():
-        add_tails[(m // tile_m, n // tile_n)](c, fa, fb, b_free, at, a_idx, a_val, a_most, b_idx, b_val, b_most, m, n,
-                                             CAP_A=cap, CAP_B=cap, BLOCK_M=tile_m, BLOCK_N=tile_n, num_warps=8)
+        if sort:
+            tails_kernel(UNSCALE=True, ROW_TAILS=True, COL_TAILS=False, ROWS_SORTED=True, COLS_SORTED=False)
+            tails_kernel(UNSCALE=False, ROW_TAILS=False, COL_TAILS=True, ROWS_SORTED=False, COLS_SORTED=True)
+        else:
+            tails_kernel(UNSCALE=True, ROW_TAILS=True, COL_TAILS=True, ROWS_SORTED=False, COLS_SORTED=False)
 
     def transpose():
         at.copy_(a.t())
@@ -206,22 +238,25 @@ def main(argv=None) -> int:
               f"{row['bound_used']['sgemm']:.3f}); sgemm_cube.matmul {row['api_x']:.2f}x (err "
               f"{row['rel_err']['api']:.1e}, bound used {row['bound_used']['api']:.3f}); tails: rows "
               f"{row['rows_tail']}, cols {row['cols_tail']}", flush=True)
-        if most <= MOST:
-            launchers, c = tails_product(a, b, cap=max(1, most))
+        row["variants"] = {}
+        for variant in (VARIANTS if most <= MOST else ()):
+            launchers, c = tails_product(a, b, cap=max(1, most), sort=variant == "sorted")
             times = {name: timed(fn) for name, fn in launchers.items()}
             for launch in launchers.values():  # the output of one call, after the timing's repeated updates
                 launch()
-            if kind == "normal":
+            if kind == "normal" and overhead_ms is None:
                 overhead_ms = api_ms - times["gemm"]
             total = sum(times.values())
-            row.update(times_ms=times, total_ms=total, total_x=sgemm_ms / total, rel_err_tails=relative_error(c, ref),
-                       bound_used_tails=bound_used(c))
+            var = dict(times_ms=times, total_ms=total, total_x=sgemm_ms / total, rel_err=relative_error(c, ref),
+                       bound_used=bound_used(c))
             if overhead_ms is not None:
-                row.update(overhead_ms=overhead_ms, projected_ms=total + overhead_ms,
+                var.update(overhead_ms=overhead_ms, projected_ms=total + overhead_ms,
                            projected_x=sgemm_ms / (total + overhead_ms))
-            print(f"    gemm {times['gemm']:.3f} + tails {times['tails']:.3f} + transpose {times['transpose']:.3f} ms = "
-                  f"{row['total_x']:.2f}x SGEMM; projected {row.get('projected_x', float('nan')):.2f}x; err "
-                  f"{row['rel_err_tails']:.2e}, bound used {row['bound_used_tails']:.4f}", flush=True)
+            row["variants"][variant] = var
+            print(f"    {variant}: gemm {times['gemm']:.3f} + tails {times['tails']:.3f} + transpose "
+                  f"{times['transpose']:.3f} ms = {var['total_x']:.2f}x SGEMM; projected "
+                  f"{var.get('projected_x', float('nan')):.2f}x; err {var['rel_err']:.2e}, bound used "
+                  f"{var['bound_used']:.4f}", flush=True)
         rows.append(row)
     print(f"wrote {write_record(args.out, 'sparse_tails', rows, method=METHOD)}")
     return 0

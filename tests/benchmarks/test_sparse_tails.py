@@ -1,5 +1,6 @@
 """``benchmarks/sparse_tails.py``'s partition ``A B = A' B' + A_tail B' + A B_tail`` under Triton's interpreter:
-the tails kernel's output is within the componentwise bound, and the same GEMM without its tails is not."""
+the tails kernel's output is within the componentwise bound, with its lines consecutive or sorted by tail length
+(the same bits), and the same GEMM without its tails is not."""
 import math
 
 import pytest
@@ -36,10 +37,15 @@ def test_tails_restore_the_bound(seed):
     b[1, 7] = 1.0
     counts = tail_counts(a, 0), tail_counts(b, 1)
     assert int(counts[0][3]) == n - 1 and int(counts[1].min()) >= 1 and int(counts[1][7]) == 1
-    launchers, c = tails_product(a, b, cap=max(int(counts[0].max()), int(counts[1].max())))
+    cap = max(int(counts[0].max()), int(counts[1].max()))
+    launchers, sorted_c = tails_product(a, b, cap=cap, sort=True)
+    for launch in launchers.values():
+        launch()
+    launchers, c = tails_product(a, b, cap=cap)
     for launch in launchers.values():
         launch()
     assert _bound_used(c, a, b) <= 1.0  # SGEMM's bound K 2**-24 |A||B|
+    assert torch.equal(sorted_c, c)  # the lines' order changes no output's sum
     # The same GEMM, unscaled, without the tails: output (3, 7) loses 255 2**-20 of |A||B| (bound: 2**-16).
     launchers["gemm"]()
     fa, fb = split_tails(a, 0, 1)[2], split_tails(b, 1, 1)[2]
