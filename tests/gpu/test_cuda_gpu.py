@@ -408,26 +408,33 @@ def _twice_under_a_memory_cap(call, out, expected, headroom: int, warning: str):
     """Under a per-process memory cap (this worker only) of ``headroom`` bytes beyond what the worker holds:
     the cap binds (the allocator's own out-of-memory error), ``call()`` warns (``warning``) and writes
     ``expected``'s bits to ``out``, and a second call, from the plan the first cached, writes them without a
-    warning."""
+    warning.
+
+    The cap limits only new segments, so the calls allocate from a memory pool of their own, empty at the
+    start (``torch.cuda.MemPool``): free space that earlier tests left inside this worker's segments (12-32 MiB
+    measured under xdist on an H200) would otherwise hold part of the workspace beyond the cap."""
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
     total = torch.cuda.get_device_properties(0).total_memory
+    pool = torch.cuda.MemPool()
     try:
         torch.cuda.set_per_process_memory_fraction((torch.cuda.memory_reserved() + headroom) / total)
-        with pytest.raises(torch.OutOfMemoryError):
-            torch.empty(headroom + 2 ** 22, dtype=torch.uint8, device="cuda")
-        with pytest.warns(UserWarning, match=warning):
-            call()
-        torch.cuda.synchronize()
-        assert torch.equal(out.view(torch.int32), expected.view(torch.int32))
-        out.fill_(float("nan"))
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")  # the plan the first call cached: no second warning
-            call()
-        torch.cuda.synchronize()
-        assert torch.equal(out.view(torch.int32), expected.view(torch.int32))
+        with torch.cuda.use_mem_pool(pool):
+            with pytest.raises(torch.OutOfMemoryError):
+                torch.empty(headroom + 2 ** 22, dtype=torch.uint8, device="cuda")
+            with pytest.warns(UserWarning, match=warning):
+                call()
+            torch.cuda.synchronize()
+            assert torch.equal(out.view(torch.int32), expected.view(torch.int32))
+            out.fill_(float("nan"))
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")  # the plan the first call cached: no second warning
+                call()
+            torch.cuda.synchronize()
+            assert torch.equal(out.view(torch.int32), expected.view(torch.int32))
     finally:
         torch.cuda.set_per_process_memory_fraction(1.0)
+        del pool
         torch.cuda.empty_cache()
 
 
