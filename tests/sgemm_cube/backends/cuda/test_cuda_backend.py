@@ -913,9 +913,14 @@ def test_auto_scheme_is_fp16x3_and_wide_rows_are_computed_in_fp32(rng):
         _check_against_model(a, partner, c)
 
 
-def _lognormal_rows(rng, shape, sigma=6.0):
-    """Rows of exp(sigma * N(0, 1)): each spans far more binades than fp16x3's split, not BF16's 99."""
-    return np.exp(sigma * rng.standard_normal(shape)).astype(np.float32)
+def _lognormal_rows(rng, shape, sigma=6.0, axis=-1):
+    """exp(sigma * N(0, 1)) entries whose lines along ``axis`` (rows by default) each span 40 binades or more
+    (the first entry set to 2**-40 times the largest of the others), whatever the seed: more than fp16x3's
+    split holds (29) and than a tight partner line spans (22), fewer than BF16's 99."""
+    x = np.exp(sigma * rng.standard_normal(shape)).astype(np.float32)
+    lines = np.moveaxis(x, axis, -1)  # a view: writes go to x
+    lines[..., 0] = lines[..., 1:].max(axis=-1) * np.float32(2.0 ** -40)
+    return x
 
 
 @pytest.mark.parametrize("kind", ["normal", "wide_a", "wide_a_tight_b", "wide_both", "specials", "broadcast"])
@@ -935,7 +940,7 @@ def test_auto_scheme_runs_the_scheme_the_rule_chooses(rng, monkeypatch, kind):
     if kind in ("wide_a", "broadcast"):
         b[..., 0, :] = 0  # every column holds a zero: not tight beside A's wide rows
     if kind == "wide_both":
-        b = _lognormal_rows(rng, b.shape)
+        b = _lognormal_rows(rng, b.shape, axis=-2)  # B's lines are its columns
     if kind == "specials":  # NaN/Inf lines are listed by both schemes: no reason to leave fp16x3
         a[:, ::2, 3] = np.inf
     ta, tb = _t(a), _t(b)
