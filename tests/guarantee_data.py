@@ -690,6 +690,18 @@ def _fp32_as_int(x: float):
     return int(f * (1 << 24)), e - 24
 
 
+def same_bits_any_nan(x, y) -> bool:
+    """Equal bit for bit, except that every NaN equals every NaN, at the same places.  IEEE 754 leaves the sign
+    and payload of an arithmetic NaN open: x86 gives inf - inf a negative NaN, ARM a positive one, and where an
+    output meets two NaNs (inf - inf beside a NaN operand) the order of the adds decides which one it keeps,
+    which two models of one computation need not share (nor a compiler that swaps a commutative add)."""
+    x, y = np.asarray(x, np.float32), np.asarray(y, np.float32)
+    if x.shape != y.shape:
+        return False
+    nx, ny = np.isnan(x), np.isnan(y)
+    return bool(np.array_equal(nx, ny) and np.array_equal(x[~nx].view(np.int32), y[~ny].view(np.int32)))
+
+
 def same_bits_any_zero(x, y) -> bool:
     """Equal bit for bit, except that +0 equals -0 (the sign of an exact zero is not claimed)."""
     x, y = np.asarray(x, np.float32), np.asarray(y, np.float32)

@@ -40,7 +40,7 @@ from sgemm_cube.cpu_fallback import split_limits
 from sgemm_cube.cpu_fallback.arithmetic import DEFAULT, WORST, Arithmetic, alternatives
 from sgemm_cube.cpu_fallback.guard import line_meta, pack_meta
 from tests.guarantee_data import GENERATORS, OVERFLOW, U, UNDERFLOW_UNIT, check_guarantee, references, \
-    rng_for, sequential_fp32
+    rng_for, same_bits_any_nan, sequential_fp32
 
 from .executed import PROFILE, ExecutedExtension, build_chips, run
 from .test_ascend_kernel_sources import CHIPS
@@ -278,8 +278,9 @@ def test_kernels_alone_are_the_model_under_each_alternative(kernels, tmp_path, s
 
 @pytest.mark.parametrize("soc", SOCS)
 def test_guarded_path_is_the_model(device, request, soc):
-    """npu.run on the executed kernels equals :func:`guarded_model` bit for bit, under the alternatives that
-    matter to the attacks and for both designs (so the CPU model's sweep measures the stand-in's)."""
+    """npu.run on the executed kernels equals :func:`guarded_model` bit for bit (a NaN's sign and payload
+    aside: ``same_bits_any_nan``), under the alternatives that matter to the attacks and for both designs (so
+    the CPU model's sweep measures the stand-in's)."""
     for ar in (Arithmetic(subnormals="flush"), Arithmetic(cast="trunc"), WORST):
         for design in ("unprobed", "recorded"):
             for name, (m, k, n, tiling) in (("flush_hi", SHAPES[0]), ("half_scaled_1e-6", SHAPES[1]),
@@ -289,13 +290,14 @@ def test_guarded_path_is_the_model(device, request, soc):
                 a, b = DATA[name](rng, m, k, n)
                 got = npu_run(a, b)
                 want = guarded_model(a, b, soc=soc, arithmetic=ar, design=design_for(design, ar), tiling=tiling)
-                assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), f"{ar} {design} {name}: {replay}"
+                assert same_bits_any_nan(got, want), f"{ar} {design} {name}: {replay}"
 
 
 @pytest.mark.parametrize("soc", SOCS)
 def test_band_passes_are_the_model(device, request, soc):
     """Listed lines on the cube (``npu_bands``: the read-back, the stacked bands through ``band_pass``, the FP32
-    sums): npu.run on the executed kernels equals :func:`guarded_model` (bands) bit for bit, with banded rows,
+    sums): npu.run on the executed kernels equals :func:`guarded_model` (bands) bit for bit (a NaN's sign and
+    payload aside), with banded rows,
     banded columns, both, lines with NaN/Inf beside them, a batch of two, alpha, and the scale options; and
     at most three band passes per batch."""
     import torch
@@ -325,7 +327,7 @@ def test_band_passes_are_the_model(device, request, soc):
                 want = guarded_model(a[i], b[i], soc=soc, arithmetic=WORST, design=WORST, tiling=GROUPS,
                                      alpha=-1.5, scale=plan.scale, fixup=plan.fixup)
                 got = out[i].numpy()
-                assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), f"{opts} {names[i]}: {replay}"
+                assert same_bits_any_nan(got, want), f"{opts} {names[i]}: {replay}"
     # fixup=False lists nothing for bands: no read-back, no pass; the others at most three passes a batch
     assert len(calls) == 2 and all(0 < c <= 6 for c in calls), calls
 

@@ -52,7 +52,7 @@ import sgemm_cube  # noqa: E402
 from tests.guarantee_data import (FINITE, GENERATORS, OPTIONS, OVERFLOW, SPECIAL, U, check_guarantee,  # noqa: E402
                              frobenius_errors, ieee_special_values, issue_64x64, nextafter_2_64, sequential_fp32,
                              native_overflow_ok, option_id, overflow_case, padded_issue_case, references, rng_for,
-                             special_case)
+                             same_bits_any_nan, special_case)
 
 
 def _cuda_skip_reason():
@@ -168,6 +168,15 @@ def test_sequential_fp32_is_recursive_summation():
     assert sequential_fp32(a[:, ::-1].copy(), np.ones((3, 1), np.float32))[0, 0] == np.float32(1 + 2.0 ** -23)
     x = np.float32(1 + 2.0 ** -12)  # x * x = 1 + 2**-11 + 2**-24: the product is rounded before the sum
     assert sequential_fp32(np.array([[x, 1.0]], np.float32), np.array([[x], [-1.0]], np.float32))[0, 0] == 2.0 ** -11
+
+
+def test_same_bits_any_nan_ignores_only_a_nans_sign_and_payload():
+    pos, neg, payload = (np.array([v], np.uint32).view(np.float32) for v in (0x7FC00000, 0xFFC00000, 0x7FC00123))
+    plus_zero, minus_zero = np.float32([1.0, 0.0]), np.float32([1.0, -0.0])
+    assert same_bits_any_nan(pos, neg) and same_bits_any_nan(pos, payload)
+    assert not same_bits_any_nan(pos, np.float32([np.inf])) and not same_bits_any_nan(plus_zero, minus_zero)
+    assert not same_bits_any_nan(plus_zero, np.nextafter(plus_zero, np.float32(2)))  # one ulp
+    assert not same_bits_any_nan(plus_zero, plus_zero[:1])  # shapes
 
 
 def test_checker_rejects_results_outside_the_guarantee(data):
