@@ -31,7 +31,6 @@ SGEMM (TF32 off) and ``sgemm_cube.matmul`` with default options in the same proc
 from __future__ import annotations
 
 import argparse
-import math
 import pathlib
 import sys
 
@@ -39,6 +38,7 @@ import triton
 import triton.language as tl
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+from benchmarks._baseline import baseline, describe, operands  # noqa: E402
 from benchmarks._record import add_out_argument, best_ms, cuda_setup, write_record  # noqa: E402
 
 METHOD = ("GEMM-only Triton kernels (128 x 128 x 64 tiles, 8 warps, 3 stages, TMA; 128 x 128 x 32 with 4 stages for "
@@ -160,9 +160,7 @@ def main(argv=None) -> int:
 
     import torch
 
-    import sgemm_cube
-    from sgemm_cube.cli.bench_gpu import WIDE_RANGE_KINDS, make_wide_range
-    from sgemm_cube.metrics import relative_error
+    from sgemm_cube.cli.bench_gpu import WIDE_RANGE_KINDS
 
     gen = cuda_setup()
     n = args.size
@@ -174,38 +172,18 @@ def main(argv=None) -> int:
     print(f"{n}^3: three cuBLAS FP16->FP32 products {ceiling_ms:.3f} ms", flush=True)
     rows = []
     for kind in kinds:
-        if kind == "normal":
-            a, b = (torch.randn(n, n, device="cuda", generator=gen) for _ in range(2))
-        elif kind == "uniform":
-            a, b = (torch.rand(n, n, device="cuda", generator=gen) for _ in range(2))
-        else:
-            a, b = make_wide_range(kind, (n, n), (n, n), generator=gen)
-        ref = a.double() @ b.double()
-        bound = (a.double().abs() @ b.double().abs()) * (n * 2.0 ** -24)
-
-        def bound_used(c, rows_in=None, cols_in=None):
-            used = (c.double() - ref).abs() / bound
-            if rows_in is not None:
-                used = used[rows_in][:, cols_in]
-            return used.nan_to_num(nan=math.inf).max().item() if used.numel() else 0.0
-
-        sgemm_ms = timed(lambda: a @ b)
-        api_ms = timed(lambda: sgemm_cube.matmul(a, b))
-        api = sgemm_cube.matmul(a, b)
-        row = dict(kind=kind, n=n, ceiling_ms=ceiling_ms, sgemm_ms=sgemm_ms, api_ms=api_ms, api_x=sgemm_ms / api_ms,
-                   rel_err=dict(sgemm=relative_error(a @ b, ref), api=relative_error(api, ref)),
-                   bound_used=dict(sgemm=bound_used(a @ b), api=bound_used(api)), variants={})
-        print(f"  {kind}: SGEMM {sgemm_ms:.3f} ms (err {row['rel_err']['sgemm']:.1e}, bound used "
-              f"{row['bound_used']['sgemm']:.3f}); sgemm_cube.matmul {row['api_x']:.2f}x (err "
-              f"{row['rel_err']['api']:.1e}, bound used {row['bound_used']['api']:.3f})", flush=True)
+        a, b = operands(kind, n, gen)
+        row, rel_err, bound_used = baseline(kind, a, b, timed)
+        row.update(ceiling_ms=ceiling_ms, variants={})
+        print(describe(row), flush=True)
         for name, block_k in (("line", None), ("block 32", 32), ("block 64", 64), ("block 128", 128)):
             launch, c, a_fits, b_fits = gemm(a, b, block_k)
             a_fit, b_fit = a_fits.float().mean().item(), b_fits.float().mean().item()
             ms = timed(launch)
             finite = bool(torch.isfinite(c).all())
-            var = dict(ms=ms, x_sgemm=sgemm_ms / ms, of_ceiling=ceiling_ms / ms, rows_fit=a_fit, cols_fit=b_fit,
+            var = dict(ms=ms, x_sgemm=row['sgemm_ms'] / ms, of_ceiling=ceiling_ms / ms, rows_fit=a_fit, cols_fit=b_fit,
                        outputs_not_fit=1.0 - a_fit * b_fit,
-                       all_finite=finite, rel_err=relative_error(c, ref) if finite else None,
+                       all_finite=finite, rel_err=rel_err(c) if finite else None,
                        bound_used_where_fit=bound_used(c, a_fits, b_fits))
             row["variants"][name] = var
             err = f"{var['rel_err']:.2e}" if finite else "not finite"

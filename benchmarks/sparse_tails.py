@@ -42,7 +42,6 @@ times.
 from __future__ import annotations
 
 import argparse
-import math
 import pathlib
 import sys
 
@@ -50,6 +49,7 @@ import triton
 import triton.language as tl
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+from benchmarks._baseline import baseline, describe, operands  # noqa: E402
 from benchmarks._record import add_out_argument, best_ms, cuda_setup, write_record  # noqa: E402
 from benchmarks.block_scaled import LOWER, SB, TOP, block_scaled_gemm  # noqa: E402
 
@@ -199,11 +199,7 @@ def main(argv=None) -> int:
     add_out_argument(parser)
     args = parser.parse_args(argv)
 
-    import torch
-
-    import sgemm_cube
-    from sgemm_cube.cli.bench_gpu import WIDE_RANGE_KINDS, make_wide_range
-    from sgemm_cube.metrics import relative_error
+    from sgemm_cube.cli.bench_gpu import WIDE_RANGE_KINDS
 
     gen = cuda_setup()
     n = args.size
@@ -213,32 +209,15 @@ def main(argv=None) -> int:
     timed = lambda fn: best_ms(fn, runs=3, rep=100)  # noqa: E731
     rows, overhead_ms = [], None
     for kind in kinds:
-        if kind == "normal":
-            a, b = (torch.randn(n, n, device="cuda", generator=gen) for _ in range(2))
-        else:
-            a, b = make_wide_range(kind, (n, n), (n, n), generator=gen)
-        ref = a.double() @ b.double()
-        bound = (a.double().abs() @ b.double().abs()) * (n * 2.0 ** -24)
-
-        def bound_used(c):
-            return ((c.double() - ref).abs() / bound).nan_to_num(nan=math.inf).max().item()
-
-        sgemm_ms = timed(lambda: a @ b)
-        api_ms = timed(lambda: sgemm_cube.matmul(a, b))
-        api = sgemm_cube.matmul(a, b)
-        row = dict(kind=kind, n=n, sgemm_ms=sgemm_ms, api_ms=api_ms, api_x=sgemm_ms / api_ms,
-                   rel_err=dict(sgemm=relative_error(a @ b, ref), api=relative_error(api, ref)),
-                   bound_used=dict(sgemm=bound_used(a @ b), api=bound_used(api)))
+        a, b = operands(kind, n, gen)
+        row, rel_err, bound_used = baseline(kind, a, b, timed)
         most = 0
         for name, counts in (("rows", tail_counts(a, 0)), ("cols", tail_counts(b, 1))):
             row[f"{name}_tail"] = dict(most=int(counts.max()), mean=counts.float().mean().item(),
                                        block_most_mean=counts.reshape(-1, 128).amax(-1).float().mean().item(),
                                        **{f"within_{cap}": (counts <= cap).float().mean().item() for cap in CAPS})
             most = max(most, int(counts.max()))
-        print(f"  {kind}: SGEMM {sgemm_ms:.3f} ms (err {row['rel_err']['sgemm']:.1e}, bound used "
-              f"{row['bound_used']['sgemm']:.3f}); sgemm_cube.matmul {row['api_x']:.2f}x (err "
-              f"{row['rel_err']['api']:.1e}, bound used {row['bound_used']['api']:.3f}); tails: rows "
-              f"{row['rows_tail']}, cols {row['cols_tail']}", flush=True)
+        print(f"{describe(row)}; tails: rows {row['rows_tail']}, cols {row['cols_tail']}", flush=True)
         row["variants"] = {}
         for variant in (VARIANTS if most <= MOST else ()):
             launchers, c = tails_product(a, b, cap=max(1, most), sort=variant == "sorted")
@@ -246,13 +225,13 @@ def main(argv=None) -> int:
             for launch in launchers.values():  # the output of one call, after the timing's repeated updates
                 launch()
             if kind == "normal" and overhead_ms is None:
-                overhead_ms = api_ms - times["gemm"]
+                overhead_ms = row["api_ms"] - times["gemm"]
             total = sum(times.values())
-            var = dict(times_ms=times, total_ms=total, total_x=sgemm_ms / total, rel_err=relative_error(c, ref),
+            var = dict(times_ms=times, total_ms=total, total_x=row["sgemm_ms"] / total, rel_err=rel_err(c),
                        bound_used=bound_used(c))
             if overhead_ms is not None:
                 var.update(overhead_ms=overhead_ms, projected_ms=total + overhead_ms,
-                           projected_x=sgemm_ms / (total + overhead_ms))
+                           projected_x=row["sgemm_ms"] / (total + overhead_ms))
             row["variants"][variant] = var
             print(f"    {variant}: gemm {times['gemm']:.3f} + tails {times['tails']:.3f} + transpose "
                   f"{times['transpose']:.3f} ms = {var['total_x']:.2f}x SGEMM; projected "
