@@ -1,9 +1,27 @@
-"""What the GEMM-only feasibility scripts (``block_scaled.py``, ``sparse_tails.py``) measure beside their
-kernels, on the same data: cuBLAS SGEMM and the default ``sgemm_cube.matmul``, timed, and their errors
-against float64."""
+"""What the feasibility scripts (``block_scaled.py``, ``sparse_tails.py``, ``certified_lines.py``) share: their
+command line, and what they measure beside their kernels on the same data: cuBLAS SGEMM and the default
+``sgemm_cube.matmul``, timed, and their errors against float64."""
 from __future__ import annotations
 
+import argparse
 import math
+
+from benchmarks._record import add_out_argument
+
+
+def parse_arguments(doc: str, argv=None, extra_kinds=()):
+    """``(args, kinds)`` of a feasibility script's command line: ``--size`` (m = n = k, default 4096),
+    ``--kinds`` (default: normal, ``extra_kinds``, then every ``WIDE_RANGE_KINDS`` kind) and ``--out``;
+    ``doc``'s first paragraph describes the script."""
+    from sgemm_cube.cli.bench_gpu import WIDE_RANGE_KINDS
+
+    default = ["normal", *extra_kinds, *WIDE_RANGE_KINDS]
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("--size", type=int, default=4096, help="m = n = k (a multiple of 128; default 4096)")
+    parser.add_argument("--kinds", nargs="+", default=None, help=f"data kinds (default: {', '.join(default)})")
+    add_out_argument(parser)
+    args = parser.parse_args(argv)
+    return args, list(args.kinds or default)
 
 
 def operands(kind: str, n: int, generator):
@@ -24,18 +42,21 @@ def baseline(kind: str, a, b, timed):
     """SGEMM and ``sgemm_cube.matmul`` (default options) on ``a @ b``: the record's row (kind, size, times,
     multiple of SGEMM, relative Frobenius errors, largest fractions of the bound used); ``rel_err(c)``, the
     relative Frobenius error of an output ``c`` against float64; and ``bound_used(c, rows_in=None,
-    cols_in=None)``, the largest ``|c - C64| / (K 2**-24 |A||B|)`` of an output ``c`` (NaN counted as
-    infinite), over the outputs of rows ``rows_in`` and columns ``cols_in`` where given."""
+    cols_in=None, where=None)``, the largest ``|c - C64| / (K 2**-24 |A||B|)`` of an output ``c`` (NaN counted
+    as infinite), over the outputs of rows ``rows_in`` and columns ``cols_in``, or where the boolean mask
+    ``where`` is set, where given (0 over no outputs)."""
     import sgemm_cube
     from sgemm_cube.metrics import relative_error
 
     ref = a.double() @ b.double()
     bound = (a.double().abs() @ b.double().abs()) * (a.shape[1] * 2.0 ** -24)
 
-    def bound_used(c, rows_in=None, cols_in=None):
+    def bound_used(c, rows_in=None, cols_in=None, where=None):
         used = (c.double() - ref).abs() / bound
         if rows_in is not None:
             used = used[rows_in][:, cols_in]
+        if where is not None:
+            used = used[where]
         return used.nan_to_num(nan=math.inf).max().item() if used.numel() else 0.0
 
     sgemm_ms = timed(lambda: a @ b)

@@ -30,7 +30,6 @@ SGEMM (TF32 off) and ``sgemm_cube.matmul`` with default options in the same proc
 """
 from __future__ import annotations
 
-import argparse
 import pathlib
 import sys
 
@@ -38,8 +37,8 @@ import triton
 import triton.language as tl
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-from benchmarks._baseline import baseline, describe, operands  # noqa: E402
-from benchmarks._record import add_out_argument, best_ms, cuda_setup, write_record  # noqa: E402
+from benchmarks._baseline import baseline, describe, operands, parse_arguments  # noqa: E402
+from benchmarks._record import best_ms, cuda_setup, write_record  # noqa: E402
 
 METHOD = ("GEMM-only Triton kernels (128 x 128 x 64 tiles, 8 warps, 3 stages, TMA; 128 x 128 x 32 with 4 stages for "
           "'block 32') on slices split by torch on the host, one power-of-two scale per line ('line') or per "
@@ -151,20 +150,12 @@ def gemm(a, b, block_k: int | None):
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--size", type=int, default=4096, help="m = n = k (a multiple of 128; default 4096)")
-    parser.add_argument("--kinds", nargs="+", default=None,
-                        help="data kinds: normal, uniform, and sgemm_cube.cli.bench_gpu.WIDE_RANGE_KINDS (default all)")
-    add_out_argument(parser)
-    args = parser.parse_args(argv)
+    args, kinds = parse_arguments(__doc__, argv, extra_kinds=("uniform",))
 
     import torch
 
-    from sgemm_cube.cli.bench_gpu import WIDE_RANGE_KINDS
-
     gen = cuda_setup()
     n = args.size
-    kinds = args.kinds or ["normal", "uniform", *WIDE_RANGE_KINDS]
     timed = lambda fn: best_ms(fn, runs=3, rep=100)  # noqa: E731
     a16 = torch.randn(n, n, device="cuda", generator=gen).half()
     b16 = torch.randn(n, n, device="cuda", generator=gen).half()

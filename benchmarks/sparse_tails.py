@@ -41,7 +41,6 @@ times.
 """
 from __future__ import annotations
 
-import argparse
 import pathlib
 import sys
 
@@ -49,8 +48,8 @@ import triton
 import triton.language as tl
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-from benchmarks._baseline import baseline, describe, operands  # noqa: E402
-from benchmarks._record import add_out_argument, best_ms, cuda_setup, write_record  # noqa: E402
+from benchmarks._baseline import baseline, describe, operands, parse_arguments  # noqa: E402
+from benchmarks._record import best_ms, cuda_setup, write_record  # noqa: E402
 from benchmarks.block_scaled import LOWER, SB, TOP, block_scaled_gemm  # noqa: E402
 
 METHOD = ("fp16x3 GEMM-only Triton kernel (benchmarks/block_scaled.py 'line': 128 x 128 x 64 tiles, 8 warps, "
@@ -192,18 +191,9 @@ def tails_product(a, b, cap: int, sort: bool = False):
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--size", type=int, default=4096, help="m = n = k (a multiple of 128; default 4096)")
-    parser.add_argument("--kinds", nargs="+", default=None,
-                        help="data kinds: normal and sgemm_cube.cli.bench_gpu.WIDE_RANGE_KINDS (default all)")
-    add_out_argument(parser)
-    args = parser.parse_args(argv)
-
-    from sgemm_cube.cli.bench_gpu import WIDE_RANGE_KINDS
-
+    args, kinds = parse_arguments(__doc__, argv)
     gen = cuda_setup()
     n = args.size
-    kinds = args.kinds or ["normal", *WIDE_RANGE_KINDS]
     if "normal" in kinds:  # the projection's production overhead comes from normal data
         kinds = ["normal", *(kind for kind in kinds if kind != "normal")]
     timed = lambda fn: best_ms(fn, runs=3, rep=100)  # noqa: E731
