@@ -9,10 +9,10 @@ import math
 from benchmarks._record import add_out_argument
 
 
-def parse_arguments(doc: str, argv=None, extra_kinds=()):
+def parse_arguments(doc: str, argv=None, extra_kinds=(), more=None):
     """``(args, kinds)`` of a feasibility script's command line: ``--size`` (m = n = k, default 4096),
-    ``--kinds`` (default: normal, ``extra_kinds``, then every ``WIDE_RANGE_KINDS`` kind) and ``--out``;
-    ``doc``'s first paragraph describes the script."""
+    ``--kinds`` (default: normal, ``extra_kinds``, then every ``WIDE_RANGE_KINDS`` kind), ``--out``, and what
+    ``more(parser)`` adds; ``doc``'s first paragraph describes the script."""
     from sgemm_cube.cli.bench_gpu import WIDE_RANGE_KINDS
 
     default = ["normal", *extra_kinds, *WIDE_RANGE_KINDS]
@@ -20,6 +20,8 @@ def parse_arguments(doc: str, argv=None, extra_kinds=()):
     parser.add_argument("--size", type=int, default=4096, help="m = n = k (a multiple of 128; default 4096)")
     parser.add_argument("--kinds", nargs="+", default=None, help=f"data kinds (default: {', '.join(default)})")
     add_out_argument(parser)
+    if more is not None:
+        more(parser)
     args = parser.parse_args(argv)
     return args, list(args.kinds or default)
 

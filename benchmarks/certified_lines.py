@@ -1,61 +1,38 @@
-"""Feasibility, not a feature: every wide line on fp16x3, each output involving one certified after the GEMM.
+"""The certified product (``scale="rows"``): every wide line on fp16x3, each of its outputs certified after the GEMM.
 
-Today a line (a row of A, a column of B) whose entries reach below the FP16 split's range once it is
-scaled (``2**-15`` at ``sb = 12``, its largest in ``[2**14, 2**15)``: about 29 binades) is emulated only where
-its partners allow it a priori (``cpu_fallback.guard.fp16_rule``), else listed for the FP64 fix-up, or the
-product runs on BF16 slices (bf16x6, six products): log-normal data on both operands runs at 1.64-1.74x
-SGEMM on an H200, against 3.3-3.7x for fp16x3.  Here every line is scaled to the top and emulated, and
-the output itself is the witness of ``|A| @ |B|`` that an a priori rule has to guess.
+A line (a row of A, a column of B) whose entries reach below the FP16 split's range once it is scaled
+(``2**-15`` at ``sb = 12``, its largest in ``[2**14, 2**15)``: about 29 binades) is emulated by default only
+where its partners allow it a priori (``cpu_fallback.guard.fp16_rule``), else listed for the FP64 fix-up, or
+the product runs on BF16 slices (bf16x6, six products): log-normal data on both operands runs at 1.6-1.7x
+SGEMM on an H200, against 3.3-3.7x for fp16x3.  Under ``scale="rows"`` every line is scaled to the top and
+emulated, and an output of a wide line is kept where its scaled magnitude reaches
+``guard.certificate_threshold(K)`` (the emulated output is the witness of ``|A| @ |B|``; the bound and why
+it holds: ``cpu_fallback/guard.py``, "Certified outputs"); the others are computed again from the
+unscaled operands (the GEMM's epilogue lists their tiles for the overflow recheck, which computes its NaN
+markers again).
 
-**The bound** (the scaled operands ``a'``, ``b'``, every line's largest in ``[2**14, 2**15)``; ``u = 2**-24``;
-``S = sum_k |a'_k b'_k|``).  An entry below ``2**-15`` has ``hi`` subnormal or zero, ``|x - hi| <= 2**-25``,
-and ``lo = fp16((x - hi) 2**12)`` leaves ``|x - hi - lo 2**-12| <= 2**-37``.  A product with such an entry
-on one side then differs from its three-product emulation by at most ``(2**-36 + 2**-37)`` times the other
-side's entry, below ``2**-35 * 2**15 = 2**-20`` (the other side's rounding is the usual relative one), and
-its slices' products, which go to the truncating correction accumulator in full, exceed the exact
-product by as much: over K terms the extra error is within
-
-    E_K = K 2**-19 + K**2 2**-31
-
-(the first term the split, doubled; the second the correction accumulator's truncation, ``K u`` of at most
-``K 2**-10`` of such products there, doubled), beside the emulation's own ``(K + 14) u S`` (README). The
-guarantee allows ``3 K u S``, so it holds where ``E_K <= (2K - 14) u S``; and ``S >= (|c'| - E_K) / (1 + (K + 14) u)``
-for the emulated output ``c'``, because ``|exact| <= S``. An output whose row or column reaches below the
-range is therefore *certified* where
-
-    |c'| >= T_K = E_K (1 + (1 + (K + 14) u) / ((2K - 14) u)),
-
-taken here four times larger and rounded up to a power of two (:func:`certificate_threshold`: 128 at
-K = 16, 256 at K = 4096 and 8192). A product of two lines that fit needs no certificate.  On positive data
-(log-normal, kernel matrices, probabilities) ``c' = S``, in the thousands to billions; an output fails only
-where its terms cancel to below T_K, a few in ``2**14`` of a line's largest squared. Such outputs would be
-computed again in FP64 (the GEMM's epilogue lists their tiles, as it lists overflowing ones today for
-``fixup_kernel.overflow_recheck_kernel``). That derivation is a sketch, not a proof: the tests
-(``tests/benchmarks/test_certified_lines.py``) check it on the CPU model, where outputs the certificate
-passes stay within the guarantee on adversarial data and the outputs it fails include planted ones that
-break it.
-
-**What the script measures** per data kind (``sgemm_cube.cli.bench_gpu`` kinds, n x n x n, seeded on the
+What the script measures per data kind (``sgemm_cube.cli.bench_gpu`` kinds, n x n x n, seeded on the
 device), beside cuBLAS SGEMM (TF32 off) and the default ``sgemm_cube.matmul`` in the same process, best
 of three ``do_bench`` medians:
 
-* ``proxy``: ``sgemm_cube.matmul(a, b, scheme="fp16x3", scale="rows", fixup=False)``: the library's own
-  split passes and GEMM with every line scaled to the top and every wide line emulated, which is the
-  certified product before its certificate; ``fixup=False`` drops the guarantee, so this output is only
-  what the certified product would store where its certificate passes (where ``backend="auto"`` routes the
-  shape to native FP32, 1024^3 on an H200, the proxy is native FP32 and says nothing);
-* the certificate of every output, evaluated on that output (``|c| 2**(t_a + t_b)``, the line meta of
-  :func:`line_meta`, the library's own): the fraction of outputs and of 128 x 128 tiles that fail it;
-* ``projected``: ``proxy`` plus the failing tiles' share of a float64 GEMM of the same shape (the recheck,
-  at FP64 speed); the epilogue's comparison is not timed (a few instructions a tile);
+* ``certified``: ``sgemm_cube.matmul(a, b, scale=SCALE)`` (``--scale rows``, the default here: the
+  certified product; ``--scale auto``: the default product again), its time and errors;
+* ``proxy``: ``sgemm_cube.matmul(a, b, scheme="fp16x3", scale=SCALE, fixup=False)``: the same split passes
+  and GEMM with no output recomputed (``fixup=False`` drops the guarantee);
+* the certificate of every output of the proxy, evaluated on its stored value (``|c| 2**(t_a + t_b)``,
+  the line meta of :func:`line_meta`, the library's own): the fraction of outputs and of 128 x 128 tiles
+  that fail it.  Under ``--scale auto`` the certificate is evaluated as if it applied: small unscaled
+  lines are smaller witnesses, which is why the library certifies under ``"rows"`` only;
+* ``projected``: ``proxy`` plus the failing tiles' share of a float64 GEMM of the same shape;
 * errors against float64: the relative Frobenius error and the largest fraction of SGEMM's bound
-  ``K 2**-24 |A||B|`` used, over the certified outputs and over the failing ones (the guarantee allows 3).
+  ``K 2**-24 |A||B|`` used (the guarantee allows 3), over the certified outputs and over the failing ones.
 
-    python benchmarks/certified_lines.py [--size 4096] [--kinds "log-normal both s=3" normal ...]
+Where ``backend="auto"`` routes the shape to native FP32 (1024^3 on an H200) every call here is native.
+
+    python benchmarks/certified_lines.py [--size 4096] [--scale rows] [--kinds "log-normal both s=3" normal ...]
 """
 from __future__ import annotations
 
-import math
 import pathlib
 import sys
 
@@ -65,34 +42,26 @@ from benchmarks._record import best_ms, cuda_setup, write_record  # noqa: E402
 
 #: The split's residual exponent, and the tile whose outputs a recheck would compute together.
 SB, TILE = 12, 128
-METHOD = ("sgemm_cube.matmul(a, b, scheme='fp16x3', scale='rows', fixup=False) timed as the certified product "
-          "before its certificate (every line scaled to [2**14, 2**15) and emulated); the certificate "
+METHOD = ("sgemm_cube.matmul(a, b, scale=SCALE) timed (certified); sgemm_cube.matmul(a, b, scheme='fp16x3', "
+          "scale=SCALE, fixup=False) timed as its proxy (every line emulated, nothing recomputed; scale 'rows': every "
+          "line's largest scaled into [2**14, 2**15), 'auto': the lines that do not fit the split's range); the certificate "
           "|c| 2**(t_a + t_b) >= certificate_threshold(K) evaluated on its output for every output whose row or "
           "column reaches below 2**-15 once scaled; projected = proxy + (failing 128 x 128 tiles / all) x a "
           "float64 torch matmul of the same shape; cuBLAS SGEMM (TF32 off) and the default sgemm_cube.matmul in "
           "the same process; best of three triton.testing.do_bench medians")
 
 
-def certificate_threshold(k: int) -> float:
-    """``T_K`` of the module docstring, four times larger, rounded up to a power of two: an output of a
-    wide line (scaled domain) is certified where its magnitude is at least this."""
-    u = 2.0 ** -24
-    extra = k * 2.0 ** -19 + k * k * 2.0 ** -31
-    t = 4 * extra * (1 + (1 + (k + 14) * u) / ((2 * k - 14) * u))
-    return math.ldexp(1.0, math.frexp(t)[1])
-
-
-def line_meta(x, lines_axis: int):
-    """``(t, wide)`` of the lines of a 2-D tensor (rows: ``lines_axis=0``, columns: 1) under
-    ``scale="rows"``, as the library computes them (``cpu_fallback.guard.line_meta``, without a partner
-    rule): ``t`` the exponent that brings a line's largest entry into ``[2**14, 2**15)``, ``wide`` whether
-    an entry then lies below the split's range (class 1)."""
+def line_meta(x, lines_axis: int, scale: str = "rows"):
+    """``(t, wide)`` of the lines of a 2-D tensor (rows: ``lines_axis=0``, columns: 1) under ``scale``
+    (``"rows"`` or ``"auto"``), as the library computes them (``cpu_fallback.guard.line_meta``, without a
+    partner rule): ``t`` the exponent applied to the line (``"rows"``: its largest entry into
+    ``[2**14, 2**15)``), ``wide`` whether an entry then lies below the split's range (class 1)."""
     import torch
 
     from sgemm_cube.cpu_fallback import guard
 
     xn = x.detach().cpu().numpy()[None]
-    meta = guard.line_meta(xn, -1 if lines_axis == 0 else -2, scheme="fp16x3", sb=SB, scale="rows", fixup=False)
+    meta = guard.line_meta(xn, -1 if lines_axis == 0 else -2, scheme="fp16x3", sb=SB, scale=scale, fixup=False)
     t = torch.from_numpy(meta.t[0].astype("int64")).to(x.device)
     wide = torch.from_numpy(meta.cls[0] == int(guard.LineClass.LOSES_BITS)).to(x.device)
     return t, wide
@@ -119,15 +88,18 @@ def failing_tiles(fail, tile: int = TILE):
 
 
 def main(argv=None) -> int:
-    args, kinds = parse_arguments(__doc__, argv)
+    more = lambda parser: parser.add_argument(  # noqa: E731
+        "--scale", choices=("rows", "auto"), default="rows", help="the lines' scaling (default rows)")
+    args, kinds = parse_arguments(__doc__, argv, more=more)
 
     import torch
 
     import sgemm_cube
+    from sgemm_cube.cpu_fallback import guard
 
     gen = cuda_setup()
     n = args.size
-    threshold = certificate_threshold(n)
+    threshold = guard.certificate_threshold(n)
     timed = lambda fn: best_ms(fn, runs=3, rep=100)  # noqa: E731
     rows, fp64_ms = [], None
     for kind in kinds:
@@ -135,26 +107,32 @@ def main(argv=None) -> int:
         row, rel_err, bound_used = baseline(kind, a, b, timed)
         if fp64_ms is None:
             fp64_ms = timed(lambda: a.double() @ b.double())
-        proxy = lambda: sgemm_cube.matmul(a, b, scheme="fp16x3", scale="rows", fixup=False)  # noqa: E731
+        proxy = lambda: sgemm_cube.matmul(a, b, scheme="fp16x3", scale=args.scale, fixup=False)  # noqa: E731
         proxy_ms = timed(proxy)
         c = proxy()
-        a_meta, b_meta = line_meta(a, 0), line_meta(b, 1)
+        certified = lambda: sgemm_cube.matmul(a, b, scale=args.scale)  # noqa: E731
+        certified_ms = timed(certified)
+        cc = certified()
+        a_meta, b_meta = line_meta(a, 0, args.scale), line_meta(b, 1, args.scale)
         fail = uncertified(c, a_meta, b_meta, threshold)
         tiles = failing_tiles(fail)
         projected_ms = proxy_ms + tiles.double().mean().item() * fp64_ms
-        row.update(threshold=threshold, fp64_ms=fp64_ms, proxy_ms=proxy_ms, proxy_x=row["sgemm_ms"] / proxy_ms,
+        row.update(scale=args.scale, threshold=threshold, fp64_ms=fp64_ms, proxy_ms=proxy_ms, proxy_x=row["sgemm_ms"] / proxy_ms,
                    wide_rows=a_meta[1].double().mean().item(), wide_cols=b_meta[1].double().mean().item(),
                    failing_outputs=int(fail.sum()), failing_tiles=int(tiles.sum()), tiles=tiles.numel(),
                    projected_ms=projected_ms, projected_x=row["sgemm_ms"] / projected_ms,
-                   proxy_rel_err=rel_err(c),
+                   proxy_rel_err=rel_err(c), certified_ms=certified_ms, certified_x=row["sgemm_ms"] / certified_ms,
+                   certified_rel_err=rel_err(cc), certified_bound_used=bound_used(cc),
                    bound_used_certified=bound_used(c, where=~fail), bound_used_failing=bound_used(c, where=fail))
         print(f"{describe(row)}\n    wide lines: rows {row['wide_rows']:.3f}, cols {row['wide_cols']:.3f}; proxy "
               f"{proxy_ms:.3f} ms = {row['proxy_x']:.2f}x; failing outputs {row['failing_outputs']}, tiles "
               f"{row['failing_tiles']}/{row['tiles']} (T = {threshold:g}); projected {row['projected_x']:.2f}x; "
               f"err {row['proxy_rel_err']:.2e}; bound used: certified {row['bound_used_certified']:.4f}, "
-              f"failing {row['bound_used_failing']:.4g}", flush=True)
+              f"failing {row['bound_used_failing']:.4g}\n    sgemm_cube.matmul(a, b, scale={args.scale!r}): "
+              f"{row['certified_x']:.2f}x (err {row['certified_rel_err']:.2e}, bound used "
+              f"{row['certified_bound_used']:.4f})", flush=True)
         rows.append(row)
-        del a, b, c, fail
+        del a, b, c, cc, fail
         torch.cuda.empty_cache()
     print(f"wrote {write_record(args.out, 'certified_lines', rows, method=METHOD)}")
     return 0

@@ -68,6 +68,20 @@ So the emulated outputs are exactly those whose every operand entry keeps
 22 bits (on the NPU, per band), and the rest are at least as accurate as
 native: every output satisfies SGEMM's error bound.
 
+Certified outputs (``scale="rows"``, FP16 schemes, with the fix-up, on hardware that keeps FP16
+subnormals: :func:`certifies`): there every line is scaled to the top, so ``LOSES_BITS`` lines are
+emulated instead of fixed up, and each output of one is checked after the product.  An entry below
+``lower`` comes out of the split within ``2**-37`` (scaled), so over K terms the emulation loses at most
+``E_K = K 2**-19 + K**2 2**-31`` more than its own ``(K + 14) 2**-24 S`` (``S = sum_k |a_k b_k|``, scaled):
+the split's error against partner entries below ``2**15``, and the correction accumulator's truncation
+of such products, each doubled.  Since ``|exact| <= S``, the emulated output ``c`` bounds ``S`` from
+below, and the guarantee's ``3K 2**-24 S`` holds wherever ``|c| >= E_K (1 + (1 + (K + 14) 2**-24) /
+((2K - 14) 2**-24))``.  :func:`certificate_threshold` is four times that, rounded up to a power of two
+(128 up to K = 2048); an output of a ``LOSES_BITS`` line below it (:func:`uncertified`) is computed
+again from the unscaled operands as a fix-up output is.  Positive data (log-normal, kernel matrices,
+probabilities) has every output its own ``S``, far above the threshold; an output fails where its terms
+cancel.  ``docs/speed.md`` ("Every wide line on fp16x3, each output certified") has the measurements.
+
 Overflow: emulated lines hold magnitudes below ``upper`` once scaled, so the
 emulated sums stay below ``K * upper**2`` and never overflow; only the one
 rounding of the unscaling can (:func:`unscale`).  The emulated product is
@@ -102,7 +116,7 @@ __all__ = ["SCALES", "LineClass", "LineRange", "line_range", "line_meta", "LineM
            "meta_from_stats", "BF16Summary", "BF16Rule", "bf16_summary", "bf16_rule", "FP16Summary", "FP16Rule",
            "fp16_summary", "fp16_rule", "fp16_rule_applies", "NO_BOTTOM", "scale_lines",
            "unscale", "fixup_dot", "fixup_min_class", "fixup_lines", "pack_meta", "unpack_meta", "choose_scheme",
-           "emulated_error_bound", "undecided_overflow"]
+           "emulated_error_bound", "undecided_overflow", "certifies", "certificate_threshold", "uncertified"]
 
 #: Values of ``scale``: "auto" scales the lines that do not fit as they are.
 SCALES = ("auto", "rows", "matrix", None)
@@ -176,9 +190,38 @@ class LineClass(enum.IntEnum):
     SPECIAL = 2     #: NaN, an infinity or an entry the split would overflow on: always fixed up
 
 
-def fixup_min_class(fixup: bool) -> LineClass:
-    """Smallest class whose lines are fixed up (computed from the unscaled operands, not the split)."""
-    return LineClass.LOSES_BITS if fixup else LineClass.SPECIAL
+def fixup_min_class(fixup: bool, certify: bool = False) -> LineClass:
+    """Smallest class whose lines are fixed up (computed from the unscaled operands, not the split); with
+    ``certify`` (:func:`certifies`) ``LOSES_BITS`` lines are emulated and their outputs certified instead."""
+    return LineClass.LOSES_BITS if fixup and not certify else LineClass.SPECIAL
+
+
+def certifies(scheme: str, scale, fixup: bool = True, arithmetic=None) -> bool:
+    """Whether ``LOSES_BITS`` lines are emulated and each of their outputs certified after the product
+    (module docstring, "Certified outputs") rather than fixed up: FP16 schemes under ``scale="rows"``
+    (every line at the top) with the fix-up on, in the default arithmetic (``arithmetic`` None: the CPU
+    model's and CUDA's, which keep FP16 subnormals and accumulate as the bound assumes).  Not on the NPU,
+    whose arithmetics (:mod:`sgemm_cube.cpu_fallback.arithmetic`) leave the subnormals and the cube's
+    accumulation open."""
+    return bool(fixup) and scale == "rows" and get_scheme(scheme).format.name == "fp16" and arithmetic is None
+
+
+def certificate_threshold(k: int) -> float:
+    """The smallest magnitude of a certified output of a ``LOSES_BITS`` line (scaled domain), for K terms:
+    four times ``E_K (1 + (1 + (K + 14) 2**-24) / ((2K - 14) 2**-24))``, ``E_K = K 2**-19 + K**2 2**-31``,
+    rounded up to a power of two (module docstring), so that the kernels hold it exactly as a float32."""
+    u = 2.0 ** -24
+    extra = k * 2.0 ** -19 + k * k * 2.0 ** -31
+    bound = 4 * extra * (1 + (1 + (k + 14) * u) / (max(2 * k - 14, 1) * u))
+    return math.ldexp(1.0, math.frexp(bound)[1])
+
+
+def uncertified(c: np.ndarray, cls_a: np.ndarray, cls_b: np.ndarray, threshold: float) -> np.ndarray:
+    """Which outputs of the emulated scaled sums ``c`` (..., M, N; float32, before :func:`unscale`) fail the
+    certificate: a row (``cls_a``, (..., M)) or column (``cls_b``, (..., N)) of class ``LOSES_BITS`` and
+    ``|c|`` below ``threshold`` (:func:`certificate_threshold`)."""
+    wide = (cls_a == LineClass.LOSES_BITS)[..., :, None] | (cls_b == LineClass.LOSES_BITS)[..., None, :]
+    return wide & ~(np.abs(c) >= np.float32(threshold))
 
 
 class LineMeta(NamedTuple):
@@ -232,19 +275,21 @@ def line_stats(x: np.ndarray, axis: int) -> LineStats:
 
 
 def line_meta(x: np.ndarray, axis: int, *, scheme: str = "fp16x3", sb: int = 12, scale="auto",
-              fixup: bool = True, arithmetic=None, partner: np.ndarray | None = None) -> LineMeta:
+              fixup: bool = True, arithmetic=None, partner: np.ndarray | None = None,
+              certify: bool | None = None) -> LineMeta:
     """Exponents and classes of the lines of a (B, M, K) (``axis=-1``) or (B, K, N) (``axis=-2``) float32 array.
 
     ``partner``: the other operand of the product ((B, K, N) for the rows of A, (B, M, K) for the columns of
     B), whose lines these are classified against (:func:`meta_from_stats`: BF16 schemes; FP16 schemes where
     :func:`fp16_rule_applies`).
+    ``certify``: :func:`meta_from_stats`'s.
     """
     other, k = None, x.shape[axis]
     if partner is not None and (get_scheme(scheme).format.name == "bf16"
                                 or fp16_rule_applies(scheme, scale, k, arithmetic)):
         other = line_stats(partner, -2 if axis == -1 else -1)
     return meta_from_stats(line_stats(x, axis), scheme=scheme, sb=sb, scale=scale, fixup=fixup,
-                           arithmetic=arithmetic, partner=other, k=k)
+                           arithmetic=arithmetic, partner=other, k=k, certify=certify)
 
 
 class BF16Summary(NamedTuple):
@@ -399,14 +444,15 @@ def fp16_rule(own: FP16Summary, partner: FP16Summary) -> FP16Rule:
 
 def meta_from_stats(stats: LineStats, *, scheme: str = "fp16x3", sb: int = 12, scale="auto",
                     fixup: bool = True, arithmetic=None, partner: LineStats | None = None,
-                    k: int | None = None) -> LineMeta:
+                    k: int | None = None, certify: bool | None = None) -> LineMeta:
     """:class:`LineMeta` of lines from their :class:`LineStats` (shape (B, L)); see the module docstring.
 
     ``arithmetic``: the hardware arithmetic whose split range (:func:`line_range`) classifies the lines.
     ``partner``: the statistics of the other operand's lines (BF16 schemes: :func:`bf16_rule`; without
     them a BF16 line is emulated only within 99 binades of its top; FP16 schemes: :func:`fp16_rule`
     where :func:`fp16_rule_applies` for ``k``, the product's K).  BF16 schemes scale every line
-    under ``scale="auto"``.
+    under ``scale="auto"``.  ``certify``: whether ``LOSES_BITS`` lines are emulated, their outputs certified
+    (they keep their ``t``; None: :func:`certifies`; the NPU's bands pass False).
     """
     if scale not in SCALES:
         raise ValueError(f"unknown scale {scale!r}; choose one of {list(SCALES)}")
@@ -431,7 +477,10 @@ def meta_from_stats(stats: LineStats, *, scheme: str = "fp16x3", sb: int = 12, s
     cls = np.where((np.ldexp(small, t) < lower) | loses, LineClass.LOSES_BITS, LineClass.SPLIT)
     cls = np.where((np.ldexp(big, t) >= rng.upper) | bad, LineClass.SPECIAL, cls).astype(np.int32)
     to_one = np.where(big > 0, -_floor_log2(big), 0)  # fix-up lines: largest entry into [1, 2)
-    t = np.where(cls >= fixup_min_class(fixup), to_one, t).astype(np.int32)
+    if certify is None:
+        certify = certifies(scheme, scale, fixup, arithmetic)
+    lowest = fixup_min_class(fixup, certify)
+    t = np.where(cls >= lowest, to_one, t).astype(np.int32)
     return LineMeta(t, cls)
 
 
@@ -678,9 +727,10 @@ def _round_sum_fp32(terms: list, fsum) -> np.float32:
     return other if (d > 0) == (f > rf) else r
 
 
-def fixup_lines(ma: LineMeta, mb: LineMeta, fixup: bool):
-    """Yield ``(i, rows, cols)``: batch ``i``'s rows of A and columns of B computed in FP32 (batches with any)."""
-    lowest = fixup_min_class(fixup)
+def fixup_lines(ma: LineMeta, mb: LineMeta, fixup: bool, certify: bool = False):
+    """Yield ``(i, rows, cols)``: batch ``i``'s fix-up rows of A and columns of B (batches with any);
+    ``certify``: :func:`certifies` for the product."""
+    lowest = fixup_min_class(fixup, certify)
     for i in range(ma.cls.shape[0]):
         rows = np.flatnonzero(ma.cls[i] >= lowest)
         cols = np.flatnonzero(mb.cls[i] >= lowest)
@@ -695,10 +745,11 @@ def choose_scheme(a: np.ndarray, b: np.ndarray, *, margin: float, sb: int = 12, 
     a listed row of A or column of B, :func:`fixup_lines`) exceed those the second recomputes by more than
     ``margin``, a fraction of the outputs; the first otherwise.  With fa, fb the listed fractions of A's rows
     and B's columns (every batch), the recomputed fraction is fa + fb - fa * fb, in float32 as the GPU's
-    ``split_kernel.scheme_choice_kernel`` computes it (the same rule, tested against it)."""
-    lowest = fixup_min_class(fixup)
+    ``split_kernel.scheme_choice_kernel`` computes it (the same rule, tested against it).  Under
+    :func:`certifies` the first's ``LOSES_BITS`` lines are emulated, not listed."""
 
     def recomputed(scheme: str) -> np.float32:
+        lowest = fixup_min_class(fixup, certifies(scheme, scale, fixup))
         fa, fb = (np.float32(np.count_nonzero(line_meta(x, axis, scheme=scheme, sb=sb, scale=scale,
                                                         partner=other).cls >= lowest))
                   / np.float32(x.size // x.shape[axis]) for x, axis, other in ((a, -1, b), (b, -2, a)))

@@ -337,6 +337,31 @@ def gen_special_vs_extremes(rng, m, k, n):
     return _f32(a, b)
 
 
+def gen_wide_cancel(rng, m, k, n):
+    """Wide lines on both sides whose outputs cancel or rest on their smallest entries: what the certificate
+    of ``scale="rows"`` must catch (``guard.uncertified``).  Entries of random sign scaled by 2**-e, e drawn
+    from {0, 20, 40, 60} (most lines reach below the FP16 split's range); rows 0-3 repeat their first half
+    against columns 0-3 whose second half negates the first (exact outputs near 0); rows 4-7 keep only the
+    entries that meet small ones of B; row 8 is 1 then 2**-40 (1 + 31 * 2**-16) everywhere, against column 4,
+    0 then 2**40: output (8, 4) rests on the tiny entries alone, whose split errors (2**-11 each once the row
+    is scaled) add up to many times SGEMM's bound where they are not recomputed; rows 9-11 far from 1."""
+    a = rng.standard_normal((m, k)) * np.exp2(-rng.choice([0, 20, 40, 60], (m, k)))
+    b = rng.standard_normal((k, n)) * np.exp2(-rng.choice([0, 20, 40, 60], (k, n)))
+    h = k // 2
+    a[:4, h:2 * h] = a[:4, :h]
+    b[h:2 * h, :4] = -b[:h, :4]
+    a[4:8] = np.where(np.abs(a[4:8]) > 2.0 ** -10, 2.0 ** -50 * a[4:8], a[4:8])
+    a[4:8, 0] = 1.0
+    b[0, 4:8] *= 2.0 ** -30
+    if m > 8 and n > 4:
+        a[8] = 2.0 ** -40 * (1 + 31 * 2.0 ** -16)
+        a[8, 0] = 1.0
+        b[:, 4] = 2.0 ** 40
+        b[0, 4] = 0.0
+    a[9:12] *= np.exp2(rng.choice([-60, 60], (len(a[9:12]), 1)))
+    return _f32(a, b)
+
+
 #: name -> generator(rng, m, k, n) -> (a float32 (m, k), b float32 (k, n)).
 GENERATORS = {
     "normal": gen_normal,
@@ -369,6 +394,7 @@ GENERATORS = {
     "full_range_rows": gen_full_range_rows,
     "full_range_cols": gen_full_range_cols,
     "special_vs_extremes": gen_special_vs_extremes,
+    "wide_cancel": gen_wide_cancel,
 }
 
 #: Generators with NaN/Inf inputs.

@@ -35,8 +35,9 @@ import numpy as np
 
 from sgemm_cube.cpu_fallback import ACCUMULATION_MODELS, ORDERS, ProductAccumulator, get_scheme
 from sgemm_cube.cpu_fallback.accumulate import _PANEL_BYTES
-from sgemm_cube.cpu_fallback.guard import (LineStats, emulated_error_bound, line_range, line_stats, meta_from_stats,
-                                          fixup_dot, fixup_lines, scale_lines, undecided_overflow, unscale)
+from sgemm_cube.cpu_fallback.guard import (LineStats, certificate_threshold, certifies, emulated_error_bound,
+                                          fixup_dot, fixup_lines, line_range, line_stats, meta_from_stats,
+                                          scale_lines, uncertified, undecided_overflow, unscale)
 
 from ..plan import Plan, Request
 from .base import make_plan
@@ -183,13 +184,12 @@ def _unscaled(c, ta, tb, room: int, alpha: float):
         yield r, unscale(c[r], ta[r], tb, alpha)
 
 
-def _recompute_undecided(c, ta, tb, alpha: float, error_bound: float, a, b, out) -> None:
-    """Outputs of 2-D ``out`` (= ``unscale(c, ta, tb, alpha)``) that overflowed where the emulation's error bound
-    cannot tell whether the exact value does (:func:`sgemm_cube.cpu_fallback.guard.undecided_overflow`):
-    computed again from the unscaled operands ``a`` (rows, K) and ``b`` (K, cols) by ``fixup_dot`` (exact)."""
-    if not np.isinf(out).any():
-        return
-    rows, cols = np.nonzero(undecided_overflow(c, ta, tb, alpha, error_bound))
+def _recompute(redo, a, b, alpha: float, out) -> None:
+    """Outputs ``redo`` (bool) of 2-D ``out``, computed again from the unscaled operands ``a`` (rows, K) and
+    ``b`` (K, cols) by ``fixup_dot`` (exact): those whose overflow the emulation's error bound cannot decide
+    (:func:`sgemm_cube.cpu_fallback.guard.undecided_overflow`), and those of wide lines the certificate
+    fails (:func:`sgemm_cube.cpu_fallback.guard.uncertified`)."""
+    rows, cols = np.nonzero(redo)
     if rows.size:
         ur, ri = np.unique(rows, return_inverse=True)
         uc, ci = np.unique(cols, return_inverse=True)
@@ -200,7 +200,8 @@ def _emulate(plan: Plan, a, b, ma, mb, out, tiling: _Tiling, alpha: float) -> No
     """Steps 2-3 for every batch entry, output tile and K slab (:func:`_tiling`); the result times ``alpha``."""
     _, m, k = a.shape
     n = b.shape[2]
-    error_bound = emulated_error_bound(k, line_range(plan.scheme, plan.sb))  # _recompute_undecided's
+    error_bound = emulated_error_bound(k, line_range(plan.scheme, plan.sb))  # undecided_overflow's
+    threshold = certificate_threshold(k) if certifies(plan.scheme, plan.scale, plan.fixup) else None
     for i in range(a.shape[0]):
         for rows in _slices(m, tiling.rows):
             ta = ma.t[i, rows]
@@ -211,13 +212,21 @@ def _emulate(plan: Plan, a, b, ma, mb, out, tiling: _Tiling, alpha: float) -> No
                                          scheme=plan.scheme)
                 for ks in _slices(k, tiling.depth):
                     acc.add(scale_lines(a[i, rows, ks], ta, -1), scale_lines(b[i, ks, cols], tb, -2))
+                c = acc.result()
+                redo = None
                 if ta.any() or tb.any() or alpha != 1:
-                    tile, c = out[i, rows, cols], acc.result()
+                    tile = out[i, rows, cols]
                     for r, values in _unscaled(c, ta, tb, MEMORY_BUDGET - tiling.acc_bytes, alpha):
                         tile[r] = values
-                    _recompute_undecided(c, ta, tb, alpha, error_bound, a[i, rows], b[i, :, cols], tile)
+                    if np.isinf(tile).any():
+                        redo = undecided_overflow(c, ta, tb, alpha, error_bound)
                 else:  # unscaling by 2**0 would give the same values back
-                    out[i, rows, cols] = acc.result()
+                    out[i, rows, cols] = c
+                if threshold is not None:
+                    fails = uncertified(c, ma.cls[i, rows], mb.cls[i, cols], threshold)
+                    redo = fails if redo is None else redo | fails
+                if redo is not None:
+                    _recompute(redo, a[i, rows], b[i, :, cols], alpha, out[i, rows, cols])
 
 
 def _fixup(a, b, out, i: int, rows, cols, alpha: float) -> None:
@@ -263,7 +272,7 @@ def run(plan: Plan, a, b, out, alpha: float = 1.0) -> None:
     try:
         ma, mb = _line_metas(a, b, plan)
         _emulate(plan, a, b, ma, mb, out, tiling, alpha)
-        for i, rows, cols in fixup_lines(ma, mb, plan.fixup):
+        for i, rows, cols in fixup_lines(ma, mb, plan.fixup, certifies(plan.scheme, plan.scale, plan.fixup)):
             need = max(need, _fixup_bytes(a, b, rows, cols))
             _fixup(a, b, out, i, rows, cols, alpha)
     except MemoryError as exc:

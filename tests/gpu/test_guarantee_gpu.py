@@ -138,7 +138,7 @@ def test_4096(data, gen):
 
 
 ATTACKS = ("half_scaled_1e-10", "row_span_120", "one_tiny_per_row", "alt_cols_1e-10", "cond_phi5",
-           "scale_1e30", "underflow", "subnormal_rows", "near_overflow", "specials_half_scaled")
+           "scale_1e30", "underflow", "subnormal_rows", "near_overflow", "specials_half_scaled", "wide_cancel")
 
 
 @pytest.mark.parametrize("opts", OPTIONS, ids=option_id)

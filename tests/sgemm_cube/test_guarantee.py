@@ -422,8 +422,8 @@ def test_overflow_gives_infinity_of_the_exact_sign(data, backend):
 # ================================================================ options that keep the guarantee
 
 ATTACKS_CPU = ("half_scaled_1e-10", "row_span_120", "one_tiny_per_row", "cond_phi5", "scale_1e30", "underflow",
-               "near_overflow", "specials_half_scaled")
-ATTACKS_CUDA = ("half_scaled_1e-10", "row_span_120", "specials_half_scaled")
+               "near_overflow", "specials_half_scaled", "wide_cancel")
+ATTACKS_CUDA = ("half_scaled_1e-10", "row_span_120", "specials_half_scaled", "wide_cancel")
 #: Options the (slow) interpreter skips: the default (scale="auto"), sb=6.
 CUDA_REDUNDANT = (dict(scale="auto"), dict(sb=6))
 #: (m, k, n) of the options test: the NumPy model's BF16 schemes are slow on wide-range rows.
@@ -544,3 +544,41 @@ def test_overflow_keeps_its_sign_from_k_16_and_is_native_below(backend):
         a2, b2 = a[:, :2].copy(), b[:2].copy()
         assert np.array_equal(_run(backend, a2, b2), _native(backend, a2, b2), equal_nan=True)  # native, K = 2
         assert not np.isfinite(_native(backend, a2, b2)).any()
+
+
+# ================================================================ certified outputs (scale="rows")
+
+
+@pytest.mark.parametrize("backend", EMULATING)
+def test_certified_outputs_are_recomputed_where_the_split_breaks_the_bound(data, backend):
+    """``scale="rows"`` emulates the lines the split cannot hold and certifies their outputs
+    (``guard.uncertified``): on ``wide_cancel`` the same product without the fix-up breaks the bound at
+    output (8, 4); the certified one computes that output again and keeps the guarantee everywhere."""
+    a, b = GENERATORS["wide_cancel"](data.rng, *OPTIONS_SHAPE)
+    loose = _run(backend, a, b, scheme="fp16x3", scale="rows", fixup=False)
+    assert check_guarantee(loose[8:9, 4:5], a[8:9], b[:, 4:5], frobenius=False), f"no plant to catch\n{data.seed}"
+    c = _run(backend, a, b, scheme="fp16x3", scale="rows")
+    _assert_guarantee(c, a, b, data.seed, "wide_cancel, scale='rows'")
+    assert c[8, 4] != loose[8, 4]
+
+
+@pytest.mark.parametrize("backend", EMULATING)
+def test_certified_positive_wide_lines_stay_on_the_split(data, backend):
+    """Log-normal data (sigma 3) on both operands, each line given an entry 2**-40 of its largest: every line
+    reaches below the split's range, and every output is a sum of positive terms far above the certificate's
+    threshold, so ``scale="rows"`` recomputes none (the bits of the product without the fix-up) and keeps
+    the guarantee; the auto scheme's rule, which lists those lines under ``scale="auto"`` and takes bf16x6
+    there, keeps fp16x3."""
+    m, k, n = OPTIONS_SHAPE
+    a = np.exp(3 * data.rng.standard_normal((m, k)))
+    b = np.exp(3 * data.rng.standard_normal((k, n)))
+    a[:, 0] = 2.0 ** -40 * a.max(axis=1)
+    b[0, :] = 2.0 ** -40 * b.max(axis=0)
+    a, b = a.astype(np.float32), b.astype(np.float32)
+    c = _run(backend, a, b, scheme="fp16x3", scale="rows")
+    loose = _run(backend, a, b, scheme="fp16x3", scale="rows", fixup=False)
+    assert np.array_equal(c.view(np.uint32), loose.view(np.uint32)), data.seed
+    _assert_guarantee(c, a, b, data.seed, "positive wide lines, scale='rows'", frobenius=False)
+    from sgemm_cube.cpu_fallback.guard import choose_scheme
+    assert choose_scheme(a[None], b[None], margin=0.05, scale="auto") == "bf16x6"
+    assert choose_scheme(a[None], b[None], margin=0.05, scale="rows") == "fp16x3"

@@ -83,7 +83,7 @@ import triton.language as tl
 
 from sgemm_cube.cpu_fallback.guard import line_range
 
-from .line_meta import PAD_META, decode_meta
+from .line_meta import LOSES_BITS, PAD_META, decode_meta
 from .split_kernel import pow2_f64
 
 __all__ = ["fixup_dot", "exact_dot", "fixup_program", "fixup_shape", "overflow_recheck_kernel", "FP32_OVERFLOW",
@@ -632,7 +632,7 @@ def fixup_program(p, num_programs, a, b, c, batch, M, N, K,
 def overflow_recheck_kernel(recheck, a_ptr, a_stride_batch, a_stride_m, a_stride_k, a_meta, a_meta_batch,
                             b_ptr, b_stride_batch, b_stride_k, b_stride_n, b_meta, b_meta_batch,
                             c_ptr, c_stride_batch, c_stride_m, alpha, M, N, K, choice, a_meta_bf, b_meta_bf,
-                            FIXUP_MIN_CLASS: tl.constexpr, CHOOSE: tl.constexpr):
+                            FIXUP_MIN_CLASS: tl.constexpr, CERTIFY: tl.constexpr, CHOOSE: tl.constexpr):
     """Compute again the infinite outputs of the emulated tiles the GEMM listed in ``recheck`` (int32: their
     number, then :data:`RECHECK_ENTRY` words per tile): outputs whose overflow the emulation's error bound
     could not decide (:func:`.gemm_tiles.store_tile`), from the unscaled operands A (Ba, M, K) and B (Bb, K,
@@ -641,12 +641,18 @@ def overflow_recheck_kernel(recheck, a_ptr, a_stride_batch, a_stride_m, a_stride
     fix-up lines, in pieces of (_RECHECK_ROWS, _PIECE_COLS) that hold one.  The programs take the tiles
     round-robin; with none listed (every product but those with huge cancelling terms) they return at once.
     ``recheck``'s count is set to 0 by the split's first pass (:func:`.split_kernel.tile_stats_kernel`).
+    CERTIFY: the GEMM also listed the tiles holding outputs its certificate failed, stored as NaN
+    (:func:`.gemm_tiles.store_tile`): NaN outputs are computed again too.
     CHOOSE (``scheme="auto"``): the line meta is that of the scheme the device chose (``*choice``: 0 ``a_meta``
-    and ``b_meta``, fp16x3's; 1 ``a_meta_bf`` and ``b_meta_bf``, bf16x6's)."""
+    and ``b_meta``, fp16x3's, whose FIXUP_MIN_CLASS and CERTIFY these are; 1 ``a_meta_bf`` and ``b_meta_bf``,
+    bf16x6's, which lists its LOSES_BITS lines unless FIXUP_MIN_CLASS is SPECIAL without CERTIFY)."""
     n_tiles = tl.load(recheck)
+    lowest = FIXUP_MIN_CLASS + tl.program_id(0) * 0  # int32: the chosen scheme's smallest fix-up class
     if CHOOSE:
         if tl.load(choice) != 0:
             a_meta, b_meta = a_meta_bf, b_meta_bf
+            if CERTIFY:
+                lowest = lowest * 0 + LOSES_BITS
     for i in range(tl.program_id(0), n_tiles, tl.num_programs(0)):
         entry = recheck + 1 + i * RECHECK_ENTRY
         bidx, row0, col0, shape = tl.load(entry), tl.load(entry + 1), tl.load(entry + 2), tl.load(entry + 3)
@@ -658,14 +664,14 @@ def overflow_recheck_kernel(recheck, a_ptr, a_stride_batch, a_stride_m, a_stride
         for r0 in range(row0, row_end, _RECHECK_ROWS):
             rows = r0 + tl.arange(0, _RECHECK_ROWS)
             cls_r, t_r = decode_meta(tl.load(x_meta + rows, mask=rows < row_end, other=PAD_META))
-            r_in = (rows < row_end) & (cls_r < FIXUP_MIN_CLASS)
+            r_in = (rows < row_end) & (cls_r < lowest)
             for c0 in range(col0, col_end, _PIECE_COLS):
                 cols = c0 + tl.arange(0, _PIECE_COLS)
                 cls_c, t_c = decode_meta(tl.load(y_meta + cols, mask=cols < col_end, other=PAD_META))
-                c_in = (cols < col_end) & (cls_c < FIXUP_MIN_CLASS)
+                c_in = (cols < col_end) & (cls_c < lowest)
                 at = c_base + rows[:, None].to(tl.int64) * c_stride_m + cols[None, :]
                 keep = r_in[:, None] & c_in[None, :]
-                redo = keep & (tl.abs(tl.load(at, mask=keep, other=0.0)) == float("inf"))
+                redo = keep & _redone(tl.load(at, mask=keep, other=0.0), CERTIFY)
                 if tl.max(redo.to(tl.int32)) > 0:
                     x_off, y_off = rows.to(tl.int64) * a_stride_m, cols.to(tl.int64) * b_stride_n
                     acc = fixup_dot(x_base, x_off, r_in, a_stride_k, y_base, y_off, c_in, b_stride_k, K, alpha,
@@ -676,26 +682,38 @@ def overflow_recheck_kernel(recheck, a_ptr, a_stride_batch, a_stride_m, a_stride
                     near = (tl.abs(mag - FP32_OVERFLOW) - mag * 2.0 ** -51 <= size * _error_scale(alpha, K, size)) & redo
                     if tl.max(near.to(tl.int32)) > 0:
                         _exact_outputs(r0, c0, row_end, col_end, x_base, a_stride_m, a_stride_k, y_base, b_stride_k,
-                                       b_stride_n, c_base, c_stride_m, x_meta, y_meta, K, alpha, FIXUP_MIN_CLASS)
+                                       b_stride_n, c_base, c_stride_m, x_meta, y_meta, K, alpha, lowest, CERTIFY)
                     else:
                         tl.store(at, acc.to(tl.float32), mask=redo)
 
 
+@triton.jit
+def _redone(stored, CERTIFY: tl.constexpr):
+    """Which stored outputs of a listed tile the recheck computes again: the infinite ones, and with CERTIFY the
+    NaN ones (the certificate's, :func:`.gemm_tiles.store_tile`; an emulated output is NaN only where alpha
+    is, and then its recomputation is NaN too)."""
+    redo = tl.abs(stored) == float("inf")
+    if CERTIFY:
+        redo = redo | (stored != stored)
+    return redo
+
+
 @triton.jit(noinline=True)  # rarer still: its registers must not weigh on the pieces'
 def _exact_outputs(row0, col0, row_end, col_end, x_base, stride_xl, stride_xk, y_base, stride_yk, stride_yo,
-                   c_base, stride_cm, x_meta, y_meta, K, alpha, FIXUP_MIN_CLASS: tl.constexpr):
-    """:func:`overflow_recheck_kernel`'s piece at (``row0``, ``col0``): its infinite outputs by :func:`exact_dot`."""
+                   c_base, stride_cm, x_meta, y_meta, K, alpha, lowest, CERTIFY: tl.constexpr):
+    """:func:`overflow_recheck_kernel`'s piece at (``row0``, ``col0``): its outputs to compute again
+    (:func:`_redone`) by :func:`exact_dot`; ``lowest``: the smallest fix-up class."""
     for r1 in range(0, _RECHECK_ROWS, _EXACT_ROWS):
         rows = row0 + r1 + tl.arange(0, _EXACT_ROWS)
         cls_r, t_r = decode_meta(tl.load(x_meta + rows, mask=rows < row_end, other=PAD_META))
-        r_in = (rows < row_end) & (cls_r < FIXUP_MIN_CLASS)
+        r_in = (rows < row_end) & (cls_r < lowest)
         for c1 in range(0, _PIECE_COLS, _EXACT_COLS):
             cols = col0 + c1 + tl.arange(0, _EXACT_COLS)
             cls_c, t_c = decode_meta(tl.load(y_meta + cols, mask=cols < col_end, other=PAD_META))
-            c_in = (cols < col_end) & (cls_c < FIXUP_MIN_CLASS)
+            c_in = (cols < col_end) & (cls_c < lowest)
             at = c_base + rows[:, None].to(tl.int64) * stride_cm + cols[None, :]
             keep = r_in[:, None] & c_in[None, :]
-            redo = keep & (tl.abs(tl.load(at, mask=keep, other=0.0)) == float("inf"))
+            redo = keep & _redone(tl.load(at, mask=keep, other=0.0), CERTIFY)
             if tl.max(redo.to(tl.int32)) > 0:
                 out = exact_dot(x_base, rows.to(tl.int64) * stride_xl, r_in, stride_xk,
                                 y_base, cols.to(tl.int64) * stride_yo, c_in, stride_yk, K, alpha,

@@ -75,12 +75,12 @@ def gemm_kernel(
         a_fix_order, a_fix_total, b_fix_order, b_fix_total,
         # the output C (batch, M, N) float32, the factor of every output, the scaled sums' error bound, the
         # list of tiles to recheck
-        c_ptr, c_stride_batch, c_stride_m, alpha, c_error_bound, c_recheck, c_row_base, c_col_base,
+        c_ptr, c_stride_batch, c_stride_m, alpha, c_error_bound, c_threshold, c_recheck, c_row_base, c_col_base,
         M, N, K, Kp, Np, batch, tile_programs, fixup_programs,
         # the device's choice of scheme (int32), read where RUN_IF >= 0
         choice, RUN_IF: tl.constexpr,
         # the fix-up (:func:`.fixup_kernel.fixup_program`)
-        FIXUP_MIN_CLASS: tl.constexpr,
+        FIXUP_MIN_CLASS: tl.constexpr, CERTIFY: tl.constexpr,
         FIX_GROUP: tl.constexpr, FIX_BLOCK_O: tl.constexpr, FIX_BLOCK_K: tl.constexpr,
         # the scheme and order
         SLICES: tl.constexpr, SCALE: tl.constexpr, TOP_LEVEL: tl.constexpr, TERMWISE: tl.constexpr,
@@ -102,14 +102,18 @@ def gemm_kernel(
     a_meta_batch, b_meta_batch : batch strides of the line meta (M, N; 0 to broadcast).
     c_error_bound : :func:`sgemm_cube.cpu_fallback.guard.emulated_error_bound` of the scheme and K (a power
         of two), for the epilogue's overflow check (:func:`.gemm_tiles.store_tile`).
-    c_recheck : int32, the tiles that check could not decide (count, then entries), for
-        :func:`.fixup_kernel.overflow_recheck_kernel`.
+    c_threshold : with CERTIFY, :func:`sgemm_cube.cpu_fallback.guard.certificate_threshold` of K (a power of
+        two): an output of a LOSES_BITS line whose scaled sum is smaller is computed again.
+    c_recheck : int32, the tiles that check could not decide or that hold such outputs (count, then
+        entries), for :func:`.fixup_kernel.overflow_recheck_kernel`.
     c_row_base, c_col_base : where this launch's outputs start in the whole product (0, 0; a chunk of a
         chunked product, :func:`.launch._chunked_launches`, has the operands, line meta and output
         from there on): the recheck's entries are the whole product's.
     a_fix_order, a_fix_total (and b_*) : the split pass's fix-up lines, (Ba, M) int32 per batch in rank order
         then the other lines, and (Ba,) int32 their number (:func:`.split_kernel._compact_lists`).
     FIXUP_MIN_CLASS : smallest line class of the fix-up lines (LOSES_BITS, or SPECIAL with fixup=False).
+    CERTIFY : LOSES_BITS lines are emulated (FIXUP_MIN_CLASS SPECIAL) and their outputs certified
+        (:func:`sgemm_cube.cpu_fallback.guard.certifies`; :func:`.gemm_tiles.store_tile`).
     FIX_GROUP, FIX_BLOCK_O, FIX_BLOCK_K : the fix-up's FP64 dot tiles (:func:`.fixup_kernel.fixup_shape`).
     SLICES : slices per operand, 2 (FP16 schemes) or 3 (BF16 schemes).
     SCALE : the factor between consecutive levels, 2**-sb (FP16) or 1.0 (BF16).
@@ -132,7 +136,8 @@ def gemm_kernel(
                     a_ptr, a_stride_batch, a_stride_m, a_stride_k, a_fix_order, a_fix_total)
     b = GemmOperand(b_slices, b_plane_rows, b_batch_rows, Np, b_meta, b_meta_batch,
                     b_ptr, b_stride_batch, b_stride_n, b_stride_k, b_fix_order, b_fix_total)
-    c = GemmOutput(c_ptr, c_stride_batch, c_stride_m, alpha, c_error_bound, c_recheck, c_row_base, c_col_base)
+    c = GemmOutput(c_ptr, c_stride_batch, c_stride_m, alpha, c_error_bound, c_threshold, c_recheck, c_row_base,
+                   c_col_base)
     pid = tl.program_id(0)
     chosen = True
     if RUN_IF >= 0:
@@ -145,11 +150,13 @@ def gemm_kernel(
     elif PERSISTENT:
         for tile in tl.range(pid - fixup_programs, num_pid_m * num_pid_n * batch, tile_programs):
             _gemm_tile(tile, a, b, c, M, N, k_steps, num_pid_m, num_pid_n,
-                       FIXUP_MIN_CLASS, SLICES, SCALE, TOP_LEVEL, TERMWISE, FLUSH_STEPS, SPLIT_CORR, MERGE_LEVELS,
+                       FIXUP_MIN_CLASS, CERTIFY, SLICES, SCALE, TOP_LEVEL, TERMWISE, FLUSH_STEPS, SPLIT_CORR,
+                       MERGE_LEVELS,
                        USE_TMA, UPCAST, WARP_SPECIALIZE, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M)
     else:
         _gemm_tile(pid - fixup_programs, a, b, c, M, N, k_steps, num_pid_m, num_pid_n,
-                   FIXUP_MIN_CLASS, SLICES, SCALE, TOP_LEVEL, TERMWISE, FLUSH_STEPS, SPLIT_CORR, MERGE_LEVELS,
+                   FIXUP_MIN_CLASS, CERTIFY, SLICES, SCALE, TOP_LEVEL, TERMWISE, FLUSH_STEPS, SPLIT_CORR,
+                   MERGE_LEVELS,
                    USE_TMA, UPCAST, WARP_SPECIALIZE, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M)
 
 
@@ -164,7 +171,8 @@ def _scaled(x, FACTOR: tl.constexpr):
 
 @triton.jit
 def _gemm_tile(tile, a, b, c, M, N, k_steps, num_pid_m, num_pid_n,
-               FIXUP_MIN_CLASS: tl.constexpr, SLICES: tl.constexpr, SCALE: tl.constexpr, TOP_LEVEL: tl.constexpr,
+               FIXUP_MIN_CLASS: tl.constexpr, CERTIFY: tl.constexpr, SLICES: tl.constexpr, SCALE: tl.constexpr,
+               TOP_LEVEL: tl.constexpr,
                TERMWISE: tl.constexpr, FLUSH_STEPS: tl.constexpr, SPLIT_CORR: tl.constexpr,
                MERGE_LEVELS: tl.constexpr, USE_TMA: tl.constexpr, UPCAST: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
@@ -253,4 +261,4 @@ def _gemm_tile(tile, a, b, c, M, N, k_steps, num_pid_m, num_pid_n,
     else:
         acc = hh
     store_tile(acc, c, bidx, pid_m * BLOCK_M, col_n, offs_m, offs_n, m_in, n_in, cls_a, t_a, cls_b, t_b,
-               FIXUP_MIN_CLASS, BLOCK_M, BLOCK_N)
+               FIXUP_MIN_CLASS, CERTIFY, BLOCK_M, BLOCK_N)

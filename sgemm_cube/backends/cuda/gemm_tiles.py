@@ -50,7 +50,7 @@ import triton
 import triton.language as tl
 
 from .fixup_kernel import FP32_OVERFLOW, RECHECK_ENTRY
-from .line_meta import PAD_META, decode_meta
+from .line_meta import LOSES_BITS, PAD_META, decode_meta
 from .split_kernel import pow2_f64
 
 __all__ = ["VARIANTS", "GemmOperand", "GemmOutput", "tile_position", "load_tile", "tile_line_meta", "store_tile"]
@@ -97,7 +97,8 @@ class GemmOutput(NamedTuple):
     stride_m: object
     alpha: object         # float32, applied before each output's one rounding (1.0: the product)
     error_bound: object   # float32 power of two: guard.emulated_error_bound of the scaled sums (overflow check)
-    recheck: object       # int32: the tiles with an undecided overflow (fixup_kernel.overflow_recheck_kernel)
+    threshold: object     # float32 power of two: guard.certificate_threshold (with CERTIFY)
+    recheck: object       # int32: the tiles with an undecided overflow or an uncertified output (overflow_recheck_kernel)
     row_base: object      # the launch's first row and column in the whole product (a chunk's; else 0): the
     col_base: object      # recheck's list holds whole-product coordinates
 
@@ -155,7 +156,7 @@ def tile_line_meta(a, b, bidx, offs_m, offs_n, m_in, n_in, k_steps, FIXUP_MIN_CL
 
 @triton.jit
 def store_tile(acc, c, bidx, row0, col0, offs_m, offs_n, m_in, n_in, cls_a, t_a, cls_b, t_b,
-               FIXUP_MIN_CLASS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+               FIXUP_MIN_CLASS: tl.constexpr, CERTIFY: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """The epilogue: store ``alpha * 2**-(t_a + t_b) * acc`` (rounded once) at the outputs of the tile
     whose row and column are not fix-up lines (the fix-up programs write the others).
 
@@ -164,8 +165,16 @@ def store_tile(acc, c, bidx, row0, col0, offs_m, offs_n, m_in, n_in, cls_a, t_a,
     :func:`.fixup_kernel.overflow_recheck_kernel` (the next launch) computes its infinite outputs again from
     the unscaled operands, so a finite exact result never comes out infinite.  (A call from here measured
     7-10% slower on an H100, fp16x3 at 4096^3 and 8192^3, even where it never ran.)
+
+    CERTIFY (``guard.uncertified``): an output of a LOSES_BITS row or column whose scaled sum ``|acc|`` is
+    below ``c.threshold`` is stored as NaN (no emulated output is NaN otherwise) and its tile listed too;
+    the recheck computes it again.
     """
     keep = (m_in & (cls_a < FIXUP_MIN_CLASS))[:, None] & (n_in & (cls_b < FIXUP_MIN_CLASS))[None, :]
+    listed = tl.program_id(0) * 0  # int32: does the recheck need this tile
+    if CERTIFY:
+        wide = (cls_a == LOSES_BITS)[:, None] | (cls_b == LOSES_BITS)[None, :]
+        uncertified = keep & wide & (tl.abs(acc) < c.threshold)
     # Undo the lines' power-of-two scaling and multiply by alpha, rounding once.  The scaled sums never
     # overflow: only this rounding can.  Unscaled lines (t = 0) with alpha 1 cannot overflow (|acc| < K upper**2).
     if (tl.max(tl.abs(t_a), axis=0) + tl.max(tl.abs(t_b), axis=0) > 0) | (c.alpha != 1.0):
@@ -187,13 +196,17 @@ def store_tile(acc, c, bidx, row0, col0, offs_m, offs_n, m_in, n_in, cls_a, t_a,
             low = (tl.abs(acc64) - tl.cast(c.error_bound, tl.float64)) * tl.abs(factor)
             # (a non-finite alpha is left to IEEE arithmetic: its factors are infinite or NaN, the others < 1e300)
             undecided = keep & (tl.abs(value) >= FP32_OVERFLOW) & (low < FP32_OVERFLOW) & (tl.abs(factor) < 1e300)
-            if tl.max(undecided.to(tl.int32)) > 0:
-                entry = c.recheck + 1 + tl.atomic_add(c.recheck, 1) * RECHECK_ENTRY
-                tl.store(entry, bidx)
-                tl.store(entry + 1, row0 + c.row_base)
-                tl.store(entry + 2, col0 + c.col_base)
-                tl.store(entry + 3, (BLOCK_M << 16) | BLOCK_N)
+            listed = tl.max(undecided.to(tl.int32))
             acc = value.to(tl.float32)
+    if CERTIFY:
+        listed = tl.maximum(listed, tl.max(uncertified.to(tl.int32)))
+        acc = tl.where(uncertified, float("nan"), acc)
+    if listed > 0:
+        entry = c.recheck + 1 + tl.atomic_add(c.recheck, 1) * RECHECK_ENTRY
+        tl.store(entry, bidx)
+        tl.store(entry + 1, row0 + c.row_base)
+        tl.store(entry + 2, col0 + c.col_base)
+        tl.store(entry + 3, (BLOCK_M << 16) | BLOCK_N)
     c_tile = c.ptr + bidx.to(tl.int64) * c.stride_batch
     c_ptrs = c_tile + offs_m[:, None].to(tl.int64) * c.stride_m + offs_n[None, :]
     fixup_rows = tl.max((cls_a >= FIXUP_MIN_CLASS).to(tl.int32), axis=0)

@@ -55,7 +55,8 @@ import triton
 
 from sgemm_cube.cpu_fallback import get_scheme
 from sgemm_cube.cpu_fallback.guard import fixup_min_class as _fixup_min_class
-from sgemm_cube.cpu_fallback.guard import emulated_error_bound, fp16_rule_applies, line_range
+from sgemm_cube.cpu_fallback.guard import (LineClass, certificate_threshold, certifies, emulated_error_bound,
+                                          fp16_rule_applies, line_range)
 
 from . import configs as _configs
 from .fixup_kernel import RECHECK_ENTRY, fixup_shape, overflow_recheck_kernel
@@ -523,11 +524,20 @@ def _chunked_launches(a_views: tuple, b_views: tuple, *, m: int, n: int, k_pad: 
     return launches
 
 
+def _fixup_policy(scheme: str, scale, fixup_min_class: int) -> tuple[int, bool]:
+    """``(fixup_min_class, certify)`` of ``scheme``'s launches: where
+    :func:`sgemm_cube.cpu_fallback.guard.certifies` (FP16 schemes under ``scale="rows"`` with the fix-up) the
+    LOSES_BITS lines are emulated, and their outputs certified (:func:`.gemm_tiles.store_tile`)."""
+    if fixup_min_class == LineClass.LOSES_BITS and certifies(scheme, scale):
+        return int(LineClass.SPECIAL), True
+    return fixup_min_class, False
+
+
 def _gemm_launch(cfg: dict, a: _SplitSide, b: _SplitSide, *, scheme: str, order: str, sb: int,
                  fixup_min_class: int, batch: int, m: int, n: int, k: int, batches: tuple,
                  padded: tuple, strides: tuple, block_k: int, flush: int, sms: int, recheck: _Ref,
                  run_if: tuple[_Ref, int] | None = None, origin: tuple[int, int] = (0, 0),
-                 programs: str = "both") -> _Launch:
+                 programs: str = "both", certify: bool = False) -> _Launch:
     """The GEMM launch (:func:`.gemm_kernel.gemm_kernel`), its arguments by name.
 
     ``batches`` (Ba, Bb): 1 for a broadcast operand; ``padded`` (Mp, Np, Kp); ``strides`` of A, B
@@ -535,7 +545,7 @@ def _gemm_launch(cfg: dict, a: _SplitSide, b: _SplitSide, *, scheme: str, order:
     the launch computes only where the device's choice (``scheme="auto"``) is ``value``.
     ``origin``: the first row and column of the launch's outputs (a chunk's, :func:`_chunked_launches`;
     ``m`` and ``n`` are then the chunk's); ``programs``: ``"both"``, or only the ``"tiles"`` or only
-    the ``"fixup"`` programs.
+    the ``"fixup"`` programs; ``certify``: :func:`_fixup_policy`'s.
     """
     sch = get_scheme(scheme)
     bf16 = sch.format.name == "bf16"
@@ -569,11 +579,12 @@ def _gemm_launch(cfg: dict, a: _SplitSide, b: _SplitSide, *, scheme: str, order:
         b_stride_n=b_strides[2],
         a_fix_order=a_order, a_fix_total=a_totals, b_fix_order=b_order, b_fix_total=b_totals,
         c_ptr=_Ref("out", row0 * out_strides[1] + col0), c_stride_batch=out_strides[0], c_stride_m=out_strides[1],
-        alpha=_Ref("alpha"), c_error_bound=emulated_error_bound(k, line_range(scheme, sb)), c_recheck=recheck,
+        alpha=_Ref("alpha"), c_error_bound=emulated_error_bound(k, line_range(scheme, sb)),
+        c_threshold=certificate_threshold(k) if certify else 0.0, c_recheck=recheck,
         c_row_base=row0, c_col_base=col0,
         M=m, N=n, K=k, Kp=kp, Np=np_, batch=batch, tile_programs=tile_programs, fixup_programs=fixup_programs,
         choice=a_meta if run_if is None else run_if[0], RUN_IF=-1 if run_if is None else run_if[1],
-        FIXUP_MIN_CLASS=fixup_min_class,
+        FIXUP_MIN_CLASS=fixup_min_class, CERTIFY=certify,
         FIX_GROUP=fix_tile[0], FIX_BLOCK_O=fix_tile[1], FIX_BLOCK_K=fix_tile[2],
         SLICES=sch.slices, SCALE=sch.level_scale(sb), TOP_LEVEL=max(i + j for i, j in sch.products),
         TERMWISE=order == "termwise", FLUSH_STEPS=flush, SPLIT_CORR=bool(cfg["split_corr"]),
@@ -674,12 +685,15 @@ def _auto_problem(a_shape, a_strides, b_shape, b_strides, out_strides, device, *
     b16, bbf, offset = _with_bf16_ints(side_b, offset)
     choice, offset = _ws_piece(offset, torch.int32, (1,))
     recheck, offset = _recheck_piece(batch, m, n, [(c["BLOCK_M"], c["BLOCK_N"]) for c in cfgs.values()], offset)
+    policy = {s: _fixup_policy(s, scale, fixup_min_class) for s in AUTO_SCHEMES}
     stats, *lines16, scaled = _split_launches(a16, b16, sb=sb, scheme=AUTO_SCHEMES[0], scale=scale,
-                                             rng=line_range(AUTO_SCHEMES[0], sb), fixup_min_class=fixup_min_class,
+                                             rng=line_range(AUTO_SCHEMES[0], sb),
+                                             fixup_min_class=policy[AUTO_SCHEMES[0]][0],
                                              block=block, num_warps=cfg16["split_warps"], recheck=recheck,
                                              choice=choice, chunked=chunk is not None)
     lines_bf = _line_meta_launch(abf, bbf, scheme=AUTO_SCHEMES[1], scale=scale, k=k,
-                                 rng=line_range(AUTO_SCHEMES[1], sb), fixup_min_class=fixup_min_class, block=block,
+                                 rng=line_range(AUTO_SCHEMES[1], sb), fixup_min_class=policy[AUTO_SCHEMES[1]][0],
+                                 block=block,
                                  num_warps=cfg16["split_warps"])
     decide = _Launch(scheme_choice_kernel, (1,),
                      dict(choice=choice, a_count=a16.ints[2], b_count=b16.ints[2], a_count_bf=abf.ints[2],
@@ -688,10 +702,11 @@ def _auto_problem(a_shape, a_strides, b_shape, b_strides, out_strides, device, *
                           MARGIN=AUTO_MARGIN, BLOCK=256), 4, 1)
 
     def gemm_launches(a_views, b_views, m_, n_, padded, origin, programs):  # fp16x3's, then bf16x6's
-        return tuple(_gemm_launch(cfgs[s], sa, sb_, scheme=s, order="termwise", sb=sb, fixup_min_class=fixup_min_class,
+        return tuple(_gemm_launch(cfgs[s], sa, sb_, scheme=s, order="termwise", sb=sb, fixup_min_class=policy[s][0],
                                   batch=batch, m=m_, n=n_, k=k, batches=(ba, bb), padded=padded,
                                   strides=(a_strides, b_strides, out_strides), block_k=steps[s][0], flush=steps[s][1],
-                                  sms=sms, recheck=recheck, run_if=(choice, value), origin=origin, programs=programs)
+                                  sms=sms, recheck=recheck, run_if=(choice, value), origin=origin, programs=programs,
+                                  certify=policy[s][1])
                      for value, (s, sa, sb_) in enumerate(zip(AUTO_SCHEMES, a_views, b_views)))
 
     head = (stats, *lines16, *lines_bf, decide, scaled)
@@ -720,6 +735,7 @@ def _problem(a_shape, a_strides, b_shape, b_strides, out_strides, device, *, sb:
     bb = 1 if batch > 1 and b_strides[0] == 0 else batch
     sms = _num_sms(device)
     rng = line_range(scheme, sb)  # the split's range, and the top binade of a scaled line
+    fixup_min_class, certify = _fixup_policy(scheme, scale, fixup_min_class)
     block = tuple(cfg["split_block"] or (_INTERPRETER_LINE_BLOCK if interpreter_active() else LINE_BLOCK))
     chunk = _chunk_lines(cfg, batch, m, n, cfg["BLOCK_M"], cfg["BLOCK_N"])
     side_a, offset = _split_side("a", (ba, m, k), a_strides, lines_axis=1, rows_pad=mp, cols_pad=kp,
@@ -737,7 +753,7 @@ def _problem(a_shape, a_strides, b_shape, b_strides, out_strides, device, *, sb:
         return (_gemm_launch(cfg, a_views[0], b_views[0], scheme=scheme, order=order, sb=sb,
                              fixup_min_class=fixup_min_class, batch=batch, m=m_, n=n_, k=k, batches=(ba, bb),
                              padded=padded, strides=(a_strides, b_strides, out_strides), block_k=block_k, flush=steps,
-                             sms=sms, recheck=recheck, origin=origin, programs=programs),)
+                             sms=sms, recheck=recheck, origin=origin, programs=programs, certify=certify),)
 
     if chunk is None:
         body = gemm_launches((side_a,), (side_b,), m, n, (mp, np_, kp), (0, 0), "both")

@@ -49,6 +49,7 @@ torch = require_interpreter("tests/gpu/")
 
 from sgemm_cube import cpu_fallback  # noqa: E402
 import sgemm_cube  # noqa: E402
+from sgemm_cube.cpu_fallback import guard  # noqa: E402
 from sgemm_cube.cpu_fallback.guard import line_meta, line_range, pack_meta, scale_lines, unpack_meta  # noqa: E402
 from sgemm_cube.backends import cuda  # noqa: E402
 from sgemm_cube.backends.cuda import fixup_kernel, hybrid, launch  # noqa: E402
@@ -124,10 +125,13 @@ def _unique(x):
 
 def _check_lines(x, slices, lines, *, axis, partner, scheme="fp16x3", sb=12, scale="auto", fixup_min_class=1):
     """Line integers, slices, padding and lists of one split operand against :mod:`cpu_fallback.guard`
-    (``partner``: the product's other operand, which BF16 schemes classify the lines beside)."""
+    (``partner``: the product's other operand, which BF16 schemes classify the lines beside).
+    ``fixup_min_class`` is the one asked for: under ``guard.certifies`` LOSES_BITS lines are emulated, and the
+    lists hold SPECIAL ones."""
     xn = _unique(x).numpy()
-    want = line_meta(xn, axis, scheme=scheme, sb=sb, scale=scale, fixup=fixup_min_class == 1,
-                     partner=_unique(partner).numpy())
+    fixup = fixup_min_class == 1
+    want = line_meta(xn, axis, scheme=scheme, sb=sb, scale=scale, fixup=fixup, partner=_unique(partner).numpy())
+    fixup_min_class = guard.fixup_min_class(fixup, guard.certifies(scheme, scale, fixup))
     got = unpack_meta(lines.meta.numpy())
     for name, g, w in zip(("t", "cls"), got, want):
         assert np.array_equal(g, w), (name, np.argwhere(g != w)[:5].tolist())
