@@ -276,7 +276,7 @@ def line_stats(x: np.ndarray, axis: int) -> LineStats:
 
 def line_meta(x: np.ndarray, axis: int, *, scheme: str = "fp16x3", sb: int = 12, scale="auto",
               fixup: bool = True, arithmetic=None, partner: np.ndarray | None = None,
-              certify: bool | None = None) -> LineMeta:
+              certify: bool = False) -> LineMeta:
     """Exponents and classes of the lines of a (B, M, K) (``axis=-1``) or (B, K, N) (``axis=-2``) float32 array.
 
     ``partner``: the other operand of the product ((B, K, N) for the rows of A, (B, M, K) for the columns of
@@ -444,15 +444,15 @@ def fp16_rule(own: FP16Summary, partner: FP16Summary) -> FP16Rule:
 
 def meta_from_stats(stats: LineStats, *, scheme: str = "fp16x3", sb: int = 12, scale="auto",
                     fixup: bool = True, arithmetic=None, partner: LineStats | None = None,
-                    k: int | None = None, certify: bool | None = None) -> LineMeta:
+                    k: int | None = None, certify: bool = False) -> LineMeta:
     """:class:`LineMeta` of lines from their :class:`LineStats` (shape (B, L)); see the module docstring.
 
     ``arithmetic``: the hardware arithmetic whose split range (:func:`line_range`) classifies the lines.
     ``partner``: the statistics of the other operand's lines (BF16 schemes: :func:`bf16_rule`; without
     them a BF16 line is emulated only within 99 binades of its top; FP16 schemes: :func:`fp16_rule`
     where :func:`fp16_rule_applies` for ``k``, the product's K).  BF16 schemes scale every line
-    under ``scale="auto"``.  ``certify``: whether ``LOSES_BITS`` lines are emulated, their outputs certified
-    (they keep their ``t``; None: :func:`certifies`; the NPU's bands pass False).
+    under ``scale="auto"``.  ``certify``: the product certifies its outputs (:func:`certifies`, which the CPU
+    and CUDA backends pass): ``LOSES_BITS`` lines are emulated and keep their ``t``.
     """
     if scale not in SCALES:
         raise ValueError(f"unknown scale {scale!r}; choose one of {list(SCALES)}")
@@ -477,8 +477,6 @@ def meta_from_stats(stats: LineStats, *, scheme: str = "fp16x3", sb: int = 12, s
     cls = np.where((np.ldexp(small, t) < lower) | loses, LineClass.LOSES_BITS, LineClass.SPLIT)
     cls = np.where((np.ldexp(big, t) >= rng.upper) | bad, LineClass.SPECIAL, cls).astype(np.int32)
     to_one = np.where(big > 0, -_floor_log2(big), 0)  # fix-up lines: largest entry into [1, 2)
-    if certify is None:
-        certify = certifies(scheme, scale, fixup, arithmetic)
     lowest = fixup_min_class(fixup, certify)
     t = np.where(cls >= lowest, to_one, t).astype(np.int32)
     return LineMeta(t, cls)
@@ -749,9 +747,10 @@ def choose_scheme(a: np.ndarray, b: np.ndarray, *, margin: float, sb: int = 12, 
     :func:`certifies` the first's ``LOSES_BITS`` lines are emulated, not listed."""
 
     def recomputed(scheme: str) -> np.float32:
-        lowest = fixup_min_class(fixup, certifies(scheme, scale, fixup))
-        fa, fb = (np.float32(np.count_nonzero(line_meta(x, axis, scheme=scheme, sb=sb, scale=scale,
-                                                        partner=other).cls >= lowest))
+        certify = certifies(scheme, scale, fixup)
+        lowest = fixup_min_class(fixup, certify)
+        fa, fb = (np.float32(np.count_nonzero(line_meta(x, axis, scheme=scheme, sb=sb, scale=scale, partner=other,
+                                                        certify=certify).cls >= lowest))
                   / np.float32(x.size // x.shape[axis]) for x, axis, other in ((a, -1, b), (b, -2, a)))
         return fa + fb - fa * fb
 

@@ -35,6 +35,7 @@ from __future__ import annotations
 from typing import Protocol, runtime_checkable
 
 from sgemm_cube.cpu_fallback import ORDERS
+from sgemm_cube.cpu_fallback.guard import certifies
 
 from ..plan import Plan, Request
 
@@ -119,6 +120,9 @@ def make_plan(req: Request, backend: str, schemes, k: int, *, orders=ORDERS, nat
         what = ("scheme='auto' (the default): fp16x3, with per-line power-of-two scaling and the fix-up of the lines "
                 "the split cannot hold, keeps SGEMM's error bound and is the fastest scheme")
     why = f"{where}; {what}"
+    if backend in ("cpu", "cuda") and certifies("fp16x3" if scheme == "auto" else scheme, req.scale, req.fixup):
+        why += ("; scale='rows': the lines that reach below the split's range are emulated too, each of their "
+                "outputs certified after the product or computed again from the unscaled operands")
     if not req.fixup:
         why += "; fixup=False: lines whose entries lose bits in the split are NOT fixed up (no guarantee)"
     return Plan(scheme, req.sb, req.scale, backend, why, order=req.order, fixup=req.fixup)

@@ -174,8 +174,9 @@ def _line_metas(a: np.ndarray, b: np.ndarray, plan: Plan):
     """The line meta of A's rows and B's columns (:func:`sgemm_cube.cpu_fallback.guard.meta_from_stats`, each
     operand's lines classified beside the other's)."""
     sa, sb = _line_stats(a, -1), _line_stats(b, -2)
+    certify = certifies(plan.scheme, plan.scale, plan.fixup)
     return tuple(meta_from_stats(own, scheme=plan.scheme, sb=plan.sb, scale=plan.scale, fixup=plan.fixup,
-                                 partner=other, k=a.shape[-1]) for own, other in ((sa, sb), (sb, sa)))
+                                 partner=other, k=a.shape[-1], certify=certify) for own, other in ((sa, sb), (sb, sa)))
 
 
 def _unscaled(c, ta, tb, room: int, alpha: float):

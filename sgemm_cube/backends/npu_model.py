@@ -54,7 +54,7 @@ def guarded_product(a, b, *, soc: str, arithmetic, design, tiling: npu_schedule.
     """
     a3, b3 = np.asarray(a, np.float32)[None], np.asarray(b, np.float32)[None]
     scheme = "fp16x4" if keep_lo_lo else "fp16x3"
-    ma, mb = (line_meta(x, axis, scheme=scheme, sb=sb, scale=scale, fixup=fixup, arithmetic=design, certify=False)
+    ma, mb = (line_meta(x, axis, scheme=scheme, sb=sb, scale=scale, fixup=fixup, arithmetic=design)
               for x, axis in ((a3, -1), (b3, -2)))
     xa, xb = ordinary_split_input(a3[0], ma.t[0], -1, sb), ordinary_split_input(b3[0], mb.t[0], -2, sb)
     chip = npu_schedule.chip_arithmetic(soc, arithmetic)

@@ -130,8 +130,10 @@ def _check_lines(x, slices, lines, *, axis, partner, scheme="fp16x3", sb=12, sca
     lists hold SPECIAL ones."""
     xn = _unique(x).numpy()
     fixup = fixup_min_class == 1
-    want = line_meta(xn, axis, scheme=scheme, sb=sb, scale=scale, fixup=fixup, partner=_unique(partner).numpy())
-    fixup_min_class = guard.fixup_min_class(fixup, guard.certifies(scheme, scale, fixup))
+    certify = guard.certifies(scheme, scale, fixup)
+    want = line_meta(xn, axis, scheme=scheme, sb=sb, scale=scale, fixup=fixup, partner=_unique(partner).numpy(),
+                     certify=certify)
+    fixup_min_class = guard.fixup_min_class(fixup, certify)
     got = unpack_meta(lines.meta.numpy())
     for name, g, w in zip(("t", "cls"), got, want):
         assert np.array_equal(g, w), (name, np.argwhere(g != w)[:5].tolist())
