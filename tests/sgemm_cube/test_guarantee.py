@@ -582,3 +582,26 @@ def test_certified_positive_wide_lines_stay_on_the_split(data, backend):
     from sgemm_cube.cpu_fallback.guard import choose_scheme
     assert choose_scheme(a[None], b[None], margin=0.05, scale="auto") == "bf16x6"
     assert choose_scheme(a[None], b[None], margin=0.05, scale="rows") == "fp16x3"
+
+
+@pytest.mark.parametrize("k", [16, 64, 512])
+@pytest.mark.parametrize("backend", EMULATING)
+def test_certified_outputs_just_above_the_threshold_keep_the_guarantee(data, backend, k):
+    """The worst case the certificate's bound allows, built: one output just above the threshold (scaled), its
+    row's other entries below the split's range with ``hi`` rounded off by nearly 2**-25 each, against column
+    entries near 2**14 whose own ``hi`` is rounded off by nearly 2**3, all of one sign, so the errors the bound
+    counts add up.  The output is certified (the bits of the product without recomputation) and within the
+    guarantee (on the CPU model 0.02 of it at most over such draws)."""
+    from sgemm_cube.cpu_fallback.guard import certificate_threshold
+    rng = data.rng
+    a, b = np.zeros((1, k + 1)), np.zeros((k + 1, 1))
+    a[0, 1:k] = (rng.integers(1, 2 ** 9, k - 1) + 0.5 - 2.0 ** -12 * rng.random(k - 1)) * 2.0 ** -24
+    b[1:k, 0] = 2.0 ** 14 * (1 + 2.0 ** -11 * (1 - 2.0 ** -12 * rng.random(k - 1)))
+    b[0, 0] = 0.999 * 2.0 ** 15  # the column's largest, at the top
+    a[0, k] = 2.0 ** 14           # the row's largest, at the top, against a zero
+    a[0, 0] = max(0.0, 1.01 * certificate_threshold(k + 1) - a[0, 1:k] @ b[1:k, 0]) / b[0, 0]
+    a, b = a.astype(np.float32), b.astype(np.float32)
+    c = _run(backend, a, b, scheme="fp16x3", scale="rows")
+    loose = _run(backend, a, b, scheme="fp16x3", scale="rows", fixup=False)
+    assert c.view(np.uint32)[0, 0] == loose.view(np.uint32)[0, 0], f"not certified\n{data.seed}"
+    _assert_guarantee(c, a, b, data.seed, "just above the threshold", frobenius=False)
