@@ -170,11 +170,10 @@ def _line_stats(x: np.ndarray, axis: int) -> LineStats:
     return stats
 
 
-def _line_metas(a: np.ndarray, b: np.ndarray, plan: Plan):
+def _line_metas(a: np.ndarray, b: np.ndarray, plan: Plan, certify: bool):
     """The line meta of A's rows and B's columns (:func:`sgemm_cube.cpu_fallback.guard.meta_from_stats`, each
-    operand's lines classified beside the other's)."""
+    operand's lines classified beside the other's; ``certify``: :func:`sgemm_cube.cpu_fallback.guard.certifies`)."""
     sa, sb = _line_stats(a, -1), _line_stats(b, -2)
-    certify = certifies(plan.scheme, plan.scale, plan.fixup)
     return tuple(meta_from_stats(own, scheme=plan.scheme, sb=plan.sb, scale=plan.scale, fixup=plan.fixup,
                                  partner=other, k=a.shape[-1], certify=certify) for own, other in ((sa, sb), (sb, sa)))
 
@@ -197,12 +196,13 @@ def _recompute(redo, a, b, alpha: float, out) -> None:
         out[rows, cols] = fixup_dot(a[ur], b[:, uc], alpha)[ri, ci]
 
 
-def _emulate(plan: Plan, a, b, ma, mb, out, tiling: _Tiling, alpha: float) -> None:
-    """Steps 2-3 for every batch entry, output tile and K slab (:func:`_tiling`); the result times ``alpha``."""
+def _emulate(plan: Plan, a, b, ma, mb, out, tiling: _Tiling, alpha: float, certify: bool) -> None:
+    """Steps 2-3 for every batch entry, output tile and K slab (:func:`_tiling`); the result times ``alpha``;
+    with ``certify`` the outputs :func:`sgemm_cube.cpu_fallback.guard.uncertified` are computed again."""
     _, m, k = a.shape
     n = b.shape[2]
     error_bound = emulated_error_bound(k, line_range(plan.scheme, plan.sb))  # undecided_overflow's
-    threshold = certificate_threshold(k) if certifies(plan.scheme, plan.scale, plan.fixup) else None
+    threshold = certificate_threshold(k) if certify else None
     for i in range(a.shape[0]):
         for rows in _slices(m, tiling.rows):
             ta = ma.t[i, rows]
@@ -271,9 +271,10 @@ def run(plan: Plan, a, b, out, alpha: float = 1.0) -> None:
     tiling = _tiling(a.shape[1], b.shape[2], a.shape[2], plan.scheme, plan.order, MEMORY_BUDGET)
     need = tiling.bytes
     try:
-        ma, mb = _line_metas(a, b, plan)
-        _emulate(plan, a, b, ma, mb, out, tiling, alpha)
-        for i, rows, cols in fixup_lines(ma, mb, plan.fixup, certifies(plan.scheme, plan.scale, plan.fixup)):
+        certify = certifies(plan.scheme, plan.scale, plan.fixup)
+        ma, mb = _line_metas(a, b, plan, certify)
+        _emulate(plan, a, b, ma, mb, out, tiling, alpha, certify)
+        for i, rows, cols in fixup_lines(ma, mb, plan.fixup, certify):
             need = max(need, _fixup_bytes(a, b, rows, cols))
             _fixup(a, b, out, i, rows, cols, alpha)
     except MemoryError as exc:

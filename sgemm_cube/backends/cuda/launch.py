@@ -528,9 +528,9 @@ def _fixup_policy(scheme: str, scale, fixup_min_class: int) -> tuple[int, bool]:
     """``(fixup_min_class, certify)`` of ``scheme``'s launches: where
     :func:`sgemm_cube.cpu_fallback.guard.certifies` (FP16 schemes under ``scale="rows"`` with the fix-up) the
     LOSES_BITS lines are emulated, and their outputs certified (:func:`.gemm_tiles.store_tile`)."""
-    if fixup_min_class == LineClass.LOSES_BITS and certifies(scheme, scale):
-        return int(LineClass.SPECIAL), True
-    return fixup_min_class, False
+    fixup = fixup_min_class == LineClass.LOSES_BITS
+    certify = certifies(scheme, scale, fixup)
+    return int(_fixup_min_class(fixup, certify)), certify
 
 
 def _gemm_launch(cfg: dict, a: _SplitSide, b: _SplitSide, *, scheme: str, order: str, sb: int,
