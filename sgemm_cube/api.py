@@ -103,9 +103,11 @@ def matmul(a: Operand, b: Operand, sb: SbOption = 12, *, scheme: Scheme = "auto"
         columns that reach below the split's range are emulated too, each of
         their outputs certified after the product (its magnitude, scaled, at
         least ``cpu_fallback.guard.certificate_threshold(K)``) or computed
-        again from the unscaled operands: the same guarantee, and on data
-        wide on both sides (log-normal) 2.2-2.9x SGEMM instead of 1.6-1.7x
-        (H200, docs/speed.md); ``"matrix"``: one factor per matrix; ``None``:
+        again from the unscaled operands: the same componentwise guarantee,
+        and on data wide on both sides (log-normal) 2.8-3.4x SGEMM instead
+        of 1.7x (H200, docs/speed.md), but on wide data whose outputs rest on
+        a few products a normwise error up to 4x native's (docs/guarantee.md);
+        ``"matrix"``: one factor per matrix; ``None``:
         none (lines outside the split's range are computed in FP32).
     order : {"termwise", "elementwise"}, keyword-only
         ``"termwise"`` keeps each product in its own FP32 accumulator and sums

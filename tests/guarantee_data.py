@@ -783,6 +783,23 @@ def option_id(opts):
     return "-".join(f"{k}={v}" for k, v in opts.items())
 
 
+#: Attacks whose outputs rest on a few products of lines wider than the FP16 split holds (row_span_120: every
+#: entry in a random binade of 120; cond_phi5; wide_cancel's rows at 2**+-60): the certified product
+#: (``scale="rows"``, FP16 schemes: ``guard.certifies``) emulates those lines, and there the split's 22 bits
+#: per operand, not the summation, set the error, as on Vandermonde features under the default
+#: (docs/guarantee.md, "Certified outputs").  The componentwise guarantee is checked; the measured normwise
+#: property is not claimed.
+CERTIFIED_NOT_NORMWISE = ("row_span_120", "cond_phi5", "wide_cancel")
+
+
+def normwise_claimed(opts, gen):
+    """Whether :func:`check_guarantee`'s Frobenius comparison with native FP32 (a measured property) is claimed
+    for generator ``gen`` under ``opts``: not for :data:`CERTIFIED_NOT_NORMWISE` where the product certifies."""
+    certified = (opts.get("scale") == "rows" and opts.get("fixup", True)
+                 and opts.get("scheme", "auto") in ("auto", "fp16x3", "fp16x4"))
+    return not (certified and gen in CERTIFIED_NOT_NORMWISE)
+
+
 def native_overflow_ok(opts):
     """Whether, under these options, rows beyond the split's range may run in native FP32 (scale=None),
     whose running sums can reach the infinity of the wrong sign where the exact result overflows."""

@@ -37,7 +37,9 @@ pytestmark = pytest.mark.gpu
 
 from sgemm_cube import cpu_fallback  # noqa: E402
 import sgemm_cube  # noqa: E402
-from sgemm_cube.cpu_fallback.guard import choose_scheme, line_meta, line_range, pack_meta, unpack_meta  # noqa: E402
+from sgemm_cube.cpu_fallback.guard import (certifies, choose_scheme, line_meta, line_range, pack_meta,  # noqa: E402
+                                          unpack_meta)
+from sgemm_cube.cpu_fallback.guard import fixup_min_class as fixup_min_class_of  # noqa: E402
 from sgemm_cube.backends import cuda  # noqa: E402
 from sgemm_cube.backends.cuda import launch  # noqa: E402
 from sgemm_cube.backends.cuda.gemm_tiles import VARIANTS  # noqa: E402
@@ -74,9 +76,12 @@ def _check(a, b, c, factor=2.0, floor=2.0 ** -21):
 
 def _check_lines(lines, x, axis, partner, **kw):
     """The split pass's line meta and fix-up lists against :func:`cpu_fallback.guard.line_meta` (``partner``:
-    the product's other operand, which BF16 schemes classify the lines beside)."""
-    fixup_min_class = kw.pop("fixup_min_class", 1)
-    want = line_meta(x, axis, fixup=fixup_min_class == 1, partner=partner, **kw)
+    the product's other operand, which BF16 schemes classify the lines beside).  ``fixup_min_class`` is the one
+    asked for: under ``guard.certifies`` LOSES_BITS lines are emulated, and the lists hold SPECIAL ones."""
+    fixup = kw.pop("fixup_min_class", 1) == 1
+    certify = certifies(kw.get("scheme", "fp16x3"), kw.get("scale", "auto"), fixup)
+    fixup_min_class = fixup_min_class_of(fixup, certify)
+    want = line_meta(x, axis, fixup=fixup, partner=partner, certify=certify, **kw)
     assert np.array_equal(lines.meta.cpu().numpy(), pack_meta(want))
     counts, lists, bl = lines.counts.cpu().numpy(), lines.lists.cpu().numpy(), lines.block_l
     for i in range(x.shape[0]):

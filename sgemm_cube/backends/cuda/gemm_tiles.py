@@ -168,13 +168,17 @@ def store_tile(acc, c, bidx, row0, col0, offs_m, offs_n, m_in, n_in, cls_a, t_a,
 
     CERTIFY (``guard.uncertified``): an output of a LOSES_BITS row or column whose scaled sum ``|acc|`` is
     below ``c.threshold`` is stored as NaN (no emulated output is NaN otherwise) and its tile listed too;
-    the recheck computes it again.
+    the recheck computes it again.  Tiles without such a line skip the test (scalar branch: the mask is not
+    kept live through the unscaling).
     """
     keep = (m_in & (cls_a < FIXUP_MIN_CLASS))[:, None] & (n_in & (cls_b < FIXUP_MIN_CLASS))[None, :]
     listed = tl.program_id(0) * 0  # int32: does the recheck need this tile
     if CERTIFY:
-        wide = (cls_a == LOSES_BITS)[:, None] | (cls_b == LOSES_BITS)[None, :]
-        uncertified = keep & wide & (tl.abs(acc) < c.threshold)
+        wide_a, wide_b = cls_a == LOSES_BITS, cls_b == LOSES_BITS
+        if tl.max(wide_a.to(tl.int32), axis=0) + tl.max(wide_b.to(tl.int32), axis=0) > 0:  # most tiles: none
+            uncertified = keep & (wide_a[:, None] | wide_b[None, :]) & (tl.abs(acc) < c.threshold)
+            listed = tl.max(uncertified.to(tl.int32))
+            acc = tl.where(uncertified, float("nan"), acc)  # NaN through the unscaling below
     # Undo the lines' power-of-two scaling and multiply by alpha, rounding once.  The scaled sums never
     # overflow: only this rounding can.  Unscaled lines (t = 0) with alpha 1 cannot overflow (|acc| < K upper**2).
     if (tl.max(tl.abs(t_a), axis=0) + tl.max(tl.abs(t_b), axis=0) > 0) | (c.alpha != 1.0):
@@ -196,11 +200,8 @@ def store_tile(acc, c, bidx, row0, col0, offs_m, offs_n, m_in, n_in, cls_a, t_a,
             low = (tl.abs(acc64) - tl.cast(c.error_bound, tl.float64)) * tl.abs(factor)
             # (a non-finite alpha is left to IEEE arithmetic: its factors are infinite or NaN, the others < 1e300)
             undecided = keep & (tl.abs(value) >= FP32_OVERFLOW) & (low < FP32_OVERFLOW) & (tl.abs(factor) < 1e300)
-            listed = tl.max(undecided.to(tl.int32))
+            listed = tl.maximum(listed, tl.max(undecided.to(tl.int32)))
             acc = value.to(tl.float32)
-    if CERTIFY:
-        listed = tl.maximum(listed, tl.max(uncertified.to(tl.int32)))
-        acc = tl.where(uncertified, float("nan"), acc)
     if listed > 0:
         entry = c.recheck + 1 + tl.atomic_add(c.recheck, 1) * RECHECK_ENTRY
         tl.store(entry, bidx)

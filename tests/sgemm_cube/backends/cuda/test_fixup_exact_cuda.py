@@ -219,3 +219,47 @@ def test_the_issue_cases_take_the_exact_path(monkeypatch):
     for _, a, b, exact in silent_answer_cases():
         assert same_bits_any_zero(_cuda(a, b), exact)
     assert all(n >= 2 for n in calls.values()), calls
+
+
+def _cancelling_wide_lines(rng, m, k, n, rows, cols):
+    """Wide rows (an entry 2**-40 below each row's largest, against a zero row of B) whose outputs in ``rows``
+    and ``cols`` cancel to a term 2**-26 below the top, which the certificate (``scale="rows"``) fails; the
+    other outputs keep a term at the top.  Half of K holds X and X against Y and -Y, every entry with few bits,
+    so that the failing outputs' sums are exact in FP64 in any order.  Returns a, b and the failing outputs."""
+    half = k // 2 - 2
+    x = np.round(rng.standard_normal((m, half)) * 32) / 32
+    y = np.round(rng.standard_normal((half, n)) * 32) / 32
+    a, b = np.zeros((m, k)), np.zeros((k, n))
+    a[:, :half], a[:, half:2 * half], b[:half], b[half:2 * half] = x, x, y, -y
+    top = 2.0 ** np.ceil(np.log2(np.abs(x).max(axis=1)))
+    a[:, -3], b[-3] = top * 2.0 ** -40, 0.0                 # the wide entry
+    a[:, -2], b[-2] = top * 2.0 ** -26, np.round(rng.standard_normal(n) * 32) / 32
+    a[:, -1], b[-1] = top, 1.0
+    a[rows, -1], b[-1, cols] = 0.0, 0.0
+    failing = np.zeros((m, n), bool)
+    failing[rows], failing[:, cols] = True, True
+    return a.astype(np.float32), b.astype(np.float32), failing
+
+
+@pytest.mark.parametrize("rows, cols, piece_dots", [([3], [], False), ([3], [2], False), ([5], [1, 7], True)],
+                         ids=["12", "59", "74-and-32"])
+def test_certified_recheck_few_outputs_and_whole_pieces_agree(monkeypatch, rows, cols, piece_dots):
+    """The recheck computes the outputs the certificate fails one by one where a piece (32 x 64 outputs) holds
+    at most ``fixup_kernel._FEW_MAX`` (64) of them (``_few_outputs``, in gathers of ``_FEW``), and by the
+    piece's FP64 dots beyond (in the last case the first piece holds 74, the second 32; forced everywhere by
+    setting ``_FEW_MAX`` to 0): the same bits either way, and on the failing outputs, whose FP64 sums are
+    exact, the exact rounding; within the guarantee; the other outputs are the split's (their bits without
+    recomputation)."""
+    a, b, failing = _cancelling_wide_lines(np.random.default_rng(7), 48, 40, 12, rows, cols)
+    run = lambda **kw: sgemm_cube.matmul(torch.from_numpy(a), torch.from_numpy(b), backend="cuda",  # noqa: E731
+                                         scheme="fp16x3", scale="rows", **kw).numpy()
+    calls = _count_calls(monkeypatch)
+    few = run()
+    assert (calls["_abs_dot"] > 0) == piece_dots, calls
+    monkeypatch.setattr(fixup_kernel, "_FEW_MAX", tl.constexpr(0))
+    pieces = run()
+    assert calls["_abs_dot"] > 0, calls
+    assert same_bits_any_zero(few, pieces)
+    assert same_bits_any_zero(few[failing], exact_fp32(a, b)[failing])
+    assert same_bits_any_zero(few[~failing], run(fixup=False)[~failing])
+    assert check_guarantee(few, a, b) == ""
