@@ -54,6 +54,7 @@ __all__ = ["GENERATORS", "FINITE", "SPECIAL", "OVERFLOWING", "U", "OVERFLOW", "U
            "seed_for", "rng_for", "References", "references", "sequential_fp32", "fp32_matmul", "fp32_autograd_matmul", "check_guarantee", "frobenius_errors",
            "ieee_special_values", "issue_64x64", "half_scaled", "padded_issue_case", "nextafter_2_64",
            "special_case", "overflow_case", "same_bits_any_zero", "OPTIONS", "option_id", "native_overflow_ok",
+           "FEW_PRODUCTS", "normwise_claimed",
            "cancelling_huge_terms", "silent_answer_cases", "exact_fp32", "bf16_pair_cases", "fp16_pair_cases"]
 
 U = 2.0 ** -24                            #: FP32 unit roundoff
@@ -798,8 +799,10 @@ def normwise_claimed(opts, gen):
     """Whether :func:`check_guarantee`'s Frobenius comparison with native FP32 (a measured property) is claimed
     for generator ``gen`` under ``opts``: not for :data:`FEW_PRODUCTS` under the certified product or a BF16
     scheme's elementwise order."""
-    certified = (opts.get("scale") == "rows" and opts.get("fixup", True)
-                 and opts.get("scheme", "auto") in ("auto", "fp16x3", "fp16x4"))
+    from sgemm_cube.cpu_fallback.guard import certifies
+
+    scheme = opts.get("scheme", "auto")
+    certified = certifies("fp16x3" if scheme == "auto" else scheme, opts.get("scale", "auto"), opts.get("fixup", True))
     bf16_elementwise = opts.get("order") == "elementwise" and opts.get("scheme") in ("bf16x9", "bf16x6")
     return not ((certified or bf16_elementwise) and gen in FEW_PRODUCTS)
 

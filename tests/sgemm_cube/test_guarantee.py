@@ -51,8 +51,8 @@ import sgemm_cube  # noqa: E402
 
 from tests.guarantee_data import (FINITE, GENERATORS, OPTIONS, OVERFLOW, SPECIAL, U, check_guarantee,  # noqa: E402
                              frobenius_errors, ieee_special_values, issue_64x64, nextafter_2_64, sequential_fp32,
-                             native_overflow_ok, normwise_claimed, option_id, overflow_case, padded_issue_case, references, rng_for,
-                             same_bits_any_nan, special_case)
+                             native_overflow_ok, normwise_claimed, option_id, overflow_case, padded_issue_case,
+                             references, rng_for, same_bits_any_nan, special_case)
 
 
 def _cuda_skip_reason():

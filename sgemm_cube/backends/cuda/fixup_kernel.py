@@ -204,6 +204,15 @@ def _near_overflow(v, row_size, col_size):
 
 
 @triton.jit
+def _near_overflow_by_sum(v, size, alpha, K):
+    """:func:`_near_overflow` with ``size`` itself (``sum_k |x_k y_k|`` in FP64, :func:`_abs_dot`, the shape of
+    ``v``) for the bound: the outputs whose rounding to FP32 the FP64 sum's error could still change between
+    finite and infinite."""
+    mag = tl.abs(v)
+    return tl.abs(mag - FP32_OVERFLOW) - mag * 2.0 ** -51 <= size * _error_scale(alpha, K, size)
+
+
+@triton.jit
 def _col_maxima(y_ptr, y_off, y_valid, stride_yk, K, COLS: tl.constexpr, BLOCK_K: tl.constexpr):
     """``max_k |y[k, c]|`` (COLS, FP64; NaN and infinities read as 0) in one more pass over K that loads
     the other operand's lines only (a vector beside the tile's accumulator: few registers)."""
@@ -570,8 +579,7 @@ def _careful_tile(first_rank, n_rows, first_o, n_cols, lists, total,
         if tl.max(near.to(tl.int32)) > 0:
             size = _abs_dot(x_base, lines.to(tl.int64) * stride_xl, valid, stride_xk,
                             y_base, offs_o.to(tl.int64) * stride_yo, o_in, stride_yk, K, GROUP, _PIECE_COLS, BLOCK_K)
-            mag = tl.abs(acc)
-            near = (tl.abs(mag - FP32_OVERFLOW) - mag * 2.0 ** -51 <= size * _error_scale(alpha, K, size)) & keep
+            near = _near_overflow_by_sum(acc, size, alpha, K) & keep
         if tl.max(near.to(tl.int32)) > 0:
             _exact_tile(first_rank, n_rows, first_o + c0, tl.minimum(n_cols - c0, _PIECE_COLS), lists, total,
                         x_base, stride_xl, stride_xk, y_base, stride_yk, stride_yo, c, stride_cl, stride_co,
@@ -647,8 +655,8 @@ def overflow_recheck_kernel(recheck, a_ptr, a_stride_batch, a_stride_m, a_stride
     exactly (:func:`exact_dot`) where that does not decide.  Only outputs of rows and columns that are not
     fix-up lines, in pieces of (_RECHECK_ROWS, _PIECE_COLS) that hold one: each output by its own FP64 sums
     where the piece holds at most :data:`_FEW_MAX` (:func:`_few_outputs`), else by the piece's FP64 dots
-    (two tiles over the whole K: 0.42 ms for 16 tiles of log-normal data at 4096^3 on an H200).  The programs take the tiles
-    round-robin; with none listed (every product but those with huge cancelling terms) they return at once.
+    (two tiles over the whole K: 0.42 ms for 16 tiles of log-normal data at 4096^3 on an H200).  The programs
+    take the tiles round-robin; with none listed (every product but those with huge cancelling terms) they return at once.
     ``recheck``'s count is set to 0 by the split's first pass (:func:`.split_kernel.tile_stats_kernel`).
     CERTIFY: the GEMM also listed the tiles holding outputs its certificate failed, stored as NaN
     (:func:`.gemm_tiles.store_tile`): NaN outputs are computed again too.
@@ -694,8 +702,7 @@ def overflow_recheck_kernel(recheck, a_ptr, a_stride_batch, a_stride_m, a_stride
                                     _RECHECK_ROWS, _PIECE_COLS, _RECHECK_K)
                     size = _abs_dot(x_base, x_off, r_in, a_stride_k, y_base, y_off, c_in, b_stride_k, K,
                                     _RECHECK_ROWS, _PIECE_COLS, _RECHECK_K)
-                    mag = tl.abs(acc)
-                    near = (tl.abs(mag - FP32_OVERFLOW) - mag * 2.0 ** -51 <= size * _error_scale(alpha, K, size)) & redo
+                    near = _near_overflow_by_sum(acc, size, alpha, K) & redo
                     if tl.max(near.to(tl.int32)) > 0:
                         _exact_outputs(r0, c0, row_end, col_end, x_base, a_stride_m, a_stride_k, y_base, b_stride_k,
                                        b_stride_n, c_base, c_stride_m, x_meta, y_meta, K, alpha, lowest, CERTIFY)
@@ -737,8 +744,7 @@ def _few_outputs(redo, n_redo, row0, col0, x_base, stride_xl, stride_xk, y_base,
             acc += tl.sum(prod, axis=1)
             size += tl.sum(tl.abs(prod), axis=1)
         v = acc * tl.cast(alpha, tl.float64)
-        mag = tl.abs(v)
-        near = (tl.abs(mag - FP32_OVERFLOW) - mag * 2.0 ** -51 <= size * _error_scale(alpha, K, size)) & valid
+        near = _near_overflow_by_sum(v, size, alpha, K) & valid
         tl.store(c_base + rows.to(tl.int64) * stride_cm + cols, v.to(tl.float32), mask=valid & ~near)
         undecided += tl.sum(near.to(tl.int32))
     return undecided > 0
