@@ -500,9 +500,12 @@ def _chunked_launches(a_views: tuple, b_views: tuple, *, m: int, n: int, k_pad: 
     M = N = K) instead of ``1 + 2 planes``.  The line meta and fix-up lists are the whole operands', computed
     once before, so every output has the bits of the product unchunked.  Launches: the fix-up programs over
     the whole product (``gemms(..., "fixup")``), then for each chunk of B's columns its split, and for each
-    chunk of A's rows under it the split of that chunk (once only where A is one chunk) and the GEMM's tile
-    programs for the (rows, columns) block.  What it costs: A is split ``col_chunks`` times (where
-    ``row_chunks`` > 1), and the fix-up no longer overlaps the tiles (docs/speed.md measures it).
+    chunk of A's rows under it the split of that chunk and the GEMM's tile programs for the (rows, columns)
+    block.  The chunks of A's rows run forwards under the even chunks of B's columns and backwards under the
+    odd ones, so that the chunk of A that ends one column chunk, still in its slice buffer, starts the next
+    without a split (where A is one chunk it is split once).  What it costs: A is split ``col_chunks`` times
+    but for that one chunk each time (where ``row_chunks`` > 1), and the fix-up no longer overlaps the tiles
+    (docs/speed.md measures it).
 
     ``a_views``, ``b_views``: each operand's sides (one; ``scheme="auto"``: fp16x3's and bf16x6's, which
     share the slices); ``split(a, b, programs_a, programs_b)`` makes a split launch of chunk sides;
@@ -514,9 +517,9 @@ def _chunked_launches(a_views: tuple, b_views: tuple, *, m: int, n: int, k_pad: 
     for j, c0 in enumerate(range(0, n, cols)):
         nc = min(cols, n - c0)
         b_chunk = tuple(_chunk_side(v, 2, c0, nc, cols) for v in b_views)
-        for i, (r0, mr) in enumerate(a_chunks):
+        for i, (r0, mr) in enumerate(a_chunks if j % 2 == 0 else a_chunks[::-1]):
             a_chunk = tuple(_chunk_side(v, 1, r0, mr, rows) for v in a_views)
-            split_a = a_chunk[0].tile_programs if (j == 0 or len(a_chunks) > 1) else 0
+            split_a = a_chunk[0].tile_programs if (j == 0 or i > 0) else 0
             split_b = b_chunk[0].tile_programs if i == 0 else 0
             if split_a + split_b:
                 launches.append(split(a_chunk[0], b_chunk[0], split_a, split_b))
