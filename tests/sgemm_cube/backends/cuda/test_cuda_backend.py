@@ -975,6 +975,17 @@ def test_auto_scheme_below_its_size_is_fp16x3_and_elsewhere_a_fixed_scheme(rng):
         assert sgemm_cube.explain(a, b, backend="cuda", **opts).scheme == "fp16x3", opts
 
 
+def test_auto_scheme_threshold_is_the_documented_one():
+    """The GPU chooses from 2*batch*m*n*k >= 2**34 (2048^3), as the ``matmul`` docstring and README say
+    (``configs/default.json``, ``auto_scheme.min_flops``): plans only, nothing launched."""
+    assert launch.AUTO_MIN_FLOPS == 2.0 ** 34
+    assert "2**34 (2048^3)" in " ".join(sgemm_cube.matmul.__doc__.split())
+    for shape_a, shape_b, scheme in (((2048, 2048), (2048, 2048), "auto"), ((2047, 2048), (2048, 2048), "fp16x3"),
+                                     ((2, 1024, 2048), (2048, 4096), "auto"), ((1023, 2048), (2048, 4096), "fp16x3")):
+        plan = sgemm_cube.explain(torch.empty(shape_a), torch.empty(shape_b), backend="cuda")
+        assert plan.scheme == scheme, (shape_a, shape_b, plan)
+
+
 def test_choose_scheme_margin_is_a_fraction_of_the_outputs(rng):
     """The host rule: a quarter of A's rows listed under fp16x3 and none under bf16x6 is 0.25 of the
     outputs; margins just below and at it decide it."""
