@@ -144,10 +144,13 @@ def tl_kloop_kernel(a0_desc, a1_desc, b0_desc, b1_desc, c_ptr, M, N, K,
 
 
 def split(x):
-    """``hi = fp16(x)``, ``lo = fp16((x - hi) 2**sb)``, no line scaling (for normal data only)."""
-    hi = x.half()
-    lo = ((x - hi.float()) * 2.0 ** SB.value).half()
-    return hi, lo
+    """The FP16 planes ``(hi, lo)`` of a CUDA tensor by the library's own split (:func:`sgemm_cube.split`, on the
+    host), without line scaling: for normal data only."""
+    import torch
+
+    import sgemm_cube
+
+    return tuple(torch.from_numpy(p).to(x.device) for p in sgemm_cube.split(x.cpu().numpy(), sb=SB.value))
 
 
 def gluon_product(planes, m, n, k, *, stages, bm=128, bn=128, bk=64, group_m=8, num_warps=8):

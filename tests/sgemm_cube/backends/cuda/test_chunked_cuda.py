@@ -130,7 +130,7 @@ def test_workspace_holds_a_chunk_of_each_operand(scheme, planes):
         # A's chunks are split once per column chunk, but for the one that ends a column chunk and starts
         # the next (its slices are still in the buffer: the row chunks run forwards, then backwards)
         body = chunked.launches[chunked.launches.index(gemms[0]):]
-        splits_a = [x for x in body if x.kernel.fn.__name__ == "split_scaled_kernel" and x.kwargs["programs_a"]]
+        splits_a = [x for x in body if x.kernel is launch.split_scaled_kernel and x.kwargs["programs_a"]]
         assert len(splits_a) == (rows + (cols - 1) * (rows - 1) if rows > 1 else 1), (rows, cols)
 
 
