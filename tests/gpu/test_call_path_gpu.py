@@ -30,3 +30,49 @@ def test_the_cuda_path_travels_one_way(case, torch_gen):
     assert any(callee.startswith("sgemm_cube.backends.cuda") for _, callee, _ in graph.data_edges), graph.describe()
     assert not cycles(graph.edges), graph.describe()
     assert not second_entries(graph.data_edges), graph.describe()
+
+
+@pytest.mark.parametrize("case", ["2-D", "batched", "offset view"])
+def test_a_replayed_call_gives_the_full_paths_bits(case, torch_gen):
+    """A repeated emulated call replays its remembered launches (:func:`sgemm_cube.product.replay_emulated`)
+    on the new operands: the bits of the full path (``out=`` always takes it), for a copy of the operands at
+    other addresses too, on data whose rows span many binades (scaled and fix-up lines)."""
+    from sgemm_cube import product
+
+    shape_a, shape_b = {"2-D": ((640, 384), (384, 512)), "batched": ((3, 320, 384), (3, 384, 256)),
+                        "offset view": ((640, 385), (384, 512))}[case]
+    a = (torch.randn(shape_a, generator=torch_gen) * torch.exp(3 * torch.randn(shape_a, generator=torch_gen))).cuda()
+    b = torch.randn(shape_b, generator=torch_gen).cuda()
+    a[..., 0, 0], a[..., 1, 1] = 1e30, 1e-30
+    if case == "offset view":
+        a = a[:, 1:]  # rows of 385, 4 bytes past a 16-byte boundary: a key of its own, and its copy another
+    expected = torch.empty(a.shape[:-1] + b.shape[-1:], device="cuda")
+    sgemm_cube.matmul(a, b, backend="cuda", out=expected)
+    before = len(product._emulated_calls)
+    first = sgemm_cube.matmul(a, b, backend="cuda")
+    assert len(product._emulated_calls) == before + 1  # remembered ...
+    again = sgemm_cube.matmul(a, b, backend="cuda")    # ... and replayed
+    moved = sgemm_cube.matmul(a.clone(), b.clone(), backend="cuda")
+    assert len(product._emulated_calls) == before + (1 if case != "offset view" else 2)
+    for got in (first, again, moved):
+        assert got.shape == expected.shape and torch.equal(got.view(torch.int32), expected.view(torch.int32))
+
+
+def test_a_replay_follows_the_plan_state(monkeypatch, torch_gen):
+    """``launch.AUTO_MIN_FLOPS`` (the backend's ``plan_state``) is part of a remembered call's key: a study that
+    moves it gets the plan it asks for, not the one remembered before."""
+    from sgemm_cube import product
+    from sgemm_cube.backends.cuda import launch
+
+    a = torch.exp(3 * torch.randn(1024, 1024, generator=torch_gen)).cuda()  # fp16x3 lists most lines here
+    b = torch.exp(3 * torch.randn(1024, 1024, generator=torch_gen)).cuda()
+    fp16x3 = sgemm_cube.matmul(a, b, backend="cuda", scheme="fp16x3")
+    bf16x6 = sgemm_cube.matmul(a, b, backend="cuda", scheme="bf16x6")
+    assert not torch.equal(fp16x3, bf16x6)
+    for _ in range(2):
+        assert torch.equal(sgemm_cube.matmul(a, b, backend="cuda"), fp16x3)  # below the threshold: fp16x3
+    monkeypatch.setattr(launch, "AUTO_MIN_FLOPS", 0.0)
+    before = len(product._emulated_calls)
+    for _ in range(2):
+        assert torch.equal(sgemm_cube.matmul(a, b, backend="cuda"), bf16x6)  # the GPU's choice: bf16x6
+    assert len(product._emulated_calls) == before + 1

@@ -372,6 +372,53 @@ def test_repeated_native_calls_take_the_remembered_plan(monkeypatch):
         sgemm_cube.matmul(a.detach().half(), b.half())
 
 
+def test_repeated_emulated_calls_replay_the_remembered_launches(monkeypatch):
+    """A CUDA call emulated once is remembered per shapes, strides, dtypes, devices, alignment, options and the
+    CUDA backend's plan state (:func:`sgemm_cube.product.replay_emulated`); a repeated call only queues the
+    same launches on the new operands.  Other strides, alignment, options or plan state, ``out=`` and an alpha
+    take the full path, and so does a replay whose workspace does not fit (the entry is dropped).  CPU tensors
+    stand in for CUDA ones here (a fake replay records its calls); tests/gpu/test_call_path_gpu.py replays
+    real launches and compares their bits with the full path's."""
+    torch = pytest.importorskip("torch")
+    from sgemm_cube import product
+    from sgemm_cube.plan import make_request
+
+    state = [("threshold", 1)]
+    fake_cuda = type("FakeCuda", (), {"plan_state": staticmethod(lambda: state[0])})
+    monkeypatch.setattr(product, "_emulated_calls", {})
+    monkeypatch.setattr(product, "_EMULATED_TENSOR", torch.Tensor)
+    monkeypatch.setattr(product, "_CUDA", fake_cuda)
+    replays, fits = [], [True]
+
+    def launches(a, b, out):  # what the backend's replay does: write the product, or launch nothing
+        if not fits[0]:
+            return False
+        replays.append((a.data_ptr(), b.data_ptr()))
+        out.copy_(torch.full(out.shape, 7.0))
+        return True
+
+    req = make_request()
+    a, b = torch.randn(6, 4), torch.randn(4, 5)
+    key = (a.shape, b.shape, a.stride(), b.stride(), a.dtype, b.dtype, a.device, b.device, a.data_ptr() % 16,
+           b.data_ptr() % 16, req, state[0])
+    product._emulated_calls[key] = ((6, 5), launches)
+    got = product.compute(req, a, b)
+    assert replays == [(a.data_ptr(), b.data_ptr())] and got.shape == (6, 5) and bool((got == 7).all())
+    assert got.is_contiguous() and got.dtype == torch.float32
+    real = a.double() @ b.double()
+    for call in (lambda: product.compute(make_request(sb=10), a, b),            # other options
+                 lambda: product.compute(req, a.T.contiguous().T, b),            # other strides
+                 lambda: product.compute(req, a, b, alpha=2.0) / 2,              # alpha
+                 lambda: product.compute(req, a, b, torch.empty(6, 5))):         # out=
+        assert torch.allclose(call().double(), real, rtol=1e-5, atol=1e-6)      # the full path's product
+    state[0] = ("threshold", 2)                                                   # the plan may differ now
+    assert torch.allclose(product.compute(req, a, b).double(), real, rtol=1e-5, atol=1e-6)
+    state[0] = ("threshold", 1)
+    fits[0] = False                                                               # the workspace does not fit
+    assert torch.allclose(product.compute(req, a, b).double(), real, rtol=1e-5, atol=1e-6)
+    assert key not in product._emulated_calls and len(replays) == 1
+
+
 def test_out_is_untouched_when_the_call_fails(monkeypatch):
     """out= is resized (as torch.matmul resizes it) only once the result is there: a call that raises
     leaves out as it was, shape and values."""

@@ -135,6 +135,39 @@ def run(plan, a, b, out, alpha: float = 1.0) -> None:
     _run(a, b, out, **options)
 
 
+def plan_state() -> tuple:
+    """What :func:`plan` reads besides its arguments and the (cached) config files: ``launch.AUTO_MIN_FLOPS``,
+    which studies and tests set.  A remembered call (:mod:`sgemm_cube.product`) holds only while it is the same."""
+    from . import launch
+
+    return (launch.AUTO_MIN_FLOPS,)
+
+
+def replayable(plan, a, b, out):
+    """What :func:`run` just queued for ``plan`` on these (B, M, K), (B, K, N) and (B, M, N) tensors, as
+    ``launches(a, b, out) -> bool`` for later calls of the same shapes, strides, alignment and device
+    (:mod:`sgemm_cube.product`'s remembered calls): it queues the same launches on the new tensors and returns
+    True, or launches nothing and returns False where the workspace does not fit in the GPU's memory now (the
+    full path then chunks the product).  ``None`` where :func:`.launch.run` keeps no launches to replay."""
+    from .launch import _OUT_OF_MEMORY, replay
+
+    if out.shape[2] > 1 and out.stride(2) != 1:  # run computes such an out through a copy
+        return None
+    cached = replay(a, b, out, sb=plan.sb, order=plan.order, scheme=plan.scheme, scale=plan.scale,
+                    fixup=plan.fixup, config=plan.config)
+    if cached is None:
+        return None
+
+    def launches(a, b, out) -> bool:
+        try:
+            cached(a, b, out)
+        except _OUT_OF_MEMORY:
+            return False
+        return True
+
+    return launches
+
+
 def matmul(a, b, *, out, sb=12, order: str = "termwise", scheme: str = "fp16x3", keep_lo_lo: bool = False,
            scale="auto", fixup: bool = True, flush_k: int | None = None, config: dict | None = None) -> None:
     """Emulated FP32 batched product ``out[i] = a[i] @ b[i]`` on tensor cores, with checked arguments.

@@ -893,7 +893,10 @@ class _Cached:
     divisible by 16) and on the alignment of its pointers; the cache key
     holds every integer and the operands' alignment, so the compiled kernels
     stay valid for every call with that key.  ``launchers``: each launch's
-    :func:`_private_launcher`.
+    :func:`_private_launcher`.  The arguments that change from call to call
+    (addresses, tensor descriptors, alpha) are sorted out here once, so that
+    a call only adds offsets to four base addresses: every line of
+    :meth:`__call__` is host time that a small product's GPU time may not hide.
     """
 
     def __init__(self, prob: _LaunchPlan, launchers):
@@ -901,35 +904,45 @@ class _Cached:
         self.steps = []
         for launch, launcher in zip(prob.launches, launchers):
             args = _positional(launch)
-            patches = [(i, x) for i, x in enumerate(args) if isinstance(x, _Ref)]
-            self.steps.append((launcher, args, patches))
+            addresses, descs, alphas = [], [], []
+            for i, x in enumerate(args):
+                if not isinstance(x, _Ref):
+                    continue
+                if x.role == "alpha":
+                    alphas.append(i)
+                elif x.role == "desc":
+                    descs.append((i, x))
+                elif x.role == "ws":
+                    addresses.append((i, 3, x.offset))  # bytes
+                else:  # a, b, out: float32 elements (check_operands); scale="matrix" is never cached
+                    assert x.role in ("a", "b", "out"), x
+                    addresses.append((i, ("a", "b", "out").index(x.role), x.offset * 4))
+            self.steps.append((launcher, args, addresses, descs, alphas))
         self.descs = {}
 
-    def _address(self, ref: _Ref, a, b, out, ws_ptr, alpha):
-        if ref.role == "alpha":
-            return alpha
-        if ref.role == "ws":
-            return ws_ptr + ref.offset
-        if ref.role == "desc":
-            desc = self.descs.get(ref)
-            if desc is None:
-                from triton.tools.tensor_descriptor import TensorDescriptor
+    def _desc(self, ref: _Ref, ws_ptr: int):
+        """``ref``'s tensor descriptor over the workspace at ``ws_ptr`` (one object per ref, its base moved)."""
+        desc = self.descs.get(ref)
+        if desc is None:
+            from triton.tools.tensor_descriptor import TensorDescriptor
 
-                strides = [ref.shape[1], 1]
-                desc = self.descs[ref] = TensorDescriptor(_Address(ws_ptr + ref.offset, ref.dtype), list(ref.shape),
-                                                          strides, list(ref.block))
-            desc.base = _Address(ws_ptr + ref.offset, ref.dtype)
-            return desc
-        t = a if ref.role == "a" else b if ref.role == "b" else out
-        return t.data_ptr() + ref.offset * t.element_size()
+            desc = self.descs[ref] = TensorDescriptor(_Address(ws_ptr + ref.offset, ref.dtype), list(ref.shape),
+                                                      [ref.shape[1], 1], list(ref.block))
+        desc.base = _Address(ws_ptr + ref.offset, ref.dtype)
+        return desc
 
     def __call__(self, a, b, out, alpha: float = 1.0):
         ws = _allocate_workspace(self.prob.ws_bytes, a.device)
         ws_ptr = ws.data_ptr()
+        bases = (a.data_ptr(), b.data_ptr(), out.data_ptr(), ws_ptr)
         stream = torch._C._cuda_getCurrentRawStream(a.get_device())  # what Triton's own dispatch reads
-        for launcher, args, patches in self.steps:
-            for i, ref in patches:
-                args[i] = self._address(ref, a, b, out, ws_ptr, alpha)
+        for launcher, args, addresses, descs, alphas in self.steps:
+            for i, base, offset in addresses:
+                args[i] = bases[base] + offset
+            for i, ref in descs:
+                args[i] = self._desc(ref, ws_ptr)
+            for i in alphas:
+                args[i] = alpha
             launcher(stream, args)
         return ws  # kept alive by the caller until the launches are queued
 
@@ -956,6 +969,25 @@ def _remember(key, entry) -> None:
     if len(_CACHE) >= _CACHE_LIMIT:
         _CACHE.clear()
     _CACHE[key] = entry
+
+
+def _cache_key(a, b, out, sb, order, scheme, scale, fix, config) -> tuple:
+    """:data:`_CACHE`'s key of a product (``config`` frozen, :func:`_frozen`): what the compiled launches depend on."""
+    return (a.device, a.shape, b.shape, a.stride(), b.stride(), out.stride(), a.data_ptr() % 16,
+            b.data_ptr() % 16, out.data_ptr() % 16, sb, order, scheme, scale, fix, config)
+
+
+def replay(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *, sb: int, order: str, scheme: str, scale,
+           fixup: bool, config: tuple | None = None):
+    """The launches :func:`run` queued for these operands and options (its :class:`_Cached` plan), for another
+    call of the same shapes, strides, alignment and options; ``None`` where :func:`run` keeps none (``scale``
+    ``"matrix"``, CPU tensors under the interpreter, a Triton without the private launch path, a workspace
+    that did not fit).  Call it as ``launches(a, b, out)``: it raises PyTorch's out-of-memory error, having
+    launched nothing, where the workspace does not fit now."""
+    if not a.is_cuda or scale == "matrix":
+        return None
+    cached = _CACHE.get(_cache_key(a, b, out, sb, order, scheme, scale, _fixup_min_class(fixup), config))
+    return cached if isinstance(cached, _Cached) else None
 
 
 def split_operands(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None, *, sb: int = 12,
@@ -1062,7 +1094,9 @@ def run(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *, sb: int, order: 
 
     The launches of a product are prepared once per (shapes, strides, operand
     alignment, options, device) and replayed with new addresses afterwards
-    (:class:`_Cached`): a call then costs one allocation and five or six launches of host work.
+    (:class:`_Cached`): a call then costs one allocation and five or six launches of host work.  A repeated
+    call through :func:`sgemm_cube.matmul` skips even this function: :mod:`sgemm_cube.product` replays the
+    cached launches itself (:func:`replay`).
 
     ``config``: the launch configuration or overrides of it (:func:`resolve_config`), as a dict or as
     the sorted pairs a plan carries (:func:`plan_config`).
@@ -1084,8 +1118,7 @@ def run(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *, sb: int, order: 
         config = _frozen(config)
     fast = (a.is_cuda and flush_k is None and scale != "matrix")
     if fast:
-        key = (a.device, a.shape, b.shape, a.stride(), b.stride(), out.stride(), a.data_ptr() % 16,
-               b.data_ptr() % 16, out.data_ptr() % 16, sb, order, scheme, scale, fix, config)
+        key = _cache_key(a, b, out, sb, order, scheme, scale, fix, config)
         try:
             cached = _CACHE.get(key)
         except TypeError:  # a config value no config takes (resolve_config's check below says which)
