@@ -52,9 +52,11 @@ fast_matmul = None
 #: backend's ``plan_state()``) -> (result shape, the backend's replay of the call's launches).  A hit skips the
 #: checks, the plan and the launch cache's own key, which the same key passed before: about half of a call's
 #: host time (H200, 2026-11-29: 1536^3, about 60 of 120 us), which a product up to about 2048^3 does not hide
-#: behind its GPU time (docs/speed.md, "Host time of an emulated call").
+#: behind its GPU time (docs/speed.md, "The Gluon K loop measured, the bench's small cubes, and the host time of
+#: an emulated call").
 _emulated_calls: dict = {}
 _EMULATED_TENSOR = None  # torch.Tensor, once an emulated call was remembered
+_STRIDED = None  # torch.strided, from then on
 _CUDA = None  # the CUDA backend, from then on
 
 
@@ -63,7 +65,8 @@ def replay_emulated(req: Request, a, b):
     was emulated on CUDA before (:data:`_emulated_calls`): the same launches on these operands, whose result
     is the bits the full path gives.  None otherwise, or where the workspace does not fit in the GPU's memory
     now (the full path chunks the product then).  Callers pass no ``out`` and no ``alpha``."""
-    if b.__class__ is not _EMULATED_TENSOR:
+    if (b.__class__ is not _EMULATED_TENSOR or a.layout is not _STRIDED or b.layout is not _STRIDED
+            or a.is_nested or b.is_nested):  # the full path says what is wrong with such operands
         return None
     key = (a.shape, b.shape, a.stride(), b.stride(), a.dtype, b.dtype, a.device, b.device, a.data_ptr() % 16,
            b.data_ptr() % 16, req, _CUDA.plan_state())
@@ -82,7 +85,7 @@ def replay_emulated(req: Request, a, b):
 def _remember_emulated(req: Request, chosen: Plan, prob: "Operands", a3, b3, res) -> None:
     """Remember a CUDA call that :func:`compute` just emulated into a new result (:func:`replay_emulated`):
     plain 2-D or 3-D tensors of one batch, whose launches the backend can replay."""
-    global _EMULATED_TENSOR, _CUDA
+    global _EMULATED_TENSOR, _CUDA, _STRIDED
     import torch
 
     a, b = prob.a, prob.b
@@ -98,7 +101,7 @@ def _remember_emulated(req: Request, chosen: Plan, prob: "Operands", a3, b3, res
         _emulated_calls.clear()
     _emulated_calls[(a.shape, b.shape, a.stride(), b.stride(), a.dtype, b.dtype, a.device, b.device,
                      a.data_ptr() % 16, b.data_ptr() % 16, req, cuda.plan_state())] = (prob.result_shape, launches)
-    _CUDA, _EMULATED_TENSOR = cuda, torch.Tensor
+    _CUDA, _STRIDED, _EMULATED_TENSOR = cuda, torch.strided, torch.Tensor
 
 
 def native_call(req: Request, a, b, out, options: tuple = ()):

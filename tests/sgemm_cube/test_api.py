@@ -387,6 +387,7 @@ def test_repeated_emulated_calls_replay_the_remembered_launches(monkeypatch):
     fake_cuda = type("FakeCuda", (), {"plan_state": staticmethod(lambda: state[0])})
     monkeypatch.setattr(product, "_emulated_calls", {})
     monkeypatch.setattr(product, "_EMULATED_TENSOR", torch.Tensor)
+    monkeypatch.setattr(product, "_STRIDED", torch.strided)
     monkeypatch.setattr(product, "_CUDA", fake_cuda)
     replays, fits = [], [True]
 
@@ -417,6 +418,11 @@ def test_repeated_emulated_calls_replay_the_remembered_launches(monkeypatch):
     fits[0] = False                                                               # the workspace does not fit
     assert torch.allclose(product.compute(req, a, b).double(), real, rtol=1e-5, atol=1e-6)
     assert key not in product._emulated_calls and len(replays) == 1
+    fits[0] = True
+    product._emulated_calls[key] = ((6, 5), launches)
+    with pytest.raises(TypeError, match="dense"):  # the full path's error, not the key's
+        product.compute(req, a.to_sparse(), b)
+    assert len(replays) == 1
 
 
 def test_out_is_untouched_when_the_call_fails(monkeypatch):
