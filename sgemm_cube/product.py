@@ -60,6 +60,12 @@ _STRIDED = None  # torch.strided, from then on
 _CUDA = None  # the CUDA backend, from then on
 
 
+def _emulated_key(req: Request, a, b, plan_state) -> tuple:
+    """:data:`_emulated_calls`' key of a call (``plan_state``: the CUDA backend's ``plan_state()``)."""
+    return (a.shape, b.shape, a.stride(), b.stride(), a.dtype, b.dtype, a.device, b.device, a.data_ptr() % 16,
+            b.data_ptr() % 16, req, plan_state)
+
+
 def replay_emulated(req: Request, a, b):
     """``a @ b`` as a new tensor if a call of these operands' shapes, strides, alignment, device and ``req``
     was emulated on CUDA before (:data:`_emulated_calls`): the same launches on these operands, whose result
@@ -68,8 +74,7 @@ def replay_emulated(req: Request, a, b):
     if (b.__class__ is not _EMULATED_TENSOR or a.layout is not _STRIDED or b.layout is not _STRIDED
             or a.is_nested or b.is_nested):  # the full path says what is wrong with such operands
         return None
-    key = (a.shape, b.shape, a.stride(), b.stride(), a.dtype, b.dtype, a.device, b.device, a.data_ptr() % 16,
-           b.data_ptr() % 16, req, _CUDA.plan_state())
+    key = _emulated_key(req, a, b, _CUDA.plan_state())
     entry = _emulated_calls.get(key)
     if entry is None:
         return None
@@ -99,8 +104,7 @@ def _remember_emulated(req: Request, chosen: Plan, prob: "Operands", a3, b3, res
         return
     if len(_emulated_calls) > 4096:  # many shapes (dynamic sequence lengths): start over
         _emulated_calls.clear()
-    _emulated_calls[(a.shape, b.shape, a.stride(), b.stride(), a.dtype, b.dtype, a.device, b.device,
-                     a.data_ptr() % 16, b.data_ptr() % 16, req, cuda.plan_state())] = (prob.result_shape, launches)
+    _emulated_calls[_emulated_key(req, a, b, cuda.plan_state())] = (prob.result_shape, launches)
     _CUDA, _STRIDED, _EMULATED_TENSOR = cuda, torch.strided, torch.Tensor
 
 
