@@ -88,8 +88,8 @@ def matmul(a: Operand, b: Operand, sb: SbOption = 12, *, scheme: Scheme = "auto"
         or three BF16 slices with nine or six products (scaling and the FP32
         recomputation keep every scheme within the guarantee).  ``"auto"``
         (default) is ``"fp16x3"``, the fastest where the rows and columns fit
-        its split; on CUDA, from 2*batch*m*n*k >= 2**34 (2048^3), the GPU
-        chooses per call, with no host synchronisation, ``"bf16x6"`` where
+        its split; on CUDA, from 2*batch*m*n*k >= 2**34 (2048^3) or from
+        K = 1024, the GPU chooses per call, with no host synchronisation, ``"bf16x6"`` where
         ``"fp16x3"`` would recompute far more outputs in FP64 than ``"bf16x6"``
         (wide-range rows: log-normal data, kernel matrices, polynomial
         features; ``configs/default.json``, key ``auto_scheme``).  That call's

@@ -40,7 +40,7 @@ def test_a_replayed_call_gives_the_full_paths_bits(case, torch_gen):
     from sgemm_cube import product
 
     shape_a, shape_b = {"2-D": ((640, 384), (384, 512)), "batched": ((3, 320, 384), (3, 384, 256)),
-                        "offset view": ((640, 385), (384, 512))}[case]
+                        "offset view": ((704, 385), (384, 512))}[case]  # its copy's key is new: 704 rows
     a = (torch.randn(shape_a, generator=torch_gen) * torch.exp(3 * torch.randn(shape_a, generator=torch_gen))).cuda()
     b = torch.randn(shape_b, generator=torch_gen).cuda()
     a[..., 0, 0], a[..., 1, 1] = 1e30, 1e-30
@@ -54,13 +54,15 @@ def test_a_replayed_call_gives_the_full_paths_bits(case, torch_gen):
     again = sgemm_cube.matmul(a, b, backend="cuda")    # ... and replayed
     moved = sgemm_cube.matmul(a.clone(), b.clone(), backend="cuda")
     assert len(product._emulated_calls) == before + (1 if case != "offset view" else 2)
-    for got in (first, again, moved):
-        assert got.shape == expected.shape and torch.equal(got.view(torch.int32), expected.view(torch.int32))
+    for name, got in (("first", first), ("again", again), ("moved", moved)):
+        assert got.shape == expected.shape, name
+        differ = got.view(torch.int32) != expected.view(torch.int32)
+        assert not differ.any(), f"{name}: {int(differ.sum())} outputs differ from the full path's"
 
 
 def test_a_replay_follows_the_plan_state(monkeypatch, torch_gen):
-    """``launch.AUTO_MIN_FLOPS`` (the backend's ``plan_state``) is part of a remembered call's key: a study that
-    moves it gets the plan it asks for, not the one remembered before."""
+    """``launch.AUTO_MIN_FLOPS`` and ``launch.AUTO_MIN_K`` (the backend's ``plan_state``) are part of a remembered
+    call's key: a study that moves them gets the plan it asks for, not the one remembered before."""
     from sgemm_cube import product
     from sgemm_cube.backends.cuda import launch
 
@@ -69,6 +71,7 @@ def test_a_replay_follows_the_plan_state(monkeypatch, torch_gen):
     fp16x3 = sgemm_cube.matmul(a, b, backend="cuda", scheme="fp16x3")
     bf16x6 = sgemm_cube.matmul(a, b, backend="cuda", scheme="bf16x6")
     assert not torch.equal(fp16x3, bf16x6)
+    monkeypatch.setattr(launch, "AUTO_MIN_K", 2 ** 30)  # 1024^3: under both thresholds now
     for _ in range(2):
         assert torch.equal(sgemm_cube.matmul(a, b, backend="cuda"), fp16x3)  # below the threshold: fp16x3
     monkeypatch.setattr(launch, "AUTO_MIN_FLOPS", 0.0)

@@ -9,8 +9,9 @@ split; the GEMM with its fix-up programs; the recheck of outputs that overflowed
 error bound cannot tell whether the exact ones do (six where the line meta follows a summary of both
 operands' lines: BF16 schemes, and FP16 schemes from K = 16 under ``scale`` "auto" or "rows",
 :func:`sgemm_cube.cpu_fallback.guard.fp16_rule`).  A plan of scheme ``"auto"`` (the default's from
-``launch.AUTO_MIN_FLOPS`` on) is ten: both schemes' line meta, the GPU's choice, the split in the
-chosen scheme, both GEMMs (the one not chosen returns at once), the recheck.  Layers, one per module:
+``launch.AUTO_MIN_FLOPS`` or ``launch.AUTO_MIN_K`` on) is eight: the statistics, both schemes' summaries and
+line meta (two launches), the GPU's choice, the split in the chosen scheme, both GEMMs (the one not chosen
+returns at once), the recheck.  Layers, one per module:
 
 * :mod:`.split_kernel` -- FP32 -> padded buffer of FP16 (hi, lo) or three
   BF16 slices, with the line meta (:mod:`.line_meta`) and fix-up lists (three
@@ -64,18 +65,19 @@ def is_available() -> bool:
 
 
 def _auto_scheme(req, batch: int, m: int, n: int, k: int) -> tuple[str, str] | None:
-    """``make_plan``'s ``auto_scheme``: from ``launch.AUTO_MIN_FLOPS`` on (termwise, scale not "matrix"),
-    ``scheme="auto"`` is the GPU's choice per call between fp16x3 and bf16x6; below, fp16x3 (None)."""
+    """``make_plan``'s ``auto_scheme``: from ``launch.AUTO_MIN_FLOPS`` flops or ``launch.AUTO_MIN_K`` on
+    (termwise, scale not "matrix"), ``scheme="auto"`` is the GPU's choice per call between fp16x3 and bf16x6;
+    below both, fp16x3 (None)."""
     if req.scheme != "auto" or req.order != "termwise" or req.scale == "matrix" or not (batch and m and n and k):
         return None
     from . import launch
 
-    if 2.0 * batch * m * n * k < launch.AUTO_MIN_FLOPS:
+    if 2.0 * batch * m * n * k < launch.AUTO_MIN_FLOPS and k < launch.AUTO_MIN_K:
         return None
     return "auto", (f"the GPU chooses per call, bf16x6 where fp16x3 would recompute more than "
                     f"{launch.AUTO_MARGIN:.0%} more of the outputs in FP64 than bf16x6, fp16x3 otherwise "
-                    f"(2*batch*m*n*k >= {launch.AUTO_MIN_FLOPS:.3g}: configs/default.json's auto_scheme); both "
-                    f"keep SGEMM's error bound")
+                    f"(2*batch*m*n*k >= {launch.AUTO_MIN_FLOPS:.3g} or K >= {launch.AUTO_MIN_K}: "
+                    f"configs/default.json's auto_scheme); both keep SGEMM's error bound")
 
 
 def plan(req, batch: int, m: int, n: int, k: int, like=None):
@@ -136,11 +138,12 @@ def run(plan, a, b, out, alpha: float = 1.0) -> None:
 
 
 def plan_state() -> tuple:
-    """What :func:`plan` reads besides its arguments and the (cached) config files: ``launch.AUTO_MIN_FLOPS``,
-    which studies and tests set.  A remembered call (:mod:`sgemm_cube.product`) holds only while it is the same."""
+    """What :func:`plan` reads besides its arguments and the (cached) config files: ``launch.AUTO_MIN_FLOPS``
+    and ``launch.AUTO_MIN_K``, which studies and tests set.  A remembered call (:mod:`sgemm_cube.product`)
+    holds only while it is the same."""
     from . import launch
 
-    return (launch.AUTO_MIN_FLOPS,)
+    return (launch.AUTO_MIN_FLOPS, launch.AUTO_MIN_K)
 
 
 def replayable(plan, a, b, out):

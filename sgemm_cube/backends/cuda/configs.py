@@ -19,7 +19,7 @@ the interpreter's tiles, the default hybrid rule)::
         {"max_flops": F, "max_k": K, "config": {...}},     # ... whose 2*batch*m*n*k <= F and k <= K
         {"bucket": [4096, 4096, 4096], "config": {...}, "measured": {...}}],  # measured shape bucket
      ...,
-     "auto_scheme": {"schemes": ["fp16x3", "bf16x6"], "min_flops": F, "margin": 0.35},  # default.json only
+     "auto_scheme": {"schemes": ["fp16x3", "bf16x6"], "min_flops": F, "min_k": 1024, "margin": 0.35},  # default.json only
      "small_k": {"max_k": 2048, "config": {...}},   # default.json only
      "interpreter": {"config": {...}}}              # default.json only
 
@@ -231,10 +231,11 @@ def validate_document(doc: Any, source: str = "<document>", *, is_default: bool 
             raise ConfigError(f"{source}: key 'auto_scheme' belongs in default.json only")
         if not (isinstance(auto, Mapping) and list(auto.get("schemes", ())) == ["fp16x3", "bf16x6"]
                 and _limit(auto.get("min_flops")) and auto.get("min_flops") is not None
+                and _limit(auto.get("min_k")) and isinstance(auto.get("min_k"), int)
                 and isinstance(auto.get("margin"), (int, float)) and not isinstance(auto.get("margin"), bool)
                 and 0 <= auto["margin"] <= 1):
             raise ConfigError(f"{source}: key 'auto_scheme' must give schemes ['fp16x3', 'bf16x6'], a positive "
-                              f"min_flops and a margin in [0, 1]; got {auto!r}")
+                              f"min_flops, a positive integer min_k and a margin in [0, 1]; got {auto!r}")
     for key in ("small_k", "interpreter"):
         if key not in doc:
             continue

@@ -22,8 +22,9 @@ operands where it reads them, and reads nothing back to the host:
 A chunked product (config keys ``row_chunks``, ``col_chunks``) splits and multiplies its operands a
 block at a time after passes 1 and 2, to hold less memory (:func:`_chunked_launches`).
 
-``scheme="auto"`` (:func:`_auto_problem`) runs ten: the line meta under both
-schemes' ranges (each after its summaries), the GPU's choice (:func:`.split_kernel.scheme_choice_kernel`),
+``scheme="auto"`` (:func:`_auto_problem`) runs eight: the line meta under both
+schemes' ranges (both schemes' summaries in one launch, then both line metas in one), the GPU's choice
+(:func:`.split_kernel.scheme_choice_kernel`),
 the split in the chosen scheme, and the GEMMs of fp16x3 and bf16x6, of which the
 one not chosen returns at once.
 
@@ -82,12 +83,17 @@ _INTERPRETER_LINE_BLOCK = (16, 16)
 #: contiguous along K, B's columns across the lines, so that both read coalesced.
 SPLIT_TILE_A = (32, 128)
 SPLIT_TILE_B = (128, 32)
-#: Split tiles along K per program of the statistics pass: one program reads STATS_STEPS tiles in a row
-#: and writes one statistic per line for them all, so the line-meta pass reads fewer; the same line meta.
-#: H100, 2026-11-27 (``.devrun`` scratch runs, torch.profiler), statistics + line-meta passes at
-#: 4096^3 / 8192^3 / 16384^3: 1 tile 87 / 335 / 1447 us, 2 tiles 77 / 275 / 1177 us, 4 tiles 85 / 285 / 1292 us,
-#: 8 tiles slower than 1.
-STATS_STEPS = 2
+#: (lines, K elements per step, steps along K) of a program of the statistics pass, per operand: one
+#: program reads ``steps`` tiles in a row and writes one statistic per line for them all, so that the
+#: line-meta pass reads fewer (both operands: one per 64 elements of K).  A's tile is its split tile.
+#: B's is 256 lines wide and 16 deep, so that each of four warps' threads holds adjacent columns over the
+#: tile's K and reduces them without a shuffle: B's pass alone 171 -> 102 us at 8192^3 (A's 92 us), the
+#: same statistics (H200, 2026-11-29, ``docs/speed.md``).  512 x 16 in one step read faster (86 us) but
+#: wrote eight times the statistics, and the line-meta passes then took longer than the pass saved.
+#: Two steps of A against one: H100, 2026-11-27, statistics + line-meta passes at 4096^3 / 8192^3 /
+#: 16384^3: 1 step 87 / 335 / 1447 us, 2 steps 77 / 275 / 1177 us, 4 steps 85 / 285 / 1292 us.
+STATS_TILE_A = (32, 128, 2)
+STATS_TILE_B = (256, 16, 4)
 #: Workspace pieces start at multiples of this many bytes (at least the 16 that TMA descriptors and
 #: Triton's specialization of pointer arguments need).
 _WS_ALIGN = 256
@@ -104,9 +110,11 @@ _INTERPRETER_FIXUP_SMS = 1
 #: (``configs/default.json``, key ``small_k``, says why).
 SMALL_K_FLUSH = (_DEFAULTS["small_k"]["max_k"], dict(_DEFAULTS["small_k"]["config"]))
 #: ``scheme="auto"`` (``configs/default.json``, key ``auto_scheme``, says why): the two schemes the device
-#: chooses between, the products from which it chooses, and the margin of recomputed outputs.
+#: chooses between, the products from which it chooses (from AUTO_MIN_FLOPS flops, or from K = AUTO_MIN_K),
+#: and the margin of recomputed outputs.
 AUTO_SCHEMES = tuple(_DEFAULTS["auto_scheme"]["schemes"])
 AUTO_MIN_FLOPS = float(_DEFAULTS["auto_scheme"]["min_flops"])
+AUTO_MIN_K = int(_DEFAULTS["auto_scheme"]["min_k"])
 AUTO_MARGIN = float(_DEFAULTS["auto_scheme"]["margin"])
 # Under the interpreter small tiles keep the NumPy emulation quick (``configs/default.json``, key ``interpreter``).
 _INTERPRETER = dict(_DEFAULTS["interpreter"]["config"])
@@ -333,9 +341,10 @@ class _SplitSide(NamedTuple):
 
     args: dict            # the split kernels' a_*/b_* parameters, named without the prefix
     tile_programs: int    # programs of the scaled split (one split tile each)
-    stats_programs: int   # programs of the statistics pass (STATS_STEPS split tiles along K each)
+    stats_programs: int   # programs of the statistics pass (:data:`STATS_TILE_A`, :data:`STATS_TILE_B`)
     line_programs: int    # programs of the line-meta pass
-    tile: tuple           # (lines, K elements) of a program of the tiled passes
+    tile: tuple           # (lines, K elements) of a program of the scaled split
+    stats_tile: tuple     # (lines, K elements per step, steps) of a program of the statistics pass
     slices: _Ref
     ints: tuple           # (meta, lists, counts, order, totals) refs
 
@@ -347,9 +356,9 @@ def _split_side(x_role: str, x_shape, x_strides, *, lines_axis: int, rows_pad: i
     ``slice_lines``: the slice buffer holds this many (padded) lines, a chunk's (:func:`_chunked_launches`);
     ``None``: every line.
 
-    Passes 1 and 3 use tiles of :data:`SPLIT_TILE_A` for A (rows contiguous along K) and
-    :data:`SPLIT_TILE_B` for B (columns contiguous across the lines): coalesced either way; a program
-    of pass 1 reads :data:`STATS_STEPS` of them along K.
+    Pass 3 uses tiles of :data:`SPLIT_TILE_A` for A (rows contiguous along K) and
+    :data:`SPLIT_TILE_B` for B (columns contiguous across the lines), pass 1 :data:`STATS_TILE_A` and
+    :data:`STATS_TILE_B`: coalesced either way.
     Pass 2 owns ``block_l`` whole lines.
     """
     sch = get_scheme(scheme)
@@ -360,13 +369,14 @@ def _split_side(x_role: str, x_shape, x_strides, *, lines_axis: int, rows_pad: i
     if lines_axis == 1:
         n_lines, n_k, lines_pad, k_pad = x_shape[1], x_shape[2], rows_pad, cols_pad
         s_xl, s_xk, s_ol, s_ok = x_strides[1], x_strides[2], cols_pad, 1
-        tile = SPLIT_TILE_A
+        tile, stats_tile = SPLIT_TILE_A, STATS_TILE_A
     else:
         n_lines, n_k, lines_pad, k_pad = x_shape[2], x_shape[1], cols_pad, rows_pad
         s_xl, s_xk, s_ol, s_ok = x_strides[2], x_strides[1], 1, cols_pad
-        tile = SPLIT_TILE_B
+        tile, stats_tile = SPLIT_TILE_B, STATS_TILE_B
     n_lt, n_kt = triton.cdiv(lines_pad, tile[0]), triton.cdiv(k_pad, tile[1])
-    n_st = triton.cdiv(n_kt, STATS_STEPS)  # statistics tiles along K
+    n_slt = triton.cdiv(lines_pad, stats_tile[0])  # statistics tiles across the lines ...
+    n_st = triton.cdiv(k_pad, stats_tile[1] * stats_tile[2])  # ... and along K
     n_blocks = triton.cdiv(lines_pad, block_l)
     parts, offset = _ws_piece(offset, torch.float32, (bx, 2, n_st, lines_pad))
     meta, offset = _ws_piece(offset, torch.int32, (bx, n_lines))
@@ -376,48 +386,61 @@ def _split_side(x_role: str, x_shape, x_strides, *, lines_axis: int, rows_pad: i
     totals, offset = _ws_piece(offset, torch.int32, (bx,))
     summary, offset = _ws_piece(offset, torch.int32, (bx, n_blocks, SUMMARY_WORDS.value))  # BF16 schemes
     args = dict(x=_Ref(x_role), stride_xb=x_strides[0], stride_xl=s_xl, stride_xk=s_xk,
-                L=n_lines, K=n_k, L_PAD=lines_pad, K_PAD=k_pad, n_lt=n_lt, n_kt=n_st, n_kt_split=n_kt,
-                n_blocks=n_blocks,
+                L=n_lines, K=n_k, L_PAD=lines_pad, K_PAD=k_pad, n_lt=n_lt, n_lt_stats=n_slt, n_kt=n_st,
+                n_kt_split=n_kt, n_blocks=n_blocks,
                 part=parts, meta=meta, list=lists, count=counts, order=order, total=totals,
-                summary=summary, n_summary=bx * n_blocks, lines=bx * n_lines,
+                summary=summary, summary_bf=summary, n_summary=bx * n_blocks, lines=bx * n_lines,
                 mat_t=_Ref("mat_t", 0 if lines_axis == 1 else 1) if scale == "matrix" else meta,
                 # scheme="auto": the BF16 line meta and lists (:func:`_with_bf16_ints`)
                 meta_bf=meta, list_bf=lists, count_bf=counts, order_bf=order, total_bf=totals,
                 out=slices, stride_oplane=bx * rows_pad * cols_pad, stride_ob=rows_pad * cols_pad,
                 stride_ol=s_ol, stride_ok=s_ok)
-    side = _SplitSide(args, n_lt * n_kt * bx, n_lt * n_st * bx, n_blocks * bx, tile, slices,
+    side = _SplitSide(args, n_lt * n_kt * bx, n_slt * n_st * bx, n_blocks * bx, tile, stats_tile, slices,
                       (meta, lists, counts, order, totals))
     return side, offset
 
 
-def _two_sided(kernel, a: _SplitSide, b: _SplitSide, programs_a: int, programs_b: int, shared: dict,
+def _two_sided(kernel, a: _SplitSide, b: _SplitSide, programs_a: int, programs: int, shared: dict,
                num_warps: int) -> _Launch:
-    """A split launch over both operands, A's programs first: the kernel's ``a_*`` and ``b_*`` parameters
-    from each side's arguments, the others from ``shared``."""
+    """A split launch over both operands, ``programs`` in all, A's ``programs_a`` first: the kernel's ``a_*``
+    and ``b_*`` parameters from each side's arguments, the others from ``shared``."""
     kwargs = dict(programs_a=programs_a, **shared)
     for prefix, side in (("a_", a), ("b_", b)):
         kwargs.update({name: side.args[name[2:]] for name in _param_names(kernel) if name.startswith(prefix)})
-    return _Launch(kernel, (programs_a + programs_b,), kwargs, num_warps, 1)
+    return _Launch(kernel, (programs,), kwargs, num_warps, 1)
 
 
 def _line_meta_launch(a: _SplitSide, b: _SplitSide, *, scheme: str, scale, k: int, rng, fixup_min_class: int,
-                      block: tuple[int, int], num_warps: int) -> tuple[_Launch, ...]:
+                      block: tuple[int, int], num_warps: int, bf16: tuple | None = None) -> tuple[_Launch, ...]:
     """Split pass 2 over both operands: their line meta and fix-up lists under ``rng``, ``scheme``'s
     :func:`line_range`.  Where the lines are classified beside the other operand's (BF16 schemes; FP16
     schemes where :func:`sgemm_cube.cpu_fallback.guard.fp16_rule_applies` for ``k``) two launches, the
     lines' summaries first; a BF16 scheme scales every line under ``scale="auto"``
-    (:func:`sgemm_cube.cpu_fallback.guard.meta_from_stats`)."""
-    bf16 = get_scheme(scheme).format.name == "bf16"
-    pair = (PAIR_BF16 if bf16 else PAIR_FP16 if fp16_rule_applies(scheme, scale, k) else PAIR_NONE).value
-    mode = SCALE_MODES["rows" if bf16 and scale == "auto" else scale]
+    (:func:`sgemm_cube.cpu_fallback.guard.meta_from_stats`).
+
+    ``bf16`` (``scheme="auto"``, ``scheme`` fp16x3's): (bf16x6's ``rng``, its ``fixup_min_class``): the same
+    launches also classify the lines under bf16x6's range, into the sides' ``*_bf`` pieces
+    (:func:`_with_bf16_ints`), with as many programs again: two launches for both schemes, not four."""
+    both = bf16 is not None
+    fp16 = get_scheme(scheme).format.name == "fp16"
+    pair = (PAIR_BF16 if not fp16 else PAIR_FP16 if fp16_rule_applies(scheme, scale, k) else PAIR_NONE).value
+    mode = SCALE_MODES["rows" if not fp16 and scale == "auto" else scale]
+    rng_bf, min_class_bf = bf16 if both else (rng, fixup_min_class)
+    mode_bf = SCALE_MODES["rows" if scale == "auto" else scale] if both else mode  # as a BF16 scheme's
     blocks = dict(A_BLOCK_L=block[0], B_BLOCK_L=block[0], BLOCK_T=block[1])
-    ranges = dict(LOWER=rng.lower, UPPER=rng.upper, TOP=rng.top, SCALE_MODE=mode, PAIR=pair)
-    summary = (_two_sided(line_summary_kernel, a, b, a.line_programs, b.line_programs, dict(**ranges, **blocks),
-                          num_warps),) if pair != PAIR_NONE.value else ()
-    lines = _two_sided(line_meta_kernel, a, b, a.line_programs, b.line_programs,
-                       dict(**ranges, FIXUP_MIN_CLASS=fixup_min_class, **blocks),
-                       num_warps)
-    return (*summary, lines)
+    ranges = dict(LOWER=rng.lower, UPPER=rng.upper, TOP=rng.top, SCALE_MODE=mode, PAIR=pair,
+                  TOP_BF=rng_bf.top, SCALE_MODE_BF=mode_bf, BOTH=both)
+    job = a.line_programs + b.line_programs  # one scheme's programs
+    launches = []
+    if pair != PAIR_NONE.value or both:
+        first = job if pair != PAIR_NONE.value else 0  # fp16x3 below K = 16 has no summaries: bf16x6's alone
+        launches.append(_two_sided(line_summary_kernel, a, b, a.line_programs, first + job * both,
+                                   dict(**ranges, **blocks, programs_job=first), num_warps))
+    launches.append(_two_sided(line_meta_kernel, a, b, a.line_programs, job * (1 + both),
+                               dict(**ranges, **blocks, programs_job=job, FIXUP_MIN_CLASS=fixup_min_class,
+                                    LOWER_BF=rng_bf.lower, UPPER_BF=rng_bf.upper, FIXUP_MIN_CLASS_BF=min_class_bf),
+                               num_warps))
+    return tuple(launches)
 
 
 def _scaled_launch(a: _SplitSide, b: _SplitSide, programs_a: int, programs_b: int, *, sb: int, scheme: str,
@@ -425,7 +448,7 @@ def _scaled_launch(a: _SplitSide, b: _SplitSide, programs_a: int, programs_b: in
     """Split pass 3 (:func:`.split_kernel.split_scaled_kernel`) over ``programs_a`` tiles of A and
     ``programs_b`` of B: the compaction of the fix-up lists (``compact``) and the scaled split (``split``)."""
     tiles = dict(A_BLOCK_L=a.tile[0], A_BLOCK_K=a.tile[1], B_BLOCK_L=b.tile[0], B_BLOCK_K=b.tile[1])
-    return _two_sided(split_scaled_kernel, a, b, programs_a, programs_b,
+    return _two_sided(split_scaled_kernel, a, b, programs_a, programs_a + programs_b,
                       dict(SB_SCALE=float(2.0 ** sb), BF16=get_scheme(scheme).format.name == "bf16", LIST_BLOCK=block[0],
                            CHOOSE=choice is not None, choice=a.args["meta"] if choice is None else choice,
                            COMPACT=compact, SPLIT=split, **tiles), 4)
@@ -439,19 +462,21 @@ def _compact_only(side: _SplitSide) -> tuple[_SplitSide, int]:
 
 def _split_launches(a: _SplitSide, b: _SplitSide, *, sb: int, scheme: str, scale, rng, fixup_min_class: int,
                     block: tuple[int, int], num_warps: int, recheck: _Ref,
-                    choice: _Ref | None = None, chunked: bool = False) -> tuple[_Launch, ...]:
+                    choice: _Ref | None = None, chunked: bool = False, bf16: tuple | None = None) -> tuple[_Launch, ...]:
     """The split launches, each over both operands (three; a BF16 scheme's four); ``rng`` is the scheme's
     :func:`line_range`.
 
     ``choice`` (``scheme="auto"``): the split runs in the scheme the GPU chose there, fp16x3 from the sides'
     ``meta``, bf16x6 from their ``meta_bf`` (:func:`_with_bf16_ints`); ``scheme`` is then fp16x3's.
     ``chunked``: the last launch only compacts the fix-up lists; :func:`_chunked_launches` splits the chunks.
+    ``bf16``: pass 2 classifies the lines under bf16x6's range too (:func:`_line_meta_launch`).
     """
-    tiles = dict(A_BLOCK_L=a.tile[0], A_BLOCK_K=a.tile[1], B_BLOCK_L=b.tile[0], B_BLOCK_K=b.tile[1])
-    stats = _two_sided(tile_stats_kernel, a, b, a.stats_programs, b.stats_programs,
-                       dict(recheck=recheck, STATS_STEPS=STATS_STEPS, **tiles), 4)
+    stats_tiles = {f"{side}_{name}": n for side, x in (("A", a), ("B", b))
+                   for name, n in zip(("BLOCK_L", "BLOCK_K", "STEPS"), x.stats_tile)}
+    stats = _two_sided(tile_stats_kernel, a, b, a.stats_programs, a.stats_programs + b.stats_programs,
+                       dict(recheck=recheck, **stats_tiles), 4)
     lines = _line_meta_launch(a, b, scheme=scheme, scale=scale, k=a.args["K"], rng=rng,
-                              fixup_min_class=fixup_min_class, block=block, num_warps=num_warps)
+                              fixup_min_class=fixup_min_class, block=block, num_warps=num_warps, bf16=bf16)
     if chunked:
         (a, programs_a), (b, programs_b) = _compact_only(a), _compact_only(b)
         scaled = _scaled_launch(a, b, programs_a, programs_b, sb=sb, scheme=scheme, block=block, choice=choice,
@@ -644,11 +669,13 @@ def _with_bf16_ints(side: _SplitSide, offset: int) -> tuple[_SplitSide, _SplitSi
     counts, offset = _ws_piece(offset, torch.int32, (bx, n_blocks))
     order, offset = _ws_piece(offset, torch.int32, (bx, lines))
     totals, offset = _ws_piece(offset, torch.int32, (bx,))
+    summary, offset = _ws_piece(offset, torch.int32, side.args["summary"].shape)  # beside fp16x3's in one launch
     # the chosen split reads both metas and compacts the chosen lists
-    fp16 = side._replace(args={**side.args, "meta_bf": meta, "list_bf": lists, "count_bf": counts,
-                               "order_bf": order, "total_bf": totals})
-    bf16 = side._replace(args={**side.args, "meta": meta, "list": lists, "count": counts, "order": order,
-                               "total": totals, "mat_t": meta},
+    bf16_ints = {"meta_bf": meta, "list_bf": lists, "count_bf": counts, "order_bf": order, "total_bf": totals,
+                 "summary_bf": summary}
+    fp16 = side._replace(args={**side.args, **bf16_ints})
+    bf16 = side._replace(args={**side.args, **bf16_ints, "meta": meta, "list": lists, "count": counts,
+                               "order": order, "total": totals, "summary": summary},
                          ints=(meta, lists, counts, order, totals))
     return fp16, bf16, offset
 
@@ -657,8 +684,9 @@ def _auto_problem(a_shape, a_strides, b_shape, b_strides, out_strides, device, *
                   fixup_min_class: int, flush_k: int | None, config: dict | None) -> _LaunchPlan:
     """``scheme="auto"``: the launches of fp16x3 and of bf16x6 over one split, the device choosing.
 
-    Ten launches, no sync: the statistics; the line meta under each scheme's range (each after its
-    summaries; fp16x3's without them below K = 16); the choice (:func:`.split_kernel.scheme_choice_kernel`);
+    Eight launches, no sync: the statistics; the line meta under each scheme's range (the summaries of
+    both schemes in one launch, fp16x3's none below K = 16; then both schemes' line meta in one launch:
+    :func:`_line_meta_launch`); the choice (:func:`.split_kernel.scheme_choice_kernel`);
     the split in the chosen scheme;
     both GEMMs, of which the one not chosen returns at once; the overflow recheck, with the chosen
     scheme's line meta.  Both GEMMs read one padding (the larger of their tiles) and one buffer of three
@@ -689,15 +717,12 @@ def _auto_problem(a_shape, a_strides, b_shape, b_strides, out_strides, device, *
     choice, offset = _ws_piece(offset, torch.int32, (1,))
     recheck, offset = _recheck_piece(batch, m, n, [(c["BLOCK_M"], c["BLOCK_N"]) for c in cfgs.values()], offset)
     policy = {s: _fixup_policy(s, scale, fixup_min_class) for s in AUTO_SCHEMES}
-    stats, *lines16, scaled = _split_launches(a16, b16, sb=sb, scheme=AUTO_SCHEMES[0], scale=scale,
+    stats, *lines, scaled = _split_launches(a16, b16, sb=sb, scheme=AUTO_SCHEMES[0], scale=scale,
                                              rng=line_range(AUTO_SCHEMES[0], sb),
                                              fixup_min_class=policy[AUTO_SCHEMES[0]][0],
                                              block=block, num_warps=cfg16["split_warps"], recheck=recheck,
-                                             choice=choice, chunked=chunk is not None)
-    lines_bf = _line_meta_launch(abf, bbf, scheme=AUTO_SCHEMES[1], scale=scale, k=k,
-                                 rng=line_range(AUTO_SCHEMES[1], sb), fixup_min_class=policy[AUTO_SCHEMES[1]][0],
-                                 block=block,
-                                 num_warps=cfg16["split_warps"])
+                                             choice=choice, chunked=chunk is not None,
+                                             bf16=(line_range(AUTO_SCHEMES[1], sb), policy[AUTO_SCHEMES[1]][0]))
     decide = _Launch(scheme_choice_kernel, (1,),
                      dict(choice=choice, a_count=a16.ints[2], b_count=b16.ints[2], a_count_bf=abf.ints[2],
                           b_count_bf=bbf.ints[2], a_n_counts=math.prod(a16.ints[2].shape),
@@ -712,7 +737,7 @@ def _auto_problem(a_shape, a_strides, b_shape, b_strides, out_strides, device, *
                                   certify=policy[s][1])
                      for value, (s, sa, sb_) in enumerate(zip(AUTO_SCHEMES, a_views, b_views)))
 
-    head = (stats, *lines16, *lines_bf, decide, scaled)
+    head = (stats, *lines, decide, scaled)
     if chunk is None:
         gemms = gemm_launches((a16, abf), (b16, bbf), m, n, (mp, np_, kp), (0, 0), "both")
         body = gemms

@@ -422,12 +422,12 @@ def _tile_coords(pid, n_lt, n_kt):
 
 @triton.jit
 def tile_stats_kernel(programs_a, recheck,
-                      a_x, a_part, a_n_lt, a_n_kt, a_L, a_K, a_L_PAD, a_stride_xb, a_stride_xl, a_stride_xk,
-                      b_x, b_part, b_n_lt, b_n_kt, b_L, b_K, b_L_PAD, b_stride_xb, b_stride_xl, b_stride_xk,
-                      A_BLOCK_L: tl.constexpr, A_BLOCK_K: tl.constexpr,
-                      B_BLOCK_L: tl.constexpr, B_BLOCK_K: tl.constexpr, STATS_STEPS: tl.constexpr):
+                      a_x, a_part, a_n_lt_stats, a_n_kt, a_L, a_K, a_L_PAD, a_stride_xb, a_stride_xl, a_stride_xk,
+                      b_x, b_part, b_n_lt_stats, b_n_kt, b_L, b_K, b_L_PAD, b_stride_xb, b_stride_xl, b_stride_xk,
+                      A_BLOCK_L: tl.constexpr, A_BLOCK_K: tl.constexpr, A_STEPS: tl.constexpr,
+                      B_BLOCK_L: tl.constexpr, B_BLOCK_K: tl.constexpr, B_STEPS: tl.constexpr):
     """Pass 1 of both operands (:func:`_tile_stats`): a 1-D grid of A's statistics tiles, then B's, each
-    STATS_STEPS split tiles long along K.
+    ``STEPS`` reads of ``BLOCK_L`` lines by ``BLOCK_K`` elements long along K.
 
     Program 0 also empties the GEMM's list of tiles to recheck (``recheck``, int32: its count;
     :func:`.fixup_kernel.overflow_recheck_kernel`), which runs after this launch."""
@@ -435,24 +435,42 @@ def tile_stats_kernel(programs_a, recheck,
     if pid == 0:
         tl.store(recheck, 0)
     if pid < programs_a:
-        pl, pk, pb = _tile_coords(pid, a_n_lt, a_n_kt)
+        pl, pk, pb = _tile_coords(pid, a_n_lt_stats, a_n_kt)
         _tile_stats(pl, pk, pb, a_n_kt, a_x, a_part, a_L, a_K, a_L_PAD, a_stride_xb, a_stride_xl, a_stride_xk,
-                    A_BLOCK_L, A_BLOCK_K, STATS_STEPS)
+                    A_BLOCK_L, A_BLOCK_K, A_STEPS)
     else:
-        pl, pk, pb = _tile_coords(pid - programs_a, b_n_lt, b_n_kt)
+        pl, pk, pb = _tile_coords(pid - programs_a, b_n_lt_stats, b_n_kt)
         _tile_stats(pl, pk, pb, b_n_kt, b_x, b_part, b_L, b_K, b_L_PAD, b_stride_xb, b_stride_xl, b_stride_xk,
-                    B_BLOCK_L, B_BLOCK_K, STATS_STEPS)
+                    B_BLOCK_L, B_BLOCK_K, B_STEPS)
 
 
 @triton.jit
-def line_summary_kernel(programs_a,
-                        a_part, a_n_kt, a_summary, a_mat_t, a_n_blocks, a_L, a_L_PAD,
-                        b_part, b_n_kt, b_summary, b_mat_t, b_n_blocks, b_L, b_L_PAD,
+def line_summary_kernel(programs_a, programs_job,
+                        a_part, a_n_kt, a_summary, a_summary_bf, a_mat_t, a_n_blocks, a_L, a_L_PAD,
+                        b_part, b_n_kt, b_summary, b_summary_bf, b_mat_t, b_n_blocks, b_L, b_L_PAD,
                         LOWER, UPPER, TOP: tl.constexpr, SCALE_MODE: tl.constexpr, PAIR: tl.constexpr,
+                        TOP_BF: tl.constexpr, SCALE_MODE_BF: tl.constexpr, BOTH: tl.constexpr,
                         A_BLOCK_L: tl.constexpr, B_BLOCK_L: tl.constexpr, BLOCK_T: tl.constexpr):
     """Pass 2a where lines are classified beside the other operand's (PAIR: PAIR_BF16, :func:`_bf16_summary`;
-    PAIR_FP16, :func:`_fp16_summary`), both operands: A's blocks of lines, then B's."""
+    PAIR_FP16, :func:`_fp16_summary`), both operands: A's blocks of lines, then B's (``programs_job``
+    programs).  BOTH (``scheme="auto"``): as many programs again write the BF16 summaries of the same
+    statistics (TOP_BF, SCALE_MODE_BF) to ``summary_bf``, in the same launch."""
     pid = tl.program_id(0)
+    if BOTH and pid >= programs_job:
+        _summary_sides(pid - programs_job, programs_a, a_part, a_n_kt, a_summary_bf, a_mat_t, a_n_blocks, a_L,
+                       a_L_PAD, b_part, b_n_kt, b_summary_bf, b_mat_t, b_n_blocks, b_L, b_L_PAD, LOWER, UPPER,
+                       TOP_BF, SCALE_MODE_BF, PAIR_BF16, A_BLOCK_L, B_BLOCK_L, BLOCK_T)
+    else:
+        _summary_sides(pid, programs_a, a_part, a_n_kt, a_summary, a_mat_t, a_n_blocks, a_L, a_L_PAD,
+                       b_part, b_n_kt, b_summary, b_mat_t, b_n_blocks, b_L, b_L_PAD, LOWER, UPPER,
+                       TOP, SCALE_MODE, PAIR, A_BLOCK_L, B_BLOCK_L, BLOCK_T)
+
+
+@triton.jit
+def _summary_sides(pid, programs_a, a_part, a_n_kt, a_summary, a_mat_t, a_n_blocks, a_L, a_L_PAD,
+                   b_part, b_n_kt, b_summary, b_mat_t, b_n_blocks, b_L, b_L_PAD, LOWER, UPPER,
+                   TOP: tl.constexpr, SCALE_MODE: tl.constexpr, PAIR: tl.constexpr,
+                   A_BLOCK_L: tl.constexpr, B_BLOCK_L: tl.constexpr, BLOCK_T: tl.constexpr):
     if pid < programs_a:
         _summary(pid % a_n_blocks, pid // a_n_blocks, a_n_blocks, a_part, a_n_kt, a_summary, a_mat_t, a_L,
                  a_L_PAD, LOWER, UPPER, TOP, SCALE_MODE, PAIR, A_BLOCK_L, BLOCK_T)
@@ -494,21 +512,50 @@ def _lowest_binade(own_summary, own_n, own_lines, other_summary, other_n, other_
 
 
 @triton.jit
-def line_meta_kernel(programs_a,
+def line_meta_kernel(programs_a, programs_job,
                      a_part, a_n_kt, a_meta, a_list, a_count, a_mat_t, a_n_blocks, a_L, a_L_PAD,
-                     a_summary, a_n_summary, a_lines,
+                     a_summary, a_n_summary, a_lines, a_meta_bf, a_list_bf, a_count_bf, a_summary_bf,
                      b_part, b_n_kt, b_meta, b_list, b_count, b_mat_t, b_n_blocks, b_L, b_L_PAD,
-                     b_summary, b_n_summary, b_lines,
-                     LOWER, UPPER,
+                     b_summary, b_n_summary, b_lines, b_meta_bf, b_list_bf, b_count_bf, b_summary_bf,
+                     LOWER, UPPER, LOWER_BF, UPPER_BF,
                      TOP: tl.constexpr, SCALE_MODE: tl.constexpr, FIXUP_MIN_CLASS: tl.constexpr,
-                     PAIR: tl.constexpr, A_BLOCK_L: tl.constexpr, B_BLOCK_L: tl.constexpr, BLOCK_T: tl.constexpr):
-    """Pass 2 of both operands (:func:`_line_meta`): A's blocks of lines, then B's.
+                     PAIR: tl.constexpr, TOP_BF: tl.constexpr, SCALE_MODE_BF: tl.constexpr,
+                     FIXUP_MIN_CLASS_BF: tl.constexpr, BOTH: tl.constexpr,
+                     A_BLOCK_L: tl.constexpr, B_BLOCK_L: tl.constexpr, BLOCK_T: tl.constexpr):
+    """Pass 2 of both operands (:func:`_line_meta`): A's blocks of lines, then B's (``programs_job`` programs).
 
     PAIR (PAIR_BF16, PAIR_FP16): each operand's lowest binade and whether its loose lines are listed, from
     both operands' summaries (pass 2a, ``summary``: ``n_summary`` blocks of ``lines`` lines, every batch;
-    :func:`_bf16_rule`, :func:`_fp16_rule`); PAIR_NONE: LOWER.
+    :func:`_bf16_rule`, :func:`_fp16_rule`); PAIR_NONE: LOWER.  BOTH (``scheme="auto"``): as many programs
+    again classify the same lines under bf16x6's range (LOWER_BF, UPPER_BF, TOP_BF, SCALE_MODE_BF,
+    FIXUP_MIN_CLASS_BF; PAIR_BF16 beside ``summary_bf``) into ``meta_bf``, ``list_bf`` and ``count_bf``, in
+    the same launch.
     """
     pid = tl.program_id(0)
+    if BOTH and pid >= programs_job:
+        _line_meta_sides(pid - programs_job, programs_a,
+                         a_part, a_n_kt, a_meta_bf, a_list_bf, a_count_bf, a_mat_t, a_n_blocks, a_L, a_L_PAD,
+                         a_summary_bf, a_n_summary, a_lines,
+                         b_part, b_n_kt, b_meta_bf, b_list_bf, b_count_bf, b_mat_t, b_n_blocks, b_L, b_L_PAD,
+                         b_summary_bf, b_n_summary, b_lines, LOWER_BF, UPPER_BF, TOP_BF, SCALE_MODE_BF,
+                         FIXUP_MIN_CLASS_BF, PAIR_BF16, A_BLOCK_L, B_BLOCK_L, BLOCK_T)
+    else:
+        _line_meta_sides(pid, programs_a,
+                         a_part, a_n_kt, a_meta, a_list, a_count, a_mat_t, a_n_blocks, a_L, a_L_PAD,
+                         a_summary, a_n_summary, a_lines,
+                         b_part, b_n_kt, b_meta, b_list, b_count, b_mat_t, b_n_blocks, b_L, b_L_PAD,
+                         b_summary, b_n_summary, b_lines, LOWER, UPPER, TOP, SCALE_MODE, FIXUP_MIN_CLASS, PAIR,
+                         A_BLOCK_L, B_BLOCK_L, BLOCK_T)
+
+
+@triton.jit
+def _line_meta_sides(pid, programs_a,
+                     a_part, a_n_kt, a_meta, a_list, a_count, a_mat_t, a_n_blocks, a_L, a_L_PAD,
+                     a_summary, a_n_summary, a_lines,
+                     b_part, b_n_kt, b_meta, b_list, b_count, b_mat_t, b_n_blocks, b_L, b_L_PAD,
+                     b_summary, b_n_summary, b_lines, LOWER, UPPER,
+                     TOP: tl.constexpr, SCALE_MODE: tl.constexpr, FIXUP_MIN_CLASS: tl.constexpr,
+                     PAIR: tl.constexpr, A_BLOCK_L: tl.constexpr, B_BLOCK_L: tl.constexpr, BLOCK_T: tl.constexpr):
     if pid < programs_a:
         lowest, list_loose = _lowest_binade(a_summary, a_n_summary, a_lines, b_summary, b_n_summary, b_lines,
                                              LOWER, SCALE_MODE, PAIR)

@@ -281,13 +281,16 @@ def test_line_meta_and_lists_are_the_guards(rng, scheme, scale, fixup_min_class,
         assert all(torch.isfinite(s.float()).all() for s in (ops.a_hilo, ops.b_hilo))
 
 
-@pytest.mark.parametrize("steps", [1, 2, 3])
+@pytest.mark.parametrize("tiles", [((32, 128, 1), (128, 32, 1)), (launch.STATS_TILE_A, launch.STATS_TILE_B),
+                                   ((32, 128, 3), (128, 32, 3)), ((16, 64, 2), (256, 16, 5))])
 @pytest.mark.parametrize("scheme", ["fp16x3", "bf16x6"])
-def test_statistics_tiles_of_several_split_tiles(rng, monkeypatch, scheme, steps):
-    """The statistics pass reads ``STATS_STEPS`` split tiles along K per program (the last one partly or
-    wholly past K): the line meta, lists and slices stay the guard's.  K = 300 spans three split tiles of
-    128, and each line's NaN, infinity, zero, subnormal or largest entry sits in a different one."""
-    monkeypatch.setattr(launch, "STATS_STEPS", steps)
+def test_statistics_tiles_of_any_shape(rng, monkeypatch, scheme, tiles):
+    """The statistics pass reads tiles of its own shape per operand (``STATS_TILE_A``, ``STATS_TILE_B``:
+    lines, K per step, steps; the last one partly or wholly past K or the lines): the line meta, lists and
+    slices stay the guard's.  K = 300 spans several tiles, and each line's NaN, infinity, zero, subnormal or
+    largest entry sits in a different one."""
+    monkeypatch.setattr(launch, "STATS_TILE_A", tiles[0])
+    monkeypatch.setattr(launch, "STATS_TILE_B", tiles[1])
     a = torch.from_numpy(_line_zoo(rng, k=300))
     a[0, 3, 5], a[0, 5, 260], a[0, 6, 299], a[0, 8, 140] = 2.0 ** 20, float("nan"), float("-inf"), 2.0 ** -140
     a[0, 9, 130:] = 0.0
@@ -966,22 +969,56 @@ def test_auto_scheme_runs_the_scheme_the_rule_chooses(rng, monkeypatch, kind):
         _check_against_model(a, np.broadcast_to(b, (batch, k, n)), c, scheme=want)
 
 
+@pytest.mark.parametrize("k", [8, 45])
+def test_auto_scheme_classifies_both_schemes_lines_in_two_launches(rng, monkeypatch, k):
+    """scheme="auto" queues eight launches: both schemes' summaries in one (bf16x6's alone below K = 16, where
+    fp16x3 has none) and both schemes' line meta in one, each over twice one scheme's programs; the result is
+    the chosen scheme's, bit for bit, with wide rows of A (bf16x6 chosen) and without (fp16x3)."""
+    from sgemm_cube.cpu_fallback.guard import choose_scheme
+
+    monkeypatch.setattr(launch, "AUTO_MIN_FLOPS", 0.0)
+    m, n = 37, 26
+    prob = launch._problem((1, m, k), (m * k, k, 1), (1, k, n), (k * n, n, 1), (m * n, n, 1), torch.device("cpu"),
+                           sb=12, order="termwise", scheme="auto", scale="auto", fixup_min_class=1, flush_k=None,
+                           config=None)
+    names = [x.kernel.fn.__name__ for x in prob.launches]
+    assert names == ["tile_stats_kernel", "line_summary_kernel", "line_meta_kernel", "scheme_choice_kernel",
+                     "split_scaled_kernel", "gemm_kernel", "gemm_kernel", "overflow_recheck_kernel"], names
+    summary, meta = prob.launches[1], prob.launches[2]
+    one = meta.kwargs["programs_job"]
+    assert meta.grid == (2 * one,) and meta.kwargs["BOTH"] and summary.kwargs["BOTH"]
+    assert summary.grid == ((1 if k < 16 else 2) * one,) and summary.kwargs["programs_job"] == (0 if k < 16 else one)
+    for wide in (False, True):
+        a, b = draw(rng, "normal", (1, m, k)), draw(rng, "normal", (1, k, n))
+        if wide:
+            a = _lognormal_rows(rng, a.shape)
+            b[..., 0, :] = 0  # every column holds a zero: fp16x3 lists A's wide rows
+        want = choose_scheme(a, b, margin=launch.AUTO_MARGIN)
+        assert want == ("bf16x6" if wide else "fp16x3")
+        c = sgemm_cube.matmul(_t(a), _t(b), backend="cuda").numpy()
+        chosen = sgemm_cube.matmul(_t(a), _t(b), backend="cuda", scheme=want).numpy()
+        assert np.array_equal(c.view(np.uint32), chosen.view(np.uint32)), (k, wide)
+
+
 def test_auto_scheme_below_its_size_is_fp16x3_and_elsewhere_a_fixed_scheme(rng):
-    """Below AUTO_MIN_FLOPS (the extra launches would cost more than they save), with order="elementwise"
+    """Below AUTO_MIN_FLOPS and AUTO_MIN_K (the extra launches would cost more than they save), with order="elementwise"
     and with scale="matrix", scheme="auto" plans fp16x3 on CUDA, as on every other backend."""
     a, b = _t(draw(rng, "normal", (8, 32))), _t(draw(rng, "normal", (32, 8)))
-    assert 2 * 8 * 8 * 32 < launch.AUTO_MIN_FLOPS
+    assert 2 * 8 * 8 * 32 < launch.AUTO_MIN_FLOPS and 32 < launch.AUTO_MIN_K
     for opts in (dict(), dict(order="elementwise"), dict(scale="matrix")):
         assert sgemm_cube.explain(a, b, backend="cuda", **opts).scheme == "fp16x3", opts
 
 
 def test_auto_scheme_threshold_is_the_documented_one():
-    """The GPU chooses from 2*batch*m*n*k >= 2**34 (2048^3), as the ``matmul`` docstring and README say
-    (``configs/default.json``, ``auto_scheme.min_flops``): plans only, nothing launched."""
-    assert launch.AUTO_MIN_FLOPS == 2.0 ** 34
-    assert "2**34 (2048^3)" in " ".join(sgemm_cube.matmul.__doc__.split())
-    for shape_a, shape_b, scheme in (((2048, 2048), (2048, 2048), "auto"), ((2047, 2048), (2048, 2048), "fp16x3"),
-                                     ((2, 1024, 2048), (2048, 4096), "auto"), ((1023, 2048), (2048, 4096), "fp16x3")):
+    """The GPU chooses from 2*batch*m*n*k >= 2**34 (2048^3) or from K = 1024, as the ``matmul`` docstring and
+    README say (``configs/default.json``, ``auto_scheme.min_flops`` and ``min_k``): plans only, nothing
+    launched."""
+    assert (launch.AUTO_MIN_FLOPS, launch.AUTO_MIN_K) == (2.0 ** 34, 1024)
+    assert "2**34 (2048^3) or from K = 1024" in " ".join(sgemm_cube.matmul.__doc__.split())
+    for shape_a, shape_b, scheme in (((2048, 1000), (1000, 4196), "auto"), ((2047, 1000), (1000, 4196), "fp16x3"),
+                                     ((2, 1024, 1023), (1023, 4200), "auto"), ((8192, 128), (128, 4096), "fp16x3"),
+                                     ((1536, 1536), (1536, 1536), "auto"), ((64, 1024), (1024, 8), "auto"),
+                                     ((64, 1023), (1023, 8), "fp16x3")):
         plan = sgemm_cube.explain(torch.empty(shape_a), torch.empty(shape_b), backend="cuda")
         assert plan.scheme == scheme, (shape_a, shape_b, plan)
 
