@@ -31,6 +31,8 @@ lines, how many lines are wide, very wide, or narrow and holding a zero), and
 (a few hundred integers) before it classifies its lines.  So are an FP16 scheme's where
 :func:`sgemm_cube.cpu_fallback.guard.fp16_rule_applies` (``scale`` "auto" or "rows", K >= 16):
 its summary counts the wide and the loose lines (:func:`sgemm_cube.cpu_fallback.guard.fp16_summary`).
+Under ``scheme="auto"`` both schemes classify the same lines: each of the two launches of pass 2 then
+runs both schemes' programs (``BOTH``), fp16x3's first: choosing adds no launch to pass 2.
 
 One read for the statistics, one read and one write for the split, whatever
 the scaling.  (Owning whole lines in one program and re-reading the scaled
@@ -471,6 +473,7 @@ def _summary_sides(pid, programs_a, a_part, a_n_kt, a_summary, a_mat_t, a_n_bloc
                    b_part, b_n_kt, b_summary, b_mat_t, b_n_blocks, b_L, b_L_PAD, LOWER, UPPER,
                    TOP: tl.constexpr, SCALE_MODE: tl.constexpr, PAIR: tl.constexpr,
                    A_BLOCK_L: tl.constexpr, B_BLOCK_L: tl.constexpr, BLOCK_T: tl.constexpr):
+    """Program ``pid`` of one scheme's pass 2a: a block of A's lines below ``programs_a``, else of B's."""
     if pid < programs_a:
         _summary(pid % a_n_blocks, pid // a_n_blocks, a_n_blocks, a_part, a_n_kt, a_summary, a_mat_t, a_L,
                  a_L_PAD, LOWER, UPPER, TOP, SCALE_MODE, PAIR, A_BLOCK_L, BLOCK_T)
@@ -556,6 +559,7 @@ def _line_meta_sides(pid, programs_a,
                      b_summary, b_n_summary, b_lines, LOWER, UPPER,
                      TOP: tl.constexpr, SCALE_MODE: tl.constexpr, FIXUP_MIN_CLASS: tl.constexpr,
                      PAIR: tl.constexpr, A_BLOCK_L: tl.constexpr, B_BLOCK_L: tl.constexpr, BLOCK_T: tl.constexpr):
+    """Program ``pid`` of one scheme's pass 2b: a block of A's lines below ``programs_a``, else of B's."""
     if pid < programs_a:
         lowest, list_loose = _lowest_binade(a_summary, a_n_summary, a_lines, b_summary, b_n_summary, b_lines,
                                              LOWER, SCALE_MODE, PAIR)
