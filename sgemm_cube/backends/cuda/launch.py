@@ -410,6 +410,11 @@ def _two_sided(kernel, a: _SplitSide, b: _SplitSide, programs_a: int, programs: 
     return _Launch(kernel, (programs,), kwargs, num_warps, 1)
 
 
+def _scale_mode(bf16: bool, scale) -> int:
+    """The line-meta pass's SCALE_MODE for ``scale``: a BF16 scheme scales every line under ``"auto"``."""
+    return SCALE_MODES["rows" if bf16 and scale == "auto" else scale]
+
+
 def _line_meta_launch(a: _SplitSide, b: _SplitSide, *, scheme: str, scale, k: int, rng, fixup_min_class: int,
                       block: tuple[int, int], num_warps: int, bf16: tuple | None = None) -> tuple[_Launch, ...]:
     """Split pass 2 over both operands: their line meta and fix-up lists under ``rng``, ``scheme``'s
@@ -422,11 +427,11 @@ def _line_meta_launch(a: _SplitSide, b: _SplitSide, *, scheme: str, scale, k: in
     launches also classify the lines under bf16x6's range, into the sides' ``*_bf`` pieces
     (:func:`_with_bf16_ints`), with as many programs again: two launches for both schemes, not four."""
     both = bf16 is not None
-    fp16 = get_scheme(scheme).format.name == "fp16"
-    pair = (PAIR_BF16 if not fp16 else PAIR_FP16 if fp16_rule_applies(scheme, scale, k) else PAIR_NONE).value
-    mode = SCALE_MODES["rows" if not fp16 and scale == "auto" else scale]
+    is_bf16 = get_scheme(scheme).format.name == "bf16"
+    pair = (PAIR_BF16 if is_bf16 else PAIR_FP16 if fp16_rule_applies(scheme, scale, k) else PAIR_NONE).value
+    mode = _scale_mode(is_bf16, scale)
     rng_bf, min_class_bf = bf16 if both else (rng, fixup_min_class)
-    mode_bf = SCALE_MODES["rows" if scale == "auto" else scale] if both else mode  # as a BF16 scheme's
+    mode_bf = _scale_mode(True, scale) if both else mode
     blocks = dict(A_BLOCK_L=block[0], B_BLOCK_L=block[0], BLOCK_T=block[1])
     ranges = dict(LOWER=rng.lower, UPPER=rng.upper, TOP=rng.top, SCALE_MODE=mode, PAIR=pair,
                   TOP_BF=rng_bf.top, SCALE_MODE_BF=mode_bf, BOTH=both)
@@ -674,8 +679,8 @@ def _with_bf16_ints(side: _SplitSide, offset: int) -> tuple[_SplitSide, _SplitSi
     bf16_ints = {"meta_bf": meta, "list_bf": lists, "count_bf": counts, "order_bf": order, "total_bf": totals,
                  "summary_bf": summary}
     fp16 = side._replace(args={**side.args, **bf16_ints})
-    bf16 = side._replace(args={**side.args, **bf16_ints, "meta": meta, "list": lists, "count": counts,
-                               "order": order, "total": totals, "summary": summary},
+    bf16 = side._replace(args={**side.args, "meta": meta, "list": lists, "count": counts, "order": order,
+                               "total": totals, "summary": summary},
                          ints=(meta, lists, counts, order, totals))
     return fp16, bf16, offset
 
