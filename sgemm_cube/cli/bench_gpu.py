@@ -75,7 +75,7 @@ __all__ = ["add_parser", "run", "main", "run_benchmark", "run_sweep", "derive_na
            "BenchProblem", "LAYOUTS", "MATRIX_METHODS", "matrix_problems", "make_operands", "measure_problem",
            "run_matrix", "host_loop_ms", "reference_rows", "format_matrix_table", "matrix_summary",
            "derive_hybrid_rule", "write_hybrid_config", "DATA_KINDS", "WIDE_RANGE_KINDS", "make_data",
-           "make_wide_range", "WIDE_RANGE_SIZES", "wide_range_problems", "fixup_fractions"]
+           "make_wide_range", "WIDE_RANGE_SIZES", "WIDE_RANGE_SHORT_K", "wide_range_problems", "fixup_fractions"]
 
 
 SQUARE_SIZES = (256, 512, 1024, 1536, 2048, 3072, 4096, 8192, 16384)
@@ -648,17 +648,22 @@ def matrix_problems() -> tuple:
                  + [P("square 16384", 1, 16384, 16384, 16384, "square")])
 
 
-#: The cube sizes of the wide-range problems: 4096^3 (issue 33's 1.5x target), 2048^3 (where ``scheme="auto"``
-#: lets the GPU choose from, ``launch.AUTO_MIN_FLOPS``) and 1536^3 (below it, where the hybrid rule of the
-#: H100 and H200 still emulates: fp16x3 alone; the target there is 1.0x).
+#: The cube sizes of the wide-range problems: 4096^3 (issue 33's 1.5x target), 2048^3 (from which ``scheme="auto"``
+#: lets the GPU choose, ``launch.AUTO_MIN_FLOPS``) and 1536^3 (below that, where the hybrid rule of the H100 and
+#: H200 still emulates and the GPU chooses from K = 1024, ``launch.AUTO_MIN_K``; the target there is 1.0x).
 WIDE_RANGE_SIZES = (4096, 2048, 1536)
+#: The short-K shape (m, n, k) of the wide-range problems: the issue's Vandermonde features (8192 x 96) @ (96 x 4096),
+#: every kind at it.  The hybrid rule emulates it and ``scheme="auto"`` runs fp16x3 there (under 2^34 flops and
+#: K < 1024), so it is where the FP64 fix-up's lines cost most.
+WIDE_RANGE_SHORT_K = (8192, 4096, 96)
 
 
 def wide_range_problems() -> list:
-    """The problems of :data:`WIDE_RANGE_KINDS` (issue 33), named ``wide-range ...``: each kind at the cubes of
-    :data:`WIDE_RANGE_SIZES`, and the issue's Vandermonde shape (8192 x 96) @ (96 x 4096)."""
+    """The problems of :data:`WIDE_RANGE_KINDS` (issue 33), named ``wide-range ...``: each kind at the short-K
+    shape :data:`WIDE_RANGE_SHORT_K` and at the cubes of :data:`WIDE_RANGE_SIZES`."""
     P = BenchProblem
-    return ([P("wide-range vandermonde 8192x4096 k96", 1, 8192, 4096, 96, "wide-range", data="vandermonde")]
+    m, n, k = WIDE_RANGE_SHORT_K
+    return ([P(f"wide-range {kind} {m}x{n} k{k}", 1, m, n, k, "wide-range", data=kind) for kind in WIDE_RANGE_KINDS]
             + [P(f"wide-range {kind} {s}^3", 1, s, s, s, "wide-range", data=kind)
                for s in WIDE_RANGE_SIZES for kind in WIDE_RANGE_KINDS])
 

@@ -89,9 +89,9 @@ from .split_kernel import pow2_f64
 __all__ = ["fixup_dot", "exact_dot", "fixup_program", "fixup_shape", "overflow_recheck_kernel", "FP32_OVERFLOW",
            "RECHECK_ENTRY"]
 
-#: From this K on, the fix-up takes the larger tiles and fewer programs (:func:`fixup_shape`).
+#: From this K on, the fix-up takes fewer programs, and on eight warps the larger tiles (:func:`fixup_shape`).
 LONG_K = 4096
-#: Below this K, the larger tiles with as many programs as at medium K (:func:`fixup_shape`).
+#: Below this K, on eight warps the larger tiles with as many programs as at medium K (:func:`fixup_shape`).
 SHORT_K = 128
 #: The smallest magnitude that rounds to infinity in FP32 (halfway between its largest value and 2**128).
 FP32_OVERFLOW = tl.constexpr(2.0 ** 128 * (1 - 2.0 ** -25))
@@ -142,22 +142,25 @@ def fixup_shape(k: int, sms: int, num_warps: int) -> tuple[tuple[int, int, int],
     x 4 SMs 0.38, (64, 256, 32) x 4 0.44, x 2 0.43, (64, 256, 16) x 4 0.45, (128, 128, 32) x 2 0.29; the
     same bits from each.
 
-    Four warps (the short-K entries' GEMM tiles) take 64 x 64 tiles from :data:`SHORT_K` to :data:`LONG_K`:
+    Four warps (the short-K entries' GEMM tiles) take 64 x 64 tiles at every K, with the programs of their K:
     measured on an H100 (2026-11-28, log-normal sigma 3 on both operands, 8192^2 x K, about 1% of the rows
     and of the columns listed, through the public API, x cuBLAS SGEMM): K = 512 0.96 -> 1.03x, K = 128
     0.99x with either (``fixup_first_h100_20261128-001600.json``); with the fix-up programs after the tiles
-    (the order before that day), K = 128 531 -> 468 us.  The same bits.  Not measured: four warps below
-    :data:`SHORT_K` (they keep the wide tiles), and the H200's four-warp entries (1024^3 and 2048^3 buckets).
+    (the order before that day), K = 128 531 -> 468 us.  The same bits.  Below :data:`SHORT_K` and from
+    :data:`LONG_K` they took the wide tiles until 2026-11-29, and a 64 x 256 FP64 tile is 128 doubles per
+    thread on four warps: compiled for sm_90 by Triton 3.6 (offline, ``shortk_h200_20261129-091500.json``),
+    the fused kernel's own frame spilled 5.8-5.9 KB (fp16x3; bf16x6 7.1 KB) at 8192 x 96 x 4096 and
+    2048 x 8192 x 2048, against 72-180 bytes (bf16x6 556) with 64 x 64, the spills the tile programs share
+    (one register allocation).  Not yet timed on a GPU below SHORT_K or from LONG_K with four warps.
 
     A list shorter than ``GROUP`` takes smaller tiles of its own (:data:`_SMALL_GROUP`, :data:`_SMALL_O`).
     """
-    if k >= LONG_K:
-        return (64, 256, 32), 2 * sms
-    if k < SHORT_K:
-        return (64, 256, 32), 4 * sms
+    programs = 2 * sms if k >= LONG_K else 4 * sms
     if num_warps <= 4:
-        return (64, 64, 32), 4 * sms
-    return (64, 128, 32), 4 * sms
+        return (64, 64, 32), programs
+    if k >= LONG_K or k < SHORT_K:
+        return (64, 256, 32), programs
+    return (64, 128, 32), programs
 
 
 @triton.jit

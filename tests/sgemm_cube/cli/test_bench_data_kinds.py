@@ -154,10 +154,11 @@ def test_matrix_has_the_wide_range_problems_and_only_selects_them(tmp_path, monk
     wide = bench_gpu.wide_range_problems()
     assert all(p in probs for p in wide) and len({p.name for p in probs}) == len(probs)
     assert {p.data for p in wide} == set(WIDE_RANGE_KINDS)
-    assert any((p.m, p.n, p.k, p.data) == (8192, 4096, 96, "vandermonde") for p in wide)  # the shape
+    short_k = {p.data for p in wide if (p.m, p.n, p.k) == (8192, 4096, 96)}  # the Vandermonde shape
+    assert short_k == set(WIDE_RANGE_KINDS)  # every kind at it
     cubes = {(p.m, p.data) for p in wide if p.k != 96 and p.m == p.n == p.k}
     assert cubes == {(s, kind) for s in (4096, 2048, 1536) for kind in WIDE_RANGE_KINDS}
-    assert len(wide) == 1 + len(cubes)  # the cubes and the shape, nothing else
+    assert len(wide) == len(short_k) + len(cubes)  # the cubes and the short-K shape, nothing else
     # make_operands builds them (a small copy of each problem)
     for p in wide:
         a, b = bench_gpu.make_operands(p._replace(m=16, n=8, k=min(p.k, 24)), "cpu", torch.Generator().manual_seed(0))

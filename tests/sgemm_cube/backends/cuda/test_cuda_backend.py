@@ -411,6 +411,17 @@ def test_nonfinite_inputs_give_native_special_values(rng, fixup):
 FIXUP_TILES = sorted({fixup_kernel.fixup_shape(k, 1, w)[0] for k in (24, 128, 4096) for w in (4, 8)})
 
 
+def test_fixup_tiles_fit_their_launch_warps():
+    """The fix-up's FP64 accumulator holds at most 64 doubles per thread, whatever K: 128 (a 64 x 256 tile on four
+    warps, what short and long K took until 2026-11-29) made the fused kernel spill 5.8-5.9 KB per thread, the
+    tile programs' registers too (compiled for sm_90 by Triton 3.6, ``shortk_h200_20261129-091500.json``)."""
+    for k in (1, 24, 96, 127, 128, 512, 4095, 4096, 16384):
+        for warps in (4, 8):
+            (group, block_o, _), programs = fixup_kernel.fixup_shape(k, 132, warps)
+            assert group * block_o // (32 * warps) <= 64, (k, warps, group, block_o)
+            assert programs == (2 if k >= fixup_kernel.LONG_K else 4) * 132
+
+
 @pytest.mark.parametrize("fixup, row_step, col_step, tile", [
     (True, 2, 4, FIXUP_TILES[0]), (True, 10, 2, FIXUP_TILES[1]), (True, 2, 4, FIXUP_TILES[2]), (False, 2, 4, None)])
 def test_fixup_lines_across_blocks_are_fp32(rng, monkeypatch, fixup, row_step, col_step, tile):
