@@ -723,11 +723,11 @@ def _auto_problem(a_shape, a_strides, b_shape, b_strides, out_strides, device, *
     recheck, offset = _recheck_piece(batch, m, n, [(c["BLOCK_M"], c["BLOCK_N"]) for c in cfgs.values()], offset)
     policy = {s: _fixup_policy(s, scale, fixup_min_class) for s in AUTO_SCHEMES}
     stats, *lines, scaled = _split_launches(a16, b16, sb=sb, scheme=AUTO_SCHEMES[0], scale=scale,
-                                             rng=line_range(AUTO_SCHEMES[0], sb),
-                                             fixup_min_class=policy[AUTO_SCHEMES[0]][0],
-                                             block=block, num_warps=cfg16["split_warps"], recheck=recheck,
-                                             choice=choice, chunked=chunk is not None,
-                                             bf16=(line_range(AUTO_SCHEMES[1], sb), policy[AUTO_SCHEMES[1]][0]))
+                                            rng=line_range(AUTO_SCHEMES[0], sb),
+                                            fixup_min_class=policy[AUTO_SCHEMES[0]][0],
+                                            block=block, num_warps=cfg16["split_warps"], recheck=recheck,
+                                            choice=choice, chunked=chunk is not None,
+                                            bf16=(line_range(AUTO_SCHEMES[1], sb), policy[AUTO_SCHEMES[1]][0]))
     decide = _Launch(scheme_choice_kernel, (1,),
                      dict(choice=choice, a_count=a16.ints[2], b_count=b16.ints[2], a_count_bf=abf.ints[2],
                           b_count_bf=bbf.ints[2], a_n_counts=math.prod(a16.ints[2].shape),
