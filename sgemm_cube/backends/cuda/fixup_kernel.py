@@ -15,7 +15,11 @@ alone, and ``fixup_programs`` extra programs of the same launch compute them
   8192^2 x 128 log-normal on both operands, half the fix-up programs' time;
   docs/speed.md, the fix-up's compacted lists);
 * work items (group, block of the other dimension, output batch) are dealt
-  round-robin to the fix-up programs; with empty lists they return at once;
+  round-robin to the first of the fix-up programs, at least
+  :data:`_ITEMS_PER_PROGRAM` items each, and the others return at once
+  (:func:`_active_programs`): a short list leaves the SMs' other slots to the
+  GEMM's tiles, which run beside its latency-bound FP64 dots rather than
+  after them; with empty lists every program returns at once;
 * a list shorter than ``GROUP`` goes in groups of :data:`_SMALL_GROUP` (16)
   lines against blocks of :data:`_SMALL_O` (64) other lines: a few lines
   cost their number rounded up to 16, on 16 times as many items.  Measured
@@ -104,6 +108,18 @@ _LOG2_UPPER = tl.constexpr(max(math.ceil(math.log2(line_range(s, sb).upper))
 #: against blocks of _SMALL_O other lines (:func:`_fix_lines`).
 _SMALL_GROUP = tl.constexpr(16)
 _SMALL_O = tl.constexpr(64)
+#: The fewest work items a fix-up program takes while fewer programs than launched would do
+#: (:func:`_active_programs`).  Why, as we read the figures (not profiled further): an item of a short list at
+#: short K is a chain of dependent loads, a few microseconds, and a launch's 4 x 132 fix-up programs (an item
+#: each) took the SMs' slots first, so the tiles waited; the profiler put the 45-65 us that such data add
+#: inside the GEMM launch, not in the split passes.  Measured on an H200 (2026-11-29, log-normal sigma 3 on both operands, about 1% of
+#: the rows and of the columns listed, through the public API, x cuBLAS SGEMM, two rounds in alternating
+#: processes, ``fixup_items_h200_20261129-120000.json``), 1 (every program with an item, the dealing before)
+#: -> 4 -> 8: 8192 x 96 x 4096 0.96 -> 1.02 -> 1.02x; 8192 x 64 x 8192 0.935 -> 0.967 -> 0.949x; 8192 x 128 x
+#: 8192 1.16 -> 1.19-1.21 -> 1.18x; Vandermonde features at K = 96 (long lists) and 4096^3 on both operands
+#: unchanged; 4096^3 log-normal on A only 2.95 -> 2.92x (1% slower), and 1.78x with 8 (the fix-up became the
+#: tail).  The same bits.
+_ITEMS_PER_PROGRAM = tl.constexpr(4)
 #: Columns per piece of a tile the cheap checks leave undecided (:func:`_careful_tile`).
 _PIECE_COLS = tl.constexpr(64)
 #: int32 words per tile the GEMM's epilogue lists for :func:`overflow_recheck_kernel`: batch, first row, first
@@ -151,7 +167,9 @@ def fixup_shape(k: int, sms: int, num_warps: int) -> tuple[tuple[int, int, int],
     thread on four warps: compiled for sm_90 by Triton 3.6 (offline, ``shortk_h200_20261129-091500.json``),
     the fused kernel's own frame spilled 5.8-5.9 KB (fp16x3; bf16x6 7.1 KB) at 8192 x 96 x 4096 and
     2048 x 8192 x 2048, against 72-180 bytes (bf16x6 556) with 64 x 64, the spills the tile programs share
-    (one register allocation).  Not yet timed on a GPU below SHORT_K or from LONG_K with four warps.
+    (one register allocation).  Timed on an H200 (2026-11-29, ``fixup_items_h200_20261129-120000.json``,
+    against the rule before in alternating processes): 8192 x 96 x 4096 log-normal on both operands 194 -> 190
+    us, 2048 x 32768 x 2048 normal data 2379 -> 2309 us; the same bits.
 
     A list shorter than ``GROUP`` takes smaller tiles of its own (:data:`_SMALL_GROUP`, :data:`_SMALL_O`).
     """
@@ -627,23 +645,40 @@ def fixup_program(p, num_programs, a, b, c, batch, M, N, K,
     """
     a_batched = (a.meta_batch > 0).to(tl.int32)
     b_batched = (b.meta_batch > 0).to(tl.int32)
-    item = _fix_lines(p, num_programs, p * 0,
-                      a.fix_order, a.fix_total, a_batched,
-                      a.ptr, a.stride_batch, a.stride_line, a.stride_k,
-                      b.ptr, b.stride_batch, b.stride_k, b.stride_line,
-                      c.ptr, c.stride_batch, c.stride_m, 1,
-                      a.meta, M, b.meta, b_batched, batch, N, K, c.alpha,
-                      b.fix_order, b.fix_total, False, FIXUP_MIN_CLASS, GROUP, BLOCK_O, BLOCK_K)
-    # Columns of B: c^T = b^T a^T, over the rows of A the first pass did not write.
-    _fix_lines(p, num_programs, item,
-               b.fix_order, b.fix_total, b_batched,
-               b.ptr, b.stride_batch, b.stride_line, b.stride_k,
-               a.ptr, a.stride_batch, a.stride_k, a.stride_line,
-               c.ptr, c.stride_batch, 1, c.stride_m,
-               b.meta, N, a.meta, a_batched, batch, M, K, c.alpha,
-               a.fix_order, a.fix_total, True, FIXUP_MIN_CLASS, GROUP, BLOCK_O, BLOCK_K)
+    active = _active_programs(num_programs, a, b, a_batched, b_batched, batch, M, N, GROUP, BLOCK_O)
+    if p < active:
+        item = _fix_lines(p, active, p * 0,
+                          a.fix_order, a.fix_total, a_batched,
+                          a.ptr, a.stride_batch, a.stride_line, a.stride_k,
+                          b.ptr, b.stride_batch, b.stride_k, b.stride_line,
+                          c.ptr, c.stride_batch, c.stride_m, 1,
+                          a.meta, M, b.meta, b_batched, batch, N, K, c.alpha,
+                          b.fix_order, b.fix_total, False, FIXUP_MIN_CLASS, GROUP, BLOCK_O, BLOCK_K)
+        # Columns of B: c^T = b^T a^T, over the rows of A the first pass did not write.
+        _fix_lines(p, active, item,
+                   b.fix_order, b.fix_total, b_batched,
+                   b.ptr, b.stride_batch, b.stride_line, b.stride_k,
+                   a.ptr, a.stride_batch, a.stride_k, a.stride_line,
+                   c.ptr, c.stride_batch, 1, c.stride_m,
+                   b.meta, N, a.meta, a_batched, batch, M, K, c.alpha,
+                   a.fix_order, a.fix_total, True, FIXUP_MIN_CLASS, GROUP, BLOCK_O, BLOCK_K)
 
 
+@triton.jit
+def _active_programs(num_programs, a, b, a_batched, b_batched, batch, M, N,
+                     GROUP: tl.constexpr, BLOCK_O: tl.constexpr):
+    """How many of the ``num_programs`` fix-up programs take work items: all of them, or fewer where that
+    gives each at least :data:`_ITEMS_PER_PROGRAM` (0 with empty lists).  The items are those of
+    :func:`fixup_program`'s two passes over every output batch (:func:`_batch_work`), so every program
+    finds the same count."""
+    items = num_programs * 0
+    for bo in range(0, batch):
+        _, _, _, _, _, rows_items = _batch_work(bo, bo * a_batched, a.fix_order, a.fix_total, M, b_batched,
+                                                b.fix_order, b.fix_total, N, False, GROUP, BLOCK_O)
+        _, _, _, _, _, cols_items = _batch_work(bo, bo * b_batched, b.fix_order, b.fix_total, N, a_batched,
+                                                a.fix_order, a.fix_total, M, True, GROUP, BLOCK_O)
+        items += rows_items + cols_items
+    return tl.minimum(num_programs, tl.cdiv(items, _ITEMS_PER_PROGRAM))
 
 
 @triton.jit

@@ -103,8 +103,9 @@ _INTERPRETER_SMS = 2
 #: The same for the fix-up programs (:func:`.fixup_kernel.fixup_shape`: 2-4 programs per "SM").  Every
 #: interpreted fix-up program costs about 45 ms even with nothing listed (its lists' counts, through
 #: nested jit calls); with one "SM", 4 programs (2 from LONG_K), items still go round-robin to several
-#: programs, and the CUDA backend's interpreted tests took a fifth less time than with two (246 -> 202 s,
-#: pytest -n 2 on two cores: tests/sgemm_cube/backends/cuda, test_guarantee.py, test_accuracy_studies.py).
+#: programs where they number more than ``fixup_kernel._ITEMS_PER_PROGRAM``, and the CUDA backend's
+#: interpreted tests took a fifth less time than with two (246 -> 202 s, pytest -n 2 on two cores:
+#: tests/sgemm_cube/backends/cuda, test_guarantee.py, test_accuracy_studies.py).
 _INTERPRETER_FIXUP_SMS = 1
 #: (max K, config): up to this K, on a GPU, the hi*hi partial is flushed every 32 elements
 #: (``configs/default.json``, key ``small_k``, says why).

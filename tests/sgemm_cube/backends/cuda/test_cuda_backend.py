@@ -453,6 +453,29 @@ def test_fixup_lines_across_blocks_are_fp32(rng, monkeypatch, fixup, row_step, c
     assert comp.max() <= 3 * k * 2.0 ** -24  # the guarantee's componentwise bound
 
 
+@pytest.mark.parametrize("programs", [1, 2, 3, 12])
+def test_fixup_items_go_to_the_first_programs_and_keep_their_bits(rng, monkeypatch, programs):
+    """The fix-up's work items go round-robin to the first of the launched fix-up programs, at least
+    ``_ITEMS_PER_PROGRAM`` each (:func:`.fixup_kernel._active_programs`), the others returning at once.  Two
+    batches of A against a broadcast B, a short list of rows (groups of 16) and a long list of columns (groups
+    of 64), 10-18 items: with 1, 2, 3 or 12 programs launched, every output is written (the poison is gone) and
+    bit for bit the default launch's (4 programs under the interpreter), as the CPU model's."""
+    m, k, n = 150, 24, 140
+    a, b = np.stack([draw(rng, "normal", (m, k)) for _ in range(2)]), draw(rng, "normal", (k, n))
+    a[0, ::10, 7] = 2.0 ** -40  # 15 fix-up rows in batch 0, 30 in batch 1 (class 1 even scaled)
+    a[1, ::5, 7] = 2.0 ** -40
+    b[11, ::2] = 2.0 ** -40  # 70 fix-up columns
+    a[:, :, 0], b[0, :] = 0, 0  # every line holds a zero: neither operand's wide lines are emulated
+    want = _run(a, b)
+    shape = launch.fixup_shape
+    monkeypatch.setattr(launch, "fixup_shape", lambda k, sms, num_warps: (shape(k, sms, num_warps)[0], programs))
+    got = _run(a, b)
+    assert np.isfinite(got).all()
+    np.testing.assert_array_equal(got, want)
+    for i in range(2):
+        _check_against_model(a[i], b, got[i])
+
+
 def test_tile_programs_leave_the_fixup_outputs_alone(rng, monkeypatch):
     """The tile programs store every output whose row and column are emulated and none of a fix-up
     line's (the fix-up programs write those; on a GPU the two run at once).  With no fix-up programs
