@@ -656,14 +656,21 @@ WIDE_RANGE_SIZES = (4096, 2048, 1536)
 #: every kind at it.  The hybrid rule emulates it and ``scheme="auto"`` runs fp16x3 there (under 2^34 flops and
 #: K < 1024), so it is where the FP64 fix-up's lines cost most.
 WIDE_RANGE_SHORT_K = (8192, 4096, 96)
+#: Short-K problems of one kind each (kind, m, n, k): the slowest against SGEMM of those measured where the hybrid
+#: rule emulates, log-normal data on both operands at 8192^2 x 64 (0.97x on an H200, 2026-11-29; docs/speed.md,
+#: the fix-up's programs at short K).
+WIDE_RANGE_SHORT_K_WORST = (("log-normal both s=3", 8192, 8192, 64),)
 
 
 def wide_range_problems() -> list:
     """The problems of :data:`WIDE_RANGE_KINDS` (issue 33), named ``wide-range ...``: each kind at the short-K
-    shape :data:`WIDE_RANGE_SHORT_K` and at the cubes of :data:`WIDE_RANGE_SIZES`."""
+    shape :data:`WIDE_RANGE_SHORT_K` and at the cubes of :data:`WIDE_RANGE_SIZES`, and the problems of
+    :data:`WIDE_RANGE_SHORT_K_WORST`."""
     P = BenchProblem
     m, n, k = WIDE_RANGE_SHORT_K
     return ([P(f"wide-range {kind} {m}x{n} k{k}", 1, m, n, k, "wide-range", data=kind) for kind in WIDE_RANGE_KINDS]
+            + [P(f"wide-range {kind} {m_}x{n_} k{k_}", 1, m_, n_, k_, "wide-range", data=kind)
+               for kind, m_, n_, k_ in WIDE_RANGE_SHORT_K_WORST]
             + [P(f"wide-range {kind} {s}^3", 1, s, s, s, "wide-range", data=kind)
                for s in WIDE_RANGE_SIZES for kind in WIDE_RANGE_KINDS])
 

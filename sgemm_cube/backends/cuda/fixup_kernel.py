@@ -112,13 +112,13 @@ _SMALL_O = tl.constexpr(64)
 #: (:func:`_active_programs`).  Why, as we read the figures (not profiled further): an item of a short list at
 #: short K is a chain of dependent loads, a few microseconds, and a launch's 4 x 132 fix-up programs (an item
 #: each) took the SMs' slots first, so the tiles waited; the profiler put the 45-65 us that such data add
-#: inside the GEMM launch, not in the split passes.  Measured on an H200 (2026-11-29, log-normal sigma 3 on both operands, about 1% of
-#: the rows and of the columns listed, through the public API, x cuBLAS SGEMM, two rounds in alternating
-#: processes, ``fixup_items_h200_20261129-120000.json``), 1 (every program with an item, the dealing before)
-#: -> 4 -> 8: 8192 x 96 x 4096 0.96 -> 1.02 -> 1.02x; 8192 x 64 x 8192 0.935 -> 0.967 -> 0.949x; 8192 x 128 x
-#: 8192 1.16 -> 1.19-1.21 -> 1.18x; Vandermonde features at K = 96 (long lists) and 4096^3 on both operands
-#: unchanged; 4096^3 log-normal on A only 2.95 -> 2.92x (1% slower), and 1.78x with 8 (the fix-up became the
-#: tail).  The same bits.
+#: inside the GEMM launch, not in the split passes.  Measured on an H200 (2026-11-29, log-normal sigma 3 on
+#: both operands, about 1% of the rows and of the columns listed, through the public API, x cuBLAS SGEMM, two
+#: rounds in alternating processes, ``fixup_items_h200_20261129-120000.json``), 1 (every program with an
+#: item, the dealing before) -> 4 -> 8: 8192 x 96 x 4096 0.96 -> 1.02 -> 1.02x; 8192 x 64 x 8192 0.935 ->
+#: 0.967 -> 0.949x; 8192 x 128 x 8192 1.16 -> 1.19-1.21 -> 1.18x; Vandermonde features at K = 96 (long lists)
+#: and 4096^3 on both operands unchanged; 4096^3 log-normal on A only 2.95 -> 2.92x (1% slower), and 1.78x
+#: with 8 (the fix-up became the tail).  The same bits.
 _ITEMS_PER_PROGRAM = tl.constexpr(4)
 #: Columns per piece of a tile the cheap checks leave undecided (:func:`_careful_tile`).
 _PIECE_COLS = tl.constexpr(64)
@@ -634,7 +634,8 @@ def _exact_tile(first_rank, n_rows, first_o, n_cols, lists, total,
 def fixup_program(p, num_programs, a, b, c, batch, M, N, K,
                   FIXUP_MIN_CLASS: tl.constexpr, GROUP: tl.constexpr, BLOCK_O: tl.constexpr,
                   BLOCK_K: tl.constexpr):
-    """Fix-up program ``p`` of ``num_programs``: the fix-up rows of A, then the fix-up columns of B.
+    """Fix-up program ``p`` of the ``num_programs`` launched: the fix-up rows of A, then the fix-up columns of B,
+    the items of both dealt round-robin to the programs :func:`_active_programs` counts (the others return).
 
     a, b : :class:`.gemm_tiles.GemmOperand` -- of each operand, the FP32 operand (A (Ba, M, K),
         B (Bb, K, N) through their strides), its line meta and the split pass's compacted fix-up lines

@@ -158,7 +158,9 @@ def test_matrix_has_the_wide_range_problems_and_only_selects_them(tmp_path, monk
     assert short_k == set(WIDE_RANGE_KINDS)  # every kind at it
     cubes = {(p.m, p.data) for p in wide if p.k != 96 and p.m == p.n == p.k}
     assert cubes == {(s, kind) for s in (4096, 2048, 1536) for kind in WIDE_RANGE_KINDS}
-    assert len(wide) == len(short_k) + len(cubes)  # the cubes and the short-K shape, nothing else
+    worst = {(p.data, p.m, p.n, p.k) for p in wide if (p.m, p.n, p.k) == (8192, 8192, 64)}
+    assert worst == {("log-normal both s=3", 8192, 8192, 64)}  # the slowest short-K case measured (0.97x)
+    assert len(wide) == len(short_k) + len(cubes) + len(worst)  # nothing else
     # make_operands builds them (a small copy of each problem)
     for p in wide:
         a, b = bench_gpu.make_operands(p._replace(m=16, n=8, k=min(p.k, 24)), "cpu", torch.Generator().manual_seed(0))
