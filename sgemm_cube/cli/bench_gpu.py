@@ -75,7 +75,8 @@ __all__ = ["add_parser", "run", "main", "run_benchmark", "run_sweep", "derive_na
            "BenchProblem", "LAYOUTS", "MATRIX_METHODS", "matrix_problems", "make_operands", "measure_problem",
            "run_matrix", "host_loop_ms", "reference_rows", "format_matrix_table", "matrix_summary",
            "derive_hybrid_rule", "write_hybrid_config", "DATA_KINDS", "WIDE_RANGE_KINDS", "make_data",
-           "make_wide_range", "WIDE_RANGE_SIZES", "WIDE_RANGE_SHORT_K", "wide_range_problems", "fixup_fractions"]
+           "make_wide_range", "WIDE_RANGE_SIZES", "WIDE_RANGE_SHORT_K",
+           "WIDE_RANGE_SHORT_K_WORST", "wide_range_problems", "fixup_fractions"]
 
 
 SQUARE_SIZES = (256, 512, 1024, 1536, 2048, 3072, 4096, 8192, 16384)
@@ -667,10 +668,8 @@ def wide_range_problems() -> list:
     shape :data:`WIDE_RANGE_SHORT_K` and at the cubes of :data:`WIDE_RANGE_SIZES`, and the problems of
     :data:`WIDE_RANGE_SHORT_K_WORST`."""
     P = BenchProblem
-    m, n, k = WIDE_RANGE_SHORT_K
-    return ([P(f"wide-range {kind} {m}x{n} k{k}", 1, m, n, k, "wide-range", data=kind) for kind in WIDE_RANGE_KINDS]
-            + [P(f"wide-range {kind} {m_}x{n_} k{k_}", 1, m_, n_, k_, "wide-range", data=kind)
-               for kind, m_, n_, k_ in WIDE_RANGE_SHORT_K_WORST]
+    short_k = [(kind, *WIDE_RANGE_SHORT_K) for kind in WIDE_RANGE_KINDS] + list(WIDE_RANGE_SHORT_K_WORST)
+    return ([P(f"wide-range {kind} {m}x{n} k{k}", 1, m, n, k, "wide-range", data=kind) for kind, m, n, k in short_k]
             + [P(f"wide-range {kind} {s}^3", 1, s, s, s, "wide-range", data=kind)
                for s in WIDE_RANGE_SIZES for kind in WIDE_RANGE_KINDS])
 
