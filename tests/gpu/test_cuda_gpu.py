@@ -384,7 +384,9 @@ def test_chunked_planes_have_the_bits_of_the_whole(rng, scheme, variant):
     """Config keys ``row_chunks``/``col_chunks`` (the split planes a chunk at a time, ``launch._chunked_launches``)
     on the compiled kernels, first call and cached replay: the bits of the product unchunked, on data with
     listed, scaled and NaN/Inf lines and on the cancelling huge terms whose overflowing outputs the recheck
-    computes again (rows 256.., a chunk away from the origin)."""
+    computes again (rows 256.., a chunk away from the origin); so too with ``fixup_apart`` (the tiles storing
+    every output 16 bytes at a time, the fix-up overwriting its lines' outputs in a launch after theirs),
+    whole and chunked."""
     from tests.guarantee_data import check_emulated_overflow, emulated_overflow_cases
 
     name, ra, rb = emulated_overflow_cases(np.random.default_rng(1))[0]
@@ -397,13 +399,13 @@ def test_chunked_planes_have_the_bits_of_the_whole(rng, scheme, variant):
     cfg = {"variant": variant}
     whole = torch.empty(1, 700, 650, device="cuda")
     launch.run(ta, tb, whole, sb=12, order="termwise", scheme=scheme, scale="auto", fixup=True, config=cfg)
-    for rows, cols in ((3, 2), (1, 4), (5, 1)):
+    for rows, cols, apart in ((3, 2, False), (1, 4, False), (5, 1, False), (1, 1, True), (3, 2, True)):
         for _ in range(2):  # the first call compiles, the second replays through the private launcher
             out = torch.full_like(whole, float("nan"))
             launch.run(ta, tb, out, sb=12, order="termwise", scheme=scheme, scale="auto", fixup=True,
-                       config={**cfg, "row_chunks": rows, "col_chunks": cols})
+                       config={**cfg, "row_chunks": rows, "col_chunks": cols, "fixup_apart": apart})
             torch.cuda.synchronize()
-            assert torch.equal(out.view(torch.int32), whole.view(torch.int32)), (rows, cols)
+            assert torch.equal(out.view(torch.int32), whole.view(torch.int32)), (rows, cols, apart)
     if scheme == "fp16x3":  # where those rows are emulated and some of their sums overflow
         c = whole[0].cpu().numpy()
         assert (msg := check_emulated_overflow(name, c[256:320, 300:301], ra, rb)) == "", msg

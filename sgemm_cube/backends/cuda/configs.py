@@ -48,7 +48,10 @@ Key ranges are those the kernels accept (``gemm_kernel.py``, ``split_kernel.py``
 * ``variant``: one of ``gemm_tiles.VARIANTS``;
 * ``row_chunks``, ``col_chunks``: integers >= 1, the chunks of A's rows and of B's columns whose
   split planes a product holds one at a time (1, 1: the whole operands; a single product only,
-  :func:`.launch._chunked_launches` says how and what it costs).
+  :func:`.launch._chunked_launches` says how and what it costs);
+* ``fixup_apart``: a boolean, the fix-up programs in a launch of their own before the tiles', of four-warp
+  programs (:func:`.fixup_kernel.apart_shape`), rather than first in the tiles' launch; a chunked
+  product's fix-up launch takes that shape too.
 """
 from __future__ import annotations
 
@@ -122,6 +125,7 @@ KEYS: dict[str, tuple[Any, str]] = {
     "merge_levels": (lambda v: isinstance(v, bool), "true or false"),
     "row_chunks": (lambda v: _is_int(v) and 1 <= v <= 1024, "an integer in [1, 1024]"),
     "col_chunks": (lambda v: _is_int(v) and 1 <= v <= 1024, "an integer in [1, 1024]"),
+    "fixup_apart": (lambda v: isinstance(v, bool), "true or false"),
 }
 
 

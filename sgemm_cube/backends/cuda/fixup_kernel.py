@@ -6,7 +6,17 @@ an entry the split would round to fewer than 22 bits, NaN, infinity), per
 batch in rank order, then the other lines
 (:func:`.split_kernel._compact_lists`).  The GEMM's tiles leave those outputs
 alone, and ``fixup_programs`` extra programs of the same launch compute them
-(:func:`fixup_program`):
+(:func:`fixup_program`); or, under the config key ``fixup_apart`` (the H200's
+short-K entries), the tiles store every output and the fix-up programs run in a
+launch of their own after theirs, overwriting their lines' outputs
+(:func:`apart_shape`: four warps, :data:`APART_PROGRAMS_PER_SM` programs per
+SM, an item each).  Measured on an H200 (2026-11-29, through the public API, x
+cuBLAS SGEMM, the same bits, ``fixup_apart_h200_20261129-150000.json``): 8192 x
+64 x 8192 log-normal on both operands 0.957 -> 1.015x, normal data 1.22 ->
+1.32x, Vandermonde features 8192 x 96 x 4096 1.18 -> 1.25x, 8192^2 x 128
+log-normal 1.20 -> 1.22x; even at K = 256; at K = 512 the fused launch ran
+1.31x against 1.24x, and 4096^3 with A log-normal 2.93-2.99x against 2.73x (a
+long list's FP64 work no longer overlaps the tiles), so longer K stays fused:
 
 * the fix-up lines go in groups of ``GROUP`` consecutive ranks, each found
   with one load (:func:`_gather_group`), so that a group reads the other
@@ -90,7 +100,7 @@ from sgemm_cube.cpu_fallback.guard import line_range
 from .line_meta import LOSES_BITS, PAD_META, decode_meta
 from .split_kernel import pow2_f64
 
-__all__ = ["fixup_dot", "exact_dot", "fixup_program", "fixup_shape", "overflow_recheck_kernel", "FP32_OVERFLOW",
+__all__ = ["fixup_dot", "exact_dot", "fixup_program", "fixup_shape", "apart_shape", "overflow_recheck_kernel", "FP32_OVERFLOW",
            "RECHECK_ENTRY"]
 
 #: From this K on, the fix-up takes fewer programs, and on eight warps the larger tiles (:func:`fixup_shape`).
@@ -120,6 +130,12 @@ _SMALL_O = tl.constexpr(64)
 #: and 4096^3 on both operands unchanged; 4096^3 log-normal on A only 2.95 -> 2.92x (1% slower), and 1.78x
 #: with 8 (the fix-up became the tail).  The same bits.
 _ITEMS_PER_PROGRAM = tl.constexpr(4)
+#: A launch of fix-up programs alone (config key ``fixup_apart``, :func:`apart_shape`): its programs per SM
+#: and the warps of each.  Without the tiles' registers and shared memory many such programs fit on an SM, so a
+#: short list's items, each a chain of dependent loads, run side by side rather than four to a program
+#: (8 and 16 per SM ran within 1% on an H200, 2026-11-29, with the fix-up launch before the tiles', a first version).
+APART_PROGRAMS_PER_SM = 8
+APART_WARPS = 4
 #: Columns per piece of a tile the cheap checks leave undecided (:func:`_careful_tile`).
 _PIECE_COLS = tl.constexpr(64)
 #: int32 words per tile the GEMM's epilogue lists for :func:`overflow_recheck_kernel`: batch, first row, first
@@ -179,6 +195,14 @@ def fixup_shape(k: int, sms: int, num_warps: int) -> tuple[tuple[int, int, int],
     if k >= LONG_K or k < SHORT_K:
         return (64, 256, 32), programs
     return (64, 128, 32), programs
+
+
+def apart_shape(k: int, sms: int) -> tuple[tuple[int, int, int], int, int]:
+    """The tiles, the number of programs and the fewest items per program of a launch of fix-up programs alone
+    (config key ``fixup_apart``): the four-warp tiles of :func:`fixup_shape`, :data:`APART_PROGRAMS_PER_SM`
+    programs per SM, one item each where the list is short."""
+    tile, _ = fixup_shape(k, sms, APART_WARPS)
+    return tile, APART_PROGRAMS_PER_SM * sms, 1
 
 
 @triton.jit
@@ -633,7 +657,7 @@ def _exact_tile(first_rank, n_rows, first_o, n_cols, lists, total,
 @triton.jit
 def fixup_program(p, num_programs, a, b, c, batch, M, N, K,
                   FIXUP_MIN_CLASS: tl.constexpr, GROUP: tl.constexpr, BLOCK_O: tl.constexpr,
-                  BLOCK_K: tl.constexpr):
+                  BLOCK_K: tl.constexpr, ITEMS: tl.constexpr):
     """Fix-up program ``p`` of the ``num_programs`` launched: the fix-up rows of A, then the fix-up columns of B,
     the items of both dealt round-robin to the programs :func:`_active_programs` counts (the others return).
 
@@ -646,7 +670,7 @@ def fixup_program(p, num_programs, a, b, c, batch, M, N, K,
     """
     a_batched = (a.meta_batch > 0).to(tl.int32)
     b_batched = (b.meta_batch > 0).to(tl.int32)
-    active = _active_programs(num_programs, a, b, a_batched, b_batched, batch, M, N, GROUP, BLOCK_O)
+    active = _active_programs(num_programs, a, b, a_batched, b_batched, batch, M, N, GROUP, BLOCK_O, ITEMS)
     if p < active:
         item = _fix_lines(p, active, p * 0,
                           a.fix_order, a.fix_total, a_batched,
@@ -667,7 +691,7 @@ def fixup_program(p, num_programs, a, b, c, batch, M, N, K,
 
 @triton.jit
 def _active_programs(num_programs, a, b, a_batched, b_batched, batch, M, N,
-                     GROUP: tl.constexpr, BLOCK_O: tl.constexpr):
+                     GROUP: tl.constexpr, BLOCK_O: tl.constexpr, ITEMS: tl.constexpr):
     """How many of the ``num_programs`` fix-up programs take work items: all of them, or fewer where that
     gives each at least :data:`_ITEMS_PER_PROGRAM` (0 with empty lists).  The items are those of
     :func:`fixup_program`'s two passes over every output batch (:func:`_batch_work`), so every program
@@ -679,7 +703,7 @@ def _active_programs(num_programs, a, b, a_batched, b_batched, batch, M, N,
         _, _, _, _, _, cols_items = _batch_work(bo, bo * b_batched, b.fix_order, b.fix_total, N, a_batched,
                                                 a.fix_order, a.fix_total, M, True, GROUP, BLOCK_O)
         items += rows_items + cols_items
-    return tl.minimum(num_programs, tl.cdiv(items, _ITEMS_PER_PROGRAM))
+    return tl.minimum(num_programs, tl.cdiv(items, ITEMS))
 
 
 @triton.jit

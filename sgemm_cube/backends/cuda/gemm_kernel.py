@@ -81,12 +81,13 @@ def gemm_kernel(
         choice, RUN_IF: tl.constexpr,
         # the fix-up (:func:`.fixup_kernel.fixup_program`)
         FIXUP_MIN_CLASS: tl.constexpr, CERTIFY: tl.constexpr,
-        FIX_GROUP: tl.constexpr, FIX_BLOCK_O: tl.constexpr, FIX_BLOCK_K: tl.constexpr,
+        FIX_GROUP: tl.constexpr, FIX_BLOCK_O: tl.constexpr, FIX_BLOCK_K: tl.constexpr, FIX_ITEMS: tl.constexpr,
         # the scheme and order
         SLICES: tl.constexpr, SCALE: tl.constexpr, TOP_LEVEL: tl.constexpr, TERMWISE: tl.constexpr,
         FLUSH_STEPS: tl.constexpr, SPLIT_CORR: tl.constexpr, MERGE_LEVELS: tl.constexpr,
         # the tiles
-        USE_TMA: tl.constexpr, UPCAST: tl.constexpr, PERSISTENT: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
+        HAS_TILES: tl.constexpr, FIXUP_AFTER: tl.constexpr, USE_TMA: tl.constexpr, UPCAST: tl.constexpr,
+        PERSISTENT: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
     """C[b] = alpha * the emulated FP32 product A[b] @ B[b], every output rounded once.
 
@@ -115,6 +116,12 @@ def gemm_kernel(
     CERTIFY : LOSES_BITS lines are emulated (FIXUP_MIN_CLASS SPECIAL) and their outputs certified
         (:func:`sgemm_cube.cpu_fallback.guard.certifies`; :func:`.gemm_tiles.store_tile`).
     FIX_GROUP, FIX_BLOCK_O, FIX_BLOCK_K : the fix-up's FP64 dot tiles (:func:`.fixup_kernel.fixup_shape`).
+    FIX_ITEMS : the fewest work items a fix-up program takes while fewer programs would do
+        (:func:`.fixup_kernel.fixup_program`).
+    HAS_TILES : False for a launch of fix-up programs only (``tile_programs`` 0): the tiles' code is not
+        compiled, so its programs hold the fix-up's registers and no shared memory.
+    FIXUP_AFTER : the fix-up programs run in a launch after this one (config ``fixup_apart``), which
+        overwrites the fix-up lines' outputs: the tiles store every output (:func:`.gemm_tiles.store_tile`).
     SLICES : slices per operand, 2 (FP16 schemes) or 3 (BF16 schemes).
     SCALE : the factor between consecutive levels, 2**-sb (FP16) or 1.0 (BF16).
     TOP_LEVEL : the highest level kept, 1 (fp16x3), 2 (fp16x4, bf16x6) or 4 (bf16x9).
@@ -146,17 +153,19 @@ def gemm_kernel(
         pass
     elif pid < fixup_programs:
         fixup_program(pid, fixup_programs, a, b, c, batch, M, N, K,
-                      FIXUP_MIN_CLASS, FIX_GROUP, FIX_BLOCK_O, FIX_BLOCK_K)
+                      FIXUP_MIN_CLASS, FIX_GROUP, FIX_BLOCK_O, FIX_BLOCK_K, FIX_ITEMS)
+    elif not HAS_TILES:
+        pass
     elif PERSISTENT:
         for tile in tl.range(pid - fixup_programs, num_pid_m * num_pid_n * batch, tile_programs):
             _gemm_tile(tile, a, b, c, M, N, k_steps, num_pid_m, num_pid_n,
-                       FIXUP_MIN_CLASS, CERTIFY, SLICES, SCALE, TOP_LEVEL, TERMWISE, FLUSH_STEPS, SPLIT_CORR,
-                       MERGE_LEVELS,
+                       FIXUP_MIN_CLASS, CERTIFY, FIXUP_AFTER, SLICES, SCALE, TOP_LEVEL, TERMWISE, FLUSH_STEPS,
+                       SPLIT_CORR, MERGE_LEVELS,
                        USE_TMA, UPCAST, WARP_SPECIALIZE, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M)
     else:
         _gemm_tile(pid - fixup_programs, a, b, c, M, N, k_steps, num_pid_m, num_pid_n,
-                   FIXUP_MIN_CLASS, CERTIFY, SLICES, SCALE, TOP_LEVEL, TERMWISE, FLUSH_STEPS, SPLIT_CORR,
-                   MERGE_LEVELS,
+                   FIXUP_MIN_CLASS, CERTIFY, FIXUP_AFTER, SLICES, SCALE, TOP_LEVEL, TERMWISE, FLUSH_STEPS,
+                   SPLIT_CORR, MERGE_LEVELS,
                    USE_TMA, UPCAST, WARP_SPECIALIZE, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M)
 
 
@@ -171,8 +180,8 @@ def _scaled(x, FACTOR: tl.constexpr):
 
 @triton.jit
 def _gemm_tile(tile, a, b, c, M, N, k_steps, num_pid_m, num_pid_n,
-               FIXUP_MIN_CLASS: tl.constexpr, CERTIFY: tl.constexpr, SLICES: tl.constexpr, SCALE: tl.constexpr,
-               TOP_LEVEL: tl.constexpr,
+               FIXUP_MIN_CLASS: tl.constexpr, CERTIFY: tl.constexpr, FIXUP_AFTER: tl.constexpr,
+               SLICES: tl.constexpr, SCALE: tl.constexpr, TOP_LEVEL: tl.constexpr,
                TERMWISE: tl.constexpr, FLUSH_STEPS: tl.constexpr, SPLIT_CORR: tl.constexpr,
                MERGE_LEVELS: tl.constexpr, USE_TMA: tl.constexpr, UPCAST: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
@@ -261,4 +270,4 @@ def _gemm_tile(tile, a, b, c, M, N, k_steps, num_pid_m, num_pid_n,
     else:
         acc = hh
     store_tile(acc, c, bidx, pid_m * BLOCK_M, col_n, offs_m, offs_n, m_in, n_in, cls_a, t_a, cls_b, t_b,
-               FIXUP_MIN_CLASS, CERTIFY, BLOCK_M, BLOCK_N)
+               FIXUP_MIN_CLASS, CERTIFY, FIXUP_AFTER, BLOCK_M, BLOCK_N)

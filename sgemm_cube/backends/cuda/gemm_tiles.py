@@ -12,7 +12,10 @@ output of a product:
   (2026-11-28, log-normal data on both operands, 8192^2 x 128, 80 rows and 75 columns listed, the
   same bits): 531 -> 452 us, 0.84 -> 0.99x cuBLAS SGEMM (``fixup_first_h100_20261128-001600.json``);
   8192^2 x 256 1.02x, against 0.88x in the former order's last record (another H100, the same
-  bits).  With nothing listed they return at once;
+  bits).  With nothing listed they return at once.  Under the config key ``fixup_apart`` (the H200's
+  short-K entries) they run instead in a launch of their own *after* the tiles' (``FIXUP_AFTER``):
+  the tiles then store every output, 16 bytes at a time, and the fix-up overwrites its lines'
+  outputs (:func:`store_tile` says why that pays at short K);
 * the ``tile_programs`` after them are *tile programs*: each computes one (``BLOCK_M``,
   ``BLOCK_N``) output tile (or, persistent, loops over tiles), in the order a tile program runs
   these helpers:
@@ -23,7 +26,8 @@ output of a product:
      those outputs, so the tile has nothing to compute);
   3. :func:`load_tile` -- the slice tiles of each K step;
   4. :func:`store_tile` -- the epilogue: undo the lines' power-of-two scaling, times alpha, one
-     rounding, and store every output whose row and column are not fix-up lines.
+     rounding, and store every output whose row and column are not fix-up lines (every output
+     with ``FIXUP_AFTER``).
 
 The split operands are the padded slice buffers of :mod:`.split_kernel` seen as 2-D row-major
 matrices: A as (S * Ba * Mp, Kp) and B as (S * Bb * Kp, Np) with S slices (2 FP16, 3 BF16), so a
@@ -156,9 +160,11 @@ def tile_line_meta(a, b, bidx, offs_m, offs_n, m_in, n_in, k_steps, FIXUP_MIN_CL
 
 @triton.jit
 def store_tile(acc, c, bidx, row0, col0, offs_m, offs_n, m_in, n_in, cls_a, t_a, cls_b, t_b,
-               FIXUP_MIN_CLASS: tl.constexpr, CERTIFY: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+               FIXUP_MIN_CLASS: tl.constexpr, CERTIFY: tl.constexpr, FIXUP_AFTER: tl.constexpr,
+               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """The epilogue: store ``alpha * 2**-(t_a + t_b) * acc`` (rounded once) at the outputs of the tile
-    whose row and column are not fix-up lines (the fix-up programs write the others).
+    whose row and column are not fix-up lines (the fix-up programs write the others), or with FIXUP_AFTER
+    (the fix-up programs run in a later launch and overwrite theirs) at every output of the tile.
 
     As on the CPU (``guard.undecided_overflow``): where an output overflows but ``|acc| - c.error_bound``
     does not (the exact value may be finite), the tile is listed in ``c.recheck``, and
@@ -210,13 +216,16 @@ def store_tile(acc, c, bidx, row0, col0, offs_m, offs_n, m_in, n_in, cls_a, t_a,
         tl.store(entry + 3, (BLOCK_M << 16) | BLOCK_N)
     c_tile = c.ptr + bidx.to(tl.int64) * c.stride_batch
     c_ptrs = c_tile + offs_m[:, None].to(tl.int64) * c.stride_m + offs_n[None, :]
-    fixup_rows = tl.max((cls_a >= FIXUP_MIN_CLASS).to(tl.int32), axis=0)
-    fixup_cols = tl.max((cls_b >= FIXUP_MIN_CLASS).to(tl.int32), axis=0)
-    if fixup_rows + fixup_cols > 0:
+    # A mask constant over aligned runs of columns lets the compiler store 16 bytes at a time; one that varies
+    # column by column (a fix-up column crossing the tile) stores 4 bytes at a time: 172 against 135 us for the
+    # GEMM at 8192 x 4096 x 128 on an H100 with an FP32 factor (docs/speed.md).  Fix-up rows alone keep the
+    # mask constant along the columns (pad lines are class SPLIT).  At short K the stores are most of a tile's
+    # time: on an H200 (2026-11-29, 8192 x 64 x 8192, log-normal on both operands, 22 rows and 30 columns
+    # listed) the tiles alone took 226 us against 179 us on normal data, with no fix-up programs beside them;
+    # with FIXUP_AFTER every tile stores 16 bytes at a time (fixup_apart_h200_20261129-150000.json).
+    if FIXUP_AFTER:
+        tl.store(c_ptrs, acc, mask=m_in[:, None] & n_in[None, :])
+    elif tl.max((cls_b >= FIXUP_MIN_CLASS).to(tl.int32), axis=0) > 0:
         tl.store(c_ptrs, acc, mask=keep)
     else:
-        # The same outputs (no fix-up line crosses the tile, pad lines are class SPLIT), but a mask of the
-        # bounds alone is constant over aligned runs of columns, so the compiler stores 16 bytes at a time;
-        # the classes' mask varies column by column and stored 4 bytes at a time: 172 against 135 us for
-        # the GEMM at 8192 x 4096 x 128 on an H100 with an FP32 factor (docs/speed.md).
-        tl.store(c_ptrs, acc, mask=m_in[:, None] & n_in[None, :])
+        tl.store(c_ptrs, acc, mask=(m_in & (cls_a < FIXUP_MIN_CLASS))[:, None] & n_in[None, :])

@@ -60,7 +60,7 @@ from sgemm_cube.cpu_fallback.guard import (LineClass, certificate_threshold, cer
                                           fp16_rule_applies, line_range)
 
 from . import configs as _configs
-from .fixup_kernel import RECHECK_ENTRY, fixup_shape, overflow_recheck_kernel
+from .fixup_kernel import _ITEMS_PER_PROGRAM, APART_WARPS, RECHECK_ENTRY, apart_shape, fixup_shape, overflow_recheck_kernel
 from .gemm_kernel import gemm_kernel
 from .gemm_tiles import VARIANTS
 from .hybrid import device_key, interpreter_active, load_device_table
@@ -521,7 +521,7 @@ def _chunk_side(side: _SplitSide, lines_axis: int, first: int, lines: int, lines
 
 
 def _chunked_launches(a_views: tuple, b_views: tuple, *, m: int, n: int, k_pad: int, chunk: tuple[int, int],
-                      split, gemms) -> list:
+                      split, gemms, fixup_after: bool) -> tuple[list, tuple]:
     """The launches after the split's statistics, line meta and compaction of a chunked product.
 
     A chunked product (``row_chunks`` or ``col_chunks`` above 1, a single product) holds the slices of one
@@ -540,10 +540,13 @@ def _chunked_launches(a_views: tuple, b_views: tuple, *, m: int, n: int, k_pad: 
 
     ``a_views``, ``b_views``: each operand's sides (one; ``scheme="auto"``: fp16x3's and bf16x6's, which
     share the slices); ``split(a, b, programs_a, programs_b)`` makes a split launch of chunk sides;
-    ``gemms(a_views, b_views, m, n, padded, origin, programs)`` the GEMM launch(es).
+    ``gemms(a_views, b_views, m, n, padded, origin, programs)`` the GEMM launch(es).  ``fixup_after``
+    (config ``fixup_apart``): the fix-up programs' launch comes last, the tiles storing every output.
+    Returns the launches and the fix-up launch(es), over the whole product (what the recheck reads).
     """
     rows, cols = chunk
-    launches = list(gemms(a_views, b_views, m, n, (rows, cols, k_pad), (0, 0), "fixup"))
+    fixup = gemms(a_views, b_views, m, n, (rows, cols, k_pad), (0, 0), "fixup")
+    launches = [] if fixup_after else list(fixup)
     a_chunks = [(r0, min(rows, m - r0)) for r0 in range(0, m, rows)]
     for j, c0 in enumerate(range(0, n, cols)):
         nc = min(cols, n - c0)
@@ -555,7 +558,7 @@ def _chunked_launches(a_views: tuple, b_views: tuple, *, m: int, n: int, k_pad: 
             if split_a + split_b:
                 launches.append(split(a_chunk[0], b_chunk[0], split_a, split_b))
             launches.extend(gemms(a_chunk, b_chunk, mr, nc, (rows, cols, k_pad), (r0, c0), "tiles"))
-    return launches
+    return launches + list(fixup) if fixup_after else launches, fixup
 
 
 def _fixup_policy(scheme: str, scale, fixup_min_class: int) -> tuple[int, bool]:
@@ -597,8 +600,13 @@ def _gemm_launch(cfg: dict, a: _SplitSide, b: _SplitSide, *, scheme: str, order:
         b_slices = b.slices._replace(shape=b2d, dtype=dtype)
     num_tiles = triton.cdiv(m, block_m) * triton.cdiv(n, block_n) * batch
     tile_programs = 0 if programs == "fixup" else min(num_tiles, sms) if persistent else num_tiles
-    fix_tile, fixup_programs = fixup_shape(k, _INTERPRETER_FIXUP_SMS if interpreter_active() else sms,
-                                           cfg["num_warps"])
+    fix_sms = _INTERPRETER_FIXUP_SMS if interpreter_active() else sms
+    num_warps, num_stages = cfg["num_warps"], cfg["num_stages"]
+    if programs == "fixup" and cfg["fixup_apart"]:
+        fix_tile, fixup_programs, fix_items = apart_shape(k, fix_sms)
+        num_warps, num_stages = APART_WARPS, 1
+    else:
+        (fix_tile, fixup_programs), fix_items = fixup_shape(k, fix_sms, num_warps), _ITEMS_PER_PROGRAM.value
     if programs == "tiles":
         fixup_programs = 0
     row0, col0 = origin
@@ -619,16 +627,24 @@ def _gemm_launch(cfg: dict, a: _SplitSide, b: _SplitSide, *, scheme: str, order:
         M=m, N=n, K=k, Kp=kp, Np=np_, batch=batch, tile_programs=tile_programs, fixup_programs=fixup_programs,
         choice=a_meta if run_if is None else run_if[0], RUN_IF=-1 if run_if is None else run_if[1],
         FIXUP_MIN_CLASS=fixup_min_class, CERTIFY=certify,
-        FIX_GROUP=fix_tile[0], FIX_BLOCK_O=fix_tile[1], FIX_BLOCK_K=fix_tile[2],
+        FIX_GROUP=fix_tile[0], FIX_BLOCK_O=fix_tile[1], FIX_BLOCK_K=fix_tile[2], FIX_ITEMS=fix_items,
         SLICES=sch.slices, SCALE=sch.level_scale(sb), TOP_LEVEL=max(i + j for i, j in sch.products),
         TERMWISE=order == "termwise", FLUSH_STEPS=flush, SPLIT_CORR=bool(cfg["split_corr"]),
         # merge_levels is a BF16 option (FP16 has one level >= 2, with an accumulator of its own).
         MERGE_LEVELS=bf16 and bool(cfg["merge_levels"]),
         # Only BF16 tiles need FP32 copies under the interpreter (:func:`.gemm_tiles.load_tile`).
+        HAS_TILES=programs != "fixup", FIXUP_AFTER=programs == "tiles" and bool(cfg["fixup_apart"]),
         USE_TMA=use_tma, UPCAST=bf16 and interpreter_active(), PERSISTENT=persistent,
         WARP_SPECIALIZE=bool(cfg["warp_specialize"]),
         BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, GROUP_M=cfg["GROUP_M"])
-    return _Launch(gemm_kernel, (tile_programs + fixup_programs,), kwargs, cfg["num_warps"], cfg["num_stages"])
+    return _Launch(gemm_kernel, (tile_programs + fixup_programs,), kwargs, num_warps, num_stages)
+
+
+def _launch_parts(cfg: dict, programs: str) -> tuple[str, ...]:
+    """The GEMM launches of ``programs`` (:func:`_gemm_launch`): the fix-up programs and the tiles in one
+    launch, or under ``cfg["fixup_apart"]`` the tiles, storing every output, then the fix-up programs in a
+    launch of their own, overwriting the fix-up lines' outputs."""
+    return ("tiles", "fixup") if programs == "both" and cfg["fixup_apart"] else (programs,)
 
 
 def _recheck_piece(batch: int, m: int, n: int, tiles: list[tuple[int, int]], offset: int) -> tuple[_Ref, int]:
@@ -739,8 +755,9 @@ def _auto_problem(a_shape, a_strides, b_shape, b_strides, out_strides, device, *
         return tuple(_gemm_launch(cfgs[s], sa, sb_, scheme=s, order="termwise", sb=sb, fixup_min_class=policy[s][0],
                                   batch=batch, m=m_, n=n_, k=k, batches=(ba, bb), padded=padded,
                                   strides=(a_strides, b_strides, out_strides), block_k=steps[s][0], flush=steps[s][1],
-                                  sms=sms, recheck=recheck, run_if=(choice, value), origin=origin, programs=programs,
+                                  sms=sms, recheck=recheck, run_if=(choice, value), origin=origin, programs=part,
                                   certify=policy[s][1])
+                     for part in _launch_parts(cfg16, programs)
                      for value, (s, sa, sb_) in enumerate(zip(AUTO_SCHEMES, a_views, b_views)))
 
     head = (stats, *lines, decide, scaled)
@@ -748,9 +765,10 @@ def _auto_problem(a_shape, a_strides, b_shape, b_strides, out_strides, device, *
         gemms = gemm_launches((a16, abf), (b16, bbf), m, n, (mp, np_, kp), (0, 0), "both")
         body = gemms
     else:
-        body = _chunked_launches((a16, abf), (b16, bbf), m=m, n=n, k_pad=kp, chunk=chunk, split=functools.partial(
-            _scaled_launch, sb=sb, scheme=AUTO_SCHEMES[0], block=block, choice=choice), gemms=gemm_launches)
-        gemms = body[:len(AUTO_SCHEMES)]  # the fix-up programs over the whole product: what the recheck reads
+        body, gemms = _chunked_launches((a16, abf), (b16, bbf), m=m, n=n, k_pad=kp, chunk=chunk,
+                                        split=functools.partial(_scaled_launch, sb=sb, scheme=AUTO_SCHEMES[0],
+                                                                block=block, choice=choice),
+                                        gemms=gemm_launches, fixup_after=cfg16["fixup_apart"])
     return _LaunchPlan((*head, *body, _recheck_launch(gemms, sms)), offset,
                        (a16.ints, block[0]), (b16.ints, block[0]), (side_a.slices, side_b.slices), m, n, k, batch, 0)
 
@@ -784,17 +802,21 @@ def _problem(a_shape, a_strides, b_shape, b_strides, out_strides, device, *, sb:
                                      recheck=recheck, chunked=chunk is not None)
 
     def gemm_launches(a_views, b_views, m_, n_, padded, origin, programs):
-        return (_gemm_launch(cfg, a_views[0], b_views[0], scheme=scheme, order=order, sb=sb,
-                             fixup_min_class=fixup_min_class, batch=batch, m=m_, n=n_, k=k, batches=(ba, bb),
-                             padded=padded, strides=(a_strides, b_strides, out_strides), block_k=block_k, flush=steps,
-                             sms=sms, recheck=recheck, origin=origin, programs=programs, certify=certify),)
+        return tuple(_gemm_launch(cfg, a_views[0], b_views[0], scheme=scheme, order=order, sb=sb,
+                                  fixup_min_class=fixup_min_class, batch=batch, m=m_, n=n_, k=k, batches=(ba, bb),
+                                  padded=padded, strides=(a_strides, b_strides, out_strides), block_k=block_k,
+                                  flush=steps, sms=sms, recheck=recheck, origin=origin, programs=part,
+                                  certify=certify)
+                     for part in _launch_parts(cfg, programs))
 
     if chunk is None:
-        body = gemm_launches((side_a,), (side_b,), m, n, (mp, np_, kp), (0, 0), "both")
+        body = gemms = gemm_launches((side_a,), (side_b,), m, n, (mp, np_, kp), (0, 0), "both")
     else:
-        body = _chunked_launches((side_a,), (side_b,), m=m, n=n, k_pad=kp, chunk=chunk, split=functools.partial(
-            _scaled_launch, sb=sb, scheme=scheme, block=block, choice=None), gemms=gemm_launches)
-    return _LaunchPlan((*split_launches, *body, _recheck_launch(body[:1], sms)), offset, (side_a.ints, block[0]),
+        body, gemms = _chunked_launches((side_a,), (side_b,), m=m, n=n, k_pad=kp, chunk=chunk,
+                                        split=functools.partial(_scaled_launch, sb=sb, scheme=scheme, block=block,
+                                                                choice=None),
+                                        gemms=gemm_launches, fixup_after=cfg["fixup_apart"])
+    return _LaunchPlan((*split_launches, *body, _recheck_launch(gemms[:1], sms)), offset, (side_a.ints, block[0]),
                        (side_b.ints, block[0]), (side_a.slices, side_b.slices), m, n, k, batch, rng.top)
 
 

@@ -33,11 +33,13 @@ from tests.guarantee_data import check_emulated_overflow, emulated_overflow_case
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
 
-def _run(a, b, scheme, chunks=None, out=None):
-    """``launch.run`` (default options otherwise) on 3-D CPU tensors, chunked as ``chunks`` (rows, cols)."""
+def _run(a, b, scheme, chunks=None, out=None, apart=False):
+    """``launch.run`` (default options otherwise) on 3-D CPU tensors, chunked as ``chunks`` (rows, cols), the
+    fix-up in a launch of its own after the tiles' with ``apart`` (config key ``fixup_apart``)."""
     if out is None:
         out = torch.full((a.shape[0], a.shape[1], b.shape[2]), float("nan"))
-    cfg = None if chunks is None else {"row_chunks": chunks[0], "col_chunks": chunks[1]}
+    cfg = {} if chunks is None else {"row_chunks": chunks[0], "col_chunks": chunks[1]}
+    cfg = {**cfg, "fixup_apart": True} if apart else cfg or None
     launch.run(a, b, out, sb=12, order="termwise", scheme=scheme, scale="auto", fixup=True, config=cfg)
     return out
 
@@ -64,11 +66,14 @@ def _same_bits(x, y):
 @pytest.mark.parametrize("scheme", ["fp16x3", "bf16x6", "auto"])
 def test_chunked_products_have_the_bits_of_the_whole(kind, scheme):
     """100 x 40 x 90 (the interpreter's 32 x 32 tiles): 2 x 2 chunks of 64 lines (the last short), one chunk
-    of rows with 3 of columns, and 4 x 1."""
+    of rows with 3 of columns, and 4 x 1; and with the fix-up in a launch of its own after the tiles', whole and
+    2 x 2 (the tiles store every output, the fix-up overwrites its lines' outputs)."""
     a, b = _data(kind, 100, 40, 90)
     whole = _run(a, b, scheme)
     for chunks in ((3, 2), (1, 3), (4, 1)):
         assert _same_bits(_run(a, b, scheme, chunks), whole), (kind, scheme, chunks)
+    for chunks in (None, (3, 2)):
+        assert _same_bits(_run(a, b, scheme, chunks, apart=True), whole), (kind, scheme, chunks, "apart")
 
 
 def test_chunked_strided_operands_and_output():

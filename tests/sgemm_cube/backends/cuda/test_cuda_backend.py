@@ -453,6 +453,18 @@ def test_fixup_lines_across_blocks_are_fp32(rng, monkeypatch, fixup, row_step, c
     assert comp.max() <= 3 * k * 2.0 ** -24  # the guarantee's componentwise bound
 
 
+def _short_and_long_lists(rng):
+    """Two batches of A (150 x 24) against one B (24 x 140): a short list of rows (15 and 30: groups of 16) and
+    a long list of 70 columns (groups of 64)."""
+    m, k, n = 150, 24, 140
+    a, b = np.stack([draw(rng, "normal", (m, k)) for _ in range(2)]), draw(rng, "normal", (k, n))
+    a[0, ::10, 7] = 2.0 ** -40  # 15 fix-up rows in batch 0, 30 in batch 1 (class 1 even scaled)
+    a[1, ::5, 7] = 2.0 ** -40
+    b[11, ::2] = 2.0 ** -40  # 70 fix-up columns
+    a[:, :, 0], b[0, :] = 0, 0  # every line holds a zero: neither operand's wide lines are emulated
+    return a, b
+
+
 @pytest.mark.parametrize("programs", [1, 2, 3, 12])
 def test_fixup_items_go_to_the_first_programs_and_keep_their_bits(rng, monkeypatch, programs):
     """The fix-up's work items go round-robin to the first of the launched fix-up programs, at least
@@ -460,16 +472,37 @@ def test_fixup_items_go_to_the_first_programs_and_keep_their_bits(rng, monkeypat
     batches of A against a broadcast B, a short list of rows (groups of 16) and a long list of columns (groups
     of 64), 10-18 items: with 1, 2, 3 or 12 programs launched, every output is written (the poison is gone) and
     bit for bit the default launch's (4 programs under the interpreter), as the CPU model's."""
-    m, k, n = 150, 24, 140
-    a, b = np.stack([draw(rng, "normal", (m, k)) for _ in range(2)]), draw(rng, "normal", (k, n))
-    a[0, ::10, 7] = 2.0 ** -40  # 15 fix-up rows in batch 0, 30 in batch 1 (class 1 even scaled)
-    a[1, ::5, 7] = 2.0 ** -40
-    b[11, ::2] = 2.0 ** -40  # 70 fix-up columns
-    a[:, :, 0], b[0, :] = 0, 0  # every line holds a zero: neither operand's wide lines are emulated
+    a, b = _short_and_long_lists(rng)
     want = _run(a, b)
     shape = launch.fixup_shape
     monkeypatch.setattr(launch, "fixup_shape", lambda k, sms, num_warps: (shape(k, sms, num_warps)[0], programs))
     got = _run(a, b)
+    assert np.isfinite(got).all()
+    np.testing.assert_array_equal(got, want)
+    for i in range(2):
+        _check_against_model(a[i], b, got[i])
+
+
+@pytest.mark.parametrize("scheme", ["fp16x3", "auto"])
+def test_fixup_apart_keeps_the_bits(rng, monkeypatch, scheme):
+    """``fixup_apart`` (the tiles store every output, then the fix-up programs overwrite their lines' outputs in a
+    launch of their own, of four-warp programs with an item each: :func:`.fixup_kernel.apart_shape`) computes
+    every output bit for bit as the fused launch: two batches of A against a broadcast B, a short list of rows
+    (groups of 16) and a long list of columns (groups of 64); under ``scheme="auto"`` both schemes' launches are
+    queued and the device's choice runs."""
+    a, b = _short_and_long_lists(rng)
+    (_, m, k), n = a.shape, b.shape[1]
+    monkeypatch.setattr(launch, "AUTO_MIN_FLOPS", 0.0)  # "auto" at this size too
+    at, bt = _t(a), _t(b)[None].expand(2, k, n)
+    assert [x.kernel for x in _problem(at, bt, torch.empty(2, m, n), scheme=scheme,
+                                       config={"fixup_apart": True}).launches].count(launch.gemm_kernel) == (
+        4 if scheme == "auto" else 2)
+    plan = sgemm_cube.explain(at, bt, backend="cuda", scheme=scheme)
+    assert plan.scheme == scheme
+    want, got = torch.full((2, m, n), float("nan")), torch.full((2, m, n), float("nan"))  # poison
+    cuda.run(plan, at, bt, want)
+    cuda.run(plan.with_config(fixup_apart=True), at, bt, got)
+    want, got = want.numpy(), got.numpy()
     assert np.isfinite(got).all()
     np.testing.assert_array_equal(got, want)
     for i in range(2):
