@@ -100,8 +100,8 @@ from sgemm_cube.cpu_fallback.guard import line_range
 from .line_meta import LOSES_BITS, PAD_META, decode_meta
 from .split_kernel import pow2_f64
 
-__all__ = ["fixup_dot", "exact_dot", "fixup_program", "fixup_shape", "apart_shape", "overflow_recheck_kernel", "FP32_OVERFLOW",
-           "RECHECK_ENTRY"]
+__all__ = ["fixup_dot", "exact_dot", "fixup_program", "fixup_shape", "apart_shape", "overflow_recheck_kernel",
+           "FP32_OVERFLOW", "RECHECK_ENTRY"]
 
 #: From this K on, the fix-up takes fewer programs, and on eight warps the larger tiles (:func:`fixup_shape`).
 LONG_K = 4096
@@ -132,8 +132,8 @@ _SMALL_O = tl.constexpr(64)
 _ITEMS_PER_PROGRAM = tl.constexpr(4)
 #: A launch of fix-up programs alone (config key ``fixup_apart``, :func:`apart_shape`): its programs per SM
 #: and the warps of each.  Without the tiles' registers and shared memory many such programs fit on an SM, so a
-#: short list's items, each a chain of dependent loads, run side by side rather than four to a program
-#: (8 and 16 per SM ran within 1% on an H200, 2026-11-29, with the fix-up launch before the tiles', a first version).
+#: short list's items, each a chain of dependent loads, run side by side rather than four to a program (8 and 16
+#: per SM ran within 1% on an H200, 2026-11-29, with the fix-up launch before the tiles', a first version).
 APART_PROGRAMS_PER_SM = 8
 APART_WARPS = 4
 #: Columns per piece of a tile the cheap checks leave undecided (:func:`_careful_tile`).

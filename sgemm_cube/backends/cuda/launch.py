@@ -60,7 +60,8 @@ from sgemm_cube.cpu_fallback.guard import (LineClass, certificate_threshold, cer
                                           fp16_rule_applies, line_range)
 
 from . import configs as _configs
-from .fixup_kernel import _ITEMS_PER_PROGRAM, APART_WARPS, RECHECK_ENTRY, apart_shape, fixup_shape, overflow_recheck_kernel
+from .fixup_kernel import (_ITEMS_PER_PROGRAM, APART_WARPS, RECHECK_ENTRY, apart_shape, fixup_shape,
+                           overflow_recheck_kernel)
 from .gemm_kernel import gemm_kernel
 from .gemm_tiles import VARIANTS
 from .hybrid import device_key, interpreter_active, load_device_table
@@ -557,7 +558,8 @@ def _chunked_launches(a_views: tuple, b_views: tuple, *, m: int, n: int, k_pad: 
             split_b = b_chunk[0].tile_programs if i == 0 else 0
             if split_a + split_b:
                 launches.append(split(a_chunk[0], b_chunk[0], split_a, split_b))
-            launches.extend(gemms(a_chunk, b_chunk, mr, nc, (rows, cols, k_pad), (r0, c0), "tiles"))
+            launches.extend(gemms(a_chunk, b_chunk, mr, nc, (rows, cols, k_pad), (r0, c0),
+                                  "tiles_first" if fixup_after else "tiles"))
     return launches + list(fixup) if fixup_after else launches, fixup
 
 
@@ -581,8 +583,11 @@ def _gemm_launch(cfg: dict, a: _SplitSide, b: _SplitSide, *, scheme: str, order:
     and ``out``; ``flush`` the K steps between flushes (:func:`flush_steps`); ``run_if`` (choice, value):
     the launch computes only where the device's choice (``scheme="auto"``) is ``value``.
     ``origin``: the first row and column of the launch's outputs (a chunk's, :func:`_chunked_launches`;
-    ``m`` and ``n`` are then the chunk's); ``programs``: ``"both"``, or only the ``"tiles"`` or only
-    the ``"fixup"`` programs; ``certify``: :func:`_fixup_policy`'s.
+    ``m`` and ``n`` are then the chunk's); ``programs``: ``"both"``, or only the ``"fixup"`` programs
+    (compiled without the tiles' code; :func:`.fixup_kernel.apart_shape` under ``cfg["fixup_apart"]``), or
+    only the tiles: ``"tiles"`` where the fix-up programs' launch came before (the tiles leave the fix-up
+    lines' outputs alone), ``"tiles_first"`` where it comes after (the tiles store every output, 16 bytes at
+    a time, and the fix-up overwrites its lines'); ``certify``: :func:`_fixup_policy`'s.
     """
     sch = get_scheme(scheme)
     bf16 = sch.format.name == "bf16"
@@ -607,7 +612,7 @@ def _gemm_launch(cfg: dict, a: _SplitSide, b: _SplitSide, *, scheme: str, order:
         num_warps, num_stages = APART_WARPS, 1
     else:
         (fix_tile, fixup_programs), fix_items = fixup_shape(k, fix_sms, num_warps), _ITEMS_PER_PROGRAM.value
-    if programs == "tiles":
+    if programs in ("tiles", "tiles_first"):
         fixup_programs = 0
     row0, col0 = origin
     (a_meta, _, _, a_order, a_totals), (b_meta, _, _, b_order, b_totals) = a.ints, b.ints
@@ -633,7 +638,7 @@ def _gemm_launch(cfg: dict, a: _SplitSide, b: _SplitSide, *, scheme: str, order:
         # merge_levels is a BF16 option (FP16 has one level >= 2, with an accumulator of its own).
         MERGE_LEVELS=bf16 and bool(cfg["merge_levels"]),
         # Only BF16 tiles need FP32 copies under the interpreter (:func:`.gemm_tiles.load_tile`).
-        HAS_TILES=programs != "fixup", FIXUP_AFTER=programs == "tiles" and bool(cfg["fixup_apart"]),
+        HAS_TILES=programs != "fixup", FIXUP_AFTER=programs == "tiles_first",
         USE_TMA=use_tma, UPCAST=bf16 and interpreter_active(), PERSISTENT=persistent,
         WARP_SPECIALIZE=bool(cfg["warp_specialize"]),
         BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, GROUP_M=cfg["GROUP_M"])
@@ -644,7 +649,7 @@ def _launch_parts(cfg: dict, programs: str) -> tuple[str, ...]:
     """The GEMM launches of ``programs`` (:func:`_gemm_launch`): the fix-up programs and the tiles in one
     launch, or under ``cfg["fixup_apart"]`` the tiles, storing every output, then the fix-up programs in a
     launch of their own, overwriting the fix-up lines' outputs."""
-    return ("tiles", "fixup") if programs == "both" and cfg["fixup_apart"] else (programs,)
+    return ("tiles_first", "fixup") if programs == "both" and cfg["fixup_apart"] else (programs,)
 
 
 def _recheck_piece(batch: int, m: int, n: int, tiles: list[tuple[int, int]], offset: int) -> tuple[_Ref, int]:

@@ -76,6 +76,31 @@ def test_chunked_products_have_the_bits_of_the_whole(kind, scheme):
         assert _same_bits(_run(a, b, scheme, chunks, apart=True), whole), (kind, scheme, chunks, "apart")
 
 
+@pytest.mark.parametrize("apart_scheme", ["fp16x3", "bf16x6"])
+def test_fixup_apart_in_one_of_auto_s_configs(monkeypatch, apart_scheme):
+    """Under ``scheme="auto"`` the two schemes' configs may disagree on ``fixup_apart`` (each scheme reads its own
+    entry): whole and chunked, where the device chooses either scheme, every output has the bits of the product
+    with neither apart -- the tiles store every output only where the fix-up launch comes after theirs.  The
+    device chooses fp16x3 on the special values' data and bf16x6 on the wide rows, each with lines listed."""
+    monkeypatch.setattr(launch, "AUTO_MIN_FLOPS", 0.0)
+    resolve = launch.resolve_config
+
+    def one_apart(*args, scheme="fp16x3", config=None, **kw):
+        return resolve(*args, scheme=scheme, config={**(config or {}), "fixup_apart": scheme == apart_scheme}, **kw)
+
+    cases = {"special": _data("special", 100, 40, 90), "wide rows": _data("normal", 100, 40, 90)}
+    a, b = cases["wide rows"]  # the device chooses fp16x3 on the first, bf16x6 on these
+    a.copy_(torch.exp(6 * a))  # rows spanning 40 binades or more: more than fp16x3's split holds
+    a[0, :, 0] = a[0, :, 1:].amax(dim=1) * 2.0 ** -40
+    b[0, 0, :] = 0  # every column holds a zero: fp16x3 lists every wide row, bf16x6 none
+    b[0, 7, 60] = float("inf")  # a fix-up column under both schemes
+    want = {kind: {chunks: _run(a, b, "auto", chunks) for chunks in (None, (3, 2))} for kind, (a, b) in cases.items()}
+    monkeypatch.setattr(launch, "resolve_config", one_apart)
+    for kind, (a, b) in cases.items():
+        for chunks in (None, (3, 2)):
+            assert _same_bits(_run(a, b, "auto", chunks), want[kind][chunks]), (kind, chunks)
+
+
 def test_chunked_strided_operands_and_output():
     """A transposed (its rows strided), B a column slice of a wider matrix, the output a block of a wider
     buffer: the chunks' first lines are found through the strides."""
