@@ -658,8 +658,8 @@ WIDE_RANGE_SIZES = (4096, 2048, 1536)
 #: K < 1024), so it is where the FP64 fix-up's lines cost most.
 WIDE_RANGE_SHORT_K = (8192, 4096, 96)
 #: Short-K problems of one kind each (kind, m, n, k): the slowest against SGEMM of those measured where the hybrid
-#: rule emulates, log-normal data on both operands at 8192^2 x 64 (0.97x on an H200, 2026-11-29; docs/speed.md,
-#: the fix-up's programs at short K).
+#: rule emulates, log-normal data on both operands at 8192^2 x 64 (0.97x on an H200, 2026-11-29, 1.01x with the
+#: fix-up after the tiles; docs/speed.md, the fix-up's programs at short K and the section after it).
 WIDE_RANGE_SHORT_K_WORST = (("log-normal both s=3", 8192, 8192, 64),)
 
 

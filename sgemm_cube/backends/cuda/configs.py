@@ -49,9 +49,9 @@ Key ranges are those the kernels accept (``gemm_kernel.py``, ``split_kernel.py``
 * ``row_chunks``, ``col_chunks``: integers >= 1, the chunks of A's rows and of B's columns whose
   split planes a product holds one at a time (1, 1: the whole operands; a single product only,
   :func:`.launch._chunked_launches` says how and what it costs);
-* ``fixup_apart``: a boolean, the fix-up programs in a launch of their own before the tiles', of four-warp
-  programs (:func:`.fixup_kernel.apart_shape`), rather than first in the tiles' launch; a chunked
-  product's fix-up launch takes that shape too.
+* ``fixup_apart``: a boolean, the fix-up programs in a launch of their own after the tiles' (which then store
+  every output), of four-warp programs (:func:`.fixup_kernel.apart_shape`), rather than first in the tiles'
+  launch; a chunked product's fix-up launch takes that shape and place too.
 """
 from __future__ import annotations
 

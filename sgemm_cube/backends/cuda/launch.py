@@ -560,7 +560,9 @@ def _chunked_launches(a_views: tuple, b_views: tuple, *, m: int, n: int, k_pad: 
                 launches.append(split(a_chunk[0], b_chunk[0], split_a, split_b))
             launches.extend(gemms(a_chunk, b_chunk, mr, nc, (rows, cols, k_pad), (r0, c0),
                                   "tiles_first" if fixup_after else "tiles"))
-    return launches + list(fixup) if fixup_after else launches, fixup
+    if fixup_after:
+        launches.extend(fixup)
+    return launches, fixup
 
 
 def _fixup_policy(scheme: str, scale, fixup_min_class: int) -> tuple[int, bool]:
