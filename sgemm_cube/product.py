@@ -53,7 +53,9 @@ fast_matmul = None
 #: checks, the plan and the launch cache's own key, which the same key passed before: about half of a call's
 #: host time (H200, 2026-11-29: 1536^3, about 60 of 120 us), which a product up to about 2048^3 does not hide
 #: behind its GPU time (docs/speed.md, "The Gluon K loop measured, the bench's small cubes, and the host time of
-#: an emulated call").
+#: an emulated call").  A call with ``out=`` is remembered and replayed too, into ``out`` where the launches can
+#: write it as a new result (:func:`_replay_target`): 121 against 150-254 us of host time at 8192 x 64 x 8192
+#: (H200, 2026-11-29; docs/speed.md, "The fix-up launch under maxnreg, out= replayed, ...").
 _emulated_calls: dict = {}
 _EMULATED_TENSOR = None  # torch.Tensor, once an emulated call was remembered
 _STRIDED = None  # torch.strided, from then on
@@ -66,11 +68,14 @@ def _emulated_key(req: Request, a, b, plan_state) -> tuple:
             b.data_ptr() % 16, req, plan_state)
 
 
-def replay_emulated(req: Request, a, b):
-    """``a @ b`` as a new tensor if a call of these operands' shapes, strides, alignment, device and ``req``
-    was emulated on CUDA before (:data:`_emulated_calls`): the same launches on these operands, whose result
-    is the bits the full path gives.  None otherwise, or where the workspace does not fit in the GPU's memory
-    now (the full path chunks the product then).  Callers pass no ``out`` and no ``alpha``."""
+def replay_emulated(req: Request, a, b, out=None):
+    """``a @ b`` if a call of these operands' shapes, strides, alignment, device and ``req`` was emulated on
+    CUDA before (:data:`_emulated_calls`): the same launches on these operands, whose result is the bits the
+    full path gives, in a new tensor or in ``out``.  None otherwise, or where the workspace does not fit in the
+    GPU's memory now (the full path chunks the product then), or where ``out`` is not what the launches wrote
+    before: a plain float32 tensor of the result's shape on the operands' device, contiguous, 16-byte aligned
+    (the compiled launches assume it), sharing no memory with the operands (:func:`_replay_target`).  Callers
+    pass no ``alpha``."""
     if (b.__class__ is not _EMULATED_TENSOR or a.layout is not _STRIDED or b.layout is not _STRIDED
             or a.is_nested or b.is_nested):  # the full path says what is wrong with such operands
         return None
@@ -79,7 +84,12 @@ def replay_emulated(req: Request, a, b):
     if entry is None:
         return None
     result_shape, launches = entry
-    res = a.new_empty(result_shape)  # float32 (the key's dtype), contiguous: what the launches wrote before
+    if out is None:
+        res = a.new_empty(result_shape)  # float32 (the key's dtype), contiguous: what the launches wrote before
+    elif _replay_target(out, result_shape, a, b):
+        res = out
+    else:
+        return None
     # The launches read only the tensors' addresses: a 2-D operand stands for its (1, M, K) view.
     if not launches(a, b, res):
         _emulated_calls.pop(key, None)  # (another thread may have dropped it too)
@@ -87,14 +97,27 @@ def replay_emulated(req: Request, a, b):
     return res
 
 
+def _replay_target(out, result_shape: tuple, a, b) -> bool:
+    """Whether remembered launches may write ``a @ b`` straight into ``out`` (:func:`replay_emulated`): the
+    conditions under which the full path computes into ``out`` itself (:func:`_direct_view`), and the 16-byte
+    alignment of a new result, which the launches were compiled for."""
+    return (out.__class__ is _EMULATED_TENSOR and out.dtype is a.dtype and out.layout is _STRIDED
+            and out.device == a.device and tuple(out.shape) == result_shape and out.is_contiguous()
+            and out.data_ptr() % 16 == 0 and out.untyped_storage().data_ptr() not in
+            (a.untyped_storage().data_ptr(), b.untyped_storage().data_ptr()))
+
+
 def _remember_emulated(req: Request, chosen: Plan, prob: "Operands", a3, b3, res) -> None:
-    """Remember a CUDA call that :func:`compute` just emulated into a new result (:func:`replay_emulated`):
-    plain 2-D or 3-D tensors of one batch, whose launches the backend can replay."""
+    """Remember a CUDA call that :func:`compute` just emulated into a new result, or into ``out`` itself
+    (:func:`replay_emulated`): plain 2-D or 3-D tensors of one batch, whose launches the backend can replay,
+    into a contiguous 16-byte aligned result (what a new one is)."""
     global _EMULATED_TENSOR, _CUDA, _STRIDED
     import torch
 
     a, b = prob.a, prob.b
     if a.__class__ is not torch.Tensor or b.__class__ is not torch.Tensor or not a.is_cuda:
+        return
+    if not res.is_contiguous() or res.data_ptr() % 16:
         return
     if not (a.dim() == b.dim() == 2 or (a.dim() == b.dim() == 3 and a.shape[0] == b.shape[0])):
         return
@@ -298,8 +321,8 @@ def compute(req: Request, a, b, out=None, *, alpha: float = 1.0):
 
     Raises what :func:`sgemm_cube.matmul` documents for the operands and ``out``.
     """
-    if out is None and alpha == 1 and a.__class__ is _EMULATED_TENSOR:
-        res = replay_emulated(req, a, b)
+    if alpha == 1 and a.__class__ is _EMULATED_TENSOR:
+        res = replay_emulated(req, a, b, out)
         if res is not None:
             return res
     prob = Operands(a, b)
@@ -333,7 +356,7 @@ def compute(req: Request, a, b, out=None, *, alpha: float = 1.0):
     else:
         a3, b3 = prob.views()
         get_backend(chosen.backend).run(chosen, a3, b3, res, alpha=alpha)
-        if out is None and alpha == 1 and chosen.backend == "cuda" and prob.torch_mode:
+        if alpha == 1 and chosen.backend == "cuda" and prob.torch_mode:  # res: a new tensor or out's own view
             _remember_emulated(req, chosen, prob, a3, b3, res)
     if out is None:
         return _wrap(res.reshape(prob.result_shape), prob)

@@ -35,9 +35,11 @@ def test_the_cuda_path_travels_one_way(case, torch_gen):
 @pytest.mark.parametrize("case", ["2-D", "batched", "offset view"])
 def test_a_replayed_call_gives_the_full_paths_bits(case, torch_gen):
     """A repeated emulated call replays its remembered launches (:func:`sgemm_cube.product.replay_emulated`)
-    on the new operands: the bits of the full path (``out=`` always takes it), for a copy of the operands at
-    other addresses too, on data whose rows span many binades (scaled and fix-up lines)."""
+    on the new operands, into a new result or into ``out``: the bits of the full path (the plan run by the
+    backend), for a copy of the operands at other addresses too, on data whose rows span many binades (scaled and
+    fix-up lines).  An ``out`` 4 bytes past a 16-byte boundary takes the full path, with the same bits."""
     from sgemm_cube import product
+    from sgemm_cube.backends import cuda
 
     shape_a, shape_b = {"2-D": ((640, 384), (384, 512)), "batched": ((3, 320, 384), (3, 384, 256)),
                         "offset view": ((704, 385), (384, 512))}[case]  # its copy's key is new: 704 rows
@@ -46,15 +48,22 @@ def test_a_replayed_call_gives_the_full_paths_bits(case, torch_gen):
     a[..., 0, 0], a[..., 1, 1] = 1e30, 1e-30
     if case == "offset view":
         a = a[:, 1:]  # rows of 385, 4 bytes past a 16-byte boundary: a key of its own, and its copy another
-    expected = torch.empty(a.shape[:-1] + b.shape[-1:], device="cuda")
-    sgemm_cube.matmul(a, b, backend="cuda", out=expected)
+    shape = a.shape[:-1] + b.shape[-1:]
+    expected = torch.empty(shape, device="cuda")
+    three = (lambda t: t if t.dim() == 3 else t[None])
+    cuda.run(sgemm_cube.explain(a, b, backend="cuda"), three(a), three(b), three(expected))
     before = len(product._emulated_calls)
     first = sgemm_cube.matmul(a, b, backend="cuda")
     assert len(product._emulated_calls) == before + 1  # remembered ...
     again = sgemm_cube.matmul(a, b, backend="cuda")    # ... and replayed
+    into = torch.full(shape, float("nan"), device="cuda")
+    assert sgemm_cube.matmul(a, b, backend="cuda", out=into) is into  # replayed into out
+    buf = torch.full((expected.numel() + 1,), float("nan"), device="cuda")
+    unaligned = sgemm_cube.matmul(a, b, backend="cuda", out=buf[1:].view(shape))  # the full path
+    assert len(product._emulated_calls) == before + 1
     moved = sgemm_cube.matmul(a.clone(), b.clone(), backend="cuda")
     assert len(product._emulated_calls) == before + (1 if case != "offset view" else 2)
-    for name, got in (("first", first), ("again", again), ("moved", moved)):
+    for name, got in (("first", first), ("again", again), ("into", into), ("unaligned", unaligned), ("moved", moved)):
         assert got.shape == expected.shape, name
         differ = got.view(torch.int32) != expected.view(torch.int32)
         assert not differ.any(), f"{name}: {int(differ.sum())} outputs differ from the full path's"

@@ -375,10 +375,12 @@ def test_repeated_native_calls_take_the_remembered_plan(monkeypatch):
 def test_repeated_emulated_calls_replay_the_remembered_launches(monkeypatch):
     """A CUDA call emulated once is remembered per shapes, strides, dtypes, devices, alignment, options and the
     CUDA backend's plan state (:func:`sgemm_cube.product.replay_emulated`); a repeated call only queues the
-    same launches on the new operands.  Other strides, alignment, options or plan state, ``out=`` and an alpha
-    take the full path, and so does a replay whose workspace does not fit (the entry is dropped).  CPU tensors
-    stand in for CUDA ones here (a fake replay records its calls); tests/gpu/test_call_path_gpu.py replays
-    real launches and compares their bits with the full path's."""
+    same launches on the new operands, into a new result or into ``out``.  Other strides, alignment, options or
+    plan state, an alpha, and an ``out`` the launches cannot write as they wrote a new result (not contiguous,
+    of another dtype, 4 bytes past a 16-byte boundary, sharing memory with an operand) take the full path,
+    and so does a replay whose workspace does not fit (the entry is dropped).  CPU tensors stand in for CUDA
+    ones here (a fake replay records its calls); tests/gpu/test_call_path_gpu.py replays real launches and
+    compares their bits with the full path's."""
     torch = pytest.importorskip("torch")
     from sgemm_cube import product
     from sgemm_cube.plan import make_request
@@ -406,22 +408,36 @@ def test_repeated_emulated_calls_replay_the_remembered_launches(monkeypatch):
     assert replays == [(a.data_ptr(), b.data_ptr())] and got.shape == (6, 5) and bool((got == 7).all())
     assert got.is_contiguous() and got.dtype == torch.float32
     real = a.double() @ b.double()
+    out = torch.zeros(6, 5)
+    assert product.compute(req, a, b, out) is out and bool((out == 7).all())     # out=: written in place
+    assert len(replays) == 2
+    buf = torch.zeros(6 * 5 + 1)
     for call in (lambda: product.compute(make_request(sb=10), a, b),            # other options
                  lambda: product.compute(req, a.T.contiguous().T, b),            # other strides
                  lambda: product.compute(req, a, b, alpha=2.0) / 2,              # alpha
-                 lambda: product.compute(req, a, b, torch.empty(6, 5))):         # out=
+                 lambda: product.compute(req, a, b, torch.empty(5, 6).T),        # out= not contiguous
+                 lambda: product.compute(req, a, b, buf[1:].view(6, 5))):        # out= 4 bytes past 16
         assert torch.allclose(call().double(), real, rtol=1e-5, atol=1e-6)      # the full path's product
+    assert len(replays) == 2
+    with pytest.raises(RuntimeError, match="dtype float"):                       # the full path's error
+        product.compute(req, a, b, torch.empty(6, 5, dtype=torch.float64))
+    shared = torch.zeros(6 * 4 + 6 * 5)
+    a_view, out_view = shared[:24].view(6, 4), shared[24:].view(6, 5)            # out beside a in one storage
+    a_view.copy_(a)
+    product._emulated_calls[product._emulated_key(req, a_view, b, state[0])] = ((6, 5), launches)
+    assert torch.allclose(product.compute(req, a_view, b, out_view).double(), real, rtol=1e-5, atol=1e-6)
+    assert len(replays) == 2
     state[0] = ("threshold", 2)                                                   # the plan may differ now
     assert torch.allclose(product.compute(req, a, b).double(), real, rtol=1e-5, atol=1e-6)
     state[0] = ("threshold", 1)
     fits[0] = False                                                               # the workspace does not fit
     assert torch.allclose(product.compute(req, a, b).double(), real, rtol=1e-5, atol=1e-6)
-    assert key not in product._emulated_calls and len(replays) == 1
+    assert key not in product._emulated_calls and len(replays) == 2
     fits[0] = True
     product._emulated_calls[key] = ((6, 5), launches)
     with pytest.raises(TypeError, match="dense"):  # the full path's error, not the key's
         product.compute(req, a.to_sparse(), b)
-    assert len(replays) == 1
+    assert len(replays) == 2
 
 
 def test_out_is_untouched_when_the_call_fails(monkeypatch):

@@ -10,7 +10,7 @@ alone, and ``fixup_programs`` extra programs of the same launch compute them
 short-K entries), the tiles store every output and the fix-up programs run in a
 launch of their own after theirs, overwriting their lines' outputs
 (:func:`apart_shape`: four warps, :data:`APART_PROGRAMS_PER_SM` programs per
-SM, an item each).  Measured on an H200 (2026-11-29, through the public API, x
+SM, an item each, compiled to :data:`APART_MAXNREG` registers).  Measured on an H200 (2026-11-29, through the public API, x
 cuBLAS SGEMM, the same bits, ``fixup_apart_h200_20261129-150000.json``): 8192 x
 64 x 8192 log-normal on both operands 0.957 -> 1.015x, normal data 1.22 ->
 1.32x, Vandermonde features 8192 x 96 x 4096 1.18 -> 1.25x, 8192^2 x 128
@@ -136,6 +136,13 @@ _ITEMS_PER_PROGRAM = tl.constexpr(4)
 #: per SM ran within 1% on an H200, 2026-11-29, with the fix-up launch before the tiles', a first version).
 APART_PROGRAMS_PER_SM = 8
 APART_WARPS = 4
+#: The registers per thread that launch is compiled to (Triton's ``maxnreg``, :class:`.launch._Launch`).  Left to
+#: itself ptxas gives its four warps 255 whatever the tile (two programs per SM); at 128 (four per SM) it spills
+#: 390 bytes in the kernel's own frame and runs faster.  Measured on an H200 (2026-11-29, log-normal sigma 3 on
+#: both operands, torch.profiler's time of the launch, the same bits; ``fixup_maxnreg_host_h200_20261129-143000.json``):
+#: 8192 x 64 x 8192 35.3 / 32.8 / 31.2 us at 255 / 168 / 128 registers, 8192 x 96 x 4096 30.0 / 30.2 / 27.1 us;
+#: the call 1.012-1.020x / 1.021-1.023x / 1.036-1.037x cuBLAS SGEMM at 8192 x 64 x 8192.
+APART_MAXNREG = 128
 #: Columns per piece of a tile the cheap checks leave undecided (:func:`_careful_tile`).
 _PIECE_COLS = tl.constexpr(64)
 #: int32 words per tile the GEMM's epilogue lists for :func:`overflow_recheck_kernel`: batch, first row, first

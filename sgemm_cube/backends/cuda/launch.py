@@ -60,7 +60,7 @@ from sgemm_cube.cpu_fallback.guard import (LineClass, certificate_threshold, cer
                                           fp16_rule_applies, line_range)
 
 from . import configs as _configs
-from .fixup_kernel import (_ITEMS_PER_PROGRAM, APART_WARPS, RECHECK_ENTRY, apart_shape, fixup_shape,
+from .fixup_kernel import (_ITEMS_PER_PROGRAM, APART_MAXNREG, APART_WARPS, RECHECK_ENTRY, apart_shape, fixup_shape,
                            overflow_recheck_kernel)
 from .gemm_kernel import gemm_kernel
 from .gemm_tiles import VARIANTS
@@ -311,6 +311,7 @@ class _Launch(NamedTuple):
     kwargs: dict          # every parameter of the kernel by name (constexprs included): values and _Refs
     num_warps: int
     num_stages: int
+    maxnreg: int | None = None  # registers per thread the kernel is compiled to (None: ptxas's choice)
 
 
 def _param_names(kernel) -> tuple:
@@ -608,10 +609,10 @@ def _gemm_launch(cfg: dict, a: _SplitSide, b: _SplitSide, *, scheme: str, order:
     num_tiles = triton.cdiv(m, block_m) * triton.cdiv(n, block_n) * batch
     tile_programs = 0 if programs == "fixup" else min(num_tiles, sms) if persistent else num_tiles
     fix_sms = _INTERPRETER_FIXUP_SMS if interpreter_active() else sms
-    num_warps, num_stages = cfg["num_warps"], cfg["num_stages"]
+    num_warps, num_stages, maxnreg = cfg["num_warps"], cfg["num_stages"], None
     if programs == "fixup" and cfg["fixup_apart"]:
         fix_tile, fixup_programs, fix_items = apart_shape(k, fix_sms)
-        num_warps, num_stages = APART_WARPS, 1
+        num_warps, num_stages, maxnreg = APART_WARPS, 1, APART_MAXNREG
     else:
         (fix_tile, fixup_programs), fix_items = fixup_shape(k, fix_sms, num_warps), _ITEMS_PER_PROGRAM.value
     if programs in ("tiles", "tiles_first"):
@@ -644,7 +645,7 @@ def _gemm_launch(cfg: dict, a: _SplitSide, b: _SplitSide, *, scheme: str, order:
         USE_TMA=use_tma, UPCAST=bf16 and interpreter_active(), PERSISTENT=persistent,
         WARP_SPECIALIZE=bool(cfg["warp_specialize"]),
         BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, GROUP_M=cfg["GROUP_M"])
-    return _Launch(gemm_kernel, (tile_programs + fixup_programs,), kwargs, num_warps, num_stages)
+    return _Launch(gemm_kernel, (tile_programs + fixup_programs,), kwargs, num_warps, num_stages, maxnreg)
 
 
 def _launch_parts(cfg: dict, programs: str) -> tuple[str, ...]:
@@ -858,7 +859,9 @@ def _launch_public(launch: _Launch, mem: _Memory):
     """Launch through Triton's public path, ``kernel[grid](**kwargs)``; returns what it returns (the
     compiled kernel on a GPU)."""
     kwargs = {name: mem.tensor(x) if isinstance(x, _Ref) else x for name, x in launch.kwargs.items()}
-    compiled = launch.kernel[launch.grid](**kwargs, num_warps=launch.num_warps, num_stages=launch.num_stages)
+    options = {} if launch.maxnreg is None else {"maxnreg": launch.maxnreg}
+    compiled = launch.kernel[launch.grid](**kwargs, num_warps=launch.num_warps, num_stages=launch.num_stages,
+                                          **options)
     if hasattr(compiled, "result"):  # a future, where Triton compiles asynchronously
         compiled = compiled.result()
     return compiled

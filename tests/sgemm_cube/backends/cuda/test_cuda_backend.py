@@ -494,9 +494,12 @@ def test_fixup_apart_keeps_the_bits(rng, monkeypatch, scheme):
     (_, m, k), n = a.shape, b.shape[1]
     monkeypatch.setattr(launch, "AUTO_MIN_FLOPS", 0.0)  # "auto" at this size too
     at, bt = _t(a), _t(b)[None].expand(2, k, n)
-    assert [x.kernel for x in _problem(at, bt, torch.empty(2, m, n), scheme=scheme,
-                                       config={"fixup_apart": True}).launches].count(launch.gemm_kernel) == (
-        4 if scheme == "auto" else 2)
+    gemms = [x for x in _problem(at, bt, torch.empty(2, m, n), scheme=scheme, config={"fixup_apart": True}).launches
+             if x.kernel is launch.gemm_kernel]
+    assert len(gemms) == (4 if scheme == "auto" else 2)
+    # the fix-up launch alone is compiled to fixup_kernel.APART_MAXNREG registers, the tiles' to ptxas's choice
+    assert [(x.kwargs["HAS_TILES"], x.maxnreg) for x in gemms].count((False, launch.APART_MAXNREG)) == len(gemms) // 2
+    assert [(x.kwargs["HAS_TILES"], x.maxnreg) for x in gemms].count((True, None)) == len(gemms) // 2
     plan = sgemm_cube.explain(at, bt, backend="cuda", scheme=scheme)
     assert plan.scheme == scheme
     want, got = torch.full((2, m, n), float("nan")), torch.full((2, m, n), float("nan"))  # poison
