@@ -103,9 +103,11 @@ def differentiable(req, a, b, out=None):
     Raises
     ------
     RuntimeError
-        ``out=`` with operands that require grad (as :func:`torch.matmul`).
+        ``out=`` with operands that require grad, or an ``out`` that requires grad, in grad mode (as
+        :func:`torch.matmul`).
     """
-    if not _needs_grad(a, b):
+    out_needs_grad = isinstance(out, torch.Tensor) and out.requires_grad and torch.is_grad_enabled()
+    if not (_needs_grad(a, b) or out_needs_grad):
         return compute(req, a, b, out)
     if out is not None:
         raise RuntimeError("matmul(): functions with out=... arguments don't support automatic "

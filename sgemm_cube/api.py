@@ -197,8 +197,8 @@ def matmul(a: Operand, b: Operand, sb: SbOption = 12, *, scheme: Scheme = "auto"
         if fast is not None:
             return fast
     req = _options(sb, scheme, scale, order, accumulate, backend, fixup)
-    if ((getattr(a, "requires_grad", False) or getattr(b, "requires_grad", False))  # torch tensors
-            and sys.modules["torch"].is_grad_enabled()):
+    if ((getattr(a, "requires_grad", False) or getattr(b, "requires_grad", False)  # torch tensors
+         or getattr(out, "requires_grad", False)) and sys.modules["torch"].is_grad_enabled()):
         from ._autograd import differentiable
 
         return differentiable(req, a, b, out)

@@ -115,6 +115,22 @@ def test_double_backward_and_no_grad(rng):
         sgemm_cube.matmul(a, b, out=torch.empty(5, 4))
 
 
+def test_an_out_that_requires_grad_raises_as_in_torch(rng):
+    """``out=`` a tensor that requires grad, the operands not, in grad mode: torch.matmul's RuntimeError, ``out``
+    left as it was (the emulation and native FP32 alike); with grad mode off it is written."""
+    torch = pytest.importorskip("torch")
+    a = torch.from_numpy(rng.standard_normal((5, 20)).astype(np.float32))
+    b = torch.from_numpy(rng.standard_normal((20, 4)).astype(np.float32))
+    for backend in ("cpu", "native"):
+        out = torch.zeros(5, 4, requires_grad=True)
+        with pytest.raises(RuntimeError, match="out=... arguments don't support automatic differentiation"):
+            sgemm_cube.matmul(a, b, out=out, backend=backend)
+        assert bool((out == 0).all()) and out.grad_fn is None  # left as it was
+        with torch.no_grad():  # grad mode off: written, as torch.matmul writes it
+            assert sgemm_cube.matmul(a, b, out=out, backend=backend) is out
+        assert torch.allclose(out.detach().double(), a.double() @ b.double(), rtol=1e-5, atol=1e-6)
+
+
 # ---- 4: NumPy's result types -------------------------------------------------------------------
 
 def test_vector_dot_vector_is_a_numpy_scalar(rng):
