@@ -73,7 +73,7 @@ from .records import synchronize as _sync
 __all__ = ["add_parser", "run", "main", "run_benchmark", "run_sweep", "derive_native_rule",
            "sweep_winners", "host_overhead", "SQUARE_SIZES", "RECT_SHAPES", "SWEEP_CONFIGS",
            "BenchProblem", "LAYOUTS", "MATRIX_METHODS", "matrix_problems", "make_operands", "measure_problem",
-           "run_matrix", "host_loop_ms", "reference_rows", "format_matrix_table", "matrix_summary",
+           "run_matrix", "host_loop_ms", "submit_ms", "reference_rows", "format_matrix_table", "matrix_summary",
            "derive_hybrid_rule", "write_hybrid_config", "DATA_KINDS", "WIDE_RANGE_KINDS", "make_data",
            "make_wide_range", "WIDE_RANGE_SIZES", "WIDE_RANGE_SHORT_K",
            "WIDE_RANGE_SHORT_K_WORST", "wide_range_problems", "fixup_fractions"]
@@ -747,6 +747,30 @@ def host_loop_ms(fn, calls: int, device, loops: int = 1) -> float:
     return sorted(per_call)[len(per_call) // 2]
 
 
+def submit_ms(fn, calls: int, device) -> float:
+    """The host's own time per call (ms): ``calls`` back-to-back calls timed without a synchronize, after one.
+
+    Where it reaches the GPU's time per call the calls are bound by the host: the GPU waits for launches,
+    and both timings read the host's time.  ``calls`` must leave the GPU's launch queue unfilled (about a
+    thousand launches: at most :data:`SUBMIT_CALLS` calls of a few launches each), or the loop waits for
+    the GPU too."""
+    fn()
+    _sync(device)
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    elapsed = time.perf_counter() - t0
+    _sync(device)
+    return elapsed * 1e3 / calls
+
+
+#: Calls per :func:`submit_ms` loop: about 200 launches for the emulation's 6-10 launches a call.
+SUBMIT_CALLS = 20
+#: A method is listed as host-bound (:func:`matrix_summary`) where its submit time reaches this share of its
+#: GPU time.
+HOST_BOUND_SHARE = 0.9
+
+
 def _host_calls(gpu_ms: float, host_ms: float) -> int:
     """Calls per host loop: about ``host_ms`` of GPU work, between 2 and 200."""
     if not math.isfinite(gpu_ms) or gpu_ms <= 0:
@@ -851,7 +875,8 @@ def measure_problem(p: BenchProblem, *, device="cuda", rep_ms: float = 100.0, ro
     torch = _torch()
     oom = _oom_error()
     flops = 2.0 * p.batch * p.m * p.n * p.k
-    row = dict(p._asdict(), flops=flops, rel_err={}, gpu_ms={}, host_ms={}, host_calls={}, failed={})
+    row = dict(p._asdict(), flops=flops, rel_err={}, gpu_ms={}, host_ms={}, host_calls={}, submit_ms={},
+               failed={})
     gen = torch.Generator(device=device).manual_seed(seed)
     a, b = make_operands(p, device, gen)
     row.update(a_shape=list(a.shape), a_stride=list(a.stride()), b_shape=list(b.shape), b_stride=list(b.stride()))
@@ -904,6 +929,7 @@ def measure_problem(p: BenchProblem, *, device="cuda", rep_ms: float = 100.0, ro
         row["host_calls"][name] = calls
         try:
             row["host_ms"][name] = host_loop_ms(fn, calls, device, loops=3 if calls >= 10 else 1)
+            row["submit_ms"][name] = submit_ms(fn, SUBMIT_CALLS, device)
         except Exception as exc:
             fail(name, exc)
     _derive_rates(row)
@@ -992,7 +1018,8 @@ def _row_line(r) -> str:
     fails = f" | failed: {sorted(r['failed'])}" if r["failed"] else ""
     return (f"{head} | sgemm {r['gpu_ms']['sgemm']:8.3f} ms | x SGEMM gpu/host: auto {sg['auto']:5.2f}/"
             f"{sh['auto']:5.2f} cuda {sg['cuda']:5.2f}/{sh['cuda']:5.2f} scheme_auto {sg['scheme_auto']:5.2f}/"
-            f"{sh['scheme_auto']:5.2f} | err auto {e['auto']:.1e} sgemm {e['sgemm']:.1e} | "
+            f"{sh['scheme_auto']:5.2f} | host auto {r.get('submit_ms', {}).get('auto', float('nan')) * 1e3:4.0f} us/call"
+            f" | err auto {e['auto']:.1e} sgemm {e['sgemm']:.1e} | "
             f"fix-up {_listed_text(r)} [{r.get('seconds', 0):.1f}s]{fails}")
 
 
@@ -1040,6 +1067,8 @@ def matrix_summary(rows) -> dict:
         out[f"max_rel_err_{name}"] = max(errs) if errs else None
     out["auto_slower_than_sgemm_gpu"] = [r["name"] for r in measured if r["speedup_gpu"]["auto"] < 0.98]
     out["auto_slower_than_sgemm_host"] = [r["name"] for r in measured if r["speedup_host"]["auto"] < 0.98]
+    out["auto_host_bound"] = [r["name"] for r in measured
+                              if r.get("submit_ms", {}).get("auto", 0.0) >= HOST_BOUND_SHARE * r["gpu_ms"]["auto"]]
     out["failed"] = {r["name"]: r.get("error") or r["failed"] for r in rows if r.get("error") or r.get("failed")}
     out["skipped"] = [r["name"] for r in rows if "skipped" in r]
     return out
@@ -1133,6 +1162,9 @@ def _run_matrix_mode(args, env, key, stamp, save) -> int:
     head = dict(env, methods=MATRIX_METHODS, options=options,
                 legend={"gpu_ms": "triton.testing.do_bench median per call (L2 flushed between calls)",
                         "host_ms": "wall time of host_calls back-to-back calls, then one synchronize, per call",
+                        "submit_ms": f"the host's own time per call: {SUBMIT_CALLS} back-to-back calls timed "
+                                     f"without a synchronize; auto_host_bound (summary) lists the problems where "
+                                     f"auto's reaches {HOST_BOUND_SHARE} of its gpu_ms",
                         "speedup_gpu/host": "SGEMM time / method time: above 1 is faster than SGEMM",
                         "rel_err": "||C - C64||_F / ||C64||_F over the first err_rows rows of each batch",
                         "m, n, k": "a is (batch, m, k), b is (batch, k, n); batch 1 means 2-D operands"})
@@ -1149,6 +1181,9 @@ def _run_matrix_mode(args, env, key, stamp, save) -> int:
                hybrid_rule_in_force=in_force)
     save(path, doc)
     print(format_matrix_table(rows))
+    bound = doc["summary"]["auto_host_bound"]
+    print(f"bound by the host (auto's host time per call >= {HOST_BOUND_SHARE} of its GPU time): "
+          f"{len(bound)} of {len(_measured(rows))} problems{': ' + ', '.join(bound) if bound else ''}")
     print(f"hybrid rule in force: {doc['hybrid_rule_in_force']}")
     print(f"hybrid rule fitted to this run: { {k: rule[k] for k in ('min_flops', 'min_mn', 'min_k')} }; "
           f"{rule['fit']['emulation_slower']} of {rule['fit']['problems']} problems slower on the emulation, "

@@ -250,10 +250,10 @@ def test_matrix_dry_run_on_the_cpu(monkeypatch):
                                 ref_max_flops=2 * 2 * 20 * 40 * 10, budget_s=None, show_progress=False)
     assert [r["name"] for r in rows] == [p.name for p in probs]
     for r in rows:
-        assert set(r["gpu_ms"]) == set(r["host_ms"]) == set(bench_gpu.MATRIX_METHODS)
+        assert set(r["gpu_ms"]) == set(r["host_ms"]) == set(r["submit_ms"]) == set(bench_gpu.MATRIX_METHODS)
         for name in bench_gpu.MATRIX_METHODS:
             assert r["rel_err"][name] < 1e-5, (r["name"], name, r["failed"])
-            assert r["gpu_ms"][name] > 0 and r["host_ms"][name] > 0
+            assert r["gpu_ms"][name] > 0 and r["host_ms"][name] > 0 and r["submit_ms"][name] > 0
             assert r["speedup_gpu"][name] == pytest.approx(r["gpu_ms"]["sgemm"] / r["gpu_ms"][name])
         assert "backend" in r["explain"] or "error" in r["explain"]
         # what the emulation lists, also where auto runs native (backend='cuda''s scheme)
@@ -264,6 +264,7 @@ def test_matrix_dry_run_on_the_cpu(monkeypatch):
     assert all(p.name in table for p in probs)
     summary = bench_gpu.matrix_summary(rows)
     assert summary["failed"] == {} and summary["max_rel_err_sgemm"] < 1e-5
+    assert isinstance(summary["auto_host_bound"], list)
     assert set(derive_hybrid_rule(rows)["fit"]) >= {"faster_but_native", "slower_but_emulated"}
     json.dumps(rows)  # the rows go to JSON as they are
 
@@ -324,6 +325,16 @@ def _measured_row(p, sgemm_ms, cuda_ms):
                hybrid_native=False)
     bench_gpu._derive_rates(row)
     return row
+
+
+def test_matrix_summary_lists_the_host_bound_problems():
+    """``auto_host_bound``: the problems where auto's host time per call (``submit_ms``) reaches
+    ``HOST_BOUND_SHARE`` of its GPU time; rows of records without ``submit_ms`` count as not bound."""
+    probs = [BenchProblem(f"square {s}", 1, s, s, s, "square") for s in (256, 512, 1024)]
+    rows = [_measured_row(p, 1.0, 0.5) for p in probs]
+    rows[0]["submit_ms"] = dict.fromkeys(rows[0]["gpu_ms"], 0.5)                      # = its GPU time
+    rows[1]["submit_ms"] = dict.fromkeys(rows[1]["gpu_ms"], 0.5 * bench_gpu.HOST_BOUND_SHARE * 0.99)
+    assert bench_gpu.matrix_summary(rows)["auto_host_bound"] == ["square 256"]
 
 
 def test_matrix_mode_writes_the_record_and_the_config(tmp_path, monkeypatch, capsys):
