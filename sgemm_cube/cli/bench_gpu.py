@@ -1018,8 +1018,8 @@ def _row_line(r) -> str:
     fails = f" | failed: {sorted(r['failed'])}" if r["failed"] else ""
     return (f"{head} | sgemm {r['gpu_ms']['sgemm']:8.3f} ms | x SGEMM gpu/host: auto {sg['auto']:5.2f}/"
             f"{sh['auto']:5.2f} cuda {sg['cuda']:5.2f}/{sh['cuda']:5.2f} scheme_auto {sg['scheme_auto']:5.2f}/"
-            f"{sh['scheme_auto']:5.2f} | host auto {r.get('submit_ms', {}).get('auto', float('nan')) * 1e3:4.0f} us/call"
-            f" | err auto {e['auto']:.1e} sgemm {e['sgemm']:.1e} | "
+            f"{sh['scheme_auto']:5.2f} | host auto {r.get('submit_ms', {}).get('auto', math.nan) * 1e3:4.0f} "
+            f"us/call | err auto {e['auto']:.1e} sgemm {e['sgemm']:.1e} | "
             f"fix-up {_listed_text(r)} [{r.get('seconds', 0):.1f}s]{fails}")
 
 

@@ -10,8 +10,9 @@ alone, and ``fixup_programs`` extra programs of the same launch compute them
 short-K entries), the tiles store every output and the fix-up programs run in a
 launch of their own after theirs, overwriting their lines' outputs
 (:func:`apart_shape`: four warps, :data:`APART_PROGRAMS_PER_SM` programs per
-SM, an item each, compiled to :data:`APART_MAXNREG` registers).  Measured on an H200 (2026-11-29, through the public API, x
-cuBLAS SGEMM, the same bits, ``fixup_apart_h200_20261129-150000.json``): 8192 x
+SM, an item each, compiled to :data:`APART_MAXNREG` registers).  Measured on an
+H200 (2026-11-29, through the public API, x cuBLAS SGEMM, the same bits,
+``fixup_apart_h200_20261129-150000.json``): 8192 x
 64 x 8192 log-normal on both operands 0.957 -> 1.015x, normal data 1.22 ->
 1.32x, Vandermonde features 8192 x 96 x 4096 1.18 -> 1.25x, 8192^2 x 128
 log-normal 1.20 -> 1.22x; even at K = 256; at K = 512 the fused launch ran
