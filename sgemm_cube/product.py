@@ -103,8 +103,7 @@ def _replay_target(out, result_shape: tuple, a, b) -> bool:
     alignment of a new result, which the launches were compiled for."""
     return (out.__class__ is _EMULATED_TENSOR and out.dtype is a.dtype and out.layout is _STRIDED
             and out.device == a.device and tuple(out.shape) == result_shape and out.is_contiguous()
-            and out.data_ptr() % 16 == 0 and out.untyped_storage().data_ptr() not in
-            (a.untyped_storage().data_ptr(), b.untyped_storage().data_ptr()))
+            and out.data_ptr() % 16 == 0 and not _shares_storage(out, a, b))
 
 
 def _remember_emulated(req: Request, chosen: Plan, prob: "Operands", a3, b3, res) -> None:
@@ -396,10 +395,14 @@ def _same_memory(x, y, torch_mode) -> bool:
     return np.shares_memory(x, y) and x.ctypes.data == y.ctypes.data
 
 
+def _shares_storage(out, a, b) -> bool:
+    """Whether tensor ``out`` lies in the storage of tensor ``a`` or ``b``."""
+    return out.untyped_storage().data_ptr() in (a.untyped_storage().data_ptr(), b.untyped_storage().data_ptr())
+
+
 def _overlaps(out, prob: Operands) -> bool:
     if prob.torch_mode:
-        storages = {t.untyped_storage().data_ptr() for t in (prob.a, prob.b)}
-        return out.untyped_storage().data_ptr() in storages
+        return _shares_storage(out, prob.a, prob.b)
     return np.may_share_memory(out, prob.a) or np.may_share_memory(out, prob.b)
 
 
