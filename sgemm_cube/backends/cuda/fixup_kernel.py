@@ -37,7 +37,9 @@ long list's FP64 work no longer overlaps the tiles), so longer K stays fused:
   on an H100 (2026-11-27, 4096^3, the same bits): 3 listed columns 2.06 ->
   1.69 ms; 100 rows and 40 columns listed 1.62 -> 1.14-1.18 ms; where every
   row is listed, 3-6% slower (2.83 -> 2.92-3.01 ms: the second tile shape in
-  the kernel, inlined or not, 16 x 64, 16 x 256 or 32 x 128).
+  the kernel, inlined or not, 16 x 64, 16 x 256 or 32 x 128).  Their first
+  phase's FP64 dots take K steps of :data:`_SMALL_K` (128), not the tiles'
+  (32): a short list at long K no longer makes the launch's tail.
 
 The products are FP64 tensor-core dots (``tl.dot`` of float64 tiles; DMMA
 on Hopper) of the **unscaled** operands (:func:`fixup_dot`): each product of
@@ -119,6 +121,16 @@ _LOG2_UPPER = tl.constexpr(max(math.ceil(math.log2(line_range(s, sb).upper))
 #: against blocks of _SMALL_O other lines (:func:`_fix_lines`).
 _SMALL_GROUP = tl.constexpr(16)
 _SMALL_O = tl.constexpr(64)
+#: And the K step of their first-phase FP64 dots (:func:`_fix_tile`; the careful pass keeps the tiles' step).
+#: An item is a chain of K / step steps, each a load of the line indices, then of the lines, then a dot:
+#: at long K a long chain, the launch's tail.  Measured on an H200 (2026-11-29, through the public API, x cuBLAS
+#: SGEMM, two rounds in alternating processes, the same bits; ``small_k_h200_20261129-170000.json``): one loose
+#: column of B listed beside wide rows of A (``guard.fp16_rule``) made the GEMM launch of a 1536^3 product 182 us
+#: against 90 us with nothing listed, at the tiles' step of 32; steps 32 -> 128 -> 256: Laplacian kernel
+#: 1536^3 0.81 -> 1.08 -> 1.00x, Vandermonde features 2048^3 1.05 -> 1.30 -> 1.20x, 4096^3 2.49 -> 3.29 ->
+#: 3.10x, nothing listed (X^T X 1536^3) 1.39x under each.  A step of 128 in both phases needed 122880 bytes of
+#: shared memory against 98304 (one program per SM at 64 x 128 tiles: nothing listed ran 1.21-1.29x).
+_SMALL_K = tl.constexpr(128)
 #: The fewest work items a fix-up program takes while fewer programs than launched would do
 #: (:func:`_active_programs`).  Why, as we read the figures (not profiled further): an item of a short list at
 #: short K is a chain of dependent loads, a few microseconds, and a launch's 4 x 132 fix-up programs (an item
@@ -463,13 +475,13 @@ def _fix_lines(p, num_programs, item_base,
                     _fix_tile(phase, (j // n_ob) * _SMALL_GROUP, (j % n_ob) * _SMALL_O, lists, total,
                               x_base, stride_xl, stride_xk, y_base, stride_yk, stride_yo, c, stride_cl, stride_co,
                               xm, ym, n_open, o_open, K, alpha, SKIP_LISTED,
-                              FIXUP_MIN_CLASS, _SMALL_GROUP, _SMALL_O, BLOCK_K)
+                              FIXUP_MIN_CLASS, _SMALL_GROUP, _SMALL_O, BLOCK_K, _SMALL_K)
             else:
                 for j in range(first, n_items, num_programs):
                     _fix_tile(phase, (j // n_ob) * GROUP, (j % n_ob) * BLOCK_O, lists, total,
                               x_base, stride_xl, stride_xk, y_base, stride_yk, stride_yo, c, stride_cl, stride_co,
                               xm, ym, n_open, o_open, K, alpha, SKIP_LISTED,
-                              FIXUP_MIN_CLASS, GROUP, BLOCK_O, BLOCK_K)
+                              FIXUP_MIN_CLASS, GROUP, BLOCK_O, BLOCK_K, BLOCK_K)
             item_base += n_items
     return item_base
 
@@ -478,14 +490,15 @@ def _fix_lines(p, num_programs, item_base,
 def _fix_tile(phase: tl.constexpr, first_rank, first_o, lists, total,
               x_base, stride_xl, stride_xk, y_base, stride_yk, stride_yo, c, stride_cl, stride_co,
               x_meta, y_meta, n_open, o_open, K, alpha, SKIP_LISTED: tl.constexpr,
-              FIXUP_MIN_CLASS: tl.constexpr, ROWS: tl.constexpr, COLS: tl.constexpr, BLOCK_K: tl.constexpr):
+              FIXUP_MIN_CLASS: tl.constexpr, ROWS: tl.constexpr, COLS: tl.constexpr, BLOCK_K: tl.constexpr,
+              DOT_K: tl.constexpr):
     """One item of :func:`_fix_lines`: the fix-up lines of ranks ``first_rank ...`` (ROWS of them, fewer at
     the end of the list) against the other lines of ranks ``first_o ...`` (COLS).  Phase 0 stores their FP64
-    sums rounded once; phase 1 reads them back and checks them, and computes again carefully a tile it
-    cannot clear."""
+    sums rounded once, in K steps of DOT_K; phase 1 reads them back and checks them, and computes again
+    carefully, in steps of BLOCK_K, a tile it cannot clear."""
     if phase == 0:
         acc = _listed_rows_dot(lists, first_rank, total, x_base, stride_xl, stride_xk, y_base, stride_yk,
-                               stride_yo, first_o, n_open, o_open, K, alpha, SKIP_LISTED, ROWS, COLS, BLOCK_K)
+                               stride_yo, first_o, n_open, o_open, K, alpha, SKIP_LISTED, ROWS, COLS, DOT_K)
         offs_o, o_in = _other_lines(first_o, n_open, o_open, SKIP_LISTED, COLS)
         lines, valid = _gather_group(lists, first_rank, total, ROWS)
         tl.store(c + lines[:, None].to(tl.int64) * stride_cl + offs_o[None, :].to(tl.int64) * stride_co,

@@ -1065,8 +1065,9 @@ def split_operands(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = 
     prob = _problem(tuple(a.shape), a.stride(), tuple(b.shape), b.stride(), (0, 0), a.device, sb=sb, order=order,
                     scheme=scheme, scale=scale, fixup_min_class=fixup_min_class, flush_k=flush_k, config=whole)
     mem = _memory(prob, a, b, out, scale)
-    for launch in prob.launches[:-2]:  # not the GEMM and the overflow recheck
-        _launch_public(launch, mem)
+    for launch in prob.launches:  # not the GEMM(s) (with fixup_apart, two launches) and the overflow recheck
+        if launch.kernel not in (gemm_kernel, overflow_recheck_kernel):
+            _launch_public(launch, mem)
     (a_ints, la), (b_ints, lb) = prob.a_lines, prob.b_lines
     sl = [mem.tensor(r) for r in prob.slices]
     if get_scheme(scheme).format.name == "bf16":

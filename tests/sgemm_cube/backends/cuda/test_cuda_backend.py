@@ -224,6 +224,21 @@ def test_bf16_lines_beside_their_partners_are_the_guards(rng):
         assert np.array_equal(unpack_meta(ops.b_lines.meta.numpy()).cls[0] > 0, cols), name
 
 
+@pytest.mark.parametrize("scheme", ["fp16x3", "bf16x6"])
+def test_split_operands_runs_the_split_alone(rng, monkeypatch, scheme):
+    """``split_operands`` launches the split's kernels and none of the GEMM's, also under ``fixup_apart``
+    (two GEMM launches: before, it took every launch but the last two, and ran the tiles' launch with no
+    output; the H200's table sets ``fixup_apart`` up to K = 256, where tests/gpu failed to compile it)."""
+    ran = []
+    real = launch._launch_public
+    monkeypatch.setattr(launch, "_launch_public", lambda lc, mem: (ran.append(lc.kernel), real(lc, mem))[1])
+    a = _t(rng.standard_normal((24, 64)).astype(np.float32))[None]
+    b = _t(rng.standard_normal((64, 10)).astype(np.float32))[None]
+    ops = launch.split_operands(a, b, scheme=scheme, config={**SMALL, "fixup_apart": True})
+    _check_split(ops, a, b, scheme=scheme)
+    assert ran and launch.gemm_kernel not in ran and launch.overflow_recheck_kernel not in ran
+
+
 def test_fp16_lines_beside_their_partners_are_the_guards(rng):
     """Issue 33: the FP16 lines' summaries (pass 2a: wide and loose lines per block of 16) and the rule that
     emulates one operand's wide lines beside the other's tight ones (``guard.fp16_rule``): on
@@ -463,6 +478,27 @@ def _short_and_long_lists(rng):
     b[11, ::2] = 2.0 ** -40  # 70 fix-up columns
     a[:, :, 0], b[0, :] = 0, 0  # every line holds a zero: neither operand's wide lines are emulated
     return a, b
+
+
+def test_short_lists_over_several_k_steps(rng):
+    """A short list's FP64 dots go in K steps of ``fixup_kernel._SMALL_K`` (128), the careful pass in the
+    tiles' step: at K = 300 (two whole steps and a masked one) three listed rows and two listed columns (one
+    output in both) come out exactly, on data whose FP64 sums are exact (integers times powers of two within
+    45 binades), so any step, order or mask error shows; and the whole product agrees with the CPU model."""
+    m, k, n = 40, 300, 50
+    a = (rng.integers(-64, 65, (m, k)) * 2.0 ** rng.integers(-6, 1, (m, k))).astype(np.float32)
+    b = (rng.integers(-64, 65, (k, n)) * 2.0 ** rng.integers(-6, 1, (k, n))).astype(np.float32)
+    a[:, 0], b[0, :] = 0, 0  # every line holds a zero: neither operand's wide lines are emulated
+    a[[3, 17, 38], [250, 5, 299]] = 2.0 ** -30  # three fix-up rows, entries in the masked last step too
+    b[[290, 64], [7, 41]] = 2.0 ** -30  # two fix-up columns
+    rows = guard.line_meta(a[None], -1, partner=b[None]).cls[0] > 0
+    cols = guard.line_meta(b[None], -2, partner=a[None]).cls[0] > 0
+    assert np.flatnonzero(rows).tolist() == [3, 17, 38] and np.flatnonzero(cols).tolist() == [7, 41]
+    got = _run(a, b)[0]
+    exact = (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float32)
+    np.testing.assert_array_equal(got[rows], exact[rows])
+    np.testing.assert_array_equal(got[:, cols], exact[:, cols])
+    _check_against_model(a, b, got)
 
 
 @pytest.mark.parametrize("programs", [1, 2, 3, 12])
