@@ -141,7 +141,9 @@ _SMALL_K = tl.constexpr(128)
 #: item, the dealing before) -> 4 -> 8: 8192 x 96 x 4096 0.96 -> 1.02 -> 1.02x; 8192 x 64 x 8192 0.935 ->
 #: 0.967 -> 0.949x; 8192 x 128 x 8192 1.16 -> 1.19-1.21 -> 1.18x; Vandermonde features at K = 96 (long lists)
 #: and 4096^3 on both operands unchanged; 4096^3 log-normal on A only 2.95 -> 2.92x (1% slower), and 1.78x
-#: with 8 (the fix-up became the tail).  The same bits.
+#: with 8 (the fix-up became the tail).  The same bits.  At long K it moved nothing: 1, 2 and 4 within 0.5% at
+#: 1536^3, 2048^3, 4096^3 and 8192 x 512 x 8192 (H200, 2026-11-29, ``small_k_h200_20261129-170000.json``; a
+#: short list's K step did, :data:`_SMALL_K`).
 _ITEMS_PER_PROGRAM = tl.constexpr(4)
 #: A launch of fix-up programs alone (config key ``fixup_apart``, :func:`apart_shape`): its programs per SM
 #: and the warps of each.  Without the tiles' registers and shared memory many such programs fit on an SM, so a
